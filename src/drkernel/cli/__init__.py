@@ -1,0 +1,22 @@
+"""The `drkernel` command: one sub-command group per package folder.
+
+Exit codes (every sub-command):
+    0  success (for `gym eval`: the solution is valid)
+    1  the evaluated solution is not valid (incorrect, failed or hacked)
+    2  bad usage or bad input (unknown problem, unreadable file, invalid config)
+    3  infrastructure failure (a worker or the service failed)
+"""
+
+from __future__ import annotations
+
+import typer
+
+from drkernel.cli import problems as problems_cli
+
+app = typer.Typer(no_args_is_help=True, add_completion=False,
+                  help="drkernel: KernelGym, kernel agents and Dr. Kernel RL for Triton kernels.")
+app.add_typer(problems_cli.app, name="problems")
+
+
+def main() -> None:
+    app()

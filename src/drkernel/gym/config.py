@@ -1,0 +1,135 @@
+"""Evaluation configuration and request. Plain frozen dataclasses (the gym uses only the stdlib,
+torch, triton and numpy; the service wraps these in pydantic at its edge)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Mapping
+
+from drkernel.errors import ConfigError
+from drkernel.problems.problem import Problem
+
+TOLERANCE_PROFILES: dict[str, dict[str, tuple[float, float]]] = {
+    # profile -> dtype -> (atol, rtol)
+    "kernelgym": {"float32": (1e-2, 1e-2), "float16": (1e-2, 1e-2), "bfloat16": (1e-2, 1e-2)},
+    "kernelbench": {"float32": (1e-4, 1e-4), "float16": (1e-2, 1e-2), "bfloat16": (1e-2, 1e-2)},
+}
+VERDICT_MODES = ("lenient", "strict")
+REFERENCE_MODES = ("eager", "compile")
+
+
+def tolerance_for(profile: str, dtype: str) -> tuple[float, float]:
+    """(atol, rtol) of a tolerance profile for an output dtype (fp32 values for other dtypes)."""
+    table = TOLERANCE_PROFILES[profile]
+    return table.get(dtype, table["float32"])
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """How one solution is evaluated. Every field is part of the result-cache key."""
+
+    trials: int = 5
+    """Correctness trials, each with fresh seeded inputs (the paper uses 5)."""
+    tolerance: str = "kernelgym"
+    """Tolerance profile: ``kernelgym`` (atol = rtol = 1e-2) or ``kernelbench`` (fp32 1e-4, fp16/bf16 1e-2)."""
+    device: str = "auto"
+    """``auto`` (cuda when available, else cpu), ``cuda``, ``cuda:N`` or ``cpu`` (Triton interpreter)."""
+    seed: int = 0
+    """Base seed; trial k draws its inputs from seed + k, weights from seed."""
+    timing: bool = True
+    """Time reference and solution (GPU only; on CPU timing fields are null and say why)."""
+    warmup_calls: int = 10
+    """Untimed calls before timing."""
+    timed_calls: int = 100
+    """Timed calls per side; each on cloned inputs after an L2 flush."""
+    l2_flush: bool = True
+    """Write a buffer larger than L2 before every timed call."""
+    reference: str = "eager"
+    """Reference for speedup: ``eager`` PyTorch or ``compile`` (torch.compile of the reference)."""
+    profile: bool = True
+    """Run the profiler pass (time coverage, side-stream cross-check) on GPU."""
+    timeout_s: float = 300.0
+    """Wall-clock limit for the candidate child, all stages included."""
+    memory_fraction: float = 0.9
+    """``torch.cuda.set_per_process_memory_fraction`` in the candidate."""
+    rss_limit_mb: int = 16384
+    """Host resident-size limit for the candidate child, enforced by a watcher (not RLIMIT_AS)."""
+    verdict_mode: str = "lenient"
+    """Which hack verdict ``valid`` reports: ``lenient`` (the paper's) or ``strict``; both are stored."""
+    coverage_floor: float = 0.1
+    """Lenient mode: own kernels doing less than this share of the reference's compute is hack 2."""
+    strict_allowlist: tuple[str, ...] = ()
+    """Strict mode: aten ops (e.g. ``aten::add.Tensor``) ModelNew may run in PyTorch besides the always-allowed ones."""
+    cpu_scale: bool = True
+    """On CPU, scale problem sizes down (generic rule plus the problem's overrides)."""
+    cpu_element_budget: int = 1 << 18
+    """Generic CPU scale-down target: total elements of inputs and parameters."""
+    second_size: bool = True
+    """Run one extra correctness trial at a second problem size where the problem allows it."""
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.tolerance not in TOLERANCE_PROFILES:
+            problems.append(f"tolerance={self.tolerance!r} (one of {sorted(TOLERANCE_PROFILES)})")
+        if self.verdict_mode not in VERDICT_MODES:
+            problems.append(f"verdict_mode={self.verdict_mode!r} (one of {VERDICT_MODES})")
+        if self.reference not in REFERENCE_MODES:
+            problems.append(f"reference={self.reference!r} (one of {REFERENCE_MODES})")
+        if self.trials < 1:
+            problems.append(f"trials={self.trials} (at least 1)")
+        if not (self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:")):
+            problems.append(f"device={self.device!r} (auto, cpu, cuda or cuda:N)")
+        if not 0.0 < self.memory_fraction <= 1.0:
+            problems.append(f"memory_fraction={self.memory_fraction} (in (0, 1])")
+        if problems:
+            raise ConfigError("invalid EvalConfig: " + "; ".join(problems))
+
+    def replace(self, **changes: Any) -> "EvalConfig":
+        return EvalConfig.from_dict({**self.to_dict(), **changes})
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["strict_allowlist"] = list(self.strict_allowlist)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "EvalConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ConfigError(f"unknown EvalConfig keys: {sorted(unknown)}")
+        d = dict(d)
+        if "strict_allowlist" in d:
+            d["strict_allowlist"] = tuple(d["strict_allowlist"])
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class EvalRequest:
+    """One solution to evaluate against one problem."""
+
+    problem: Problem
+    solution: str
+    config: EvalConfig = field(default_factory=EvalConfig)
+    request_id: str = ""
+
+    def content_hash(self, device_name: str = "") -> str:
+        """Cache key: problem, solution, configuration and the device model."""
+        h = hashlib.sha256()
+        for part in (self.problem.code_hash, self.solution,
+                     json.dumps(self.config.to_dict(), sort_keys=True), device_name):
+            h.update(part.encode())
+            h.update(b"\0")
+        return h.hexdigest()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"problem": self.problem.to_dict(), "solution": self.solution,
+                "config": self.config.to_dict(), "request_id": self.request_id}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "EvalRequest":
+        return cls(problem=Problem.from_dict(d["problem"]), solution=str(d["solution"]),
+                   config=EvalConfig.from_dict(d.get("config") or {}),
+                   request_id=str(d.get("request_id", "")))

@@ -1,0 +1,23 @@
+"""Shared test fixtures. Paths to the project's shipped data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _shared_data() -> Path:
+    for cand in (REPO / "tests" / "data" / "kernelbench_level1_level2.jsonl",
+                 REPO.parent / "shared" / "data" / "kernelbench_level1_level2.jsonl"):
+        if cand.exists():
+            return cand
+    raise FileNotFoundError("kernelbench_level1_level2.jsonl not found")
+
+
+@pytest.fixture(scope="session")
+def kernelbench_rows() -> Path:
+    """The real KernelBench level-1/2 problems (200 rows) shipped with the tests."""
+    return _shared_data()
