@@ -23,42 +23,61 @@ _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
         ast.FloorDiv: operator.floordiv, ast.Pow: operator.pow}
 
 
-def _int_value(node: ast.AST, consts: dict[str, int]) -> int | None:
+def _value(node: ast.AST, consts: dict[str, int | tuple]) -> int | tuple | None:
+    """An int or a tuple of ints, from literals, module constants and + - * // **."""
     if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
         return node.value
     if isinstance(node, ast.Name):
         return consts.get(node.id)
+    if isinstance(node, (ast.Tuple, ast.List)):
+        dims = _dims(node.elts, consts)
+        return None if dims is None else tuple(dims)
     if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-        a, b = _int_value(node.left, consts), _int_value(node.right, consts)
-        if a is not None and b is not None and (not isinstance(node.op, ast.Pow) or 0 <= b <= 64):
+        a, b = _value(node.left, consts), _value(node.right, consts)
+        if isinstance(a, int) and isinstance(b, int) and (not isinstance(node.op, ast.Pow) or 0 <= b <= 64):
             return _OPS[type(node.op)](a, b)
     return None
 
 
-def _module_constants(tree: ast.Module, overrides: dict[str, int]) -> dict[str, int]:
-    consts: dict[str, int] = {}
+def _dims(args: list[ast.AST], consts: dict[str, int | tuple]) -> list[int] | None:
+    """Shape arguments (``n, *shape`` or one tuple) as a list of ints; None when not static."""
+    dims: list[int] = []
+    for a in args:
+        v = _value(a.value if isinstance(a, ast.Starred) else a, consts)
+        if isinstance(v, tuple) and (isinstance(a, ast.Starred) or len(args) == 1):
+            dims.extend(v)
+        elif isinstance(v, int) and not isinstance(a, ast.Starred):
+            dims.append(v)
+        else:
+            return None
+    return dims
+
+
+def _module_constants(tree: ast.Module, overrides: dict[str, int]) -> dict[str, int | tuple]:
+    consts: dict[str, int | tuple] = {}
     for stmt in tree.body:
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-            value = _int_value(stmt.value, consts)
-            if value is not None:
-                consts[stmt.targets[0].id] = value
+        if isinstance(stmt, ast.Assign):
+            value = _value(stmt.value, consts)
+            for target in stmt.targets:
+                if value is not None and isinstance(target, ast.Name):
+                    consts[target.id] = value
+                elif isinstance(target, ast.Tuple) and isinstance(value, tuple) and len(value) == len(target.elts):
+                    consts.update({t.id: v for t, v in zip(target.elts, value) if isinstance(t, ast.Name)})
     consts.update(overrides)
     return consts
 
 
-def _shape_elements(call: ast.Call, consts: dict[str, int]) -> int:
+def _shape_elements(call: ast.Call, consts: dict[str, int | tuple]) -> int:
     name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
     if name not in _TENSOR_MAKERS:
         return 0
     args = list(call.args)
     if name == "randint":
-        args = [kw.value for kw in call.keywords if kw.arg == "size"] or args[2:3] or args[1:2]
-    if len(args) == 1 and isinstance(args[0], (ast.Tuple, ast.List)):
-        args = list(args[0].elts)
-    dims = [_int_value(a, consts) for a in args]
-    if not dims or any(d is None for d in dims) or name == "full" and len(dims) < 1:
-        return 0
-    return math.prod(dims)
+        args = [kw.value for kw in call.keywords if kw.arg == "size"] or args[2:3]
+    elif name == "full":
+        args = args[:1]
+    dims = _dims(args, consts)
+    return math.prod(dims) if dims else 0
 
 
 def estimate_device_bytes(request: EvalRequest) -> int:
