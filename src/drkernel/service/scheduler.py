@@ -266,7 +266,8 @@ class Scheduler:
             self._wake.clear()
             for w in self.workers:
                 free = w.handle.slots - len(w.in_flight)
-                if w.state is not WorkerState.READY or free <= 0:
+                isolated = any(j.attempts > 1 for j in w.in_flight.values())  # a retry runs alone
+                if w.state is not WorkerState.READY or free <= 0 or isolated:
                     continue
                 try:
                     jobs = self.store.claim(w.handle.name, free, w.budget_bytes - w.used_bytes,

@@ -100,6 +100,7 @@ class HealthOut(BaseModel):
     workers_ready: int
     workers_total: int
     queue_depth: int
+    max_batch: int = Field(description="Most requests per batch submission and ids per wait.")
 
 
 class QueueOut(BaseModel):

@@ -208,12 +208,13 @@ class JobStore:
     def claim(self, worker: str, n: int, budget_bytes: int, idle: bool, lease_s: float) -> list[Job]:
         """Claim up to ``n`` queued jobs for ``worker`` (oldest first within priority) whose estimated
         bytes fit ``budget_bytes`` together; an ``idle`` worker also takes one job larger than its
-        budget, so no job waits forever. Skips jobs whose duplicate is already running."""
+        budget, so no job waits forever. Skips jobs whose duplicate is already running. A retried
+        job (attempts > 0) is claimed only by an idle worker, and alone."""
         return self._tx(self._claim, worker, n, budget_bytes, idle, lease_s)
 
     def _claim(self, db, worker, n, budget_bytes, idle, lease_s) -> list[Job]:
         rows = db.execute(
-            "SELECT id, est_bytes, req_hash FROM jobs WHERE status = 'queued' AND req_hash NOT IN "
+            "SELECT id, est_bytes, req_hash, attempts FROM jobs WHERE status = 'queued' AND req_hash NOT IN "
             "(SELECT req_hash FROM jobs WHERE status = 'running') ORDER BY priority DESC, seq LIMIT ?",
             (max(4 * n, 64),)).fetchall()
         chosen, hashes, used = [], set(), 0
@@ -221,6 +222,13 @@ class JobStore:
             if len(chosen) == n:
                 break
             if r["req_hash"] in hashes:
+                continue
+            if r["attempts"] > 0:
+                # A retry runs alone on an idle worker: if it brings the worker down again, it
+                # takes no innocent neighbour with it.
+                if idle and not chosen:
+                    chosen.append(r["id"])
+                    break
                 continue
             fits = used + r["est_bytes"] <= budget_bytes
             if fits or (idle and not chosen):
