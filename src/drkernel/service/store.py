@@ -31,6 +31,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     idem_key TEXT UNIQUE,
     req_hash TEXT NOT NULL,
     request TEXT NOT NULL,
+    request_id TEXT NOT NULL DEFAULT '',
     est_bytes INTEGER NOT NULL,
     priority INTEGER NOT NULL DEFAULT 0,
     status TEXT NOT NULL,
@@ -85,6 +86,7 @@ class NewJob:
     req_hash: str
     est_bytes: int
     cache_keys: tuple[str, ...] = ()
+    request_id: str = ""
     idem_key: str | None = None
     priority: int = 0
 
@@ -108,6 +110,7 @@ class Job:
     error_class: str | None
     cached: bool
     idem_key: str | None
+    request_id: str
 
     @classmethod
     def from_row(cls, r: sqlite3.Row) -> "Job":
@@ -116,7 +119,7 @@ class Job:
                    attempts=r["attempts"], claim=r["claim"], worker=r["worker"], created=r["created"],
                    started=r["started"], finished=r["finished"], result_json=r["result"],
                    error=r["error"], error_class=r["error_class"], cached=bool(r["cached"]),
-                   idem_key=r["idem_key"])
+                   idem_key=r["idem_key"], request_id=r["request_id"])
 
 
 @dataclass(frozen=True)
@@ -183,15 +186,15 @@ class JobStore:
             hit = self._cache_lookup(db, nj.cache_keys)
             job_id = uuid.uuid4().hex
             if hit is not None:
-                db.execute("INSERT INTO jobs (id, idem_key, req_hash, request, est_bytes, priority, status, "
-                           "created, started, finished, result, cached) VALUES (?,?,?,?,?,?,?,?,?,?,?,1)",
-                           (job_id, nj.idem_key, nj.req_hash, nj.request_json, nj.est_bytes, nj.priority,
-                            JobStatus.DONE.value, now, now, now, hit))
+                db.execute("INSERT INTO jobs (id, idem_key, req_hash, request, request_id, est_bytes, priority, "
+                           "status, created, started, finished, result, cached) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,1)",
+                           (job_id, nj.idem_key, nj.req_hash, nj.request_json, nj.request_id, nj.est_bytes,
+                            nj.priority, JobStatus.DONE.value, now, now, now, hit))
             else:
-                db.execute("INSERT INTO jobs (id, idem_key, req_hash, request, est_bytes, priority, status, "
-                           "created) VALUES (?,?,?,?,?,?,?,?)",
-                           (job_id, nj.idem_key, nj.req_hash, nj.request_json, nj.est_bytes, nj.priority,
-                            JobStatus.QUEUED.value, now))
+                db.execute("INSERT INTO jobs (id, idem_key, req_hash, request, request_id, est_bytes, priority, "
+                           "status, created) VALUES (?,?,?,?,?,?,?,?,?)",
+                           (job_id, nj.idem_key, nj.req_hash, nj.request_json, nj.request_id, nj.est_bytes,
+                            nj.priority, JobStatus.QUEUED.value, now))
             out.append((self._get(db, job_id), True))
         return out
 
