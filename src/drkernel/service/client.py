@@ -44,6 +44,7 @@ class JobInfo:
     cached: bool
     error: str | None
     error_class: str | None
+    worker: str | None
     result: EvalResult | None
 
     @property
@@ -53,7 +54,7 @@ class JobInfo:
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "JobInfo":
         return cls(id=d["id"], status=d["status"], attempts=d["attempts"], cached=d["cached"], error=d.get("error"),
-                   error_class=d.get("error_class"),
+                   error_class=d.get("error_class"), worker=d.get("worker"),
                    result=EvalResult.from_dict(d["result"]) if d.get("result") else None)
 
     def unwrap(self) -> EvalResult:
