@@ -100,9 +100,11 @@ def _headers(token: str | None) -> dict[str, str]:
 def _progress(total: int, enabled: bool, label: str):
     if not enabled:
         return None
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    progress = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    progress = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=Console(stderr=True))  # stdout stays clean for results
     progress.start()
     return progress, progress.add_task(label, total=total)
 
