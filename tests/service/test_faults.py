@@ -98,3 +98,19 @@ def test_kill9_server_mid_batch_and_restart(tmp_path, small_problem):
                 srv2.stop()
     finally:
         srv.stop()
+
+
+def test_hung_worker_is_killed_and_the_job_fails_after_two_attempts(tmp_path, small_problem):
+    srv = ServerProcess(tmp_path / "jobs.sqlite", "--devices", "cpu:1", "--evaluator", DIRECTIVE, "--token", TOKEN,
+                        "--job-timeout-grace-s", "0.5").start()
+    try:
+        with ServiceClient(srv.url, TOKEN) as c:
+            pid, = [w["pid"] for w in c.workers()]
+            config = EvalRequest(small_problem, "").config.replace(timeout_s=0.5)
+            hung = c.submit(EvalRequest(small_problem, "class ModelNew: pass\n# sleep: 30", config))
+            info = c.collect([hung], timeout_s=60)[hung]
+            assert info.status == "failed" and info.error_class == "worker_hung" and info.attempts == 2
+            worker = _wait_for(lambda: next((w for w in c.workers() if w["state"] == "ready"), None))
+            assert worker["pid"] != pid and worker["restarts"] == 2
+    finally:
+        srv.stop()
