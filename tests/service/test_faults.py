@@ -110,7 +110,7 @@ def test_hung_worker_is_killed_and_the_job_fails_after_two_attempts(tmp_path, sm
             hung = c.submit(EvalRequest(small_problem, "class ModelNew: pass\n# sleep: 30", config))
             info = c.collect([hung], timeout_s=60)[hung]
             assert info.status == "failed" and info.error_class == "worker_hung" and info.attempts == 2
-            worker = _wait_for(lambda: next((w for w in c.workers() if w["state"] == "ready"), None))
+            worker = _wait_for(lambda: next((w for w in c.workers() if w["state"] == "ready"), None), 120)
             assert worker["pid"] != pid and worker["restarts"] == 2
     finally:
         srv.stop()

@@ -10,15 +10,18 @@ from pathlib import Path
 import pytest
 from server import ServerProcess
 
+from drkernel.gym.config import EvalConfig, EvalRequest
 from drkernel.service.client import ServiceClient
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from service_load import comparable, direct_evaluations, run_clients, verify, workload  # noqa: E402
-
+from service_load import comparable, direct_evaluations, problems, run_clients, solution, verify  # noqa: E402
 
 @pytest.fixture(scope="module")
 def pool():
-    return workload(6, seed=3)
+    """Four real Triton solutions with four different verdicts."""
+    probs, config = problems(), EvalConfig(device="cpu", trials=2, second_size=False)
+    picks = [("add", "correct"), ("mul", "wrong"), ("add_relu", "syntax_error"), ("scaled_sub", "no_modelnew")]
+    return [EvalRequest(probs[op], solution(op, kind, 128, i), config) for i, (op, kind) in enumerate(picks)]
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +43,7 @@ def test_default_worker_is_the_real_gym(gym_server):
 
 
 def test_real_solutions_match_direct_evaluation(gym_server, pool, direct):
-    assert len({d["status"] for d in direct.values()}) >= 2  # the workload mixes verdicts
+    assert sorted(d["status"] for d in direct.values()) == ["correct", "incorrect", "no_modelnew", "syntax_error"]
     with ServiceClient(gym_server.url) as c:
         results = c.evaluate_many(pool)
         assert [comparable(r) for r in results] == [direct[r.solution_hash] for r in results]
