@@ -122,8 +122,10 @@ def test_evaluator_exception_is_retried_once_then_failed(http, small_problem):
     job = http.get(f"/v1/jobs/{job_id}/wait", params={"timeout": 30}).json()
     assert job["status"] == "failed" and job["attempts"] == 2 and job["result"] is None
     assert job["error_class"] == "evaluator_error" and "RuntimeError" in job["error"]
-    workers = http.get("/v1/workers").json()
-    assert [w["state"] for w in workers] == ["ready", "ready"]  # the canary cleared both devices
+    deadline = time.monotonic() + 60
+    while [w["state"] for w in http.get("/v1/workers").json()] != ["ready", "ready"]:
+        assert time.monotonic() < deadline, "the canary did not clear both devices"
+        time.sleep(0.1)
 
 
 def test_a_bad_solution_is_a_result_not_a_retry(http, small_problem):

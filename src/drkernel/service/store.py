@@ -57,6 +57,11 @@ CREATE TABLE IF NOT EXISTS cache (
 """
 
 
+# Every column but the request body, which only a claim needs (reads of status stay small).
+_COLUMNS = ("id, idem_key, req_hash, request_id, est_bytes, priority, status, attempts, claim, worker, created, "
+            "started, finished, result, error, error_class, cached")
+
+
 class JobStatus(str, Enum):
     QUEUED = "queued"
     RUNNING = "running"
@@ -93,10 +98,12 @@ class NewJob:
 
 @dataclass(frozen=True)
 class Job:
+    """A stored job. ``request_json`` is loaded by claims only (None elsewhere)."""
+
     id: str
     status: JobStatus
     req_hash: str
-    request_json: str
+    request_json: str | None
     est_bytes: int
     priority: int
     attempts: int
@@ -115,7 +122,7 @@ class Job:
     @classmethod
     def from_row(cls, r: sqlite3.Row) -> "Job":
         return cls(id=r["id"], status=JobStatus(r["status"]), req_hash=r["req_hash"],
-                   request_json=r["request"], est_bytes=r["est_bytes"], priority=r["priority"],
+                   request_json=r["request"] if "request" in r.keys() else None, est_bytes=r["est_bytes"], priority=r["priority"],
                    attempts=r["attempts"], claim=r["claim"], worker=r["worker"], created=r["created"],
                    started=r["started"], finished=r["finished"], result_json=r["result"],
                    error=r["error"], error_class=r["error_class"], cached=bool(r["cached"]),
@@ -176,7 +183,7 @@ class JobStore:
         out = []
         for nj in jobs:
             if nj.idem_key is not None:
-                row = db.execute("SELECT * FROM jobs WHERE idem_key = ?", (nj.idem_key,)).fetchone()
+                row = db.execute(f"SELECT {_COLUMNS} FROM jobs WHERE idem_key = ?", (nj.idem_key,)).fetchone()
                 if row is not None:
                     if row["req_hash"] != nj.req_hash:
                         raise IdempotencyConflict(
@@ -245,7 +252,7 @@ class JobStore:
             db.execute("UPDATE jobs SET status = 'running', attempts = attempts + 1, claim = ?, worker = ?, "
                        "lease_until = ?, started = ? WHERE id = ?",
                        (uuid.uuid4().hex, worker, now + lease_s, now, job_id))
-        return [self._get(db, job_id) for job_id in chosen]
+        return [self._get(db, job_id, with_request=True) for job_id in chosen]
 
     def heartbeat(self, claims: Sequence[tuple[str, str]], lease_s: float) -> None:
         """Extend the leases of ``(job_id, claim)`` pairs still held."""
@@ -334,8 +341,9 @@ class JobStore:
     # -- reads --------------------------------------------------------------------------------
 
     @staticmethod
-    def _get(db: sqlite3.Connection, job_id: str) -> Job | None:
-        row = db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+    def _get(db: sqlite3.Connection, job_id: str, with_request: bool = False) -> Job | None:
+        columns = _COLUMNS + ", request" if with_request else _COLUMNS
+        row = db.execute(f"SELECT {columns} FROM jobs WHERE id = ?", (job_id,)).fetchone()
         return None if row is None else Job.from_row(row)
 
     def get(self, job_id: str) -> Job | None:
@@ -346,7 +354,7 @@ class JobStore:
             out = {}
             for i in range(0, len(ids), 500):
                 chunk = list(ids[i:i + 500])
-                q = f"SELECT * FROM jobs WHERE id IN ({','.join('?' * len(chunk))})"
+                q = f"SELECT {_COLUMNS} FROM jobs WHERE id IN ({','.join('?' * len(chunk))})"
                 out.update({r["id"]: Job.from_row(r) for r in db.execute(q, chunk)})
             return out
         return self._tx(fn)
