@@ -9,6 +9,7 @@ evaluation of its solution. Reports p50/p99 API latency and jobs per second; wri
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import platform
 import random
@@ -80,6 +81,7 @@ class {cls}(nn.Module):
 """
 
 KINDS = ("correct", "wrong", "no_modelnew", "syntax_error")
+GYM = "drkernel.gym:InProcessEvaluator"
 BLOCKS = (64, 128, 256, 512, 1024)
 
 
@@ -114,14 +116,19 @@ def comparable(r: EvalResult) -> dict[str, Any]:
             "device_name": r.device_name, "op_coverage": r.op_coverage}
 
 
-def direct_evaluations(requests: Sequence[EvalRequest]) -> dict[str, dict[str, Any]]:
-    """Each distinct request evaluated directly by the in-process gym: solution hash -> comparable."""
+def direct_evaluations(requests: Sequence[EvalRequest],
+                       evaluator: str = GYM) -> dict[str, dict[str, Any]]:
+    """Each distinct request evaluated directly, in this process, by the evaluator the workers run
+    (the gym by default): solution hash -> comparable."""
     import asyncio
 
-    from drkernel.gym import InProcessEvaluator
+    from drkernel.service.workers import load_factory
 
-    with InProcessEvaluator(device="cpu") as ev:
+    ev = load_factory(evaluator)(device="cpu")
+    try:
         results = asyncio.run(ev.evaluate_batch(list(requests)))
+    finally:
+        ev.close()
     return {r.solution_hash: comparable(r) for r in results}
 
 
@@ -172,7 +179,6 @@ def verify(run: dict[str, Any], pool: Sequence[EvalRequest], direct: dict[str, d
     """Lost, duplicated and mismatching jobs (all must be zero)."""
     all_ids = [i for c in run["per_client"] for i in c["ids"]]
     mismatches, not_done, statuses = 0, 0, Counter()
-    expected_hash = {}
     for c in run["per_client"]:
         for job_id, pick in zip(c["ids"], c["picks"]):
             info = c["infos"].get(job_id)
@@ -180,11 +186,8 @@ def verify(run: dict[str, Any], pool: Sequence[EvalRequest], direct: dict[str, d
                 not_done += 1
                 continue
             statuses[info.result.status.value] += 1
-            import hashlib
-
-            expected_hash[job_id] = hashlib.sha256(pool[pick].solution.encode()).hexdigest()
-            if comparable(info.result) != direct[expected_hash[job_id]]:
-                mismatches += 1
+            digest = hashlib.sha256(pool[pick].solution.encode()).hexdigest()
+            mismatches += comparable(info.result) != direct[digest]
     return {"submitted": len(all_ids), "expected": jobs, "duplicated_ids": len(all_ids) - len(set(all_ids)),
             "lost": jobs - len(set(all_ids)) + not_done, "mismatches": mismatches, "statuses": dict(statuses)}
 
@@ -195,6 +198,7 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=20)
     ap.add_argument("--distinct", type=int, default=200)
     ap.add_argument("--devices", default="cpu:2")
+    ap.add_argument("--evaluator", default=GYM, help="worker evaluator; another one measures the API alone")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "service_load.json")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/kernelgym_load"))
     args = ap.parse_args()
@@ -204,12 +208,13 @@ def main() -> None:
 
     pool = workload(args.distinct)
     t = time.perf_counter()
-    direct = direct_evaluations(pool)
+    direct = direct_evaluations(pool, args.evaluator)
     direct_s = time.perf_counter() - t
     print(f"direct evaluation of {len(pool)} distinct solutions: {direct_s:.1f} s")
     args.workdir.mkdir(parents=True, exist_ok=True)
     db = args.workdir / f"load-{int(time.time())}.sqlite"
-    srv = ServerProcess(db, "--devices", args.devices, "--sqlite-synchronous", "FULL", "--max-batch", "1000").start()
+    srv = ServerProcess(db, "--devices", args.devices, "--evaluator", args.evaluator, "--max-batch", "1000").start(
+        timeout_s=600)
     try:
         run = run_clients(srv.url, None, pool, args.jobs, args.clients)
         check = verify(run, pool, direct, args.jobs)
@@ -223,7 +228,7 @@ def main() -> None:
     report = {
         "date": date.today().isoformat(), "machine": f"CPU, {__import__('os').cpu_count()} cores",
         "python": platform.python_version(), "jobs": args.jobs, "clients": args.clients,
-        "distinct_solutions": len(pool), "devices": args.devices, "wall_s": round(run["wall_s"], 2),
+        "distinct_solutions": len(pool), "devices": args.devices, "evaluator": args.evaluator, "wall_s": round(run["wall_s"], 2),
         "jobs_per_s": round(args.jobs / run["wall_s"], 1), "submit_calls": len(lat),
         "submit_latency_p50_ms": round(1000 * percentile(lat, 50), 1),
         "submit_latency_p99_ms": round(1000 * percentile(lat, 99), 1),

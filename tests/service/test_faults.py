@@ -93,7 +93,9 @@ def test_kill9_server_mid_batch_and_restart(tmp_path, small_problem):
                     infos[i].result.solution_hash for i in ids]
                 assert {infos[i].result.request_id for i in ids} == {""}
                 assert c.queue()["counts"] == {"queued": 0, "running": 0, "done": 40, "failed": 0, "cancelled": 0}
-                assert any(i.attempts == 2 for i in infos.values())  # jobs interrupted by the kill ran again
+                metrics = httpx.get(f"{srv2.url}/v1/metrics", headers={"Authorization": f"Bearer {TOKEN}"}).text
+                assert 'kernelgym_errors_total{error_class="server_restart"}' in metrics  # jobs were interrupted
+                assert all(i.attempts == 1 for i in infos.values())  # and their interrupted attempt not counted
             finally:
                 srv2.stop()
     finally:

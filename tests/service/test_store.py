@@ -117,7 +117,7 @@ def test_heartbeat_keeps_lease(store):
         assert store.reap_expired() == {}
 
 
-def test_restart_recovers_running_jobs_and_release_does_not_count(tmp_path):
+def test_restart_recovers_running_jobs_without_counting_and_release_does_not_count(tmp_path):
     path = tmp_path / "r.sqlite"
     s = JobStore(path)
     ids = [j.id for j, _ in s.submit([_job(i) for i in range(3)])]
@@ -125,12 +125,22 @@ def test_restart_recovers_running_jobs_and_release_does_not_count(tmp_path):
     assert s.release([(b.id, b.claim)]) == 1
     s.close()  # the server "dies" with job a running
     s2 = JobStore(path)
-    assert s2.recover() == {a.id: JobStatus.QUEUED}
-    assert s2.get(a.id).attempts == 1 and s2.get(a.id).error_class == "server_restart"
+    assert s2.recover() == [a.id]
+    assert s2.get(a.id).attempts == 0 and s2.get(a.id).error_class == "server_restart"
     assert s2.get(b.id).attempts == 0
     assert s2.counts()["queued"] == 3
-    assert [j.id for j in s2.claim("w", 3, 100, True, 30)] == [a.id]  # a retry runs alone
-    assert sorted(j.id for j in s2.claim("w", 3, 100, False, 30)) == sorted(set(ids) - {a.id})
+    assert sorted(j.id for j in s2.claim("w", 3, 100, False, 30)) == sorted(ids)
+
+
+def test_repeated_restarts_never_fail_a_job(tmp_path):
+    path = tmp_path / "r.sqlite"
+    (j, _), = JobStore(path).submit([_job(1)])
+    for _ in range(4):
+        s = JobStore(path)
+        s.recover()
+        c, = s.claim("w", 1, 100, True, 30)
+        assert c.id == j.id and c.attempts == 1
+        s.close()
 
 
 def test_cancel(store):

@@ -99,7 +99,6 @@ class Scheduler:
         if recovered:
             log.warning("re-queued %d job(s) left running by a previous server", len(recovered))
             self.metrics.errors.inc(len(recovered), error_class="server_restart")
-            self._notify([i for i, s in recovered.items() if s is JobStatus.FAILED])
         await asyncio.gather(*(self._bring_up(w) for w in self.workers))
         self._spawn(self._dispatch_loop())
         self._spawn(self._lease_loop())

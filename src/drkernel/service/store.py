@@ -1,6 +1,7 @@
 """The durable job store: SQLite in WAL mode, the service's source of truth.
 
-A job is committed before its id is returned to the client. A worker's claim on a job carries a
+A job is committed before its id is returned to the client. A server restart re-queues the jobs it
+left running without counting the interrupted attempt. A worker's claim on a job carries a
 fresh claim token and a lease; a result or failure is accepted only with the token of the current
 claim, so a late answer from a lapsed claim cannot overwrite a newer one. Every accepted job ends in
 a terminal state: ``done`` (with an `EvalResult`, whatever the solution did), ``failed`` (our own
@@ -313,9 +314,17 @@ class JobStore:
         return self._tx(self._reap, "lease_until < ?", (time.time(),), "lease_expired",
                         "the worker's claim lapsed without a heartbeat")
 
-    def recover(self) -> dict[str, JobStatus]:
-        """At server start: every job left running by a previous server is re-queued (or failed)."""
-        return self._tx(self._reap, "1", (), "server_restart", "the server stopped while the job ran")
+    def recover(self) -> list[str]:
+        """At server start: every job left running by a previous server is re-queued, and the
+        interrupted attempt is not counted: the server never runs solution code, so its death says
+        nothing about the job (a worker's death may, and counts). Returns the re-queued ids."""
+        def fn(db):
+            ids = [r["id"] for r in db.execute("SELECT id FROM jobs WHERE status = 'running'")]
+            db.execute("UPDATE jobs SET status = 'queued', attempts = attempts - 1, claim = NULL, worker = NULL, "
+                       "lease_until = NULL, error = 'the server stopped while the job ran', "
+                       "error_class = 'server_restart' WHERE status = 'running'")
+            return ids
+        return self._tx(fn)
 
     def _reap(self, db, where: str, args: tuple, error_class: str, message: str) -> dict[str, JobStatus]:
         rows = db.execute(f"SELECT id, attempts FROM jobs WHERE status = 'running' AND {where}", args).fetchall()
