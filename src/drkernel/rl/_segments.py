@@ -18,9 +18,12 @@ def segment_index(*keys: torch.Tensor) -> tuple[torch.Tensor, int]:
         ``(index, num_segments)``: ``index`` is a LongTensor [R] in ``[0, num_segments)``; rows
         get the same index exactly when all their keys are equal.
     """
-    stacked = torch.stack([k.long() for k in keys], dim=1)  # (R, K)
-    unique_keys, index = torch.unique(stacked, dim=0, return_inverse=True)
-    return index, unique_keys.shape[0]
+    # Fold the keys in one at a time: 1-D unique is much faster than unique(dim=0) on a stack.
+    segments, index = torch.unique(keys[0], return_inverse=True)
+    for key in keys[1:]:
+        key_values, key_index = torch.unique(key, return_inverse=True)
+        segments, index = torch.unique(index * key_values.numel() + key_index, return_inverse=True)
+    return index, segments.numel()
 
 
 def segment_sum(values: torch.Tensor, index: torch.Tensor, num_segments: int) -> torch.Tensor:
