@@ -131,8 +131,9 @@ def _advantages(rows: dict[str, torch.Tensor], returns: torch.Tensor) -> dict[st
     }
 
 
-def _group_gradients(theta: torch.Tensor, rows: dict[str, torch.Tensor], advantage: torch.Tensor,
-                     num_groups: int) -> torch.Tensor:
+def _group_gradients(
+    theta: torch.Tensor, rows: dict[str, torch.Tensor], advantage: torch.Tensor, num_groups: int
+) -> torch.Tensor:
     """g_m = 1/N sum_{rows of group m} A grad log pi(a|s), with grad log softmax = onehot(a) - pi."""
     t, s, a = rows["turn"], rows["state"], rows["action"]
     score = torch.nn.functional.one_hot(a, NUM_ACTIONS).to(theta.dtype) - _policy(theta)[t, s]  # (R, K)
@@ -175,8 +176,9 @@ def simulate(num_groups: int = 20000, seed: int = 0) -> SimulationResult:
         )
     return SimulationResult(
         num_groups=num_groups,
-        mean_group_size=tuple(float(torch.bincount(rows["group"][m], minlength=num_groups).double().mean())
-                              for m in by_turn),
+        mean_group_size=tuple(
+            float(torch.bincount(rows["group"][m], minlength=num_groups).double().mean()) for m in by_turn
+        ),
         grpo_expected_slope=tuple(float(((n_t[m] - 1) / n_t[m]).mean()) for m in by_turn),
         estimators=results,
     )
@@ -189,8 +191,10 @@ def print_table(result: SimulationResult) -> None:
     trloo_var = result.estimators["TRLOO"].grad_variance
     sizes = ", ".join(f"{n:.2f}" for n in result.mean_group_size)
     expected = ", ".join(f"{s:.3f}" for s in result.grpo_expected_slope)
-    table = Table(title=f"Toy advantage simulation: {result.num_groups} groups x {NUM_SAMPLES} samples, "
-                  f"mean N_t = ({sizes}); GRPO's expected slope ({expected})")
+    table = Table(
+        title=f"Toy advantage simulation: {result.num_groups} groups x {NUM_SAMPLES} samples, "
+        f"mean N_t = ({sizes}); GRPO's expected slope ({expected})"
+    )
     table.add_column("estimator", no_wrap=True)
     for t in range(NUM_TURNS):
         table.add_column(f"slope t={t + 1}", justify="right")
@@ -199,8 +203,14 @@ def print_table(result: SimulationResult) -> None:
     table.add_column("grad variance", justify="right")
     table.add_column("variance / TRLOO", justify="right")
     for name, r in result.estimators.items():
-        table.add_row(name, *(f"{s:.3f}" for s in r.slope_per_turn), f"{r.grad_rel_bias:.4f}",
-                      f"{r.grad_rel_bias_se:.4f}", f"{r.grad_variance:.4f}", f"{r.grad_variance / trloo_var:.2f}")
+        table.add_row(
+            name,
+            *(f"{s:.3f}" for s in r.slope_per_turn),
+            f"{r.grad_rel_bias:.4f}",
+            f"{r.grad_rel_bias_se:.4f}",
+            f"{r.grad_variance:.4f}",
+            f"{r.grad_variance / trloo_var:.2f}",
+        )
     console = Console()
     if not console.is_terminal:  # piped output: do not squeeze the table into 80 columns
         console.width = 130
@@ -221,16 +231,31 @@ def plot(result: SimulationResult, path: Path) -> None:
         turns = [t + (k - (len(names) - 1) / 2) * width for t in range(1, NUM_TURNS + 1)]
         ax_slope.bar(turns, result.estimators[name].slope_per_turn, width, label=name, color=colors[k])
     ax_slope.axhline(1.0, color="black", linestyle="--", linewidth=1)
-    ax_slope.set(title="Advantage slope on unbiased reference A*", xlabel="turn", ylabel="slope (1 = unbiased)",
-                 xticks=range(1, NUM_TURNS + 1), ylim=(0, 1.4))
+    ax_slope.set(
+        title="Advantage slope on unbiased reference A*",
+        xlabel="turn",
+        ylabel="slope (1 = unbiased)",
+        xticks=range(1, NUM_TURNS + 1),
+        ylim=(0, 1.4),
+    )
     ax_slope.legend(fontsize=8, loc="upper center", ncol=2)
 
     ax_bias.bar(names, [result.estimators[n].grad_rel_bias for n in names], color=colors)
     # An unbiased estimator's measured bias is sampling noise of about this size.
-    ax_bias.scatter(names, [result.estimators[n].grad_rel_bias_se for n in names], marker="_", s=900,
-                    color="black", zorder=3, label="noise floor (SE)")
-    ax_bias.set(title="Policy-gradient bias ||E[g] - grad J|| / ||grad J||", ylabel="relative bias (log scale)",
-                yscale="log")
+    ax_bias.scatter(
+        names,
+        [result.estimators[n].grad_rel_bias_se for n in names],
+        marker="_",
+        s=900,
+        color="black",
+        zorder=3,
+        label="noise floor (SE)",
+    )
+    ax_bias.set(
+        title="Policy-gradient bias ||E[g] - grad J|| / ||grad J||",
+        ylabel="relative bias (log scale)",
+        yscale="log",
+    )
     ax_bias.legend(fontsize=8, loc="center left")
     trloo_var = result.estimators["TRLOO"].grad_variance
     ax_var.bar(names, [result.estimators[n].grad_variance / trloo_var for n in names], color=colors)

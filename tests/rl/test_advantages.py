@@ -78,7 +78,9 @@ def test_trloo_group_mask_drops_rows_from_baseline():
 def test_grpo_hand_worked():
     # Mean at turn 0 is 3: A = (-2, -1, 0, 3); turn 1 alone: A = 4 - 4 = 0.
     # With std: Bessel std = sqrt((4 + 1 + 0 + 9) / 3) = sqrt(14/3); the lone row stays 0.
-    torch.testing.assert_close(grpo_advantages(RETURNS, GROUP, TURN), torch.tensor([-2.0, -1.0, 0.0, 3.0, 0.0]))
+    torch.testing.assert_close(
+        grpo_advantages(RETURNS, GROUP, TURN), torch.tensor([-2.0, -1.0, 0.0, 3.0, 0.0])
+    )
     std = math.sqrt(14 / 3) + 1e-6
     expected = torch.tensor([-2 / std, -1 / std, 0.0, 3 / std, 0.0])
     torch.testing.assert_close(grpo_advantages(RETURNS, GROUP, TURN, normalize_std=True), expected)
@@ -114,7 +116,7 @@ def test_turn_independent_is_leave_one_out_on_reward():
 @pytest.mark.parametrize("seed", [0, 1])
 def test_turn_level_estimators_match_loop(seed):
     value, group, traj, turn, in_group = _random_rows(seed)
-    keys = list(zip(group.tolist(), turn.tolist()))
+    keys = list(zip(group.tolist(), turn.tolist(), strict=True))
     loo = _loop_leave_one_out(value, keys, in_group)
     torch.testing.assert_close(trloo_advantages(value, group, turn, in_group), loo)
     torch.testing.assert_close(turn_independent_advantages(value, group, turn, in_group), loo)
@@ -151,5 +153,5 @@ def test_estimators_do_not_mutate_inputs():
     trloo_advantages(value, group, turn, in_group)
     grpo_advantages(value, group, turn, in_group, normalize_std=True)
     rloo_trajectory_advantages(value, group, traj, in_group)
-    for before, after in zip(copies, (value, group, traj, turn, in_group)):
+    for before, after in zip(copies, (value, group, traj, turn, in_group), strict=True):
         assert torch.equal(before, after)

@@ -82,7 +82,9 @@ def test_nothing_counted_gives_zero_loss_with_a_graph():
 
 def test_on_policy_stats():
     logp = torch.full((2, 4), -1.0)
-    _, stats = ppo_policy_loss(logp, logp.clone(), torch.tensor([1.0, -1.0]), torch.ones(2, 4, dtype=torch.bool))
+    _, stats = ppo_policy_loss(
+        logp, logp.clone(), torch.tensor([1.0, -1.0]), torch.ones(2, 4, dtype=torch.bool)
+    )
     assert stats.approx_kl == 0.0 and stats.clip_fraction == 0.0 and stats.ratio_mean == 1.0
 
 

@@ -61,11 +61,15 @@ def test_identical_logprobs_keep_everything():
     mask = torch.rand(4, 7) > 0.3
     traj = torch.tensor([0, 0, 1, 2])
     for level in WeightLevel:
-        assert torch.equal(importance_weights(logp, logp.clone(), mask, traj, level), torch.ones(4, 7, dtype=torch.float64))
+        assert torch.equal(
+            importance_weights(logp, logp.clone(), mask, traj, level), torch.ones(4, 7, dtype=torch.float64)
+        )
     keep = mismatch_rejection(logp, logp.clone(), mask, traj)
     assert keep.all()
     stats = mismatch_stats(logp, logp.clone(), mask, keep)
-    assert stats.mean_abs_log_ratio == 0.0 and stats.max_abs_log_ratio == 0.0 and stats.rejected_fraction == 0.0
+    assert (
+        stats.mean_abs_log_ratio == 0.0 and stats.max_abs_log_ratio == 0.0 and stats.rejected_fraction == 0.0
+    )
 
 
 def test_rejection_hand_worked():
@@ -74,17 +78,17 @@ def test_rejection_hand_worked():
     #   row 1 (traj 1): l = (0.003, 0.001), mean 0.002 -> ratio 1.002 > 1.001: drop.
     #   rows 2, 3 (traj 2): l = (0, 0) and ([-10, not counted], 0): mean 0 -> ratio 1: keep both.
     #   row 4 (traj 3): a token of ratio 1e-5 < 1e-4: vetoed (its geometric mean is out too).
-    l = torch.tensor(
+    log_r = torch.tensor(
         [[0.0004, 0.0006], [0.003, 0.001], [0.0, 0.0], [-10.0, 0.0], [0.0, math.log(1e-5)]],
         dtype=torch.float64,
     )
     mask = torch.tensor([[True, True], [True, True], [True, True], [False, True], [True, True]])
     traj = torch.tensor([0, 1, 2, 2, 3])
-    rollout = torch.full_like(l, -2.0)
-    keep = mismatch_rejection(rollout + l, rollout, mask, traj)
+    rollout = torch.full_like(log_r, -2.0)
+    keep = mismatch_rejection(rollout + log_r, rollout, mask, traj)
     assert keep.tolist() == [True, False, True, True, False]
     # 2 of 5 rows rejected; the largest counted |l| is -log(1e-5) = 11.5 (the -10 is masked).
-    stats = mismatch_stats(rollout + l, rollout, mask, keep)
+    stats = mismatch_stats(rollout + log_r, rollout, mask, keep)
     assert stats.rejected_fraction == pytest.approx(2 / 5)
     assert stats.max_abs_log_ratio == pytest.approx(-math.log(1e-5))
     assert all(name.startswith("mismatch/") for name in stats.to_metrics())
@@ -111,10 +115,10 @@ def test_matches_loop():
     train[3, 2] = rollout[3, 2] + math.log(1e-6)  # one vetoed token
     mask = torch.rand(12, 6, generator=g) > 0.2
     traj = torch.randint(0, 5, (12,), generator=g)
-    l = log_ratio(train, rollout, mask)
+    log_r = log_ratio(train, rollout, mask)
 
     def traj_tokens(b):
-        return [float(l[k, t]) for k in range(12) if traj[k] == traj[b] for t in range(6) if mask[k, t]]
+        return [float(log_r[k, t]) for k in range(12) if traj[k] == traj[b] for t in range(6) if mask[k, t]]
 
     seq = torch.empty(12, dtype=torch.float64)
     geo = torch.empty(12, dtype=torch.float64)
@@ -124,7 +128,7 @@ def test_matches_loop():
         seq[b] = min(math.exp(sum(tokens)), 2.0)
         mean = sum(tokens) / max(len(tokens), 1)
         geo[b] = min(math.exp(mean), 2.0)
-        veto = any(math.exp(float(l[b, t])) < 1e-4 for t in range(6) if mask[b, t])
+        veto = any(math.exp(float(log_r[b, t])) < 1e-4 for t in range(6) if mask[b, t])
         keep.append(0.999 <= math.exp(mean) <= 1.001 and not veto)
     torch.testing.assert_close(importance_weights(train, rollout, mask, traj, "sequence")[:, 0], seq)
     torch.testing.assert_close(importance_weights(train, rollout, mask, traj, "geometric")[:, 0], geo)

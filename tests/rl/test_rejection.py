@@ -53,7 +53,8 @@ def test_trajectory_geometric_matches_loop():
     expected = []
     for i in range(80):
         logs = [
-            math.log(coverage[k]) for k in range(80)
+            math.log(coverage[k])
+            for k in range(80)
             if traj[k] == traj[i] and correct[k] and not hacked[k] and not math.isnan(coverage[k])
         ]
         if not (correct[i] and not hacked[i]) or not logs:

@@ -37,7 +37,9 @@ def test_hand_worked_three_turns():
     traj_id = torch.tensor([0, 0, 0, 1])
     turn = torch.tensor([0, 1, 2, 0])
     torch.testing.assert_close(reward_to_go(reward, traj_id, turn), torch.tensor([3.0, 2.0, 2.0, 0.5]))
-    torch.testing.assert_close(reward_to_go(reward, traj_id, turn, gamma=0.5), torch.tensor([1.5, 1.0, 2.0, 0.5]))
+    torch.testing.assert_close(
+        reward_to_go(reward, traj_id, turn, gamma=0.5), torch.tensor([1.5, 1.0, 2.0, 0.5])
+    )
 
 
 def test_row_order_and_turn_gaps():
@@ -65,5 +67,5 @@ def test_does_not_mutate_inputs():
     reward, traj_id, turn = _random_rows(seed=1)
     copies = [t.clone() for t in (reward, traj_id, turn)]
     reward_to_go(reward, traj_id, turn, 0.9)
-    for before, after in zip(copies, (reward, traj_id, turn)):
+    for before, after in zip(copies, (reward, traj_id, turn), strict=True):
         assert torch.equal(before, after)

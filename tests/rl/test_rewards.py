@@ -36,7 +36,9 @@ def test_profiling_reward_on_tensors_and_custom_weights():
     coverage = torch.tensor([0.2, 0.8, 1.0])
     hacked = torch.tensor([False, False, False])
     # 0.5 + 0.5*1 + 0.5*0.2 = 1.1;  0.5 + 0 + 0.5*0.8 = 0.9;  incorrect: 0.
-    torch.testing.assert_close(profiling_reward(correct, speedup, coverage, hacked), torch.tensor([1.1, 0.9, 0.0]))
+    torch.testing.assert_close(
+        profiling_reward(correct, speedup, coverage, hacked), torch.tensor([1.1, 0.9, 0.0])
+    )
     # Without the profiling term (w_cov = 0): 1.0, 0.5, 0.
     no_cov = RewardConfig(coverage_weight=0.0)
     torch.testing.assert_close(
@@ -68,7 +70,9 @@ def test_tiered_reward_on_tensors():
     correct = torch.tensor([True, False, False, True])
     speedup = torch.tensor([2.0, NAN, NAN, 1.19])
     hacked = torch.tensor([False, False, False, False])
-    torch.testing.assert_close(tiered_reward(compiled, correct, speedup, hacked), torch.tensor([0.8, -0.3, -0.5, 0.2]))
+    torch.testing.assert_close(
+        tiered_reward(compiled, correct, speedup, hacked), torch.tensor([0.8, -0.3, -0.5, 0.2])
+    )
 
 
 def test_tiered_config_rejects_unordered_tiers():
@@ -84,10 +88,16 @@ def test_configs_are_frozen():
 def test_reward_stats_hand_worked():
     # Rewards (0, 1, 2, 1): mean 1, population std sqrt(0.5), max 2; 3 of 4 correct, 1 hacked.
     stats = reward_stats(
-        torch.tensor([0.0, 1.0, 2.0, 1.0]), torch.tensor([False, True, True, True]), torch.tensor([True, False, False, False])
+        torch.tensor([0.0, 1.0, 2.0, 1.0]),
+        torch.tensor([False, True, True, True]),
+        torch.tensor([True, False, False, False]),
     )
     assert (stats.mean, stats.max, stats.correct_fraction, stats.hacked_fraction) == (1.0, 2.0, 0.75, 0.25)
     assert stats.std == pytest.approx(math.sqrt(0.5))
     assert set(stats.to_metrics()) == {
-        "reward/mean", "reward/std", "reward/max", "reward/correct_fraction", "reward/hacked_fraction"
+        "reward/mean",
+        "reward/std",
+        "reward/max",
+        "reward/correct_fraction",
+        "reward/hacked_fraction",
     }

@@ -43,7 +43,7 @@ def test_grpo_is_shrunk_by_group_size(result):
     # Slope (N_t - 1) / N_t with N_t = 16 at turn 1 (15/16 = 0.9375) and smaller after it.
     grpo = result.estimators["GRPO (self-inclusive)"]
     assert result.grpo_expected_slope[0] == pytest.approx(15 / 16)
-    for measured, expected in zip(grpo.slope_per_turn, result.grpo_expected_slope):
+    for measured, expected in zip(grpo.slope_per_turn, result.grpo_expected_slope, strict=True):
         assert measured == pytest.approx(expected, abs=0.02)
     assert grpo.slope_per_turn[0] < result.estimators["TRLOO"].slope_per_turn[0] - 0.03
 

@@ -25,8 +25,9 @@ def _zero_outside(values: torch.Tensor, in_group: torch.Tensor) -> torch.Tensor:
     return torch.where(in_group, values, torch.zeros_like(values))
 
 
-def _leave_one_out(values: torch.Tensor, segment: torch.Tensor, num_segments: int,
-                   in_group: torch.Tensor) -> torch.Tensor:
+def _leave_one_out(
+    values: torch.Tensor, segment: torch.Tensor, num_segments: int, in_group: torch.Tensor
+) -> torch.Tensor:
     """v_i - mean_{j != i, same segment} v_j; v_i itself when it is alone; 0 outside the mask."""
     values = _zero_outside(values, in_group)
     count = segment_sum(in_group.to(values.dtype), segment, num_segments)[segment]  # (R,) N_t

@@ -1,9 +1,9 @@
 """Rollout-vs-trainer mismatch: importance weights and mismatch rejection sampling (Sec. 6).
 
 The rollout engine and the trainer compute slightly different log-probs for the same tokens.
-Notation: l = logp_train - logp_rollout per token; B rows (turns), T tokens per row; a
-trajectory is the set of rows sharing ``traj_id``. Inputs are treated as constants: every result
-is detached.
+Notation: l = logp_train - logp_rollout per token (``log_r`` in code); B rows (turns), T tokens
+per row; a trajectory is the set of rows sharing ``traj_id``. Inputs are treated as constants:
+every result is detached.
 """
 
 import enum
@@ -53,14 +53,15 @@ def log_ratio(logp_train: torch.Tensor, logp_rollout: torch.Tensor, mask: torch.
     return torch.where(mask, diff, torch.zeros_like(diff))
 
 
-def _trajectory_log_ratio(l: torch.Tensor, mask: torch.Tensor, traj_id: torch.Tensor,
-                          mean: bool) -> torch.Tensor:
+def _trajectory_log_ratio(
+    log_r: torch.Tensor, mask: torch.Tensor, traj_id: torch.Tensor, mean: bool
+) -> torch.Tensor:
     """Sum (or mean) of l over all tokens of each row's trajectory -> [B]."""
     traj, num_traj = segment_index(traj_id)
-    total = segment_sum(l.sum(dim=-1), traj, num_traj)[traj]  # (B,)
+    total = segment_sum(log_r.sum(dim=-1), traj, num_traj)[traj]  # (B,)
     if not mean:
         return total
-    count = segment_sum(mask.sum(dim=-1).to(l.dtype), traj, num_traj)[traj]  # (B,)
+    count = segment_sum(mask.sum(dim=-1).to(log_r.dtype), traj, num_traj)[traj]  # (B,)
     return total / count.clamp(min=1)
 
 
@@ -86,21 +87,22 @@ def importance_weights(
         upper: truncation bound (the paper's 2.0).
 
     Returns:
-        [B, T] float weights, row-level ones repeated over the row's tokens; detached.
+        [B, T] float weights, row-level ones repeated over the row's tokens; at token level a
+        token that does not count has weight 1. Detached.
     """
     level = WeightLevel(level)
-    l = log_ratio(logp_train, logp_rollout, mask)  # (B, T)
+    log_r = log_ratio(logp_train, logp_rollout, mask)  # (B, T)
     if level is WeightLevel.TOKEN:
-        log_w = l
+        log_w = log_r
     elif level is WeightLevel.TURN:
-        log_w = l.sum(dim=-1, keepdim=True)  # (B, 1)
+        log_w = log_r.sum(dim=-1, keepdim=True)  # (B, 1)
     elif level is WeightLevel.TURN_GEOMETRIC:
-        log_w = masked_mean(l, mask, dim=-1).unsqueeze(-1)  # (B, 1)
+        log_w = masked_mean(log_r, mask, dim=-1).unsqueeze(-1)  # (B, 1)
     else:
-        log_w = _trajectory_log_ratio(l, mask, traj_id, mean=level is WeightLevel.GEOMETRIC)
+        log_w = _trajectory_log_ratio(log_r, mask, traj_id, mean=level is WeightLevel.GEOMETRIC)
         log_w = log_w.unsqueeze(-1)  # (B, 1)
     # Clamp in log space so that a long sequence's exp(sum) cannot overflow to inf.
-    return torch.exp(log_w.clamp(max=math.log(upper))).expand_as(l)
+    return torch.exp(log_w.clamp(max=math.log(upper))).expand_as(log_r)
 
 
 def mismatch_rejection(
@@ -125,10 +127,10 @@ def mismatch_rejection(
     Returns:
         [B] bool, True = keep the row.
     """
-    l = log_ratio(logp_train, logp_rollout, mask)  # (B, T)
-    geometric = torch.exp(_trajectory_log_ratio(l, mask, traj_id, mean=True))  # (B,)
+    log_r = log_ratio(logp_train, logp_rollout, mask)  # (B, T)
+    geometric = torch.exp(_trajectory_log_ratio(log_r, mask, traj_id, mean=True))  # (B,)
     trajectory_ok = (geometric >= low) & (geometric <= high)
-    vetoed = (mask & (l < math.log(token_veto))).any(dim=-1)  # (B,)
+    vetoed = (mask & (log_r < math.log(token_veto))).any(dim=-1)  # (B,)
     return trajectory_ok & ~vetoed
 
 

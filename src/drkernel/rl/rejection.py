@@ -20,8 +20,9 @@ class CoverageMode(str, enum.Enum):
     """Geometric mean of coverage over the trajectory's profiled, correct, non-hacked turns."""
 
 
-def _geometric_mean_per_trajectory(coverage: torch.Tensor, measured: torch.Tensor,
-                                   traj_id: torch.Tensor) -> torch.Tensor:
+def _geometric_mean_per_trajectory(
+    coverage: torch.Tensor, measured: torch.Tensor, traj_id: torch.Tensor
+) -> torch.Tensor:
     """exp(mean log c) over each trajectory's measured rows -> [R]; NaN if it has none."""
     traj, num_traj = segment_index(traj_id)
     log_c = torch.log(coverage.clamp(min=1e-12))

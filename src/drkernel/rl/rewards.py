@@ -44,7 +44,9 @@ class TieredRewardConfig:
     def __post_init__(self) -> None:
         thresholds = [t for t, _ in self.tiers]
         if thresholds != sorted(thresholds, reverse=True):
-            raise ValueError(f"TieredRewardConfig.tiers must be ordered by threshold, highest first: {self.tiers}")
+            raise ValueError(
+                f"TieredRewardConfig.tiers must be ordered by threshold, highest first: {self.tiers}"
+            )
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,11 @@ def profiling_reward(
     """
     paid = _flag(correct) & ~_flag(hacked)
     speed = torch.clamp(_measure(speedup), max=config.speedup_cap)
-    reward = config.correct_weight + config.speedup_weight * speed + config.coverage_weight * _measure(time_coverage)
+    reward = (
+        config.correct_weight
+        + config.speedup_weight * speed
+        + config.coverage_weight * _measure(time_coverage)
+    )
     return torch.where(paid, reward, torch.zeros_like(reward))
 
 
