@@ -79,6 +79,7 @@ class SolutionReport:
     launches: int = 0
     max_abs_err: float | None = None
     seconds: float = 0.0
+    cpu_seconds: float = 0.0
     error: str | None = None
 
 
@@ -217,12 +218,13 @@ def _run_problem(problem_dir: Path, counter: _OpCounter) -> list[SolutionReport]
     reports = []
     for filename in solution_files(problem_dir):
         report = SolutionReport(problem=tag, solution=filename, label=label_of(filename))
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         try:
             _run_solution(problem_dir / filename, tag, init_inputs, trials, counter, report)
         except Exception as exc:  # a bad solution is a result, not a crash of the checker
             report.error = f"{type(exc).__name__}: {exc}"[:2000]
         report.seconds = round(time.perf_counter() - start, 3)
+        report.cpu_seconds = round(time.process_time() - cpu_start, 3)
         reports.append(report)
     return reports
 
