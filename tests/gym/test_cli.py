@@ -56,3 +56,13 @@ def test_markdown_table_escapes_and_summarises():
     md = markdown_table([("builtin/L1/gelu", "broken_shape", r)])
     assert md.splitlines()[2] == ("| builtin/L1/gelu | broken_shape | runtime_error | no | - | - | - | - | "
                                   "ValueError: a / b |")
+
+
+def test_demo_writes_markdown_and_json(tmp_path):
+    res = runner.invoke(app, ["demo", "--out", str(tmp_path), "--device", "cpu", "--level", "1", "--limit", "1"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads((tmp_path / "results.json").read_text())
+    by_label = {r["solution"]: r["result"]["status"] for r in rows}
+    assert by_label["gold"] == "correct" and any(s != "correct" for s in by_label.values())
+    md = (tmp_path / "results.md").read_text()
+    assert "| gold | correct | yes |" in md

@@ -38,16 +38,20 @@ def _verdict(r: EvalResult) -> str:
 
 
 def result_table(rows: Sequence[tuple[str, str, EvalResult]], title: str) -> Table:
-    """One row per (problem, solution label, result)."""
+    """One row per (problem, solution label, result); status and speedup never wrap."""
     table = Table(title=title)
-    for col in ("problem", "solution", "status", "valid", "speedup", "solution time", "own kernels",
-                "hacks", "seconds"):
-        table.add_column(col, overflow="fold")
+    table.add_column("problem", overflow="fold")
+    table.add_column("solution", overflow="fold")
+    table.add_column("status", no_wrap=True)
+    table.add_column("valid", no_wrap=True)
+    table.add_column("speedup", no_wrap=True, justify="right")
+    table.add_column("own kernels", overflow="fold")
+    table.add_column("hacks", overflow="fold")
     for problem, label, r in rows:
-        own = [f"{k.name}x{k.launches}" for k in r.kernels if k.own]
-        table.add_row(problem, label, _verdict(r), "yes" if r.valid else "no",
-                      f"{r.speedup:.2f}x" if r.speedup is not None else "-", _fmt_ms(r.sol_timing),
-                      ", ".join(own) or "-", ", ".join(h.name for h in r.hacks) or "-", f"{r.elapsed_s or 0:.1f}")
+        own = [f"{k.name} x{k.launches}" for k in r.kernels if k.own]
+        table.add_row(problem.removeprefix("builtin/"), label, _verdict(r), "yes" if r.valid else "no",
+                      f"{r.speedup:.2f}x" if r.speedup is not None else "-", ", ".join(own) or "-",
+                      ", ".join(h.name for h in r.hacks) or "-")
     return table
 
 
