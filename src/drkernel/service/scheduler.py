@@ -241,23 +241,26 @@ class Scheduler:
         w.state, w.reason = WorkerState.OUT_OF_SERVICE, reason
         log.error("device %s (%s) leaves service: %s", w.handle.device, w.handle.name, reason)
 
-    async def _check(self, w: Worker, why: str) -> None:
-        """After a crash, timeout or infrastructure failure on ``w``: restart it if its process is
-        gone, otherwise canary it in place."""
+    def _begin_check(self, w: Worker, why: str, restart: bool = False) -> None:
+        """After a crash, timeout or infrastructure failure on ``w``: stop giving it jobs at once,
+        then restart it (``restart``, or its process is gone) or canary it in place."""
         if w.state is not WorkerState.READY or self._stopping:
             return
-        if not w.handle.alive:
+        w.state = WorkerState.CHECKING
+        self._spawn(self._check(w, why, restart))
+
+    async def _check(self, w: Worker, why: str, restart: bool) -> None:
+        if restart or not w.handle.alive:
             log.warning("worker %s lost (%s); restarting", w.handle.name, why)
             await self._bring_up(w, restart=True)
             return
         if self.config.canary:
-            w.state = WorkerState.CHECKING
             ok, reason = await self._canary(w)
             if not ok:
                 self._out_of_service(w, f"{reason} (after: {why})")
                 return
-            w.state = WorkerState.READY
-            self.wake()
+        w.state = WorkerState.READY
+        self.wake()
 
     # -- loops --------------------------------------------------------------------------------
 
@@ -345,7 +348,7 @@ class Scheduler:
             self.metrics.cache_hits.inc(coalesced, kind="coalesced")
         self._notify(fin.ids)
         if result.status in (Status.CRASHED, Status.TIMEOUT):
-            self._spawn(self._check(w, f"job {job.id} ended {result.status.value}"))
+            self._begin_check(w, f"job {job.id} ended {result.status.value}")
 
     def _infra_failure(self, w: Worker, job: Job, error_class: str, message: str) -> None:
         log.warning("job %s: %s: %s", job.id, error_class, message)
@@ -359,7 +362,8 @@ class Scheduler:
             status = None
         if status is JobStatus.FAILED:
             self._notify([job.id])
-        self._spawn(self._check(w, f"{error_class}: {message}"))
+        self._begin_check(w, f"{error_class}: {message}",
+                          restart=error_class in ("worker_hung", "worker_lost"))
 
     # -- views --------------------------------------------------------------------------------
 
