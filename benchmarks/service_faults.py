@@ -59,17 +59,28 @@ def main() -> None:
         print(f"submitted {len(ids)} jobs ({len(pool)} distinct solutions)")
 
         # 1. kill -9 a worker while it holds a job
-        busy = _until(lambda: next((w for w in c.workers() if w["in_flight"] > 0), None), 300, "a busy worker")
+        busy = _until(
+            lambda: next((w for w in c.workers() if w["in_flight"] > 0), None), 300, "a busy worker"
+        )
         os.kill(busy["pid"], signal.SIGKILL)
-        events.append({"t": round(time.perf_counter() - t0, 2), "event": "kill -9 worker", "worker": busy["name"],
-                       "pid": busy["pid"], "in_flight": busy["in_flight"]})
+        events.append(
+            {
+                "t": round(time.perf_counter() - t0, 2),
+                "event": "kill -9 worker",
+                "worker": busy["name"],
+                "pid": busy["pid"],
+                "in_flight": busy["in_flight"],
+            }
+        )
         print(events[-1])
 
         # 2. kill -9 the server mid-batch, restart it on the same store and port
         _until(lambda: c.queue()["counts"]["done"] >= len(ids) // 3, 1800, "a third of the jobs")
         counts = c.queue()["counts"]
         srv.kill9()
-        events.append({"t": round(time.perf_counter() - t0, 2), "event": "kill -9 server", "counts_before": counts})
+        events.append(
+            {"t": round(time.perf_counter() - t0, 2), "event": "kill -9 server", "counts_before": counts}
+        )
         print(events[-1])
         srv2 = ServerProcess(db, *server_args, port=srv.port).start(timeout_s=300)
         events.append({"t": round(time.perf_counter() - t0, 2), "event": "server restarted"})
@@ -85,13 +96,26 @@ def main() -> None:
 
     direct = direct_evaluations(pool)
     not_done = [i for i in ids if infos[i].status != "done" or infos[i].result is None]
-    mismatches = [i for i, r in zip(ids, requests)
-                  if i not in not_done and comparable(infos[i].result) != direct[infos[i].result.solution_hash]]
+    mismatches = [
+        i
+        for i, r in zip(ids, requests)
+        if i not in not_done and comparable(infos[i].result) != direct[infos[i].result.solution_hash]
+    ]
     retried = sum(infos[i].attempts > 1 for i in ids)
-    report = {"date": date.today().isoformat(), "machine": f"CPU, {os.cpu_count()} cores", "jobs": len(ids),
-              "distinct_solutions": len(pool), "devices": args.devices, "wall_s": round(wall, 1), "events": events,
-              "final_counts": final, "not_done": len(not_done), "mismatches": len(mismatches),
-              "jobs_retried": retried, "error_metrics_after_restart": metrics}
+    report = {
+        "date": date.today().isoformat(),
+        "machine": f"CPU, {os.cpu_count()} cores",
+        "jobs": len(ids),
+        "distinct_solutions": len(pool),
+        "devices": args.devices,
+        "wall_s": round(wall, 1),
+        "events": events,
+        "final_counts": final,
+        "not_done": len(not_done),
+        "mismatches": len(mismatches),
+        "jobs_retried": retried,
+        "error_metrics_after_restart": metrics,
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2))
     print(json.dumps(report, indent=2))

@@ -86,15 +86,23 @@ BLOCKS = (64, 128, 256, 512, 1024)
 
 
 def problems() -> dict[str, Problem]:
-    return {name: Problem(name=name, level=1, code=_REF.format(n=4096, expr=ref), problem_id=name, source="load")
-            for name, (ref, _, _) in OPS.items()}
+    return {
+        name: Problem(name=name, level=1, code=_REF.format(n=4096, expr=ref), problem_id=name, source="load")
+        for name, (ref, _, _) in OPS.items()
+    }
 
 
 def solution(op: str, kind: str, block: int, tag: int) -> str:
     _, good, bad = OPS[op]
-    src = _SOL.format(tag=tag, expr=bad if kind == "wrong" else good, block=block,
-                      cls="ModelOld" if kind == "no_modelnew" else "ModelNew")
-    return src.replace("def forward(self, x, y):", "def forward(self, x, y)") if kind == "syntax_error" else src
+    src = _SOL.format(
+        tag=tag,
+        expr=bad if kind == "wrong" else good,
+        block=block,
+        cls="ModelOld" if kind == "no_modelnew" else "ModelNew",
+    )
+    return (
+        src.replace("def forward(self, x, y):", "def forward(self, x, y)") if kind == "syntax_error" else src
+    )
 
 
 def workload(distinct: int, seed: int = 0) -> list[EvalRequest]:
@@ -103,21 +111,31 @@ def workload(distinct: int, seed: int = 0) -> list[EvalRequest]:
     rng = random.Random(seed)
     kinds = rng.choices(KINDS, weights=(6, 2, 1, 1), k=distinct)
     config = EvalConfig(device="cpu", trials=2, second_size=False)
-    return [EvalRequest(problem=probs[op], solution=solution(op, kind, BLOCKS[i % len(BLOCKS)], i), config=config)
-            for i, (op, kind) in enumerate(zip(rng.choices(sorted(OPS), k=distinct), kinds))]
+    return [
+        EvalRequest(problem=probs[op], solution=solution(op, kind, BLOCKS[i % len(BLOCKS)], i), config=config)
+        for i, (op, kind) in enumerate(zip(rng.choices(sorted(OPS), k=distinct), kinds))
+    ]
 
 
 def comparable(r: EvalResult) -> dict[str, Any]:
     """What must be identical between a service result and a direct evaluation (run-to-run noise
     such as stage times, and the request id, left out)."""
-    return {"status": r.status.value, "compiled": r.compiled, "correct": r.correct, "valid": r.valid,
-            "valid_strict": r.valid_strict, "hacks": sorted(h.code for h in r.hacks), "problem_key": r.problem_key,
-            "trials": [(t.trial, t.seed, t.passed) for t in r.trials], "solution_hash": r.solution_hash,
-            "device_name": r.device_name, "op_coverage": r.op_coverage}
+    return {
+        "status": r.status.value,
+        "compiled": r.compiled,
+        "correct": r.correct,
+        "valid": r.valid,
+        "valid_strict": r.valid_strict,
+        "hacks": sorted(h.code for h in r.hacks),
+        "problem_key": r.problem_key,
+        "trials": [(t.trial, t.seed, t.passed) for t in r.trials],
+        "solution_hash": r.solution_hash,
+        "device_name": r.device_name,
+        "op_coverage": r.op_coverage,
+    }
 
 
-def direct_evaluations(requests: Sequence[EvalRequest],
-                       evaluator: str = GYM) -> dict[str, dict[str, Any]]:
+def direct_evaluations(requests: Sequence[EvalRequest], evaluator: str = GYM) -> dict[str, dict[str, Any]]:
     """Each distinct request evaluated directly, in this process, by the evaluator the workers run
     (the gym by default): solution hash -> comparable."""
     import asyncio
@@ -137,8 +155,15 @@ def percentile(xs: Sequence[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(round(q / 100 * (len(xs) - 1))))]
 
 
-def run_clients(url: str, token: str | None, pool: Sequence[EvalRequest], jobs: int, clients: int,
-                seed: int = 0, max_batch: int = 50) -> dict[str, Any]:
+def run_clients(
+    url: str,
+    token: str | None,
+    pool: Sequence[EvalRequest],
+    jobs: int,
+    clients: int,
+    seed: int = 0,
+    max_batch: int = 50,
+) -> dict[str, Any]:
     """``clients`` threads, each with its own `ServiceClient`, submit their share of ``jobs``
     (random batches of 1..max_batch drawn from ``pool``), then collect every result."""
     from drkernel.service.client import ServiceClient
@@ -174,8 +199,9 @@ def run_clients(url: str, token: str | None, pool: Sequence[EvalRequest], jobs: 
     return {"wall_s": wall, "latencies": latencies, "per_client": per_client}
 
 
-def verify(run: dict[str, Any], pool: Sequence[EvalRequest], direct: dict[str, dict[str, Any]],
-           jobs: int) -> dict[str, Any]:
+def verify(
+    run: dict[str, Any], pool: Sequence[EvalRequest], direct: dict[str, dict[str, Any]], jobs: int
+) -> dict[str, Any]:
     """Lost, duplicated and mismatching jobs (all must be zero)."""
     all_ids = [i for c in run["per_client"] for i in c["ids"]]
     mismatches, not_done, statuses = 0, 0, Counter()
@@ -188,8 +214,14 @@ def verify(run: dict[str, Any], pool: Sequence[EvalRequest], direct: dict[str, d
             statuses[info.result.status.value] += 1
             digest = hashlib.sha256(pool[pick].solution.encode()).hexdigest()
             mismatches += comparable(info.result) != direct[digest]
-    return {"submitted": len(all_ids), "expected": jobs, "duplicated_ids": len(all_ids) - len(set(all_ids)),
-            "lost": jobs - len(set(all_ids)) + not_done, "mismatches": mismatches, "statuses": dict(statuses)}
+    return {
+        "submitted": len(all_ids),
+        "expected": jobs,
+        "duplicated_ids": len(all_ids) - len(set(all_ids)),
+        "lost": jobs - len(set(all_ids)) + not_done,
+        "mismatches": mismatches,
+        "statuses": dict(statuses),
+    }
 
 
 def main() -> None:
@@ -213,8 +245,9 @@ def main() -> None:
     print(f"direct evaluation of {len(pool)} distinct solutions: {direct_s:.1f} s")
     args.workdir.mkdir(parents=True, exist_ok=True)
     db = args.workdir / f"load-{int(time.time())}.sqlite"
-    srv = ServerProcess(db, "--devices", args.devices, "--evaluator", args.evaluator, "--max-batch", "1000").start(
-        timeout_s=600)
+    srv = ServerProcess(
+        db, "--devices", args.devices, "--evaluator", args.evaluator, "--max-batch", "1000"
+    ).start(timeout_s=600)
     try:
         run = run_clients(srv.url, None, pool, args.jobs, args.clients)
         check = verify(run, pool, direct, args.jobs)
@@ -223,18 +256,30 @@ def main() -> None:
     finally:
         srv.stop()
     lat = run["latencies"]
-    evaluations = sum(float(line.split()[-1]) for line in metrics.splitlines()
-                      if line.startswith("kernelgym_eval_results_total{"))
+    evaluations = sum(
+        float(line.split()[-1])
+        for line in metrics.splitlines()
+        if line.startswith("kernelgym_eval_results_total{")
+    )
     report = {
-        "date": date.today().isoformat(), "machine": f"CPU, {__import__('os').cpu_count()} cores",
-        "python": platform.python_version(), "jobs": args.jobs, "clients": args.clients,
-        "distinct_solutions": len(pool), "devices": args.devices, "evaluator": args.evaluator, "wall_s": round(run["wall_s"], 2),
-        "jobs_per_s": round(args.jobs / run["wall_s"], 1), "submit_calls": len(lat),
+        "date": date.today().isoformat(),
+        "machine": f"CPU, {__import__('os').cpu_count()} cores",
+        "python": platform.python_version(),
+        "jobs": args.jobs,
+        "clients": args.clients,
+        "distinct_solutions": len(pool),
+        "devices": args.devices,
+        "evaluator": args.evaluator,
+        "wall_s": round(run["wall_s"], 2),
+        "jobs_per_s": round(args.jobs / run["wall_s"], 1),
+        "submit_calls": len(lat),
         "submit_latency_p50_ms": round(1000 * percentile(lat, 50), 1),
         "submit_latency_p99_ms": round(1000 * percentile(lat, 99), 1),
         "submit_latency_mean_ms": round(1000 * statistics.mean(lat), 1),
-        "evaluations_run": evaluations, "direct_evaluation_s": round(direct_s, 1),
-        "store_counts": queue, **check,
+        "evaluations_run": evaluations,
+        "direct_evaluation_s": round(direct_s, 1),
+        "store_counts": queue,
+        **check,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2))

@@ -51,16 +51,30 @@ with InProcessEvaluator(device=sys.argv[1], concurrency=1, pool_size=0) as ev:
 
 
 def requests_for(problems, reps: int) -> list[EvalRequest]:
-    return [EvalRequest(problem=p, solution=builtin_solution(p, "gold.py"), config=EvalConfig(seed=rep),
-                        request_id=f"{p.name}#{rep}") for rep in range(reps) for p in problems]
+    return [
+        EvalRequest(
+            problem=p,
+            solution=builtin_solution(p, "gold.py"),
+            config=EvalConfig(seed=rep),
+            request_id=f"{p.name}#{rep}",
+        )
+        for rep in range(reps)
+        for p in problems
+    ]
 
 
-async def run_pool(requests: list[EvalRequest], device: str, slots: int, pool_size: int,
-                   workdir: Path) -> tuple[list[EvalResult], float, dict]:
+async def run_pool(
+    requests: list[EvalRequest], device: str, slots: int, pool_size: int, workdir: Path
+) -> tuple[list[EvalResult], float, dict]:
     """Evaluate through store + scheduler + one device worker; returns results, seconds, worker view."""
-    config = ServiceConfig(db_path=str(workdir / "bench.sqlite"), cache=False, slots_per_worker=slots,
-                           evaluator_kwargs={"concurrency": slots, "pool_size": pool_size},
-                           sqlite_synchronous="NORMAL", job_timeout_grace_s=600.0)
+    config = ServiceConfig(
+        db_path=str(workdir / "bench.sqlite"),
+        cache=False,
+        slots_per_worker=slots,
+        evaluator_kwargs={"concurrency": slots, "pool_size": pool_size},
+        sqlite_synchronous="NORMAL",
+        job_timeout_grace_s=600.0,
+    )
     store = JobStore(config.db_path, synchronous="NORMAL")
     worker = LocalWorker("gpu0", device, config.evaluator, config.evaluator_kwargs, slots)
     scheduler = Scheduler(store, [worker], config)
@@ -78,8 +92,11 @@ async def run_pool(requests: list[EvalRequest], device: str, slots: int, pool_si
     await scheduler.stop()
     store.close()
     results = [EvalResult.from_json(done[i].result_json) if done[i].result_json else None for i in ids]
-    failed = [(r.request_id, done[i].status.value, done[i].error) for i, r in zip(ids, requests)
-              if done[i].result_json is None]
+    failed = [
+        (r.request_id, done[i].status.value, done[i].error)
+        for i, r in zip(ids, requests)
+        if done[i].result_json is None
+    ]
     if failed:
         print(f"!! {len(failed)} job(s) without a result: {failed[:5]}")
     return results, seconds, view
@@ -90,8 +107,13 @@ def run_fresh(requests: list[EvalRequest], device: str) -> tuple[list[EvalResult
     results, total = [], 0.0
     for r in requests:
         t0 = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-c", FRESH_SNIPPET, device], input=json.dumps(r.to_dict()),
-                              capture_output=True, text=True, timeout=900)
+        proc = subprocess.run(
+            [sys.executable, "-c", FRESH_SNIPPET, device],
+            input=json.dumps(r.to_dict()),
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         total += time.perf_counter() - t0
         if proc.returncode != 0:
             print(f"!! fresh evaluation of {r.request_id} failed ({proc.returncode}): {proc.stderr[-1500:]}")
@@ -107,8 +129,10 @@ def cv_by_problem(results) -> dict[str, float | None]:
     for r in results:
         if r is not None and r.speedup is not None:
             by.setdefault(r.problem_key, []).append(r.speedup)
-    return {k: (statistics.stdev(v) / statistics.mean(v) if len(v) > 1 and statistics.mean(v) > 0 else None)
-            for k, v in by.items()}
+    return {
+        k: (statistics.stdev(v) / statistics.mean(v) if len(v) > 1 and statistics.mean(v) > 0 else None)
+        for k, v in by.items()
+    }
 
 
 def main() -> None:
@@ -120,8 +144,11 @@ def main() -> None:
     ap.add_argument("--cv-problems", type=int, default=6, help="problems in the fresh-process sample")
     ap.add_argument("--fresh-reps", type=int, default=3, help="fresh-process evaluations per sampled problem")
     ap.add_argument("--limit", type=int, default=0, help="use only the first N problems (a dry run)")
-    default_out = Path(os.environ["OUT"]) / "worker_throughput_gpu.json" if os.environ.get("OUT") else \
-        Path(__file__).resolve().parent / "results" / "worker_throughput_gpu.json"
+    default_out = (
+        Path(os.environ["OUT"]) / "worker_throughput_gpu.json"
+        if os.environ.get("OUT")
+        else Path(__file__).resolve().parent / "results" / "worker_throughput_gpu.json"
+    )
     ap.add_argument("--out", type=Path, default=default_out)
     args = ap.parse_args()
 
@@ -132,22 +159,27 @@ def main() -> None:
     else:
         device_name = "cpu (triton interpreter: no timing, so no speedups; a dry run of this script)"
     problems = [p for p in load_builtin([1, 2]) if "gold.py" in p.metadata.get("solutions", {})]
-    problems = problems[:args.limit] if args.limit else problems
+    problems = problems[: args.limit] if args.limit else problems
     if not problems:
         raise SystemExit("no built-in level-1/2 problems with gold solutions: is the suite installed?")
-    print(f"device {args.device} ({device_name}); {len(problems)} problems "
-          f"({sum(p.level == 1 for p in problems)} L1, {sum(p.level == 2 for p in problems)} L2)")
+    print(
+        f"device {args.device} ({device_name}); {len(problems)} problems "
+        f"({sum(p.level == 1 for p in problems)} L1, {sum(p.level == 2 for p in problems)} L2)"
+    )
 
     pool_requests = requests_for(problems, args.reps)
     with tempfile.TemporaryDirectory() as tmp:
-        pool_results, pool_s, view = asyncio.run(run_pool(pool_requests, args.device, args.slots, args.pool_size,
-                                                          Path(tmp)))
+        pool_results, pool_s, view = asyncio.run(
+            run_pool(pool_requests, args.device, args.slots, args.pool_size, Path(tmp))
+        )
     pool_rate = len(pool_requests) / pool_s * 60
-    print(f"pool:  {len(pool_requests)} evaluations in {pool_s:.1f} s = {pool_rate:.1f} per minute "
-          f"(worker: {view['completed']} completed, {view['infra_failures']} infra failures)")
+    print(
+        f"pool:  {len(pool_requests)} evaluations in {pool_s:.1f} s = {pool_rate:.1f} per minute "
+        f"(worker: {view['completed']} completed, {view['infra_failures']} infra failures)"
+    )
 
     step = max(1, len(problems) // args.cv_problems)
-    sample = problems[::step][:args.cv_problems]
+    sample = problems[::step][: args.cv_problems]
     fresh_requests = requests_for(sample, args.fresh_reps)
     fresh_results, fresh_s = run_fresh(fresh_requests, args.device)
     fresh_rate = len(fresh_requests) / fresh_s * 60
@@ -168,21 +200,35 @@ def main() -> None:
     repeatable = med_pool is not None and med_fresh is not None and med_pool <= 1.5 * med_fresh + 0.02
     incorrect = [r.request_id for r in pool_results if r is not None and not r.correct]
     report = {
-        "date": datetime.now(timezone.utc).date().isoformat(), "device": device_name, "device_arg": args.device,
-        "problems": len(problems), "reps": args.reps, "slots": args.slots, "pool_size": args.pool_size,
-        "pool_evaluations": len(pool_requests), "pool_seconds": round(pool_s, 2),
-        "pool_evals_per_min": round(pool_rate, 2), "fresh_evaluations": len(fresh_requests),
-        "fresh_seconds": round(fresh_s, 2), "fresh_evals_per_min": round(fresh_rate, 2),
-        "throughput_ratio": round(ratio, 2), "median_speedup_cv_pool": med_pool,
-        "median_speedup_cv_fresh": med_fresh, "cv_pool": cv_pool, "cv_fresh": cv_fresh,
+        "date": datetime.now(timezone.utc).date().isoformat(),
+        "device": device_name,
+        "device_arg": args.device,
+        "problems": len(problems),
+        "reps": args.reps,
+        "slots": args.slots,
+        "pool_size": args.pool_size,
+        "pool_evaluations": len(pool_requests),
+        "pool_seconds": round(pool_s, 2),
+        "pool_evals_per_min": round(pool_rate, 2),
+        "fresh_evaluations": len(fresh_requests),
+        "fresh_seconds": round(fresh_s, 2),
+        "fresh_evals_per_min": round(fresh_rate, 2),
+        "throughput_ratio": round(ratio, 2),
+        "median_speedup_cv_pool": med_pool,
+        "median_speedup_cv_fresh": med_fresh,
+        "cv_pool": cv_pool,
+        "cv_fresh": cv_fresh,
         "gold_not_correct_in_pool": incorrect,
         "speedups_pool": {r.request_id: r.speedup for r in pool_results if r is not None},
         "speedups_fresh": {r.request_id: r.speedup for r in fresh_results if r is not None},
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2))
-    print(f"throughput ratio {ratio:.2f}x (target >= 5); median speedup CV pool {med_pool} vs fresh {med_fresh} "
-          f"({'unchanged' if repeatable else 'WORSE'}); gold not correct in pool: {incorrect or 'none'}")
+    print(
+        f"throughput ratio {ratio:.2f}x (target >= 5); "
+        f"median speedup CV pool {med_pool} vs fresh {med_fresh} "
+        f"({'unchanged' if repeatable else 'WORSE'}); gold not correct in pool: {incorrect or 'none'}"
+    )
     print(f"wrote {args.out}")
     sys.exit(0 if ratio >= 5 and repeatable else 1)
 

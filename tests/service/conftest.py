@@ -9,8 +9,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from drkernel.problems.problem import Problem  # noqa: E402
 from server import ServerProcess  # noqa: E402
+
+from drkernel.problems.problem import Problem  # noqa: E402
 
 TOKEN = "t0k3n"
 DIRECTIVE = "evaluators:DirectiveEvaluator"
@@ -40,8 +41,21 @@ def small_problem() -> Problem:
 def server(tmp_path_factory):
     """One server for a test module: 2 CPU workers running the directive evaluator, auth on."""
     tmp = tmp_path_factory.mktemp("service")
-    srv = ServerProcess(tmp / "jobs.sqlite", "--devices", "cpu:2", "--evaluator", DIRECTIVE, "--token", TOKEN,
-                        "--lease-s", "3", "--max-body-bytes", "200000", "--max-batch", "50")
+    srv = ServerProcess(
+        tmp / "jobs.sqlite",
+        "--devices",
+        "cpu:2",
+        "--evaluator",
+        DIRECTIVE,
+        "--token",
+        TOKEN,
+        "--lease-s",
+        "3",
+        "--max-body-bytes",
+        "200000",
+        "--max-batch",
+        "50",
+    )
     srv.start()
     yield srv
     srv.stop()

@@ -33,8 +33,12 @@ class DirectiveEvaluator:
         self.pid = os.getpid()
 
     def device_info(self) -> dict:
-        return {"device": self.device, "device_name": "directive test device", "memory_bytes": 8 << 30,
-                "pid": self.pid}
+        return {
+            "device": self.device,
+            "device_name": "directive test device",
+            "memory_bytes": 8 << 30,
+            "pid": self.pid,
+        }
 
     def evaluate(self, request: EvalRequest) -> EvalResult:
         directives = dict(_DIRECTIVE.findall(request.solution))
@@ -50,10 +54,16 @@ class DirectiveEvaluator:
             status = Status.INCORRECT
         else:
             status = Status.CORRECT if "class ModelNew" in request.solution else Status.NO_MODELNEW
-        return EvalResult(status=status, problem_key=request.problem.key, request_id=request.request_id,
-                          device=self.device, device_name="directive test device",
-                          speedup=int(digest[:6], 16) / 2**24 * 3, solution_hash=digest,
-                          config=request.config.to_dict()).finalize()
+        return EvalResult(
+            status=status,
+            problem_key=request.problem.key,
+            request_id=request.request_id,
+            device=self.device,
+            device_name="directive test device",
+            speedup=int(digest[:6], 16) / 2**24 * 3,
+            solution_hash=digest,
+            config=request.config.to_dict(),
+        ).finalize()
 
     async def evaluate_batch(self, requests):
         return [self.evaluate(r) for r in requests]

@@ -33,11 +33,27 @@ class ServerProcess:
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout_s: float = 120.0) -> "ServerProcess":
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), str(HERE), os.environ.get("PYTHONPATH", "")])}
-        cmd = [sys.executable, "-m", "drkernel", "gym", "serve", "--port", str(self.port), "--db", str(self.db),
-               "--log-level", "warning", *self.args]
-        self.proc = subprocess.Popen(cmd, env=env, stdout=open(self.log, "ab"), stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(SRC), str(HERE), os.environ.get("PYTHONPATH", "")]),
+        }
+        cmd = [
+            sys.executable,
+            "-m",
+            "drkernel",
+            "gym",
+            "serve",
+            "--port",
+            str(self.port),
+            "--db",
+            str(self.db),
+            "--log-level",
+            "warning",
+            *self.args,
+        ]
+        self.proc = subprocess.Popen(
+            cmd, env=env, stdout=open(self.log, "ab"), stderr=subprocess.STDOUT, start_new_session=True
+        )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -71,4 +87,3 @@ class ServerProcess:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-

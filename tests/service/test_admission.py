@@ -37,9 +37,11 @@ def test_cpu_overrides_and_cpu_budget_shrink_the_estimate():
 
 def test_kernelbench_problems_rank_by_size(kernelbench_rows):
     problems = {(p.level, p.problem_id): p for p in load_problems(str(kernelbench_rows))}
-    est = {k: estimate_device_bytes(EvalRequest(p, "", EvalConfig(device="cuda"))) for k, p in problems.items()}
+    est = {
+        k: estimate_device_bytes(EvalRequest(p, "", EvalConfig(device="cuda"))) for k, p in problems.items()
+    }
     # problem 1 multiplies two 4096 x 4096 fp32 matrices: 2 * 4096**2 elements
-    assert est[(1, 1)] == OVERHEAD_BYTES + FOOTPRINT_FACTOR * 2 * 4096 ** 2 * 4
+    assert est[(1, 1)] == OVERHEAD_BYTES + FOOTPRINT_FACTOR * 2 * 4096**2 * 4
     assert all(v > OVERHEAD_BYTES for v in est.values())  # every shape of the 200 is understood
 
 

@@ -87,7 +87,9 @@ def test_submit_wait_result_equals_direct_evaluation(http, small_problem):
 
 def test_batch_order_duplicates_and_cache(http, small_problem):
     sols = [f"class ModelNew: pass\n# sleep: 0.05\n# b{i % 3}" for i in range(9)]
-    jobs = http.post("/v1/jobs/batch", json={"requests": [_body(small_problem, s) for s in sols]}).json()["jobs"]
+    jobs = http.post("/v1/jobs/batch", json={"requests": [_body(small_problem, s) for s in sols]}).json()[
+        "jobs"
+    ]
     ids = [j["id"] for j in jobs]
     done = http.post("/v1/jobs/wait", json={"ids": ids, "timeout": 30}).json()
     assert [j["id"] for j in done["jobs"]] == ids and done["missing"] == []
@@ -108,7 +110,9 @@ def test_idempotency_keys(http, small_problem):
 
 
 def test_long_poll_times_out_then_cancel(http, small_problem):
-    job_id = http.post("/v1/jobs", json=_body(small_problem, "class ModelNew: pass\n# sleep: 3\n# c")).json()["id"]
+    job_id = http.post("/v1/jobs", json=_body(small_problem, "class ModelNew: pass\n# sleep: 3\n# c")).json()[
+        "id"
+    ]
     t0 = time.monotonic()
     job = http.get(f"/v1/jobs/{job_id}/wait", params={"timeout": 0.5}).json()
     assert job["status"] in ("queued", "running") and time.monotonic() - t0 >= 0.45
@@ -129,17 +133,25 @@ def test_evaluator_exception_is_retried_once_then_failed(http, small_problem):
 
 
 def test_a_bad_solution_is_a_result_not_a_retry(http, small_problem):
-    job_id = http.post("/v1/jobs", json=_body(small_problem, "class ModelNew: pass\n# status: crashed")).json()["id"]
+    job_id = http.post(
+        "/v1/jobs", json=_body(small_problem, "class ModelNew: pass\n# status: crashed")
+    ).json()["id"]
     job = http.get(f"/v1/jobs/{job_id}/wait", params={"timeout": 30}).json()
     assert job["status"] == "done" and job["attempts"] == 1 and job["result"]["status"] == "crashed"
 
 
 def test_metrics(http):
     text = http.get("/v1/metrics").text
-    for needle in ("kernelgym_jobs_submitted_total", 'kernelgym_errors_total{error_class="evaluator_error"} 2',
-                   'kernelgym_cache_hits_total{kind="submit"}', 'kernelgym_cache_hits_total{kind="coalesced"}',
-                   'kernelgym_eval_results_total{status="correct"}', "kernelgym_job_latency_seconds_bucket",
-                   'kernelgym_workers{state="ready"} 2', 'kernelgym_canary_total{outcome="passed"}'):
+    for needle in (
+        "kernelgym_jobs_submitted_total",
+        'kernelgym_errors_total{error_class="evaluator_error"} 2',
+        'kernelgym_cache_hits_total{kind="submit"}',
+        'kernelgym_cache_hits_total{kind="coalesced"}',
+        'kernelgym_eval_results_total{status="correct"}',
+        "kernelgym_job_latency_seconds_bucket",
+        'kernelgym_workers{state="ready"} 2',
+        'kernelgym_canary_total{outcome="passed"}',
+    ):
         assert needle in text, needle
 
 
@@ -162,11 +174,16 @@ def test_async_client(server, small_problem):
     async def go():
         async with AsyncServiceClient(server.url, TOKEN) as c:
             reqs = [EvalRequest(small_problem, f"class ModelNew: pass\n# a{i}") for i in range(4)]
-            ids = await asyncio.gather(*(c.submit(r, idempotency_key=f"async-{i}") for i, r in enumerate(reqs)))
+            ids = await asyncio.gather(
+                *(c.submit(r, idempotency_key=f"async-{i}") for i, r in enumerate(reqs))
+            )
             assert await c.submit(reqs[0], idempotency_key="async-0") == ids[0]
             results = await c.results(ids, timeout_s=30)
-            assert [r.solution_hash for r in results] == [DirectiveEvaluator().evaluate(r).solution_hash for r in reqs]
+            assert [r.solution_hash for r in results] == [
+                DirectiveEvaluator().evaluate(r).solution_hash for r in reqs
+            ]
             assert (await c.queue())["depth"] >= 0
+
     asyncio.run(go())
 
 
@@ -176,4 +193,3 @@ def test_client_retries_then_reports_unreachable():
         with pytest.raises(ServiceError, match="unreachable"):
             c.health()
         assert time.monotonic() - t0 < 5
-

@@ -16,8 +16,9 @@ def _drkernel(*args: str, token: str | None = TOKEN) -> subprocess.CompletedProc
     env.pop("KERNELGYM_TOKEN", None)
     if token:
         env["KERNELGYM_TOKEN"] = token
-    return subprocess.run([sys.executable, "-m", "drkernel", "gym", *args], capture_output=True, text=True,
-                          env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "drkernel", "gym", *args], capture_output=True, text=True, env=env, timeout=120
+    )
 
 
 def test_submit_waits_and_prints_results(server, tmp_path):

@@ -28,8 +28,19 @@ def _wait_for(pred, timeout_s: float = 30.0, every: float = 0.05):
 
 @pytest.fixture
 def one_worker(tmp_path):
-    srv = ServerProcess(tmp_path / "jobs.sqlite", "--devices", "cpu:1", "--evaluator", DIRECTIVE, "--token", TOKEN,
-                        "--evaluator-kwargs", f'{{"broken_marker": "{tmp_path / "broken"}"}}', "--lease-s", "3")
+    srv = ServerProcess(
+        tmp_path / "jobs.sqlite",
+        "--devices",
+        "cpu:1",
+        "--evaluator",
+        DIRECTIVE,
+        "--token",
+        TOKEN,
+        "--evaluator-kwargs",
+        f'{{"broken_marker": "{tmp_path / "broken"}"}}',
+        "--lease-s",
+        "3",
+    )
     srv.start()
     yield srv
     srv.stop()
@@ -37,18 +48,21 @@ def one_worker(tmp_path):
 
 def test_kill9_worker_mid_job_requeues_and_restarts(one_worker, small_problem):
     with ServiceClient(one_worker.url, TOKEN) as c:
-        ids = c.submit_batch([EvalRequest(small_problem, f"class ModelNew: pass\n# sleep: 0.6\n# k{i}")
-                              for i in range(4)])
-        pid, = [w["pid"] for w in c.workers()]
+        ids = c.submit_batch(
+            [EvalRequest(small_problem, f"class ModelNew: pass\n# sleep: 0.6\n# k{i}") for i in range(4)]
+        )
+        (pid,) = [w["pid"] for w in c.workers()]
         _wait_for(lambda: c.job(ids[0]).status == "running")
         os.kill(pid, signal.SIGKILL)
         infos = c.collect(ids, timeout_s=60)
         assert all(infos[i].status == "done" and infos[i].result.correct for i in ids)
         assert max(infos[i].attempts for i in ids) == 2  # the killed jobs ran again, once
-        worker, = c.workers()
+        (worker,) = c.workers()
         assert worker["state"] == "ready" and worker["restarts"] == 1 and worker["pid"] != pid
-        assert 'kernelgym_errors_total{error_class="worker_lost"}' in httpx.get(
-            f"{one_worker.url}/v1/metrics", headers={"Authorization": f"Bearer {TOKEN}"}).text
+        assert (
+            'kernelgym_errors_total{error_class="worker_lost"}'
+            in httpx.get(f"{one_worker.url}/v1/metrics", headers={"Authorization": f"Bearer {TOKEN}"}).text
+        )
 
 
 def test_solution_that_keeps_killing_its_worker_fails_after_two_attempts(one_worker, small_problem):
@@ -90,12 +104,25 @@ def test_kill9_server_mid_batch_and_restart(tmp_path, small_problem):
                 infos = c.collect(ids, timeout_s=90)
                 assert len(infos) == 40 and all(i.status == "done" for i in infos.values())
                 assert [infos[i].result.solution_hash for i in ids] == [
-                    infos[i].result.solution_hash for i in ids]
+                    infos[i].result.solution_hash for i in ids
+                ]
                 assert {infos[i].result.request_id for i in ids} == {""}
-                assert c.queue()["counts"] == {"queued": 0, "running": 0, "done": 40, "failed": 0, "cancelled": 0}
-                metrics = httpx.get(f"{srv2.url}/v1/metrics", headers={"Authorization": f"Bearer {TOKEN}"}).text
-                assert 'kernelgym_errors_total{error_class="server_restart"}' in metrics  # jobs were interrupted
-                assert all(i.attempts == 1 for i in infos.values())  # and their interrupted attempt not counted
+                assert c.queue()["counts"] == {
+                    "queued": 0,
+                    "running": 0,
+                    "done": 40,
+                    "failed": 0,
+                    "cancelled": 0,
+                }
+                metrics = httpx.get(
+                    f"{srv2.url}/v1/metrics", headers={"Authorization": f"Bearer {TOKEN}"}
+                ).text
+                assert (
+                    'kernelgym_errors_total{error_class="server_restart"}' in metrics
+                )  # jobs were interrupted
+                assert all(
+                    i.attempts == 1 for i in infos.values()
+                )  # and their interrupted attempt not counted
             finally:
                 srv2.stop()
     finally:
@@ -103,11 +130,20 @@ def test_kill9_server_mid_batch_and_restart(tmp_path, small_problem):
 
 
 def test_hung_worker_is_killed_and_the_job_fails_after_two_attempts(tmp_path, small_problem):
-    srv = ServerProcess(tmp_path / "jobs.sqlite", "--devices", "cpu:1", "--evaluator", DIRECTIVE, "--token", TOKEN,
-                        "--job-timeout-grace-s", "0.5").start()
+    srv = ServerProcess(
+        tmp_path / "jobs.sqlite",
+        "--devices",
+        "cpu:1",
+        "--evaluator",
+        DIRECTIVE,
+        "--token",
+        TOKEN,
+        "--job-timeout-grace-s",
+        "0.5",
+    ).start()
     try:
         with ServiceClient(srv.url, TOKEN) as c:
-            pid, = [w["pid"] for w in c.workers()]
+            (pid,) = [w["pid"] for w in c.workers()]
             config = EvalRequest(small_problem, "").config.replace(timeout_s=0.5)
             hung = c.submit(EvalRequest(small_problem, "class ModelNew: pass\n# sleep: 30", config))
             info = c.collect([hung], timeout_s=60)[hung]

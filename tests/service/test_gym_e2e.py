@@ -16,11 +16,17 @@ from drkernel.service.client import ServiceClient
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from service_load import comparable, direct_evaluations, problems, run_clients, solution, verify  # noqa: E402
 
+
 @pytest.fixture(scope="module")
 def pool():
     """Four real Triton solutions with four different verdicts."""
     probs, config = problems(), EvalConfig(device="cpu", trials=2, second_size=False)
-    picks = [("add", "correct"), ("mul", "wrong"), ("add_relu", "syntax_error"), ("scaled_sub", "no_modelnew")]
+    picks = [
+        ("add", "correct"),
+        ("mul", "wrong"),
+        ("add_relu", "syntax_error"),
+        ("scaled_sub", "no_modelnew"),
+    ]
     return [EvalRequest(probs[op], solution(op, kind, 128, i), config) for i, (op, kind) in enumerate(picks)]
 
 
@@ -31,19 +37,26 @@ def direct(pool):
 
 @pytest.fixture(scope="module")
 def gym_server(tmp_path_factory):
-    srv = ServerProcess(tmp_path_factory.mktemp("gym") / "jobs.sqlite", "--devices", "cpu:1").start(timeout_s=300)
+    srv = ServerProcess(tmp_path_factory.mktemp("gym") / "jobs.sqlite", "--devices", "cpu:1").start(
+        timeout_s=300
+    )
     yield srv
     srv.stop()
 
 
 def test_default_worker_is_the_real_gym(gym_server):
     with ServiceClient(gym_server.url) as c:
-        worker, = c.workers()
+        (worker,) = c.workers()
         assert worker["device_name"] == "cpu (triton interpreter)" and worker["state"] == "ready"
 
 
 def test_real_solutions_match_direct_evaluation(gym_server, pool, direct):
-    assert sorted(d["status"] for d in direct.values()) == ["correct", "incorrect", "no_modelnew", "syntax_error"]
+    assert sorted(d["status"] for d in direct.values()) == [
+        "correct",
+        "incorrect",
+        "no_modelnew",
+        "syntax_error",
+    ]
     with ServiceClient(gym_server.url) as c:
         results = c.evaluate_many(pool)
         assert [comparable(r) for r in results] == [direct[r.solution_hash] for r in results]

@@ -10,8 +10,13 @@ def test_histogram_buckets_are_cumulative():
     for x in (0.05, 0.1, 0.5, 3.0):
         h.observe(x)
     # le=0.1 holds 0.05 and 0.1 (bounds are inclusive); le=1 adds 0.5; +Inf adds 3.0
-    assert list(h.render())[2:] == ['t_seconds_bucket{le="0.1"} 2', 't_seconds_bucket{le="1"} 3',
-                                    't_seconds_bucket{le="+Inf"} 4', "t_seconds_sum 3.65", "t_seconds_count 4"]
+    assert list(h.render())[2:] == [
+        't_seconds_bucket{le="0.1"} 2',
+        't_seconds_bucket{le="1"} 3',
+        't_seconds_bucket{le="+Inf"} 4',
+        "t_seconds_sum 3.65",
+        "t_seconds_count 4",
+    ]
 
 
 def test_counter_labels_escaped_and_gauge_read_at_scrape():

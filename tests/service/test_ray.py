@@ -13,19 +13,21 @@ import ray
 import uvicorn
 from conftest import DIRECTIVE
 from evaluators import DirectiveEvaluator
+from server import free_port
 
 from drkernel.gym.config import EvalRequest
 from drkernel.service.app import create_app
 from drkernel.service.client import ServiceClient
 from drkernel.service.config import ServiceConfig
 from drkernel.service.ray_backend import ray_workers
-from server import free_port
 
 
 @pytest.fixture(scope="module")
 def ray_cluster():
     here = str(Path(__file__).resolve().parent)
-    os.environ["PYTHONPATH"] = os.pathsep.join([here, os.environ.get("PYTHONPATH", "")])  # actors import evaluators
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [here, os.environ.get("PYTHONPATH", "")]
+    )  # actors import evaluators
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
@@ -34,10 +36,17 @@ def ray_cluster():
 @pytest.fixture(scope="module")
 def ray_server(ray_cluster, tmp_path_factory):
     """The app with Ray actors as workers, served by uvicorn in a background thread."""
-    config = ServiceConfig(db_path=str(tmp_path_factory.mktemp("ray") / "jobs.sqlite"), evaluator=DIRECTIVE,
-                           ray_address="local", ray_cpu_workers=2, lease_s=3.0)
+    config = ServiceConfig(
+        db_path=str(tmp_path_factory.mktemp("ray") / "jobs.sqlite"),
+        evaluator=DIRECTIVE,
+        ray_address="local",
+        ray_cpu_workers=2,
+        lease_s=3.0,
+    )
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_app(config), host="127.0.0.1", port=port, log_level="warning"))
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(config), host="127.0.0.1", port=port, log_level="warning")
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{port}"
@@ -54,9 +63,13 @@ def ray_server(ray_cluster, tmp_path_factory):
 def test_ray_workers_serve_the_api(ray_server, small_problem):
     with ServiceClient(ray_server) as c:
         workers = c.workers()
-        assert [w["backend"] for w in workers] == ["ray", "ray"] and all(w["state"] == "ready" for w in workers)
+        assert [w["backend"] for w in workers] == ["ray", "ray"] and all(
+            w["state"] == "ready" for w in workers
+        )
         assert len({w["pid"] for w in workers}) == 2 and os.getpid() not in {w["pid"] for w in workers}
-        reqs = [EvalRequest(small_problem, f"class ModelNew: pass\n# sleep: 0.05\n# ray{i}") for i in range(12)]
+        reqs = [
+            EvalRequest(small_problem, f"class ModelNew: pass\n# sleep: 0.05\n# ray{i}") for i in range(12)
+        ]
         assert c.evaluate_many(reqs) == [DirectiveEvaluator().evaluate(r) for r in reqs]
 
 

@@ -12,8 +12,13 @@ from drkernel.service.store import IdempotencyConflict, JobStatus, JobStore, New
 
 
 def _job(n: int, est: int = 10, key: str | None = None, cache_keys=(), req: str | None = None) -> NewJob:
-    return NewJob(request_json=f'{{"request_id": "r{n}"}}', req_hash=req or f"h{n}", est_bytes=est,
-                  cache_keys=tuple(cache_keys), idem_key=key)
+    return NewJob(
+        request_json=f'{{"request_id": "r{n}"}}',
+        req_hash=req or f"h{n}",
+        est_bytes=est,
+        cache_keys=tuple(cache_keys),
+        idem_key=key,
+    )
 
 
 @pytest.fixture
@@ -25,7 +30,7 @@ def store(tmp_path):
 
 def test_wal_mode_and_durable_before_ack(tmp_path):
     s = JobStore(tmp_path / "a.sqlite")
-    (job, created), = s.submit([_job(1)])
+    ((job, created),) = s.submit([_job(1)])
     # a second connection (another process after a crash) sees the job as soon as submit returned
     other = sqlite3.connect(tmp_path / "a.sqlite")
     assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -45,8 +50,8 @@ def test_claim_complete_and_order(store):
 
 
 def test_idempotency_key_returns_same_job_and_conflicts_on_other_request(store):
-    (a, created_a), = store.submit([_job(1, key="k")])
-    (b, created_b), = store.submit([_job(1, key="k")])
+    ((a, created_a),) = store.submit([_job(1, key="k")])
+    ((b, created_b),) = store.submit([_job(1, key="k")])
     assert created_a and not created_b and a.id == b.id
     with pytest.raises(IdempotencyConflict):
         store.submit([_job(2, key="k")])
@@ -54,10 +59,10 @@ def test_idempotency_key_returns_same_job_and_conflicts_on_other_request(store):
 
 
 def test_cache_hit_at_submit_costs_nothing(store):
-    (j, _), = store.submit([_job(1)])
-    c, = store.claim("w", 1, 100, True, 30)
+    ((j, _),) = store.submit([_job(1)])
+    (c,) = store.claim("w", 1, 100, True, 30)
     store.complete(c.id, c.claim, '{"status": "correct"}', cache_key="content-h1")
-    (dup, created), = store.submit([_job(9, cache_keys=["other", "content-h1"])])
+    ((dup, created),) = store.submit([_job(9, cache_keys=["other", "content-h1"])])
     assert created and dup.status is JobStatus.DONE and dup.cached
     assert dup.result_json == '{"status": "correct"}'
     assert store.claim("w", 5, 100, True, 30) == []
@@ -84,10 +89,10 @@ def test_admission_by_estimated_bytes(store):
 
 
 def test_infra_failure_retried_once_then_failed_with_cause(store):
-    (j, _), = store.submit([_job(1)])
-    c1, = store.claim("w", 1, 100, True, 30)
+    ((j, _),) = store.submit([_job(1)])
+    (c1,) = store.claim("w", 1, 100, True, 30)
     assert store.fail(j.id, c1.claim, "worker_lost", "worker w process lost") is JobStatus.QUEUED
-    c2, = store.claim("w", 1, 100, True, 30)
+    (c2,) = store.claim("w", 1, 100, True, 30)
     assert c2.attempts == 2 and c2.claim != c1.claim
     assert store.fail(j.id, c1.claim, "worker_lost", "stale claim") is None  # a lapsed claim has no say
     assert store.fail(j.id, c2.claim, "worker_lost", "worker w process lost") is JobStatus.FAILED
@@ -97,11 +102,11 @@ def test_infra_failure_retried_once_then_failed_with_cause(store):
 
 
 def test_stale_claim_cannot_overwrite(store):
-    (j, _), = store.submit([_job(1)])
-    c1, = store.claim("w", 1, 100, True, lease_s=0.01)
+    ((j, _),) = store.submit([_job(1)])
+    (c1,) = store.claim("w", 1, 100, True, lease_s=0.01)
     time.sleep(0.05)
     assert store.reap_expired() == {j.id: JobStatus.QUEUED}
-    c2, = store.claim("w2", 1, 100, True, 30)
+    (c2,) = store.claim("w2", 1, 100, True, 30)
     assert not store.complete(j.id, c1.claim, '{"status": "late"}', None).current
     assert store.get(j.id).status is JobStatus.RUNNING  # the newer claim still holds it
     assert store.complete(j.id, c2.claim, '{"status": "correct"}', None).current
@@ -109,8 +114,8 @@ def test_stale_claim_cannot_overwrite(store):
 
 
 def test_heartbeat_keeps_lease(store):
-    (j, _), = store.submit([_job(1)])
-    c, = store.claim("w", 1, 100, True, lease_s=0.2)
+    ((j, _),) = store.submit([_job(1)])
+    (c,) = store.claim("w", 1, 100, True, lease_s=0.2)
     for _ in range(3):
         time.sleep(0.1)
         store.heartbeat([(c.id, c.claim)], lease_s=0.2)
@@ -134,18 +139,18 @@ def test_restart_recovers_running_jobs_without_counting_and_release_does_not_cou
 
 def test_repeated_restarts_never_fail_a_job(tmp_path):
     path = tmp_path / "r.sqlite"
-    (j, _), = JobStore(path).submit([_job(1)])
+    ((j, _),) = JobStore(path).submit([_job(1)])
     for _ in range(4):
         s = JobStore(path)
         s.recover()
-        c, = s.claim("w", 1, 100, True, 30)
+        (c,) = s.claim("w", 1, 100, True, 30)
         assert c.id == j.id and c.attempts == 1
         s.close()
 
 
 def test_cancel(store):
     (q, _), (r, _) = store.submit([_job(1), _job(2)])
-    running, = store.claim("w", 1, 100, True, 30)
+    (running,) = store.claim("w", 1, 100, True, 30)
     assert store.cancel(q.id if running.id != q.id else r.id).status is JobStatus.CANCELLED
     assert store.cancel(running.id).status is JobStatus.CANCELLED
     assert not store.complete(running.id, running.claim, "{}", None).current
@@ -183,8 +188,8 @@ def test_concurrent_claims_from_processes_never_share_a_job(tmp_path):
 
 
 def test_a_retry_is_claimed_alone_by_an_idle_worker(store):
-    (j, _), = store.submit([_job(1)])
-    c, = store.claim("w", 1, 100, True, 30)
+    ((j, _),) = store.submit([_job(1)])
+    (c,) = store.claim("w", 1, 100, True, 30)
     store.fail(j.id, c.claim, "worker_lost", "lost")
     store.submit([_job(2), _job(3)])
     busy = store.claim("w", 3, 100, idle=False, lease_s=30)

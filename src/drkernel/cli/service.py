@@ -22,9 +22,13 @@ DEFAULT_URL = "http://127.0.0.1:8000"
 def serve(
     host: str = typer.Option("127.0.0.1", help="interface to bind"),
     port: int = typer.Option(8000, help="port to bind"),
-    db: Path = typer.Option(Path("kernelgym.sqlite"), "--db", help="SQLite job store (WAL); survives restarts"),
+    db: Path = typer.Option(
+        Path("kernelgym.sqlite"), "--db", help="SQLite job store (WAL); survives restarts"
+    ),
     devices: str = typer.Option("auto", help="auto, cpu:N or cuda:0,cuda:1 (local workers)"),
-    evaluator: str = typer.Option("drkernel.gym:InProcessEvaluator", help="module:callable building an evaluator"),
+    evaluator: str = typer.Option(
+        "drkernel.gym:InProcessEvaluator", help="module:callable building an evaluator"
+    ),
     evaluator_kwargs: str = typer.Option("{}", help="JSON keyword arguments for the evaluator"),
     slots: int = typer.Option(2, help="jobs in flight per device"),
     token: Optional[str] = typer.Option(None, envvar="KERNELGYM_TOKEN", help="require this bearer token"),
@@ -32,11 +36,15 @@ def serve(
     ray_cpu_workers: int = typer.Option(0, help="with Ray: CPU interpreter workers to add"),
     no_cache: bool = typer.Option(False, "--no-cache", help="do not answer repeats from the result cache"),
     no_canary: bool = typer.Option(False, "--no-canary", help="skip canary evaluations"),
-    lease_s: float = typer.Option(30.0, help="claim lease; a job whose worker stops heartbeating is re-queued"),
+    lease_s: float = typer.Option(
+        30.0, help="claim lease; a job whose worker stops heartbeating is re-queued"
+    ),
     sqlite_synchronous: str = typer.Option("FULL", help="FULL (power-safe) or NORMAL (crash-safe, faster)"),
     max_body_bytes: int = typer.Option(32 * 1024 * 1024, help="largest accepted request body"),
     max_batch: int = typer.Option(4096, help="most requests per batch submission"),
-    job_timeout_grace_s: float = typer.Option(120.0, help="a worker holding a job past timeout_s + this is killed"),
+    job_timeout_grace_s: float = typer.Option(
+        120.0, help="a worker holding a job past timeout_s + this is killed"
+    ),
     log_level: str = typer.Option("info", help="uvicorn and drkernel log level"),
 ) -> None:
     """Run the KernelGym service (HTTP API, job store, device workers)."""
@@ -48,12 +56,23 @@ def serve(
     from drkernel.service.config import ServiceConfig
 
     try:
-        config = ServiceConfig(db_path=str(db), devices=devices, evaluator=evaluator,
-                               evaluator_kwargs=json.loads(evaluator_kwargs), slots_per_worker=slots, token=token,
-                               ray_address=ray_address, ray_cpu_workers=ray_cpu_workers, cache=not no_cache,
-                               canary=not no_canary, lease_s=lease_s, sqlite_synchronous=sqlite_synchronous,
-                               max_body_bytes=max_body_bytes, max_batch=max_batch,
-                               job_timeout_grace_s=job_timeout_grace_s)
+        config = ServiceConfig(
+            db_path=str(db),
+            devices=devices,
+            evaluator=evaluator,
+            evaluator_kwargs=json.loads(evaluator_kwargs),
+            slots_per_worker=slots,
+            token=token,
+            ray_address=ray_address,
+            ray_cpu_workers=ray_cpu_workers,
+            cache=not no_cache,
+            canary=not no_canary,
+            lease_s=lease_s,
+            sqlite_synchronous=sqlite_synchronous,
+            max_body_bytes=max_body_bytes,
+            max_batch=max_batch,
+            job_timeout_grace_s=job_timeout_grace_s,
+        )
     except (ConfigError, json.JSONDecodeError) as e:
         console.print(f"[red]error:[/] {e}")
         raise typer.Exit(2)
@@ -65,7 +84,9 @@ def serve(
 def submit(
     problem: str = typer.Argument(..., help="problem key, name, id or a .py reference file"),
     solutions: List[Path] = typer.Argument(..., help="solution file(s) defining ModelNew"),
-    source: str = typer.Option("builtin", "--problems", "-p", help="problem source (see `drkernel problems list`)"),
+    source: str = typer.Option(
+        "builtin", "--problems", "-p", help="problem source (see `drkernel problems list`)"
+    ),
     config: str = typer.Option("{}", help="EvalConfig fields as JSON"),
     url: str = typer.Option(DEFAULT_URL, envvar="KERNELGYM_URL"),
     token: Optional[str] = typer.Option(None, envvar="KERNELGYM_TOKEN"),
@@ -80,7 +101,9 @@ def submit(
     try:
         p = resolve_problem(problem, source)
         cfg = EvalConfig.from_dict(json.loads(config))
-        requests = [EvalRequest(problem=p, solution=s.read_text(), config=cfg, request_id=str(s)) for s in solutions]
+        requests = [
+            EvalRequest(problem=p, solution=s.read_text(), config=cfg, request_id=str(s)) for s in solutions
+        ]
     except (DrKernelError, OSError, json.JSONDecodeError) as e:
         console.print(f"[red]error:[/] {e}")
         raise typer.Exit(2)
@@ -130,15 +153,41 @@ def status(
     if as_json:
         typer.echo(json.dumps({"health": health, "queue": queue, "workers": workers}))
         return
-    out.print(f"[bold]{url}[/]  {health['status']}  version {health['version']}  "
-              f"workers {health['workers_ready']}/{health['workers_total']} ready")
+    out.print(
+        f"[bold]{url}[/]  {health['status']}  version {health['version']}  "
+        f"workers {health['workers_ready']}/{health['workers_total']} ready"
+    )
     out.print("jobs: " + "  ".join(f"{k} {v}" for k, v in queue["counts"].items()))
     table = Table(title="workers")
-    for col in ("name", "device", "device_name", "state", "in_flight", "slots", "completed", "infra_failures", "reason"):
+    for col in (
+        "name",
+        "device",
+        "device_name",
+        "state",
+        "in_flight",
+        "slots",
+        "completed",
+        "infra_failures",
+        "reason",
+    ):
         table.add_column(col)
     for w in workers:
-        table.add_row(*(str(w.get(c, "")) for c in ("name", "device", "device_name", "state", "in_flight", "slots",
-                                                    "completed", "infra_failures", "reason")))
+        table.add_row(
+            *(
+                str(w.get(c, ""))
+                for c in (
+                    "name",
+                    "device",
+                    "device_name",
+                    "state",
+                    "in_flight",
+                    "slots",
+                    "completed",
+                    "infra_failures",
+                    "reason",
+                )
+            )
+        )
     out.print(table)
 
 
@@ -149,9 +198,18 @@ def _job_status(client, job_ids: list[str], as_json: bool, out: Console) -> None
     for job_id in job_ids:
         info = client.job(job_id)
         if as_json:
-            typer.echo(json.dumps({"id": info.id, "status": info.status, "attempts": info.attempts,
-                                   "cached": info.cached, "error": info.error,
-                                   "result": info.result.to_dict() if info.result else None}))
+            typer.echo(
+                json.dumps(
+                    {
+                        "id": info.id,
+                        "status": info.status,
+                        "attempts": info.attempts,
+                        "cached": info.cached,
+                        "error": info.error,
+                        "result": info.result.to_dict() if info.result else None,
+                    }
+                )
+            )
             continue
         verdict = "" if info.result is None else f"{info.result.status.value} valid={info.result.valid}"
         table.add_row(info.id, info.status, str(info.attempts), str(info.cached), verdict, info.error or "")
@@ -164,5 +222,3 @@ def register(gym_app: typer.Typer) -> None:
     gym_app.command("serve")(serve)
     gym_app.command("submit")(submit)
     gym_app.command("status")(status)
-
-

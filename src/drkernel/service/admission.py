@@ -20,8 +20,13 @@ DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int64":
 FOOTPRINT_FACTOR = 6
 OVERHEAD_BYTES = 256 << 20
 _TENSOR_MAKERS = {"randn", "rand", "randint", "zeros", "ones", "empty", "full", "randperm"}
-_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-        ast.FloorDiv: operator.floordiv, ast.Pow: operator.pow}
+_OPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv,
+    ast.Pow: operator.pow,
+}
 
 
 def _value(node: ast.AST, consts: dict[str, int | tuple]) -> int | tuple | None:
@@ -62,7 +67,11 @@ def _module_constants(tree: ast.Module, overrides: dict[str, int]) -> dict[str, 
             for target in stmt.targets:
                 if value is not None and isinstance(target, ast.Name):
                     consts[target.id] = value
-                elif isinstance(target, ast.Tuple) and isinstance(value, tuple) and len(value) == len(target.elts):
+                elif (
+                    isinstance(target, ast.Tuple)
+                    and isinstance(value, tuple)
+                    and len(value) == len(target.elts)
+                ):
                     consts.update({t.id: v for t, v in zip(target.elts, value) if isinstance(t, ast.Name)})
     consts.update(overrides)
     return consts
@@ -100,6 +109,10 @@ def _input_elements(code: str, overrides: tuple[tuple[str, int], ...]) -> int:
     except SyntaxError:
         return 0
     consts = _module_constants(tree, dict(overrides))
-    return sum(_shape_elements(node, consts) for fn in tree.body
-               if isinstance(fn, ast.FunctionDef) and fn.name == "get_inputs"
-               for node in ast.walk(fn) if isinstance(node, ast.Call))
+    return sum(
+        _shape_elements(node, consts)
+        for fn in tree.body
+        if isinstance(fn, ast.FunctionDef) and fn.name == "get_inputs"
+        for node in ast.walk(fn)
+        if isinstance(node, ast.Call)
+    )

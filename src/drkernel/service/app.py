@@ -17,8 +17,17 @@ from drkernel.service.auth import bearer_guard
 from drkernel.service.config import ServiceConfig
 from drkernel.service.metrics import Gauge, ServiceMetrics
 from drkernel.service.scheduler import Scheduler, Submission
-from drkernel.service.schemas import (BatchIn, EvalRequestIn, HealthOut, JobOut, JobRef, JobsOut, QueueOut,
-                                      SubmitOut, WaitIn)
+from drkernel.service.schemas import (
+    BatchIn,
+    EvalRequestIn,
+    HealthOut,
+    JobOut,
+    JobRef,
+    JobsOut,
+    QueueOut,
+    SubmitOut,
+    WaitIn,
+)
 from drkernel.service.store import IdempotencyConflict, JobStore, StoreError
 from drkernel.service.workers import WorkerHandle, local_workers
 
@@ -56,8 +65,10 @@ class _BodyTooLarge(Exception):
 
 
 async def _too_large(limit: int, send) -> None:
-    response = JSONResponse({"error": "request_too_large", "detail": f"request body exceeds {limit} bytes"},
-                            status_code=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
+    response = JSONResponse(
+        {"error": "request_too_large", "detail": f"request body exceeds {limit} bytes"},
+        status_code=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+    )
     await response({"type": "http"}, None, send)
 
 
@@ -80,8 +91,12 @@ def create_app(config: ServiceConfig, handles: Sequence[WorkerHandle] | None = N
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        store = JobStore(config.db_path, synchronous=config.sqlite_synchronous, max_attempts=config.max_attempts)
-        scheduler = Scheduler(store, list(handles) if handles is not None else _make_handles(config), config, metrics)
+        store = JobStore(
+            config.db_path, synchronous=config.sqlite_synchronous, max_attempts=config.max_attempts
+        )
+        scheduler = Scheduler(
+            store, list(handles) if handles is not None else _make_handles(config), config, metrics
+        )
         app.state.scheduler = scheduler
         _attach_gauges(metrics, scheduler)
         await scheduler.start()
@@ -91,9 +106,13 @@ def create_app(config: ServiceConfig, handles: Sequence[WorkerHandle] | None = N
             await scheduler.stop()
             store.close()
 
-    app = FastAPI(title="KernelGym", version=__version__, lifespan=lifespan,
-                  description="Evaluate Triton solutions against PyTorch references: a durable job queue in "
-                              "front of per-device gym workers.")
+    app = FastAPI(
+        title="KernelGym",
+        version=__version__,
+        lifespan=lifespan,
+        description="Evaluate Triton solutions against PyTorch references: a durable job queue in "
+        "front of per-device gym workers.",
+    )
     app.add_middleware(BodyLimit, limit=config.max_body_bytes)
 
     @app.middleware("http")
@@ -105,8 +124,10 @@ def create_app(config: ServiceConfig, handles: Sequence[WorkerHandle] | None = N
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError):
-        detail = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
-                  for e in exc.errors()]
+        detail = [
+            {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
+            for e in exc.errors()
+        ]
         return _error(422, "invalid_request", detail)
 
     @app.exception_handler(ConfigError)
@@ -123,8 +144,11 @@ def create_app(config: ServiceConfig, handles: Sequence[WorkerHandle] | None = N
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException):
-        return JSONResponse({"error": _ERROR_NAMES.get(exc.status_code, "http_error"), "detail": exc.detail},
-                            status_code=exc.status_code, headers=getattr(exc, "headers", None))
+        return JSONResponse(
+            {"error": _ERROR_NAMES.get(exc.status_code, "http_error"), "detail": exc.detail},
+            status_code=exc.status_code,
+            headers=getattr(exc, "headers", None),
+        )
 
     app.include_router(_router(config, metrics))
     return app
@@ -146,10 +170,13 @@ def _attach_gauges(metrics: ServiceMetrics, scheduler: Scheduler) -> None:
     def in_flight():
         return {(w["name"], w["device_name"]): float(w["in_flight"]) for w in scheduler.workers_view()}
 
-    metrics.gauges = [Gauge("kernelgym_jobs", "Jobs waiting or running.", ("status",), queue),
-                      Gauge("kernelgym_workers", "Device workers by state.", ("state",), workers),
-                      Gauge("kernelgym_worker_in_flight", "Jobs in flight per worker.", ("worker", "device_name"),
-                            in_flight)]
+    metrics.gauges = [
+        Gauge("kernelgym_jobs", "Jobs waiting or running.", ("status",), queue),
+        Gauge("kernelgym_workers", "Device workers by state.", ("state",), workers),
+        Gauge(
+            "kernelgym_worker_in_flight", "Jobs in flight per worker.", ("worker", "device_name"), in_flight
+        ),
+    ]
 
 
 def _router(config: ServiceConfig, metrics: ServiceMetrics) -> APIRouter:
@@ -162,14 +189,23 @@ def _router(config: ServiceConfig, metrics: ServiceMetrics) -> APIRouter:
     def submit(request: Request, items: list[EvalRequestIn]) -> SubmitOut:
         subs = [Submission(i.to_request(), i.idempotency_key, i.priority) for i in items]
         out = sched(request).submit(subs)
-        return SubmitOut(jobs=[JobRef(id=j.id, status=j.status.value, cached=j.cached, created=c) for j, c in out])
+        return SubmitOut(
+            jobs=[JobRef(id=j.id, status=j.status.value, cached=j.cached, created=c) for j, c in out]
+        )
 
-    @r.post("/jobs", status_code=202, response_model=JobRef, dependencies=guard, summary="Submit one evaluation")
+    @r.post(
+        "/jobs", status_code=202, response_model=JobRef, dependencies=guard, summary="Submit one evaluation"
+    )
     async def submit_one(body: EvalRequestIn, request: Request) -> JobRef:
         return submit(request, [body]).jobs[0]
 
-    @r.post("/jobs/batch", status_code=202, response_model=SubmitOut, dependencies=guard,
-            summary="Submit a batch of evaluations (ids in request order)")
+    @r.post(
+        "/jobs/batch",
+        status_code=202,
+        response_model=SubmitOut,
+        dependencies=guard,
+        summary="Submit a batch of evaluations (ids in request order)",
+    )
     async def submit_batch(body: BatchIn, request: Request) -> SubmitOut:
         if len(body.requests) > config.max_batch:
             raise HTTPException(413, f"batch of {len(body.requests)} exceeds max_batch={config.max_batch}")
@@ -182,26 +218,41 @@ def _router(config: ServiceConfig, metrics: ServiceMetrics) -> APIRouter:
             raise HTTPException(404, f"no job {job_id}")
         return JobOut.from_job(job)
 
-    @r.get("/jobs/{job_id}/wait", response_model=JobOut, dependencies=guard,
-           summary="Long poll: the job once terminal, or as it is after `timeout` seconds")
-    async def wait_one(job_id: str, request: Request,
-                       timeout: float = Query(30.0, ge=0.0, description="seconds")) -> JobOut:
+    @r.get(
+        "/jobs/{job_id}/wait",
+        response_model=JobOut,
+        dependencies=guard,
+        summary="Long poll: the job once terminal, or as it is after `timeout` seconds",
+    )
+    async def wait_one(
+        job_id: str, request: Request, timeout: float = Query(30.0, ge=0.0, description="seconds")
+    ) -> JobOut:
         jobs = await sched(request).wait([job_id], min(timeout, config.max_wait_s))
         if job_id not in jobs:
             raise HTTPException(404, f"no job {job_id}")
         return JobOut.from_job(jobs[job_id])
 
-    @r.post("/jobs/wait", response_model=JobsOut, dependencies=guard,
-            summary="Long poll on many jobs: returns when all are terminal or after `timeout` seconds")
+    @r.post(
+        "/jobs/wait",
+        response_model=JobsOut,
+        dependencies=guard,
+        summary="Long poll on many jobs: returns when all are terminal or after `timeout` seconds",
+    )
     async def wait_many(body: WaitIn, request: Request) -> JobsOut:
         if len(body.ids) > config.max_batch:
             raise HTTPException(413, f"{len(body.ids)} ids exceed max_batch={config.max_batch}")
         jobs = await sched(request).wait(body.ids, min(body.timeout, config.max_wait_s))
-        return JobsOut(jobs=[JobOut.from_job(jobs[i]) for i in body.ids if i in jobs],
-                       missing=[i for i in body.ids if i not in jobs])
+        return JobsOut(
+            jobs=[JobOut.from_job(jobs[i]) for i in body.ids if i in jobs],
+            missing=[i for i in body.ids if i not in jobs],
+        )
 
-    @r.delete("/jobs/{job_id}", response_model=JobOut, dependencies=guard,
-              summary="Cancel a job that is not terminal yet")
+    @r.delete(
+        "/jobs/{job_id}",
+        response_model=JobOut,
+        dependencies=guard,
+        summary="Cancel a job that is not terminal yet",
+    )
     async def cancel(job_id: str, request: Request) -> JobOut:
         job = sched(request).cancel(job_id)
         if job is None:
@@ -214,8 +265,14 @@ def _router(config: ServiceConfig, metrics: ServiceMetrics) -> APIRouter:
         ready, total = s.ready_workers(), len(s.workers)
         counts = s.store.counts()
         state = "ok" if ready == total else ("degraded" if ready else "down")
-        return HealthOut(status=state, version=__version__, workers_ready=ready, workers_total=total,
-                         queue_depth=counts["queued"], max_batch=config.max_batch)
+        return HealthOut(
+            status=state,
+            version=__version__,
+            workers_ready=ready,
+            workers_total=total,
+            queue_depth=counts["queued"],
+            max_batch=config.max_batch,
+        )
 
     @r.get("/workers", dependencies=guard, summary="Device workers with their state and load")
     async def workers(request: Request) -> list[dict]:

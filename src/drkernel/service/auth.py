@@ -16,7 +16,10 @@ def bearer_guard(token: str | None):
             return
         scheme, _, given = request.headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not hmac.compare_digest(given.encode(), token.encode()):
-            raise HTTPException(status.HTTP_401_UNAUTHORIZED, "missing or wrong bearer token",
-                                headers={"WWW-Authenticate": "Bearer"})
+            raise HTTPException(
+                status.HTTP_401_UNAUTHORIZED,
+                "missing or wrong bearer token",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
 
     return guard

@@ -8,7 +8,7 @@ from drkernel.gym.config import EvalConfig, EvalRequest
 from drkernel.gym.result import EvalResult, Status
 from drkernel.problems.problem import Problem
 
-CANARY_REFERENCE = '''
+CANARY_REFERENCE = """
 import torch
 import torch.nn as nn
 
@@ -29,9 +29,9 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
-CANARY_SOLUTION = '''
+CANARY_SOLUTION = """
 import torch
 import torch.nn as nn
 import triton
@@ -56,17 +56,21 @@ class ModelNew(nn.Module):
         n = x.numel()
         add_relu_kernel[(triton.cdiv(n, 1024),)](x, y, out, n, BLOCK=1024)
         return out
-'''
+"""
 
-CANARY_PROBLEM = Problem(name="canary_add_relu", level=1, code=CANARY_REFERENCE, problem_id="canary",
-                         source="service")
+CANARY_PROBLEM = Problem(
+    name="canary_add_relu", level=1, code=CANARY_REFERENCE, problem_id="canary", source="service"
+)
 
 
 def canary_request() -> EvalRequest:
     """A small known-good request; timing off so it is quick and never waits for the timing lock."""
-    return EvalRequest(problem=CANARY_PROBLEM, solution=CANARY_SOLUTION,
-                       config=EvalConfig(trials=2, timing=False, profile=False, second_size=False, timeout_s=120.0),
-                       request_id="canary")
+    return EvalRequest(
+        problem=CANARY_PROBLEM,
+        solution=CANARY_SOLUTION,
+        config=EvalConfig(trials=2, timing=False, profile=False, second_size=False, timeout_s=120.0),
+        request_id="canary",
+    )
 
 
 def canary_passed(result: EvalResult) -> tuple[bool, str]:

@@ -53,15 +53,24 @@ class JobInfo:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "JobInfo":
-        return cls(id=d["id"], status=d["status"], attempts=d["attempts"], cached=d["cached"], error=d.get("error"),
-                   error_class=d.get("error_class"), worker=d.get("worker"),
-                   result=EvalResult.from_dict(d["result"]) if d.get("result") else None)
+        return cls(
+            id=d["id"],
+            status=d["status"],
+            attempts=d["attempts"],
+            cached=d["cached"],
+            error=d.get("error"),
+            error_class=d.get("error_class"),
+            worker=d.get("worker"),
+            result=EvalResult.from_dict(d["result"]) if d.get("result") else None,
+        )
 
     def unwrap(self) -> EvalResult:
         """The result; `ServiceError` when the job failed or was cancelled."""
         if self.status == "done" and self.result is not None:
             return self.result
-        raise ServiceError(f"job {self.id} {self.status}: {self.error_class or ''} {self.error or ''}".rstrip())
+        raise ServiceError(
+            f"job {self.id} {self.status}: {self.error_class or ''} {self.error or ''}".rstrip()
+        )
 
 
 def _payload(request: EvalRequest, key: str | None, priority: int) -> dict[str, Any]:
@@ -82,7 +91,9 @@ def _raise_for(response: httpx.Response) -> None:
         text = f"{body.get('error', '')}: {body.get('detail', '')}"
     except ValueError:
         text = response.text[:500]
-    raise ServiceError(f"{response.request.method} {response.request.url.path} -> {response.status_code} {text}")
+    raise ServiceError(
+        f"{response.request.method} {response.request.url.path} -> {response.status_code} {text}"
+    )
 
 
 class _Backoff:
@@ -90,7 +101,7 @@ class _Backoff:
         self.retries, self.base_s, self.max_s = retries, base_s, max_s
 
     def delay(self, attempt: int) -> float:
-        return min(self.max_s, self.base_s * 2 ** attempt) * (0.5 + random.random() / 2)
+        return min(self.max_s, self.base_s * 2**attempt) * (0.5 + random.random() / 2)
 
 
 def _headers(token: str | None) -> dict[str, str]:
@@ -103,8 +114,13 @@ def _progress(total: int, enabled: bool, label: str):
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    progress = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        console=Console(stderr=True))  # stdout stays clean for results
+    progress = Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+    )  # stdout stays clean for results
     progress.start()
     return progress, progress.add_task(label, total=total)
 
@@ -112,8 +128,16 @@ def _progress(total: int, enabled: bool, label: str):
 class ServiceClient:
     """Synchronous client. ``url``: e.g. ``http://gym-host:8000``."""
 
-    def __init__(self, url: str, token: str | None = None, timeout_s: float = 60.0, retries: int = 6,
-                 backoff_s: float = 0.25, max_backoff_s: float = 5.0, poll_s: float = 2.0):
+    def __init__(
+        self,
+        url: str,
+        token: str | None = None,
+        timeout_s: float = 60.0,
+        retries: int = 6,
+        backoff_s: float = 0.25,
+        max_backoff_s: float = 5.0,
+        poll_s: float = 2.0,
+    ):
         self._http = httpx.Client(base_url=url.rstrip("/"), headers=_headers(token), timeout=timeout_s)
         self._backoff = _Backoff(retries, backoff_s, max_backoff_s)
         self.poll_s = poll_s
@@ -151,13 +175,19 @@ class ServiceClient:
     def submit(self, request: EvalRequest, idempotency_key: str | None = None, priority: int = 0) -> str:
         return self._call("POST", "/v1/jobs", json=_payload(request, idempotency_key, priority))["id"]
 
-    def submit_batch(self, requests: Sequence[EvalRequest], idempotency_keys: Sequence[str] | None = None,
-                     priority: int = 0) -> list[str]:
+    def submit_batch(
+        self,
+        requests: Sequence[EvalRequest],
+        idempotency_keys: Sequence[str] | None = None,
+        priority: int = 0,
+    ) -> list[str]:
         keys = _keys(len(requests), idempotency_keys)
         ids: list[str] = []
         n = self._chunk(SUBMIT_CHUNK)
         for i in range(0, len(requests), n):
-            body = {"requests": [_payload(r, k, priority) for r, k in zip(requests[i:i + n], keys[i:i + n])]}
+            body = {
+                "requests": [_payload(r, k, priority) for r, k in zip(requests[i : i + n], keys[i : i + n])]
+            }
             ids += [j["id"] for j in self._call("POST", "/v1/jobs/batch", json=body)["jobs"]]
         return ids
 
@@ -165,12 +195,16 @@ class ServiceClient:
         return JobInfo.from_json(self._call("GET", f"/v1/jobs/{job_id}"))
 
     def wait(self, job_id: str, timeout_s: float = 30.0) -> JobInfo:
-        return JobInfo.from_json(self._call("GET", f"/v1/jobs/{job_id}/wait", params={"timeout": timeout_s},
-                                            timeout=timeout_s + 30.0))
+        return JobInfo.from_json(
+            self._call(
+                "GET", f"/v1/jobs/{job_id}/wait", params={"timeout": timeout_s}, timeout=timeout_s + 30.0
+            )
+        )
 
     def wait_many(self, ids: Sequence[str], timeout_s: float = 30.0) -> dict[str, JobInfo]:
-        out = self._call("POST", "/v1/jobs/wait", json={"ids": list(ids), "timeout": timeout_s},
-                         timeout=timeout_s + 30.0)
+        out = self._call(
+            "POST", "/v1/jobs/wait", json={"ids": list(ids), "timeout": timeout_s}, timeout=timeout_s + 30.0
+        )
         if out["missing"]:
             raise ServiceError(f"the service does not know jobs {out['missing'][:5]}")
         return {j["id"]: JobInfo.from_json(j) for j in out["jobs"]}
@@ -178,12 +212,16 @@ class ServiceClient:
     def cancel(self, job_id: str) -> JobInfo:
         return JobInfo.from_json(self._call("DELETE", f"/v1/jobs/{job_id}"))
 
-    def results(self, ids: Sequence[str], timeout_s: float | None = None, progress: bool = False) -> list[EvalResult]:
+    def results(
+        self, ids: Sequence[str], timeout_s: float | None = None, progress: bool = False
+    ) -> list[EvalResult]:
         """Long-poll until every job is terminal; results in ``ids`` order."""
         infos = self.collect(ids, timeout_s, progress)
         return [infos[i].unwrap() for i in ids]
 
-    def collect(self, ids: Sequence[str], timeout_s: float | None = None, progress: bool = False) -> dict[str, JobInfo]:
+    def collect(
+        self, ids: Sequence[str], timeout_s: float | None = None, progress: bool = False
+    ) -> dict[str, JobInfo]:
         """Long-poll until every job is terminal (or ``timeout_s``); the jobs by id."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         remaining, done = list(dict.fromkeys(ids)), {}
@@ -195,7 +233,7 @@ class ServiceClient:
                     raise ServiceError(f"{len(remaining)} job(s) not finished within {timeout_s} s")
                 n = self._chunk(WAIT_CHUNK)
                 for i in range(0, len(remaining), n):
-                    got = self.wait_many(remaining[i:i + n], left)
+                    got = self.wait_many(remaining[i : i + n], left)
                     done.update({k: v for k, v in got.items() if v.terminal})
                 remaining = [i for i in remaining if i not in done]
                 if bar:
@@ -208,8 +246,9 @@ class ServiceClient:
     def evaluate(self, request: EvalRequest, timeout_s: float | None = None) -> EvalResult:
         return self.results([self.submit(request)], timeout_s)[0]
 
-    def evaluate_many(self, requests: Sequence[EvalRequest], timeout_s: float | None = None,
-                      progress: bool = False) -> list[EvalResult]:
+    def evaluate_many(
+        self, requests: Sequence[EvalRequest], timeout_s: float | None = None, progress: bool = False
+    ) -> list[EvalResult]:
         return self.results(self.submit_batch(requests), timeout_s, progress)
 
     def health(self) -> dict[str, Any]:
@@ -225,8 +264,16 @@ class ServiceClient:
 class AsyncServiceClient:
     """Asyncio client with the same methods as `ServiceClient`, awaitable."""
 
-    def __init__(self, url: str, token: str | None = None, timeout_s: float = 60.0, retries: int = 6,
-                 backoff_s: float = 0.25, max_backoff_s: float = 5.0, poll_s: float = 2.0):
+    def __init__(
+        self,
+        url: str,
+        token: str | None = None,
+        timeout_s: float = 60.0,
+        retries: int = 6,
+        backoff_s: float = 0.25,
+        max_backoff_s: float = 5.0,
+        poll_s: float = 2.0,
+    ):
         self._http = httpx.AsyncClient(base_url=url.rstrip("/"), headers=_headers(token), timeout=timeout_s)
         self._backoff = _Backoff(retries, backoff_s, max_backoff_s)
         self.poll_s = poll_s
@@ -261,16 +308,24 @@ class AsyncServiceClient:
             await asyncio.sleep(self._backoff.delay(attempt))
         raise AssertionError("unreachable")
 
-    async def submit(self, request: EvalRequest, idempotency_key: str | None = None, priority: int = 0) -> str:
+    async def submit(
+        self, request: EvalRequest, idempotency_key: str | None = None, priority: int = 0
+    ) -> str:
         return (await self._call("POST", "/v1/jobs", json=_payload(request, idempotency_key, priority)))["id"]
 
-    async def submit_batch(self, requests: Sequence[EvalRequest], idempotency_keys: Sequence[str] | None = None,
-                           priority: int = 0) -> list[str]:
+    async def submit_batch(
+        self,
+        requests: Sequence[EvalRequest],
+        idempotency_keys: Sequence[str] | None = None,
+        priority: int = 0,
+    ) -> list[str]:
         keys = _keys(len(requests), idempotency_keys)
         ids: list[str] = []
         n = await self._chunk(SUBMIT_CHUNK)
         for i in range(0, len(requests), n):
-            body = {"requests": [_payload(r, k, priority) for r, k in zip(requests[i:i + n], keys[i:i + n])]}
+            body = {
+                "requests": [_payload(r, k, priority) for r, k in zip(requests[i : i + n], keys[i : i + n])]
+            }
             ids += [j["id"] for j in (await self._call("POST", "/v1/jobs/batch", json=body))["jobs"]]
         return ids
 
@@ -278,12 +333,16 @@ class AsyncServiceClient:
         return JobInfo.from_json(await self._call("GET", f"/v1/jobs/{job_id}"))
 
     async def wait(self, job_id: str, timeout_s: float = 30.0) -> JobInfo:
-        return JobInfo.from_json(await self._call("GET", f"/v1/jobs/{job_id}/wait", params={"timeout": timeout_s},
-                                                  timeout=timeout_s + 30.0))
+        return JobInfo.from_json(
+            await self._call(
+                "GET", f"/v1/jobs/{job_id}/wait", params={"timeout": timeout_s}, timeout=timeout_s + 30.0
+            )
+        )
 
     async def wait_many(self, ids: Sequence[str], timeout_s: float = 30.0) -> dict[str, JobInfo]:
-        out = await self._call("POST", "/v1/jobs/wait", json={"ids": list(ids), "timeout": timeout_s},
-                               timeout=timeout_s + 30.0)
+        out = await self._call(
+            "POST", "/v1/jobs/wait", json={"ids": list(ids), "timeout": timeout_s}, timeout=timeout_s + 30.0
+        )
         if out["missing"]:
             raise ServiceError(f"the service does not know jobs {out['missing'][:5]}")
         return {j["id"]: JobInfo.from_json(j) for j in out["jobs"]}
@@ -291,8 +350,9 @@ class AsyncServiceClient:
     async def cancel(self, job_id: str) -> JobInfo:
         return JobInfo.from_json(await self._call("DELETE", f"/v1/jobs/{job_id}"))
 
-    async def collect(self, ids: Sequence[str], timeout_s: float | None = None,
-                      progress: bool = False) -> dict[str, JobInfo]:
+    async def collect(
+        self, ids: Sequence[str], timeout_s: float | None = None, progress: bool = False
+    ) -> dict[str, JobInfo]:
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         remaining, done = list(dict.fromkeys(ids)), {}
         bar = _progress(len(remaining), progress, "evaluations")
@@ -302,7 +362,7 @@ class AsyncServiceClient:
                 if left <= 0:
                     raise ServiceError(f"{len(remaining)} job(s) not finished within {timeout_s} s")
                 n = await self._chunk(WAIT_CHUNK)
-                chunks = [remaining[i:i + n] for i in range(0, len(remaining), n)]
+                chunks = [remaining[i : i + n] for i in range(0, len(remaining), n)]
                 for got in await asyncio.gather(*(self.wait_many(c, left) for c in chunks)):
                     done.update({k: v for k, v in got.items() if v.terminal})
                 remaining = [i for i in remaining if i not in done]
@@ -313,16 +373,18 @@ class AsyncServiceClient:
                 bar[0].stop()
         return done
 
-    async def results(self, ids: Sequence[str], timeout_s: float | None = None,
-                      progress: bool = False) -> list[EvalResult]:
+    async def results(
+        self, ids: Sequence[str], timeout_s: float | None = None, progress: bool = False
+    ) -> list[EvalResult]:
         infos = await self.collect(ids, timeout_s, progress)
         return [infos[i].unwrap() for i in ids]
 
     async def evaluate(self, request: EvalRequest, timeout_s: float | None = None) -> EvalResult:
         return (await self.results([await self.submit(request)], timeout_s))[0]
 
-    async def evaluate_many(self, requests: Sequence[EvalRequest], timeout_s: float | None = None,
-                            progress: bool = False) -> list[EvalResult]:
+    async def evaluate_many(
+        self, requests: Sequence[EvalRequest], timeout_s: float | None = None, progress: bool = False
+    ) -> list[EvalResult]:
         return await self.results(await self.submit_batch(requests), timeout_s, progress)
 
     async def health(self) -> dict[str, Any]:
@@ -352,4 +414,3 @@ class ServiceEvaluator:
 
     def close(self) -> None:
         self._sync.close()
-

@@ -23,7 +23,7 @@ class ServiceConfig:
     """Local worker devices: ``auto`` (every visible GPU, else ``cpu:1``), ``cpu:N`` (N interpreter
     workers) or a comma list such as ``cuda:0,cuda:1``. Ignored with ``ray_address``."""
     evaluator: str = "drkernel.gym:InProcessEvaluator"
-    """``module:callable`` building a worker's evaluator; called with ``device=`` plus ``evaluator_kwargs``."""
+    """``module:callable`` building a worker's evaluator, called with ``device=`` and ``evaluator_kwargs``."""
     evaluator_kwargs: Mapping[str, Any] | None = None
     """Extra keyword arguments for the evaluator factory (e.g. ``concurrency``, ``pool_size``)."""
     slots_per_worker: int = 2

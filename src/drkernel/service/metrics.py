@@ -8,7 +8,24 @@ import math
 import threading
 from typing import Callable, Iterable
 
-LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+LATENCY_BUCKETS = (
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    120.0,
+    300.0,
+    600.0,
+)
 
 
 def _labels(names: tuple[str, ...], values: tuple[str, ...], extra: str = "") -> str:
@@ -83,7 +100,9 @@ class Histogram:
 class Gauge:
     """A gauge read at scrape time from a callback returning ``{label_values: value}``."""
 
-    def __init__(self, name: str, doc: str, labels: tuple[str, ...], read: Callable[[], dict[tuple[str, ...], float]]):
+    def __init__(
+        self, name: str, doc: str, labels: tuple[str, ...], read: Callable[[], dict[tuple[str, ...], float]]
+    ):
         self.name, self.doc, self.label_names, self.read = name, doc, labels, read
 
     def render(self) -> Iterable[str]:
@@ -97,13 +116,24 @@ class ServiceMetrics:
     """Every metric the service exports. Gauges are attached by the app (they read live state)."""
 
     def __init__(self) -> None:
-        self.submitted = Counter("kernelgym_jobs_submitted_total", "Jobs accepted (idempotent repeats excluded).")
-        self.finished = Counter("kernelgym_jobs_finished_total", "Jobs that reached a terminal state.", ("outcome",))
-        self.results = Counter("kernelgym_eval_results_total", "Evaluation results by solution status.", ("status",))
-        self.cache_hits = Counter("kernelgym_cache_hits_total",
-                                  "Jobs answered without an evaluation: by content-hash cache at submission, "
-                                  "or coalesced with a running duplicate.", ("kind",))
-        self.errors = Counter("kernelgym_errors_total", "Infrastructure errors by class (retried once).", ("error_class",))
+        self.submitted = Counter(
+            "kernelgym_jobs_submitted_total", "Jobs accepted (idempotent repeats excluded)."
+        )
+        self.finished = Counter(
+            "kernelgym_jobs_finished_total", "Jobs that reached a terminal state.", ("outcome",)
+        )
+        self.results = Counter(
+            "kernelgym_eval_results_total", "Evaluation results by solution status.", ("status",)
+        )
+        self.cache_hits = Counter(
+            "kernelgym_cache_hits_total",
+            "Jobs answered without an evaluation: by content-hash cache at submission, "
+            "or coalesced with a running duplicate.",
+            ("kind",),
+        )
+        self.errors = Counter(
+            "kernelgym_errors_total", "Infrastructure errors by class (retried once).", ("error_class",)
+        )
         self.canary = Counter("kernelgym_canary_total", "Canary evaluations by outcome.", ("outcome",))
         self.job_latency = Histogram("kernelgym_job_latency_seconds", "Submission to terminal state.")
         self.eval_seconds = Histogram("kernelgym_eval_seconds", "Time a worker spent on one evaluation.")
@@ -112,7 +142,17 @@ class ServiceMetrics:
 
     def render(self) -> str:
         lines: list[str] = []
-        for m in (self.submitted, self.finished, self.results, self.cache_hits, self.errors, self.canary,
-                  self.job_latency, self.eval_seconds, self.http_seconds, *self.gauges):
+        for m in (
+            self.submitted,
+            self.finished,
+            self.results,
+            self.cache_hits,
+            self.errors,
+            self.canary,
+            self.job_latency,
+            self.eval_seconds,
+            self.http_seconds,
+            *self.gauges,
+        ):
             lines.extend(m.render())
         return "\n".join(lines) + "\n"

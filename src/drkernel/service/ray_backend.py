@@ -25,7 +25,11 @@ class _EvaluatorActor:
         self.device = device
 
     def info(self) -> dict[str, Any]:
-        return {**evaluator_info(self.evaluator, self.device), "pid": os.getpid(), "host": socket.gethostname()}
+        return {
+            **evaluator_info(self.evaluator, self.device),
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+        }
 
     def evaluate(self, request_json: str) -> tuple[str, str]:
         return run_one(self.evaluator, request_json)
@@ -100,10 +104,16 @@ def ray_workers(config: ServiceConfig) -> list[RayWorker]:
         address = None if config.ray_address == "local" else config.ray_address
         ray.init(address=address, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
     gpus = int(ray.cluster_resources().get("GPU", 0))
-    workers = [RayWorker(f"ray-gpu-{i}", True, config.evaluator, config.evaluator_kwargs, config.slots_per_worker)
-               for i in range(gpus)]
-    workers += [RayWorker(f"ray-cpu-{i}", False, config.evaluator, config.evaluator_kwargs, config.slots_per_worker)
-                for i in range(config.ray_cpu_workers)]
+    workers = [
+        RayWorker(f"ray-gpu-{i}", True, config.evaluator, config.evaluator_kwargs, config.slots_per_worker)
+        for i in range(gpus)
+    ]
+    workers += [
+        RayWorker(f"ray-cpu-{i}", False, config.evaluator, config.evaluator_kwargs, config.slots_per_worker)
+        for i in range(config.ray_cpu_workers)
+    ]
     if not workers:
-        raise ConfigError(f"Ray cluster {config.ray_address!r} has no GPU and ray_cpu_workers=0: nothing to run on")
+        raise ConfigError(
+            f"Ray cluster {config.ray_address!r} has no GPU and ray_cpu_workers=0: nothing to run on"
+        )
     return workers

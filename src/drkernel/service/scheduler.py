@@ -40,7 +40,7 @@ START_ATTEMPTS = 3
 class WorkerState(str, Enum):
     STARTING = "starting"
     READY = "ready"
-    CHECKING = "checking"          # running a canary; takes no new jobs meanwhile
+    CHECKING = "checking"  # running a canary; takes no new jobs meanwhile
     RESTARTING = "restarting"
     OUT_OF_SERVICE = "out_of_service"
     STOPPED = "stopped"
@@ -66,11 +66,21 @@ class Worker:
         return str(self.info.get("device_name", self.handle.device))
 
     def view(self) -> dict[str, Any]:
-        return {"name": self.handle.name, "device": self.handle.device, "device_name": self.device_name,
-                "state": self.state.value, "reason": self.reason, "slots": self.handle.slots,
-                "in_flight": len(self.in_flight), "used_bytes": self.used_bytes, "budget_bytes": self.budget_bytes,
-                "completed": self.completed, "infra_failures": self.infra_failures, "restarts": self.restarts,
-                **self.handle.describe()}
+        return {
+            "name": self.handle.name,
+            "device": self.handle.device,
+            "device_name": self.device_name,
+            "state": self.state.value,
+            "reason": self.reason,
+            "slots": self.handle.slots,
+            "in_flight": len(self.in_flight),
+            "used_bytes": self.used_bytes,
+            "budget_bytes": self.budget_bytes,
+            "completed": self.completed,
+            "infra_failures": self.infra_failures,
+            "restarts": self.restarts,
+            **self.handle.describe(),
+        }
 
 
 @dataclass(frozen=True)
@@ -81,8 +91,13 @@ class Submission:
 
 
 class Scheduler:
-    def __init__(self, store: JobStore, handles: Sequence[WorkerHandle], config: ServiceConfig,
-                 metrics: ServiceMetrics | None = None):
+    def __init__(
+        self,
+        store: JobStore,
+        handles: Sequence[WorkerHandle],
+        config: ServiceConfig,
+        metrics: ServiceMetrics | None = None,
+    ):
         self.store, self.config = store, config
         self.metrics = metrics or ServiceMetrics()
         self.workers = [Worker(h) for h in handles]
@@ -112,7 +127,11 @@ class Scheduler:
         try:
             self.store.release(claims)
         except StoreError as e:
-            log.error("could not release %d claim(s) at shutdown (the next start re-queues them): %s", len(claims), e)
+            log.error(
+                "could not release %d claim(s) at shutdown (the next start re-queues them): %s",
+                len(claims),
+                e,
+            )
         await asyncio.gather(*(w.handle.stop() for w in self.workers), return_exceptions=True)
         for w in self.workers:
             w.state = WorkerState.STOPPED
@@ -138,10 +157,18 @@ class Scheduler:
 
     def submit(self, items: Sequence[Submission]) -> list[tuple[Job, bool]]:
         """Store jobs (durably, before returning); cached ones are done at once."""
-        new = [NewJob(request_json=json.dumps(s.request.to_dict()), req_hash=s.request.content_hash(""),
-                      est_bytes=estimate_device_bytes(s.request), cache_keys=self.cache_keys(s.request),
-                      request_id=s.request.request_id, idem_key=s.idempotency_key, priority=s.priority)
-               for s in items]
+        new = [
+            NewJob(
+                request_json=json.dumps(s.request.to_dict()),
+                req_hash=s.request.content_hash(""),
+                est_bytes=estimate_device_bytes(s.request),
+                cache_keys=self.cache_keys(s.request),
+                request_id=s.request.request_id,
+                idem_key=s.idempotency_key,
+                priority=s.priority,
+            )
+            for s in items
+        ]
         out = self.store.submit(new)
         created = [job for job, is_new in out if is_new]
         self.metrics.submitted.inc(len(created))
@@ -212,7 +239,7 @@ class Scheduler:
             except InfrastructureError as e:
                 error = str(e)
                 log.warning("worker %s failed to start (attempt %d): %s", w.handle.name, attempt + 1, e)
-                await asyncio.sleep(min(2.0 ** attempt, 10.0))
+                await asyncio.sleep(min(2.0**attempt, 10.0))
         else:
             self._out_of_service(w, f"failed to start {START_ATTEMPTS} times: {error}")
             return
@@ -229,8 +256,10 @@ class Scheduler:
     async def _canary(self, w: Worker) -> tuple[bool, str]:
         request = canary_request()
         try:
-            answer = await asyncio.wait_for(w.handle.evaluate(json.dumps(request.to_dict())),
-                                            request.config.timeout_s + self.config.job_timeout_grace_s)
+            answer = await asyncio.wait_for(
+                w.handle.evaluate(json.dumps(request.to_dict())),
+                request.config.timeout_s + self.config.job_timeout_grace_s,
+            )
             ok, reason = canary_passed(EvalResult.from_json(answer))
         except (InfrastructureError, asyncio.TimeoutError, ValueError, KeyError) as e:
             ok, reason = False, f"canary evaluation failed: {type(e).__name__}: {e}"
@@ -273,8 +302,13 @@ class Scheduler:
                 if w.state is not WorkerState.READY or free <= 0 or isolated:
                     continue
                 try:
-                    jobs = self.store.claim(w.handle.name, free, w.budget_bytes - w.used_bytes,
-                                            idle=not w.in_flight, lease_s=self.config.lease_s)
+                    jobs = self.store.claim(
+                        w.handle.name,
+                        free,
+                        w.budget_bytes - w.used_bytes,
+                        idle=not w.in_flight,
+                        lease_s=self.config.lease_s,
+                    )
                 except StoreError as e:
                     self.metrics.errors.inc(error_class="store_error")
                     log.error("claim failed: %s", e)
@@ -292,8 +326,9 @@ class Scheduler:
         while not self._stopping:
             await asyncio.sleep(self.config.lease_s / 3)
             try:
-                self.store.heartbeat([(j.id, j.claim) for w in self.workers for j in w.in_flight.values()],
-                                     self.config.lease_s)
+                self.store.heartbeat(
+                    [(j.id, j.claim) for w in self.workers for j in w.in_flight.values()], self.config.lease_s
+                )
                 reaped = self.store.reap_expired()
             except StoreError as e:
                 self.metrics.errors.inc(error_class="store_error")
@@ -310,12 +345,18 @@ class Scheduler:
         timeout_s = float(json.loads(job.request_json).get("config", {}).get("timeout_s", 300.0))
         t0 = time.monotonic()
         try:
-            answer = await asyncio.wait_for(w.handle.evaluate(job.request_json),
-                                            timeout_s + self.config.job_timeout_grace_s)
+            answer = await asyncio.wait_for(
+                w.handle.evaluate(job.request_json), timeout_s + self.config.job_timeout_grace_s
+            )
         except asyncio.TimeoutError:
             w.handle.kill()
-            self._infra_failure(w, job, "worker_hung", f"worker {w.handle.name} held the job past "
-                                f"timeout_s + {self.config.job_timeout_grace_s:.0f} s and was killed")
+            self._infra_failure(
+                w,
+                job,
+                "worker_hung",
+                f"worker {w.handle.name} held the job past "
+                f"timeout_s + {self.config.job_timeout_grace_s:.0f} s and was killed",
+            )
         except InfrastructureError as e:
             self._infra_failure(w, job, "evaluator_error" if w.handle.alive else "worker_lost", str(e))
         else:
@@ -329,7 +370,9 @@ class Scheduler:
         try:
             result = EvalResult.from_json(answer)
         except (ValueError, KeyError, TypeError) as e:
-            self._infra_failure(w, job, "bad_result", f"worker {w.handle.name} returned an unreadable result: {e}")
+            self._infra_failure(
+                w, job, "bad_result", f"worker {w.handle.name} returned an unreadable result: {e}"
+            )
             return
         cache_key = None
         if self.config.cache:
@@ -362,8 +405,9 @@ class Scheduler:
             status = None
         if status is JobStatus.FAILED:
             self._notify([job.id])
-        self._begin_check(w, f"{error_class}: {message}",
-                          restart=error_class in ("worker_hung", "worker_lost"))
+        self._begin_check(
+            w, f"{error_class}: {message}", restart=error_class in ("worker_hung", "worker_lost")
+        )
 
     # -- views --------------------------------------------------------------------------------
 

@@ -21,7 +21,9 @@ class ProblemIn(_Strict):
 
     name: str = Field(min_length=1, max_length=256)
     level: int = Field(ge=1, le=4)
-    code: str = Field(min_length=1, description="Reference source defining Model, get_inputs, get_init_inputs.")
+    code: str = Field(
+        min_length=1, description="Reference source defining Model, get_inputs, get_init_inputs."
+    )
     problem_id: int | str = ""
     source: str = "file"
     dtype: str = "float32"
@@ -34,16 +36,23 @@ class EvalRequestIn(_Strict):
 
     problem: ProblemIn
     solution: str = Field(description="Source defining `class ModelNew` with Triton kernels.")
-    config: dict[str, Any] = Field(default_factory=dict, description="EvalConfig fields; unknown keys are rejected.")
+    config: dict[str, Any] = Field(
+        default_factory=dict, description="EvalConfig fields; unknown keys are rejected."
+    )
     request_id: str = Field("", max_length=256, description="Echoed in the result.")
-    idempotency_key: str | None = Field(None, min_length=1, max_length=256,
-                                        description="Submitting the same key again returns the same job.")
+    idempotency_key: str | None = Field(
+        None, min_length=1, max_length=256, description="Submitting the same key again returns the same job."
+    )
     priority: int = Field(0, ge=-100, le=100, description="Higher runs first.")
 
     def to_request(self) -> EvalRequest:
         """The gym's request; raises `ConfigError` for an invalid config."""
-        return EvalRequest(problem=Problem.from_dict(self.problem.model_dump()), solution=self.solution,
-                           config=EvalConfig.from_dict(self.config), request_id=self.request_id)
+        return EvalRequest(
+            problem=Problem.from_dict(self.problem.model_dump()),
+            solution=self.solution,
+            config=EvalConfig.from_dict(self.config),
+            request_id=self.request_id,
+        )
 
 
 class BatchIn(_Strict):
@@ -75,17 +84,29 @@ class JobOut(BaseModel):
     created_at: float
     started_at: float | None
     finished_at: float | None
-    error: str | None = Field(description="Cause of an infrastructure failure (only ours; a bad solution is a result).")
+    error: str | None = Field(
+        description="Cause of an infrastructure failure (only ours; a bad solution is a result)."
+    )
     error_class: str | None
     request_id: str
     result: dict[str, Any] | None = Field(description="EvalResult (schema v1) once done.")
 
     @classmethod
     def from_job(cls, job: Job) -> "JobOut":
-        return cls(id=job.id, status=job.status.value, attempts=job.attempts, cached=job.cached, worker=job.worker,
-                   created_at=job.created, started_at=job.started, finished_at=job.finished, error=job.error,
-                   error_class=job.error_class, request_id=job.request_id,
-                   result=json.loads(job.result_json) if job.result_json else None)
+        return cls(
+            id=job.id,
+            status=job.status.value,
+            attempts=job.attempts,
+            cached=job.cached,
+            worker=job.worker,
+            created_at=job.created,
+            started_at=job.started,
+            finished_at=job.finished,
+            error=job.error,
+            error_class=job.error_class,
+            request_id=job.request_id,
+            result=json.loads(job.result_json) if job.result_json else None,
+        )
 
 
 class JobsOut(BaseModel):

@@ -59,8 +59,10 @@ CREATE TABLE IF NOT EXISTS cache (
 
 
 # Every column but the request body, which only a claim needs (reads of status stay small).
-_COLUMNS = ("id, idem_key, req_hash, request_id, est_bytes, priority, status, attempts, claim, worker, created, "
-            "started, finished, result, error, error_class, cached")
+_COLUMNS = (
+    "id, idem_key, req_hash, request_id, est_bytes, priority, status, attempts, claim, worker, created, "
+    "started, finished, result, error, error_class, cached"
+)
 
 
 class JobStatus(str, Enum):
@@ -122,12 +124,26 @@ class Job:
 
     @classmethod
     def from_row(cls, r: sqlite3.Row) -> "Job":
-        return cls(id=r["id"], status=JobStatus(r["status"]), req_hash=r["req_hash"],
-                   request_json=r["request"] if "request" in r.keys() else None, est_bytes=r["est_bytes"], priority=r["priority"],
-                   attempts=r["attempts"], claim=r["claim"], worker=r["worker"], created=r["created"],
-                   started=r["started"], finished=r["finished"], result_json=r["result"],
-                   error=r["error"], error_class=r["error_class"], cached=bool(r["cached"]),
-                   idem_key=r["idem_key"], request_id=r["request_id"])
+        return cls(
+            id=r["id"],
+            status=JobStatus(r["status"]),
+            req_hash=r["req_hash"],
+            request_json=r["request"] if "request" in r.keys() else None,
+            est_bytes=r["est_bytes"],
+            priority=r["priority"],
+            attempts=r["attempts"],
+            claim=r["claim"],
+            worker=r["worker"],
+            created=r["created"],
+            started=r["started"],
+            finished=r["finished"],
+            result_json=r["result"],
+            error=r["error"],
+            error_class=r["error_class"],
+            cached=bool(r["cached"]),
+            idem_key=r["idem_key"],
+            request_id=r["request_id"],
+        )
 
 
 @dataclass(frozen=True)
@@ -188,21 +204,47 @@ class JobStore:
                 if row is not None:
                     if row["req_hash"] != nj.req_hash:
                         raise IdempotencyConflict(
-                            f"idempotency key {nj.idem_key!r} was used for a different request (job {row['id']})")
+                            f"idempotency key {nj.idem_key!r} was used for another request (job {row['id']})"
+                        )
                     out.append((Job.from_row(row), False))
                     continue
             hit = self._cache_lookup(db, nj.cache_keys)
             job_id = uuid.uuid4().hex
             if hit is not None:
-                db.execute("INSERT INTO jobs (id, idem_key, req_hash, request, request_id, est_bytes, priority, "
-                           "status, created, started, finished, result, cached) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,1)",
-                           (job_id, nj.idem_key, nj.req_hash, nj.request_json, nj.request_id, nj.est_bytes,
-                            nj.priority, JobStatus.DONE.value, now, now, now, hit))
+                db.execute(
+                    "INSERT INTO jobs (id, idem_key, req_hash, request, request_id, est_bytes, priority, "
+                    "status, created, started, finished, result, cached) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,1)",
+                    (
+                        job_id,
+                        nj.idem_key,
+                        nj.req_hash,
+                        nj.request_json,
+                        nj.request_id,
+                        nj.est_bytes,
+                        nj.priority,
+                        JobStatus.DONE.value,
+                        now,
+                        now,
+                        now,
+                        hit,
+                    ),
+                )
             else:
-                db.execute("INSERT INTO jobs (id, idem_key, req_hash, request, request_id, est_bytes, priority, "
-                           "status, created) VALUES (?,?,?,?,?,?,?,?,?)",
-                           (job_id, nj.idem_key, nj.req_hash, nj.request_json, nj.request_id, nj.est_bytes,
-                            nj.priority, JobStatus.QUEUED.value, now))
+                db.execute(
+                    "INSERT INTO jobs (id, idem_key, req_hash, request, request_id, est_bytes, priority, "
+                    "status, created) VALUES (?,?,?,?,?,?,?,?,?)",
+                    (
+                        job_id,
+                        nj.idem_key,
+                        nj.req_hash,
+                        nj.request_json,
+                        nj.request_id,
+                        nj.est_bytes,
+                        nj.priority,
+                        JobStatus.QUEUED.value,
+                        now,
+                    ),
+                )
             out.append((self._get(db, job_id), True))
         return out
 
@@ -227,7 +269,8 @@ class JobStore:
         rows = db.execute(
             "SELECT id, est_bytes, req_hash, attempts FROM jobs WHERE status = 'queued' AND req_hash NOT IN "
             "(SELECT req_hash FROM jobs WHERE status = 'running') ORDER BY priority DESC, seq LIMIT ?",
-            (max(4 * n, 64),)).fetchall()
+            (max(4 * n, 64),),
+        ).fetchall()
         chosen, hashes, used = [], set(), 0
         for r in rows:
             if len(chosen) == n:
@@ -250,17 +293,22 @@ class JobStore:
                     break
         now = time.time()
         for job_id in chosen:
-            db.execute("UPDATE jobs SET status = 'running', attempts = attempts + 1, claim = ?, worker = ?, "
-                       "lease_until = ?, started = ? WHERE id = ?",
-                       (uuid.uuid4().hex, worker, now + lease_s, now, job_id))
+            db.execute(
+                "UPDATE jobs SET status = 'running', attempts = attempts + 1, claim = ?, worker = ?, "
+                "lease_until = ?, started = ? WHERE id = ?",
+                (uuid.uuid4().hex, worker, now + lease_s, now, job_id),
+            )
         return [self._get(db, job_id, with_request=True) for job_id in chosen]
 
     def heartbeat(self, claims: Sequence[tuple[str, str]], lease_s: float) -> None:
         """Extend the leases of ``(job_id, claim)`` pairs still held."""
         if claims:
-            self._tx(lambda db: db.executemany(
-                "UPDATE jobs SET lease_until = ? WHERE id = ? AND claim = ? AND status = 'running'",
-                [(time.time() + lease_s, job_id, claim) for job_id, claim in claims]))
+            self._tx(
+                lambda db: db.executemany(
+                    "UPDATE jobs SET lease_until = ? WHERE id = ? AND claim = ? AND status = 'running'",
+                    [(time.time() + lease_s, job_id, claim) for job_id, claim in claims],
+                )
+            )
 
     # -- outcomes -----------------------------------------------------------------------------
 
@@ -271,19 +319,31 @@ class JobStore:
     def _complete(self, db, job_id, claim, result_json, cache_key) -> Finished:
         now = time.time()
         if cache_key is not None:
-            db.execute("INSERT OR REPLACE INTO cache (key, result, created) VALUES (?,?,?)",
-                       (cache_key, result_json, now))
-        cur = db.execute("UPDATE jobs SET status = 'done', result = ?, finished = ?, claim = NULL, "
-                         "lease_until = NULL, error = NULL, error_class = NULL "
-                         "WHERE id = ? AND claim = ? AND status = 'running'", (result_json, now, job_id, claim))
+            db.execute(
+                "INSERT OR REPLACE INTO cache (key, result, created) VALUES (?,?,?)",
+                (cache_key, result_json, now),
+            )
+        cur = db.execute(
+            "UPDATE jobs SET status = 'done', result = ?, finished = ?, claim = NULL, "
+            "lease_until = NULL, error = NULL, error_class = NULL "
+            "WHERE id = ? AND claim = ? AND status = 'running'",
+            (result_json, now, job_id, claim),
+        )
         current = cur.rowcount == 1
         row = db.execute("SELECT req_hash FROM jobs WHERE id = ?", (job_id,)).fetchone()
         ids = [job_id] if current else []
         if row is not None:
-            dups = [r["id"] for r in db.execute(
-                "SELECT id FROM jobs WHERE req_hash = ? AND status = 'queued'", (row["req_hash"],))]
-            db.executemany("UPDATE jobs SET status = 'done', result = ?, finished = ?, started = ?, cached = 1 "
-                           "WHERE id = ?", [(result_json, now, now, d) for d in dups])
+            dups = [
+                r["id"]
+                for r in db.execute(
+                    "SELECT id FROM jobs WHERE req_hash = ? AND status = 'queued'", (row["req_hash"],)
+                )
+            ]
+            db.executemany(
+                "UPDATE jobs SET status = 'done', result = ?, finished = ?, started = ?, cached = 1 "
+                "WHERE id = ?",
+                [(result_json, now, now, d) for d in dups],
+            )
             ids += dups
         return Finished(ids=ids, current=current)
 
@@ -293,58 +353,89 @@ class JobStore:
         return self._tx(self._fail, job_id, claim, error_class, message)
 
     def _fail(self, db, job_id, claim, error_class, message) -> JobStatus | None:
-        row = db.execute("SELECT attempts FROM jobs WHERE id = ? AND claim = ? AND status = 'running'",
-                         (job_id, claim)).fetchone()
+        row = db.execute(
+            "SELECT attempts FROM jobs WHERE id = ? AND claim = ? AND status = 'running'", (job_id, claim)
+        ).fetchone()
         if row is None:
             return None
         return self._requeue_or_fail(db, job_id, row["attempts"], error_class, message)
 
     def _requeue_or_fail(self, db, job_id: str, attempts: int, error_class: str, message: str) -> JobStatus:
         if attempts < self.max_attempts:
-            db.execute("UPDATE jobs SET status = 'queued', claim = NULL, worker = NULL, lease_until = NULL, "
-                       "error = ?, error_class = ? WHERE id = ?", (message, error_class, job_id))
+            db.execute(
+                "UPDATE jobs SET status = 'queued', claim = NULL, worker = NULL, lease_until = NULL, "
+                "error = ?, error_class = ? WHERE id = ?",
+                (message, error_class, job_id),
+            )
             return JobStatus.QUEUED
-        db.execute("UPDATE jobs SET status = 'failed', claim = NULL, lease_until = NULL, finished = ?, "
-                   "error = ?, error_class = ? WHERE id = ?",
-                   (time.time(), f"{message} (attempt {attempts} of {self.max_attempts})", error_class, job_id))
+        db.execute(
+            "UPDATE jobs SET status = 'failed', claim = NULL, lease_until = NULL, finished = ?, "
+            "error = ?, error_class = ? WHERE id = ?",
+            (time.time(), f"{message} (attempt {attempts} of {self.max_attempts})", error_class, job_id),
+        )
         return JobStatus.FAILED
 
     def reap_expired(self) -> dict[str, JobStatus]:
         """Jobs whose lease lapsed (their holder died or hung): re-queued or failed, by attempts."""
-        return self._tx(self._reap, "lease_until < ?", (time.time(),), "lease_expired",
-                        "the worker's claim lapsed without a heartbeat")
+        return self._tx(
+            self._reap,
+            "lease_until < ?",
+            (time.time(),),
+            "lease_expired",
+            "the worker's claim lapsed without a heartbeat",
+        )
 
     def recover(self) -> list[str]:
         """At server start: every job left running by a previous server is re-queued, and the
         interrupted attempt is not counted: the server never runs solution code, so its death says
         nothing about the job (a worker's death may, and counts). Returns the re-queued ids."""
+
         def fn(db):
             ids = [r["id"] for r in db.execute("SELECT id FROM jobs WHERE status = 'running'")]
-            db.execute("UPDATE jobs SET status = 'queued', attempts = attempts - 1, claim = NULL, worker = NULL, "
-                       "lease_until = NULL, error = 'the server stopped while the job ran', "
-                       "error_class = 'server_restart' WHERE status = 'running'")
+            db.execute(
+                "UPDATE jobs SET status = 'queued', attempts = attempts - 1, claim = NULL, worker = NULL, "
+                "lease_until = NULL, error = 'the server stopped while the job ran', "
+                "error_class = 'server_restart' WHERE status = 'running'"
+            )
             return ids
+
         return self._tx(fn)
 
     def _reap(self, db, where: str, args: tuple, error_class: str, message: str) -> dict[str, JobStatus]:
-        rows = db.execute(f"SELECT id, attempts FROM jobs WHERE status = 'running' AND {where}", args).fetchall()
-        return {r["id"]: self._requeue_or_fail(db, r["id"], r["attempts"], error_class, message) for r in rows}
+        rows = db.execute(
+            f"SELECT id, attempts FROM jobs WHERE status = 'running' AND {where}", args
+        ).fetchall()
+        return {
+            r["id"]: self._requeue_or_fail(db, r["id"], r["attempts"], error_class, message) for r in rows
+        }
 
     def release(self, claims: Sequence[tuple[str, str]]) -> int:
         """A graceful shutdown hands claims back: the jobs are queued again and the attempt is not
         counted. Returns how many were released."""
+
         def fn(db):
-            return sum(db.execute("UPDATE jobs SET status = 'queued', attempts = attempts - 1, claim = NULL, "
-                                  "worker = NULL, lease_until = NULL WHERE id = ? AND claim = ? AND status = 'running'",
-                                  pair).rowcount for pair in claims)
+            return sum(
+                db.execute(
+                    "UPDATE jobs SET status = 'queued', attempts = attempts - 1, claim = NULL, "
+                    "worker = NULL, lease_until = NULL WHERE id = ? AND claim = ? AND status = 'running'",
+                    pair,
+                ).rowcount
+                for pair in claims
+            )
+
         return self._tx(fn) if claims else 0
 
     def cancel(self, job_id: str) -> Job | None:
         """Cancel a job that is not terminal yet; returns the job (None when unknown)."""
+
         def fn(db):
-            db.execute("UPDATE jobs SET status = 'cancelled', claim = NULL, lease_until = NULL, finished = ? "
-                       "WHERE id = ? AND status IN ('queued', 'running')", (time.time(), job_id))
+            db.execute(
+                "UPDATE jobs SET status = 'cancelled', claim = NULL, lease_until = NULL, finished = ? "
+                "WHERE id = ? AND status IN ('queued', 'running')",
+                (time.time(), job_id),
+            )
             return self._get(db, job_id)
+
         return self._tx(fn)
 
     # -- reads --------------------------------------------------------------------------------
@@ -362,20 +453,27 @@ class JobStore:
         def fn(db):
             out = {}
             for i in range(0, len(ids), 500):
-                chunk = list(ids[i:i + 500])
+                chunk = list(ids[i : i + 500])
                 q = f"SELECT {_COLUMNS} FROM jobs WHERE id IN ({','.join('?' * len(chunk))})"
                 out.update({r["id"]: Job.from_row(r) for r in db.execute(q, chunk)})
             return out
+
         return self._tx(fn)
 
     def counts(self) -> dict[str, int]:
         """Jobs per status (every status present, zeros included)."""
-        rows = self._tx(lambda db: db.execute("SELECT status, COUNT(*) AS n FROM jobs GROUP BY status").fetchall())
+        rows = self._tx(
+            lambda db: db.execute("SELECT status, COUNT(*) AS n FROM jobs GROUP BY status").fetchall()
+        )
         out = {s.value: 0 for s in JobStatus}
         out.update({r["status"]: r["n"] for r in rows})
         return out
 
     def running_claims(self) -> list[tuple[str, str, str]]:
         """``(job_id, claim, worker)`` of every running job."""
-        return self._tx(lambda db: [(r["id"], r["claim"], r["worker"]) for r in db.execute(
-            "SELECT id, claim, worker FROM jobs WHERE status = 'running'")])
+        return self._tx(
+            lambda db: [
+                (r["id"], r["claim"], r["worker"])
+                for r in db.execute("SELECT id, claim, worker FROM jobs WHERE status = 'running'")
+            ]
+        )

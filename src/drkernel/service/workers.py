@@ -75,7 +75,9 @@ def evaluator_info(evaluator, device: str) -> dict[str, Any]:
     """The evaluator's ``device_info()`` with the keys the scheduler reads filled in."""
     info = dict(evaluator.device_info()) if hasattr(evaluator, "device_info") else {}
     info.setdefault("device", device)
-    info.setdefault("device_name", info.get("name") or ("cpu (triton interpreter)" if device == "cpu" else device))
+    info.setdefault(
+        "device_name", info.get("name") or ("cpu (triton interpreter)" if device == "cpu" else device)
+    )
     if not info.get("memory_bytes"):
         info["memory_bytes"] = info.get("total_memory") or CPU_BUDGET_BYTES
     return info
@@ -122,8 +124,15 @@ def _worker_main(conn, spec: str, device: str, kwargs: Mapping[str, Any] | None,
 class LocalWorker:
     """A device worker in a local process (spawned, so CUDA state never crosses a fork)."""
 
-    def __init__(self, name: str, device: str, spec: str, kwargs: Mapping[str, Any] | None = None,
-                 slots: int = 2, start_timeout_s: float = 600.0):
+    def __init__(
+        self,
+        name: str,
+        device: str,
+        spec: str,
+        kwargs: Mapping[str, Any] | None = None,
+        slots: int = 2,
+        start_timeout_s: float = 600.0,
+    ):
         self.name, self.device, self.spec, self.slots = name, device, spec, slots
         self.kwargs = dict(kwargs or {})
         self.start_timeout_s = start_timeout_s
@@ -137,15 +146,23 @@ class LocalWorker:
         self._loop = asyncio.get_running_loop()
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_worker_main, args=(child, self.spec, self.device, self.kwargs, self.slots),
-                                 name=f"kernelgym-{self.name}", daemon=True)
+        self._proc = ctx.Process(
+            target=_worker_main,
+            args=(child, self.spec, self.device, self.kwargs, self.slots),
+            name=f"kernelgym-{self.name}",
+            daemon=True,
+        )
         self._proc.start()
         child.close()
         self._conn = parent
         self._pending = {}
         ready = await asyncio.to_thread(self._await_ready)
-        threading.Thread(target=self._reader, args=(parent, self._proc, self._pending), daemon=True,
-                         name=f"kernelgym-{self.name}-reader").start()
+        threading.Thread(
+            target=self._reader,
+            args=(parent, self._proc, self._pending),
+            daemon=True,
+            name=f"kernelgym-{self.name}-reader",
+        ).start()
         return ready
 
     def _await_ready(self) -> dict[str, Any]:
@@ -155,7 +172,9 @@ class LocalWorker:
         try:
             msg = self._conn.recv()
         except (EOFError, OSError):
-            raise InfrastructureError(f"worker {self.name} died while starting (exit code {self._exitcode()})")
+            raise InfrastructureError(
+                f"worker {self.name} died while starting (exit code {self._exitcode()})"
+            )
         if msg[0] != "ready":
             raise InfrastructureError(f"worker {self.name} failed to start: {msg[1]}")
         return msg[1]
@@ -254,8 +273,10 @@ def local_devices(spec: str) -> list[str]:
 
 def local_workers(devices: str, spec: str, kwargs: Mapping[str, Any] | None, slots: int) -> list[LocalWorker]:
     """One `LocalWorker` per device of ``devices`` (see `local_devices`)."""
-    return [LocalWorker(f"{d.replace(':', '')}-{i}", d, spec, kwargs, slots)
-            for i, d in enumerate(local_devices(devices))]
+    return [
+        LocalWorker(f"{d.replace(':', '')}-{i}", d, spec, kwargs, slots)
+        for i, d in enumerate(local_devices(devices))
+    ]
 
 
 def _visible_gpus() -> int:
