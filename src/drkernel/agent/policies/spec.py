@@ -81,5 +81,5 @@ def make_policy(spec: str, problems: Sequence[Problem] = ()) -> Policy:
         return HFLocalPolicy.from_pretrained(head, **kw)
     from drkernel.agent.policies.vllm_engine import VLLMPolicy
 
-    kw = _take(opts, {"tp": int, "gpu_memory_utilization": float, "max_model_len": int}, spec)
+    kw = _take(opts, {"tp": int, "gpu_memory_utilization": float, "max_model_len": int, "batch_size": int}, spec)
     return VLLMPolicy(head, **kw)
