@@ -26,6 +26,19 @@ def episode_row(episode: Episode, tokens: bool = False) -> dict[str, Any]:
             "episode": episode.to_dict(tokens)}
 
 
+def _drop_torn_tail(path: Path) -> None:
+    """Cut a last line left without its newline by an interrupted write, so appends start clean."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    data = path.read_bytes()
+    if data.endswith(b"\n"):
+        return
+    keep = data.rfind(b"\n") + 1
+    log.warning("%s: dropping a torn last line (%d bytes) left by an interrupted write", path, len(data) - keep)
+    with path.open("r+b") as f:
+        f.truncate(keep)
+
+
 class JsonlWriter:
     """Appends one episode per line and flushes, so a crash loses at most the line being written."""
 
@@ -33,6 +46,7 @@ class JsonlWriter:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.tokens = tokens
+        _drop_torn_tail(self.path)
         self._f = self.path.open("a")
 
     def write(self, episode: Episode) -> None:
