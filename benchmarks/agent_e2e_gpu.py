@@ -91,7 +91,8 @@ async def scripted_part(problems, evaluator, samples, out, device):
     check(gold_valid >= 0.9 * len(gold_turns), f"gold answers valid at turn 3: {gold_valid}/{len(gold_turns)}")
     check(per_turn[2][p_key(0)] > per_turn[0][p_key(0)], "Fast@0 rises from turn 1 to turn 3")
     check(per_turn[0]["outcomes"].get("correct", 0) < len(episodes), "turn 1 is not all correct")
-    check(all(r[p_key(p)] <= b[p_key(p)] + 1e-12 for r, b in zip(per_turn, metrics["best_by_turn"]) for p in PS),
+    check(all(r[p_key(p)] <= b[p_key(p)] + 1e-12 for r, b in zip(per_turn, metrics["best_by_turn"]) for p in PS
+              if r[p_key(p)] is not None),
           "best-by-turn >= per-turn for every p")
     speedups = [t.result.speedup for t in evals if t.valid and t.result.speedup is not None]
     if speedups:

@@ -125,3 +125,23 @@ def test_config_errors_name_the_values():
         EpisodeConfig(history="bogus")
     with pytest.raises(ConfigError, match="conflicts with tts"):
         EpisodeConfig(early_stop="valid", tts=TTSConfig())
+
+
+def test_tiny_model_drives_episodes_with_tokens_and_logprobs(tiny):
+    from drkernel.agent import SamplingParams
+    from drkernel.agent.policies.hf_local import HFLocalPolicy
+
+    model, tok = tiny
+    policy = HFLocalPolicy(model, tok, batch_size=4)
+    config = EpisodeConfig(turns=2, sampling=SamplingParams(max_tokens=24, seed=0))
+    evaluator = TableEvaluator(TABLE)
+    episodes = asyncio.run(run_episodes([PROBLEM, OTHER], policy, evaluator, config, samples=2))
+    assert policy._batcher.batches[0] == 4          # four episodes' first turns in one batch
+    for ep in episodes:
+        assert len(ep.turns) == 2
+        for t in ep.turns:
+            assert t.outcome == "unparseable" and t.reward == 0.0
+            assert t.prompt_token_ids == policy.encode(t.messages)
+            assert 0 < len(t.token_ids) == len(t.logprobs) <= 24
+        assert ep.turns[1].messages[-2]["role"] == "assistant"
+    assert evaluator.requests == []

@@ -71,10 +71,11 @@ class ScriptedPolicy:
         if not assistant:
             k = next(self._counters[marker]) if marker is not None else 0
             return variants[k % len(variants)][0]
-        last = assistant[-1]
+        last = assistant[-1].strip()
         for variant in variants:
-            if last in variant:
-                return variant[min(variant.index(last) + 1, len(variant) - 1)]
+            stripped = [r.strip() for r in variant]
+            if last in stripped:
+                return variant[min(stripped.index(last) + 1, len(variant) - 1)]
         return variants[0][-1]
 
     async def generate(self, batch: Sequence[Sequence[Message]], params: SamplingParams) -> list[Completion]:
