@@ -144,7 +144,7 @@ def select_problems(problems: Sequence[Problem], limit: int | None) -> list[Prob
     return list(problems[:limit] if limit else problems)
 
 
-def _check_same_run(out: Path, config: BenchConfig) -> None:
+def check_same_run(out: Path, config: BenchConfig) -> None:
     """A resumed run must use the configuration it started with (apart from concurrency knobs)."""
     saved_path = out / "run.json"
     if not saved_path.exists():
@@ -172,7 +172,7 @@ async def run_bench(
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    _check_same_run(out, config)
+    check_same_run(out, config)
     problems = select_problems(problems, config.limit)
     path = out / TRAJECTORIES
     done_ids = finished_ids(path)

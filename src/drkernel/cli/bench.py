@@ -67,7 +67,7 @@ def run(
 ) -> None:
     """Run (or resume) a benchmark; writes trajectories, metrics.json and a report into --out."""
     from drkernel.agent.policies.spec import make_policy
-    from drkernel.bench.run import BenchConfig, make_evaluator, run_bench
+    from drkernel.bench.run import BenchConfig, check_same_run, make_evaluator, run_bench
     from drkernel.problems import load_problems
 
     over = _overrides(problems=problems, policy=policy, samples=samples, turns=turns, tts=tts, history=history,
@@ -77,6 +77,7 @@ def run(
                       save_tokens=save_tokens, templates=templates)
     try:
         cfg = BenchConfig.from_yaml(config, **over) if config else BenchConfig.from_dict(over)
+        check_same_run(out, cfg)
         probs = load_problems(cfg.problems)
         pol = make_policy(cfg.policy, probs)
         ev = make_evaluator(cfg.evaluator, cfg.device, cfg.eval_concurrency)
