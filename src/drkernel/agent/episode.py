@@ -19,7 +19,7 @@ from drkernel.agent.extract import extract_code, strip_thinking
 from drkernel.agent.feedback import extraction_feedback, result_feedback, truncate
 from drkernel.agent.policies.base import Completion, Message, Policy, SamplingParams
 from drkernel.agent.prompts import PromptTemplates
-from drkernel.agent.rewards import turn_reward
+from drkernel.agent.rewards import REWARD_SHAPES, turn_reward
 from drkernel.agent.tts import TTSConfig, select_window
 from drkernel.errors import ConfigError
 from drkernel.gym.config import EvalConfig, EvalRequest
@@ -52,6 +52,8 @@ class EpisodeConfig:
     """Threshold for ``early_stop="speedup"``."""
     feedback_max_chars: int = 2000
     """Feedback text is cut to this length."""
+    reward: str = "profiling"
+    """Reward shape: ``profiling`` (the paper's) or ``tiered``."""
     sampling: SamplingParams = field(default_factory=SamplingParams)
     """Sampling parameters of every turn."""
     eval_config: EvalConfig = field(default_factory=EvalConfig)
@@ -73,6 +75,8 @@ class EpisodeConfig:
             bad.append(f"early_stop={self.early_stop!r} (one of {EARLY_STOP})")
         if self.tts is not None and self.early_stop != "never":
             bad.append(f"early_stop={self.early_stop!r} conflicts with tts (test-time scaling runs every turn)")
+        if self.reward not in REWARD_SHAPES:
+            bad.append(f"reward={self.reward!r} (one of {REWARD_SHAPES})")
         if self.concurrency < 1:
             bad.append(f"concurrency={self.concurrency} (>= 1)")
         if bad:
@@ -251,7 +255,7 @@ class EpisodeRunner:
                     prompt_token_ids=completion.prompt_token_ids, logprobs=completion.logprobs,
                     code=extraction.code, extraction=extraction.method,
                     outcome=outcome_of(completion, extraction.code, result), result=result,
-                    reward=turn_reward(result), gen_s=gen_s, eval_s=eval_s,
+                    reward=turn_reward(result, self.config.reward), gen_s=gen_s, eval_s=eval_s,
                     feedback=self.templates.feedback_message(text, instruction)["content"])
         episode.turns.append(turn)
         return turn
