@@ -132,8 +132,10 @@ def make_evaluator(spec: str, device: str = "auto", concurrency: int = 4) -> Eva
 
         return InProcessEvaluator(device=device, concurrency=concurrency)
     if spec.startswith(("http://", "https://")):
-        from drkernel.service.client import ServiceEvaluator
-
+        try:
+            from drkernel.service.client import ServiceEvaluator
+        except ImportError as e:
+            raise ConfigError(f"evaluator {spec!r} needs the service client: pip install 'drkernel[service]' ({e})") from e
         return ServiceEvaluator(spec)
     raise ConfigError(f"evaluator {spec!r}: expected 'local' or a service URL (http://host:port)")
 
