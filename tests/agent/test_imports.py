@@ -4,21 +4,45 @@ transformers: importing them (and the end-to-end benchmark's modules) pulls in n
 import subprocess
 import sys
 
-FORBIDDEN = ("fastapi", "pydantic", "typer", "rich", "openai", "httpx", "uvicorn", "matplotlib", "pyarrow", "transformers")
+FORBIDDEN = (
+    "fastapi",
+    "pydantic",
+    "typer",
+    "rich",
+    "openai",
+    "httpx",
+    "uvicorn",
+    "matplotlib",
+    "pyarrow",
+    "transformers",
+)
 
 
 def test_agent_and_bench_import_no_optional_dependencies():
-    code = ("import sys, drkernel.agent, drkernel.bench, drkernel.bench.io, drkernel.agent.policies.spec, "
-            "drkernel.agent.tiny, drkernel.agent.policies.hf_local; "
-            f"print(','.join(m for m in {FORBIDDEN!r} if m in sys.modules))")
+    code = (
+        "import sys, drkernel.agent, drkernel.bench, drkernel.bench.io, drkernel.agent.policies.spec, "
+        "drkernel.agent.tiny, drkernel.agent.policies.hf_local; "
+        f"print(','.join(m for m in {FORBIDDEN!r} if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
 
 
 def test_public_surface():
-    import drkernel.agent as agent
+    from drkernel import agent
 
-    assert set(agent.__all__) >= {"run_episodes", "EpisodeConfig", "Episode", "Turn", "Policy", "SamplingParams",
-                                  "Completion", "ScriptedPolicy", "TTSConfig", "extract_code", "turn_reward"}
+    assert set(agent.__all__) >= {
+        "run_episodes",
+        "EpisodeConfig",
+        "Episode",
+        "Turn",
+        "Policy",
+        "SamplingParams",
+        "Completion",
+        "ScriptedPolicy",
+        "TTSConfig",
+        "extract_code",
+        "turn_reward",
+    }
     for name in agent.__all__:
         assert getattr(agent, name) is not None

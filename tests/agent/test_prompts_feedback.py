@@ -15,8 +15,14 @@ def test_first_turn_has_task_reference_example_contract_and_format():
     msgs = PromptTemplates.default().first_messages(PROBLEM, tolerance="kernelbench")
     assert [m["role"] for m in msgs] == ["system", "user"]
     text = msgs[1]["content"]
-    for needle in ("19_ReLU (level 1, dtype float32)", "class Model: pass", "@triton.jit", "class ModelNew(nn.Module)",
-                   "atol = 0.0001, rtol = 0.0001", "<answer>"):
+    for needle in (
+        "19_ReLU (level 1, dtype float32)",
+        "class Model: pass",
+        "@triton.jit",
+        "class ModelNew(nn.Module)",
+        "atol = 0.0001, rtol = 0.0001",
+        "<answer>",
+    ):
         assert needle in text
 
 
@@ -35,13 +41,19 @@ def t(ms):
 
 
 def test_correct_feedback_gives_timings_coverage_and_kernels():
-    r = EvalResult(status=Status.CORRECT, speedup=0.8, ref_timing=t(0.4), sol_timing=t(0.5), time_coverage=0.35,
-                   kernels=[KernelStat("relu_kernel", True, 1, 0.175), KernelStat("aten::mm", False, 1, 0.325)],
-                   warnings=["lazy optimization: the matmul stays in PyTorch"]).finalize()
+    r = EvalResult(
+        status=Status.CORRECT,
+        speedup=0.8,
+        ref_timing=t(0.4),
+        sol_timing=t(0.5),
+        time_coverage=0.35,
+        kernels=[KernelStat("relu_kernel", True, 1, 0.175), KernelStat("aten::mm", False, 1, 0.325)],
+        warnings=["lazy optimization: the matmul stays in PyTorch"],
+    ).finalize()
     text, instruction = result_feedback(r)
     assert "Speedup 0.80x: yours 500.0 us, PyTorch reference 400.0 us" in text
     assert "35% of the device time" in text
-    assert text.index("aten::mm: NOT yours") < text.index("relu_kernel: yours")   # by device time
+    assert text.index("aten::mm: NOT yours") < text.index("relu_kernel: yours")  # by device time
     assert "Note: lazy optimization" in text
     assert "Move the remaining expensive operations" in instruction
 
@@ -49,13 +61,18 @@ def test_correct_feedback_gives_timings_coverage_and_kernels():
 def test_error_feedback_keeps_the_tail_and_truncation_is_marked():
     error = "\n".join(f"line {i}" for i in range(200)) + "\nTypeError: bad operand"
     text, _ = result_feedback(EvalResult(status=Status.RUNTIME_ERROR, error=error).finalize())
-    assert "raised an error in forward" in text and "TypeError: bad operand" in text and "line 0\n" not in text
+    assert (
+        "raised an error in forward" in text and "TypeError: bad operand" in text and "line 0\n" not in text
+    )
     cut = truncate(text, 120)
     assert len(cut) == 120 and cut.endswith("[... feedback truncated ...]")
 
 
 def test_hacked_feedback_asks_for_an_honest_rewrite():
-    r = EvalResult(status=Status.REJECTED, hacks=[Hack(16, "torch_compile", "torch.compile called", "Write Triton yourself.")]).finalize()
+    r = EvalResult(
+        status=Status.REJECTED,
+        hacks=[Hack(16, "torch_compile", "torch.compile called", "Write Triton yourself.")],
+    ).finalize()
     text, instruction = result_feedback(r)
     assert "rejected before running" in text and "torch_compile: Write Triton yourself." in text
     assert "honestly" in instruction

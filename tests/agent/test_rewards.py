@@ -14,7 +14,9 @@ def test_profiling_reward_by_hand():
     # CPU mode: no timing, no profiling -> 0.5
     assert turn_reward(result(Status.CORRECT)) == 0.5
     assert turn_reward(result(Status.INCORRECT, speedup=2.0)) == 0.0
-    hacked = result(Status.CORRECT, speedup=2.0, hacks=[Hack(code=2, name="pytorch_passthrough", evidence="", message="")])
+    hacked = result(
+        Status.CORRECT, speedup=2.0, hacks=[Hack(code=2, name="pytorch_passthrough", evidence="", message="")]
+    )
     assert turn_reward(hacked) == 0.0
     assert turn_reward(None) == 0.0
 

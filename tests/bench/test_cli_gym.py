@@ -14,20 +14,40 @@ def test_bench_run_against_the_real_gym_on_cpu(tmp_path):
     kb = tmp_path / "kb" / "level1"
     kb.mkdir(parents=True)
     (kb / "1_gelu.py").write_text(gelu.code)
-    answers = [f"<answer>\n```python\n{builtin_solution(gelu, f)}```\n</answer>"
-               for f in ("broken_syntax.py", "lazy_torch_gelu_tail.py", "gold.py")]
+    answers = [
+        f"<answer>\n```python\n{builtin_solution(gelu, f)}```\n</answer>"
+        for f in ("broken_syntax.py", "lazy_torch_gelu_tail.py", "gold.py")
+    ]
     answers[1] = "<think>the tail can stay in PyTorch</think>\n" + answers[1]
     script = tmp_path / "script.jsonl"
     script.write_text(json.dumps({"problem": "1_gelu", "responses": answers}) + "\n")
     out = tmp_path / "run"
-    args = ["bench", "run", "--problems", f"{tmp_path / 'kb'}:1", "--policy", f"scripted:{script}",
-            "--samples", "1", "--turns", "3", "--evaluator", "local", "--device", "cpu", "--no-timing",
-            "--eval-concurrency", "1", "--out", str(out)]
+    args = [
+        "bench",
+        "run",
+        "--problems",
+        f"{tmp_path / 'kb'}:1",
+        "--policy",
+        f"scripted:{script}",
+        "--samples",
+        "1",
+        "--turns",
+        "3",
+        "--evaluator",
+        "local",
+        "--device",
+        "cpu",
+        "--no-timing",
+        "--eval-concurrency",
+        "1",
+        "--out",
+        str(out),
+    ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     (row,) = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
     assert row["outcomes"][0] == "syntax_error" and row["outcomes"][2] == "correct"
-    assert row["rewards"][2] == 0.5                # correct, no timing, no coverage on CPU
+    assert row["rewards"][2] == 0.5  # correct, no timing, no coverage on CPU
     feedback = row["messages"][3]["content"]
     assert "is not valid Python" in feedback and "Error (last lines)" in feedback
     assert "<think>" not in row["episode"]["turns"][2]["messages"][4]["content"]
