@@ -159,7 +159,7 @@ async def tiny_part(problems, evaluator, device):
     check(
         all(t.reward == 0.0 for t in turns if t.outcome == "unparseable"), "unparseable tiny answers score 0"
     )
-    check(max(policy._batcher.batches) > 1, "concurrent episodes were batched on the GPU")
+    check(max(policy._batcher.batches) > 1, "concurrent episodes were batched on the device")
     print(
         f"tiny generation: {tokens / max(wall, 1e-9):.0f} tokens/s over the run (sum of per-call gen time {gen_s:.1f} s)"
     )
