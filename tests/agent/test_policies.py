@@ -149,3 +149,19 @@ def test_policy_specs_are_checked():
         make_policy("openai:http://x,temperature=3")
     with pytest.raises(ConfigError, match="needs vLLM"):
         make_policy("vllm:some/model")
+
+
+def test_saved_tiny_model_loads_through_the_hf_spec(tmp_path, tiny):
+    from typer.testing import CliRunner
+
+    from drkernel.cli import app
+
+    model, tok = tiny
+    result = CliRunner().invoke(app, ["agent", "build-tiny", str(tmp_path / "tiny")])
+    assert result.exit_code == 0, result.output
+    loaded = make_policy(f"hf:{tmp_path / 'tiny'},batch_size=2")
+    assert isinstance(loaded, HFLocalPolicy) and loaded.name.startswith("hf:")
+    greedy = SamplingParams(temperature=0, max_tokens=5)
+    a = asyncio.run(loaded.generate(CONVS[:1], greedy))[0]
+    b = asyncio.run(HFLocalPolicy(model, tok).generate(CONVS[:1], greedy))[0]
+    assert a.prompt_token_ids == b.prompt_token_ids and a.token_ids == b.token_ids

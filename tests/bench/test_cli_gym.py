@@ -61,4 +61,4 @@ def test_bench_run_against_the_real_gym_on_cpu(tmp_path):
     assert again.exit_code == 0, again.output
     assert len((out / "trajectories.jsonl").read_text().splitlines()) == 1
     bad = CliRunner().invoke(app, [*args[:-2], "--out", str(out), "--turns", "2"])
-    assert bad.exit_code == 2 and "another configuration" in bad.output
+    assert bad.exit_code == 2 and "another configuration" in " ".join(bad.output.split())

@@ -105,3 +105,18 @@ def test_bad_config_keys_are_named(tmp_path):
         BenchConfig.from_dict({"sampels": 3})
     with pytest.raises(ConfigError, match="unknown EvalConfig keys"):
         BenchConfig(eval={"trails": 3})
+
+
+def test_report_cli(tmp_path):
+    from typer.testing import CliRunner
+
+    from drkernel.cli import app
+
+    bench(tmp_path)
+    result = CliRunner().invoke(app, ["bench", "report", str(tmp_path), "--out", str(tmp_path / "rep")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "rep" / "report.md").exists() and (tmp_path / "rep" / "outcomes.png").exists()
+    as_json = CliRunner().invoke(app, ["bench", "report", str(tmp_path), "--json"])
+    assert json.loads(as_json.output)["samples"] == 4
+    missing = CliRunner().invoke(app, ["bench", "report", str(tmp_path / "nothing")])
+    assert missing.exit_code == 2 and "has no metrics.json" in " ".join(missing.output.split())
