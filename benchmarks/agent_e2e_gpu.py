@@ -65,14 +65,24 @@ def table(metrics) -> str:
     return "\n".join(rows)
 
 
+def done(ep, writer, t0) -> None:
+    """Write a finished episode and print one line, so a run cut short still shows its progress."""
+    writer.write(ep)
+    turns = " -> ".join(
+        f"{t.outcome}" + (f" {t.speedup:.2f}x" if t.valid and t.speedup is not None else "") for t in ep.turns
+    )
+    print(f"[{time.perf_counter() - t0:7.1f}s] {ep.id}: {turns}", flush=True)
+
+
 async def scripted_part(problems, evaluator, samples, out, device):
     policy = ScriptedPolicy.for_problems([(p, scripts_for(p)) for p in problems])
     timed = device != "cpu"
     config = EpisodeConfig(turns=3, eval_config=EvalConfig(device=device, timing=timed), concurrency=64)
+    (out / "scripted.jsonl").unlink(missing_ok=True)
     writer = JsonlWriter(out / "scripted.jsonl")
     t0 = time.perf_counter()
     episodes = await run_episodes(
-        problems, policy, evaluator, config, samples=samples, on_episode=writer.write
+        problems, policy, evaluator, config, samples=samples, on_episode=lambda ep: done(ep, writer, t0)
     )
     wall = time.perf_counter() - t0
     writer.close()
