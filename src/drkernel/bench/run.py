@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -134,7 +135,8 @@ class BenchConfig:
 
 
 def make_evaluator(spec: str, device: str = "auto", concurrency: int = 4) -> Evaluator:
-    """``local`` -> the in-process gym; an ``http(s)://`` URL -> the KernelGym service client."""
+    """``local`` -> the in-process gym; an ``http(s)://`` URL -> the KernelGym service client (bearer
+    token from ``KERNELGYM_TOKEN`` when set)."""
     if spec == "local":
         from drkernel.gym import InProcessEvaluator
 
@@ -146,7 +148,7 @@ def make_evaluator(spec: str, device: str = "auto", concurrency: int = 4) -> Eva
             raise ConfigError(
                 f"evaluator {spec!r} needs the service client: pip install 'drkernel[service]' ({e})"
             ) from e
-        return ServiceEvaluator(spec)
+        return ServiceEvaluator(spec, token=os.environ.get("KERNELGYM_TOKEN"))
     raise ConfigError(f"evaluator {spec!r}: expected 'local' or a service URL (http://host:port)")
 
 
