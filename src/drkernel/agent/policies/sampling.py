@@ -8,6 +8,7 @@ completion length (unlike keeping every step's logits).
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
@@ -59,6 +60,8 @@ def decode(
     Returns:
         tokens (B, L) and logp (B, L); after a row's eos its tokens are ``pad_id``.
     """
+    # only the last position's logits are needed (prefill of B x P x V logits would be large)
+    keep = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(model.forward).parameters else {}
     positions = (mask.cumsum(-1) - 1).clamp(min=0)  # (B, P): real tokens count from 0 after the padding
     next_pos = mask.sum(-1, keepdim=True)  # (B, 1)
     done = torch.zeros(ids.shape[0], dtype=torch.bool, device=ids.device)
@@ -70,7 +73,7 @@ def decode(
             position_ids=positions,
             past_key_values=cache,
             use_cache=True,
-            logits_to_keep=1,
+            **keep,
         )
         cache = out.past_key_values
         tok, lp = sample_next(out.logits[:, -1, :], temperature, top_p, generator)
