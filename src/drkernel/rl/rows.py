@@ -62,12 +62,16 @@ def records_from_episodes(episodes: Sequence["Episode"], samples_per_prompt: int
     term reads time coverage when the gym profiled on a GPU and op coverage otherwise (CPU mode, where
     the speedup term is 0 because nothing is timed).
 
+    Turns whose request failed (``finish_reason == "error"``) carry no tokens and are left out.
+
     Raises:
         ConfigError: a turn carries no token ids or log-probs (the rollout policy does not return them).
     """
     records = []
     for traj, episode in enumerate(episodes):
         for turn in episode.turns:
+            if turn.finish_reason == "error":
+                continue  # the request failed: no tokens to train on (the episode stopped here)
             if turn.token_ids is None or turn.prompt_token_ids is None or turn.logprobs is None:
                 raise ConfigError(f"episode {episode.id} turn {turn.index} has no token ids or log-probs: "
                                   "the rollout policy must return them to train (openai: token_ids=true)")
