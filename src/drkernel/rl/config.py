@@ -124,6 +124,8 @@ class TaskConfig:
     """``kernel``: ``builtin`` or a problems file / KernelBench folder (see drkernel.problems)."""
     levels: tuple[int, ...] = ()
     """``kernel``: keep only these levels; empty keeps all."""
+    include: tuple[str, ...] = ()
+    """``kernel``: keep only problems whose key contains one of these strings; empty keeps all."""
     sanity_target: str = "0123456789"
     """``sanity``: the characters a completion must consist of to earn reward 1."""
 

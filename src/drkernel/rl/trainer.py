@@ -79,10 +79,13 @@ def build_env(config: TrainConfig, sampling: Any) -> RolloutEnv:
     problems = load_builtin() if config.task.problems == "builtin" else load_problems(config.task.problems)
     if config.task.levels:
         problems = [p for p in problems if p.level in config.task.levels]
+    if config.task.include:
+        problems = [p for p in problems if any(s in p.key for s in config.task.include)]
     if not problems:
         from drkernel.errors import ConfigError
 
-        raise ConfigError(f"task.problems={config.task.problems!r} with levels={config.task.levels} is empty")
+        raise ConfigError(f"task.problems={config.task.problems!r} with levels={config.task.levels} "
+                          f"and include={config.task.include} selects no problem")
     if config.gym.kind == "service":
         from drkernel.service.client import ServiceEvaluator
 
