@@ -24,7 +24,9 @@ def get_init_inputs():
     return []
 """
 PROBLEM = Problem(name="relu", level=1, code=REF, problem_id="relu", source="builtin")
-OTHER = Problem(name="other", level=2, code=REF.replace("relu(x)", "relu(x) * 2"), problem_id="other", source="builtin")
+OTHER = Problem(
+    name="other", level=2, code=REF.replace("relu(x)", "relu(x) * 2"), problem_id="other", source="builtin"
+)
 
 
 def answer(tag: str) -> str:
@@ -36,26 +38,52 @@ def timing(ms):
 
 
 TABLE = {
-    "BROKEN": lambda: EvalResult(status=Status.COMPILE_ERROR, error="Traceback\n  ...\nCompilationError: at 3:4: undefined name 'tl.foo'"),
-    "WRONG": lambda: EvalResult(status=Status.INCORRECT, atol=1e-2, rtol=1e-2, trials=[
-        TrialResult(trial=0, seed=0, passed=True, max_abs_err=0.0),
-        TrialResult(trial=1, seed=1, passed=False, max_abs_err=0.75, max_rel_err=2.5, message="values differ")]),
-    "HACK": lambda: EvalResult(status=Status.CORRECT, hacks=[Hack(code=1, name="decoy_kernel", evidence="0 launches of k",
-                                                                   message="The Triton kernel is never launched.")]),
-    "SLOW": lambda: EvalResult(status=Status.CORRECT, speedup=0.5, ref_timing=timing(1.0), sol_timing=timing(2.0), time_coverage=1.0),
-    "FAST": lambda: EvalResult(status=Status.CORRECT, speedup=2.0, ref_timing=timing(1.0), sol_timing=timing(0.5), time_coverage=0.8),
+    "BROKEN": lambda: EvalResult(
+        status=Status.COMPILE_ERROR,
+        error="Traceback\n  ...\nCompilationError: at 3:4: undefined name 'tl.foo'",
+    ),
+    "WRONG": lambda: EvalResult(
+        status=Status.INCORRECT,
+        atol=1e-2,
+        rtol=1e-2,
+        trials=[
+            TrialResult(trial=0, seed=0, passed=True, max_abs_err=0.0),
+            TrialResult(
+                trial=1, seed=1, passed=False, max_abs_err=0.75, max_rel_err=2.5, message="values differ"
+            ),
+        ],
+    ),
+    "HACK": lambda: EvalResult(
+        status=Status.CORRECT,
+        hacks=[
+            Hack(
+                code=1,
+                name="decoy_kernel",
+                evidence="0 launches of k",
+                message="The Triton kernel is never launched.",
+            )
+        ],
+    ),
+    "SLOW": lambda: EvalResult(
+        status=Status.CORRECT, speedup=0.5, ref_timing=timing(1.0), sol_timing=timing(2.0), time_coverage=1.0
+    ),
+    "FAST": lambda: EvalResult(
+        status=Status.CORRECT, speedup=2.0, ref_timing=timing(1.0), sol_timing=timing(0.5), time_coverage=0.8
+    ),
 }
 
 
 def run(config, problems=(PROBLEM,), samples=1, scripts=None):
-    policy = ScriptedPolicy.for_problems(scripts or [(PROBLEM, [[answer("BROKEN"), answer("WRONG"), answer("FAST")]])])
+    policy = ScriptedPolicy.for_problems(
+        scripts or [(PROBLEM, [[answer("BROKEN"), answer("WRONG"), answer("FAST")]])]
+    )
     evaluator = TableEvaluator(TABLE)
     episodes = asyncio.run(run_episodes(list(problems), policy, evaluator, config, samples=samples))
     return episodes, policy, evaluator
 
 
 def test_three_turns_with_feedback_from_each_result():
-    (ep,), policy, evaluator = run(EpisodeConfig(turns=3))
+    (ep,), _, evaluator = run(EpisodeConfig(turns=3))
     assert [t.outcome for t in ep.turns] == ["compile_error", "incorrect", "correct"]
     # reward of FAST: 0.5 + 0.5 * 2.0 + 0.5 * 0.8 = 1.9
     assert [t.reward for t in ep.turns] == [0.0, 0.0, pytest.approx(1.9)]
@@ -70,7 +98,15 @@ def test_three_turns_with_feedback_from_each_result():
     assert "Speedup 2.00x" in ep.turns[2].feedback and "500.0 us" in ep.turns[2].feedback
     assert [r.request_id for r in evaluator.requests] == [f"{PROBLEM.key}#0/t{i}" for i in range(3)]
     conv = ep.conversation()
-    assert [m["role"] for m in conv] == ["system", "user", "assistant", "user", "assistant", "user", "assistant"]
+    assert [m["role"] for m in conv] == [
+        "system",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+    ]
     assert conv[-1]["content"] == answer("FAST")
 
 
@@ -83,7 +119,7 @@ def test_unparseable_turn_scores_zero_and_skips_the_gym():
 
 
 def test_history_last_k_and_early_stop():
-    (ep,), policy, _ = run(EpisodeConfig(turns=3, history="last", history_k=1))
+    (ep,), _, _ = run(EpisodeConfig(turns=3, history="last", history_k=1))
     assert ep.turns[2].context == [1]
     assert [m["role"] for m in ep.turns[2].messages] == ["system", "user", "assistant", "user"]
     scripts = [(PROBLEM, [[answer("SLOW"), answer("FAST"), answer("BROKEN")]])]
@@ -125,3 +161,23 @@ def test_config_errors_name_the_values():
         EpisodeConfig(history="bogus")
     with pytest.raises(ConfigError, match="conflicts with tts"):
         EpisodeConfig(early_stop="valid", tts=TTSConfig())
+
+
+def test_tiny_model_drives_episodes_with_tokens_and_logprobs(tiny):
+    from drkernel.agent import SamplingParams
+    from drkernel.agent.policies.hf_local import HFLocalPolicy
+
+    model, tok = tiny
+    policy = HFLocalPolicy(model, tok, batch_size=4)
+    config = EpisodeConfig(turns=2, sampling=SamplingParams(max_tokens=8, seed=0))
+    evaluator = TableEvaluator(TABLE)
+    episodes = asyncio.run(run_episodes([PROBLEM, OTHER], policy, evaluator, config, samples=2))
+    assert policy._batcher.batches[0] == 4  # four episodes' first turns in one batch
+    for ep in episodes:
+        assert len(ep.turns) == 2
+        for t in ep.turns:
+            assert t.outcome == "unparseable" and t.reward == 0.0
+            assert t.prompt_token_ids == policy.encode(t.messages)
+            assert 0 < len(t.token_ids) == len(t.logprobs) <= 8
+        assert ep.turns[1].messages[-2]["role"] == "assistant"
+    assert evaluator.requests == []

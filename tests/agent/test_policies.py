@@ -20,7 +20,7 @@ def recompute_logprobs(model, prompt, tokens, temperature):
     """log_softmax(logits / T) at the sampled tokens, from one unpadded forward pass."""
     ids = torch.tensor([prompt + tokens])
     with torch.no_grad():
-        logits = model(ids).logits[0, len(prompt) - 1:-1].float()   # (L, V): position i predicts token i
+        logits = model(ids).logits[0, len(prompt) - 1 : -1].float()  # (L, V): position i predicts token i
     return torch.log_softmax(logits / temperature, -1).gather(-1, torch.tensor(tokens)[:, None]).squeeze(-1)
 
 
@@ -33,7 +33,7 @@ def test_hf_policy_batches_and_logprobs_match_a_forward_pass(tiny):
         return await asyncio.gather(*(policy.generate([c], params) for c in CONVS))
 
     outs = [c for (c,) in asyncio.run(go())]
-    assert policy._batcher.batches == [3]          # three concurrent episodes, one padded batch
+    assert policy._batcher.batches == [3]  # three concurrent episodes, one padded batch
     for conv, c in zip(CONVS, outs):
         assert c.prompt_token_ids == policy.encode(conv)
         assert len(c.token_ids) == len(c.logprobs) <= 12 and c.finish_reason in ("stop", "length")
@@ -62,8 +62,17 @@ def test_hf_policy_takes_new_weights(tiny):
 
 def test_server_speaks_openai_chat_with_token_ids_and_logprobs(model_server, tiny):
     model, _ = tiny
-    body = {"model": "tiny", "messages": CONVS[0], "max_tokens": 8, "temperature": 1.0, "top_p": 1.0,
-            "n": 2, "logprobs": True, "return_token_ids": True, "seed": 5}
+    body = {
+        "model": "tiny",
+        "messages": CONVS[0],
+        "max_tokens": 8,
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "n": 2,
+        "logprobs": True,
+        "return_token_ids": True,
+        "seed": 5,
+    }
     r = httpx.post(f"{model_server}/v1/chat/completions", json=body, timeout=60)
     assert r.status_code == 200, r.text
     data = r.json()
@@ -77,7 +86,9 @@ def test_server_speaks_openai_chat_with_token_ids_and_logprobs(model_server, tin
     assert httpx.get(f"{model_server}/v1/models").json()["data"][0]["id"] == "tiny"
     bad = httpx.post(f"{model_server}/v1/chat/completions", json={**body, "top_p": 0.0}, timeout=60)
     assert bad.status_code == 400 and "top_p" in bad.text
-    assert httpx.post(f"{model_server}/v1/chat/completions", json={**body, "model": "gpt-9"}).status_code == 404
+    assert (
+        httpx.post(f"{model_server}/v1/chat/completions", json={**body, "model": "gpt-9"}).status_code == 404
+    )
 
 
 def test_openai_policy_against_our_server(model_server, tiny):
@@ -93,7 +104,7 @@ def test_openai_policy_against_our_server(model_server, tiny):
             await policy.aclose()
 
     outs = asyncio.run(go())
-    assert policy.model == "tiny"                  # discovered through /v1/models
+    assert policy.model == "tiny"  # discovered through /v1/models
     for c in outs:
         assert c.finish_reason in ("stop", "length") and c.token_ids and c.prompt_token_ids
         expect = recompute_logprobs(model, c.prompt_token_ids, c.token_ids, 1.0)
@@ -108,8 +119,18 @@ def test_openai_policy_retries_then_reports_an_error_completion():
         if len(calls) < 3:
             return httpx.Response(503, text="overloaded")
         if len(calls) == 3:
-            return httpx.Response(200, json={"choices": [{"message": {"content": "hi"}, "finish_reason": "stop",
-                                                          "logprobs": {"content": [{"token": "token_id:7", "logprob": -0.5}]}}]})
+            return httpx.Response(
+                200,
+                json={
+                    "choices": [
+                        {
+                            "message": {"content": "hi"},
+                            "finish_reason": "stop",
+                            "logprobs": {"content": [{"token": "token_id:7", "logprob": -0.5}]},
+                        }
+                    ]
+                },
+            )
         return httpx.Response(400, text="bad request: unknown field")
 
     policy = OpenAICompatPolicy("http://test", model="m", retries=4, backoff_s=0.001)
@@ -117,7 +138,7 @@ def test_openai_policy_retries_then_reports_an_error_completion():
     ok = asyncio.run(policy.generate(CONVS[:1], SamplingParams()))[0]
     assert len(calls) == 3 and ok.text == "hi" and ok.token_ids == [7] and ok.logprobs == [-0.5]
     bad = asyncio.run(policy.generate(CONVS[:1], SamplingParams()))[0]
-    assert len(calls) == 4                          # 400 is not retried
+    assert len(calls) == 4  # 400 is not retried
     assert bad.finish_reason == "error" and "HTTP 400" in bad.error
 
 
@@ -128,3 +149,19 @@ def test_policy_specs_are_checked():
         make_policy("openai:http://x,temperature=3")
     with pytest.raises(ConfigError, match="needs vLLM"):
         make_policy("vllm:some/model")
+
+
+def test_saved_tiny_model_loads_through_the_hf_spec(tmp_path, tiny):
+    from typer.testing import CliRunner
+
+    from drkernel.cli import app
+
+    model, tok = tiny
+    result = CliRunner().invoke(app, ["agent", "build-tiny", str(tmp_path / "tiny")])
+    assert result.exit_code == 0, result.output
+    loaded = make_policy(f"hf:{tmp_path / 'tiny'},batch_size=2")
+    assert isinstance(loaded, HFLocalPolicy) and loaded.name.startswith("hf:")
+    greedy = SamplingParams(temperature=0, max_tokens=5)
+    a = asyncio.run(loaded.generate(CONVS[:1], greedy))[0]
+    b = asyncio.run(HFLocalPolicy(model, tok).generate(CONVS[:1], greedy))[0]
+    assert a.prompt_token_ids == b.prompt_token_ids and a.token_ids == b.token_ids

@@ -14,10 +14,10 @@ HACK = TurnOutcome("hacked", correct=True, hacked=True, speedup=10.0)
 
 # 4 samples, 2 problems (levels 1 and 2), 3 turns; sample D stopped after turn 1 (carried forward)
 SAMPLES = [
-    SampleRecord("p1", 1, (BAD, ok(0.8), ok(1.3))),        # A
-    SampleRecord("p1", 1, (ok(2.5), BAD, ok(1.1))),        # B
+    SampleRecord("p1", 1, (BAD, ok(0.8), ok(1.3))),  # A
+    SampleRecord("p1", 1, (ok(2.5), BAD, ok(1.1))),  # B
     SampleRecord("p2", 2, (HACK, HACK, ok(3.2, lazy=True))),  # C
-    SampleRecord("p2", 2, (ok(1.0),)),                     # D
+    SampleRecord("p2", 2, (ok(1.0),)),  # D
 ]
 
 
@@ -25,7 +25,13 @@ def test_per_turn_fast_at_p():
     m = summarize(SAMPLES)
     t1, t2, t3 = m["per_turn"]
     # turn 1 valid: B (2.5), D (1.0)            -> fast@0 = 2/4, fast@1 = 2/4, fast@1.2 = 1/4, fast@3 = 0
-    assert (t1["fast@0"], t1["fast@1"], t1["fast@1.2"], t1["fast@2"], t1["fast@3"]) == (0.5, 0.5, 0.25, 0.25, 0.0)
+    assert (t1["fast@0"], t1["fast@1"], t1["fast@1.2"], t1["fast@2"], t1["fast@3"]) == (
+        0.5,
+        0.5,
+        0.25,
+        0.25,
+        0.0,
+    )
     # turn 2 valid: A (0.8), D carried (1.0)    -> fast@0 = 2/4, fast@1 = 1/4, fast@1.2 = 0
     assert (t2["fast@0"], t2["fast@1"], t2["fast@1.2"]) == (0.5, 0.25, 0.0)
     # turn 3 valid: A 1.3, B 1.1, C 3.2, D 1.0  -> fast@0 = 1, fast@1.2 = 2/4, fast@1.5 = 1/4, fast@3 = 1/4
@@ -71,5 +77,7 @@ def test_empty_run_has_no_turns():
 @pytest.mark.parametrize("p,expected", [(0.0, 1.0), (1.0, 0.5), (2.0, 0.0)])
 def test_vectorised_table_matches_a_loop(p, expected):
     samples = [SampleRecord("p", 1, (ok(1.5),)), SampleRecord("p", 1, (ok(0.5),))]
-    loop = sum(1 for s in samples for t in s.turns[:1] if t.valid and (p == 0 or t.speedup >= p)) / len(samples)
+    loop = sum(1 for s in samples for t in s.turns[:1] if t.valid and (p == 0 or t.speedup >= p)) / len(
+        samples
+    )
     assert summarize(samples)["per_turn"][0][f"fast@{p:g}"] == loop == expected

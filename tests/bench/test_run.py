@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
-
 from agent.fakes import TableEvaluator
 from agent.test_episode import OTHER, PROBLEM, TABLE, answer
+
 from drkernel.agent import ScriptedPolicy
 from drkernel.bench.io import read_episodes, read_rows
 from drkernel.bench.report import write_report
@@ -16,8 +16,10 @@ from drkernel.bench.run import TRAJECTORIES, BenchConfig, run_bench
 from drkernel.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPTS = [(PROBLEM, [[answer("BROKEN"), answer("SLOW"), answer("FAST")], [answer("WRONG")]]),
-           (OTHER, [[answer("HACK"), answer("FAST")]])]
+SCRIPTS = [
+    (PROBLEM, [[answer("BROKEN"), answer("SLOW"), answer("FAST")], [answer("WRONG")]]),
+    (OTHER, [[answer("HACK"), answer("FAST")]]),
+]
 
 
 def bench(out, evaluator=None, **cfg):
@@ -30,7 +32,9 @@ def bench(out, evaluator=None, **cfg):
 def test_run_writes_chat_trajectories_and_metrics(tmp_path):
     metrics, evaluator = bench(tmp_path, format="parquet")
     rows = read_rows(tmp_path / TRAJECTORIES)
-    assert sorted(r["id"] for r in rows) == sorted([f"{PROBLEM.key}#0", f"{PROBLEM.key}#1", f"{OTHER.key}#0", f"{OTHER.key}#1"])
+    assert sorted(r["id"] for r in rows) == sorted(
+        [f"{PROBLEM.key}#0", f"{PROBLEM.key}#1", f"{OTHER.key}#0", f"{OTHER.key}#1"]
+    )
     row = next(r for r in rows if r["id"] == f"{PROBLEM.key}#0")
     assert [m["role"] for m in row["messages"]][-2:] == ["user", "assistant"]
     assert row["outcomes"] == ["compile_error", "correct", "correct"]
@@ -55,26 +59,33 @@ def test_resume_after_interruption_equals_a_full_run(tmp_path):
     # an interruption: one episode lost, the next one torn mid-line
     (out / TRAJECTORIES).write_text("\n".join(lines[:2]) + "\n" + lines[2][:100])
     resumed, evaluator = bench(out)
-    assert len(evaluator.requests) == 6            # the two missing episodes, 3 turns each
+    assert len(evaluator.requests) == 6  # the two missing episodes, 3 turns each
     assert len(read_episodes(out / TRAJECTORIES)) == 4
     for key in ("per_turn", "best_by_turn", "samples"):
         assert resumed[key] == full[key]
     _, again = bench(out)
-    assert again.requests == []                    # nothing left to run
+    assert again.requests == []  # nothing left to run
 
 
 def test_resume_refuses_another_configuration(tmp_path):
     bench(tmp_path)
     with pytest.raises(ConfigError, match="turns: saved 3 vs now 2"):
-        asyncio.run(run_bench(BenchConfig(problems="inline", policy="scripted", samples=2, turns=2), [PROBLEM],
-                              ScriptedPolicy.for_problems(SCRIPTS), TableEvaluator(TABLE), tmp_path))
+        asyncio.run(
+            run_bench(
+                BenchConfig(problems="inline", policy="scripted", samples=2, turns=2),
+                [PROBLEM],
+                ScriptedPolicy.for_problems(SCRIPTS),
+                TableEvaluator(TABLE),
+                tmp_path,
+            )
+        )
 
 
 def test_report_has_tables_and_plots(tmp_path):
     bench(tmp_path)
     path = write_report(tmp_path)
     text = path.read_text()
-    assert "| 3 | 75.0 | 75.0 | 75.0 | 75.0 | 75.0 | 0.0 |" in text   # Fast@0..3 at turn 3
+    assert "| 3 | 75.0 | 75.0 | 75.0 | 75.0 | 75.0 | 0.0 |" in text  # Fast@0..3 at turn 3
     assert "## Level 2" in text
     for png in ("fast_by_turn.png", "speedups.png", "outcomes.png"):
         assert (tmp_path / png).stat().st_size > 1000 and f"]({png})" in text
@@ -94,3 +105,18 @@ def test_bad_config_keys_are_named(tmp_path):
         BenchConfig.from_dict({"sampels": 3})
     with pytest.raises(ConfigError, match="unknown EvalConfig keys"):
         BenchConfig(eval={"trails": 3})
+
+
+def test_report_cli(tmp_path):
+    from typer.testing import CliRunner
+
+    from drkernel.cli import app
+
+    bench(tmp_path)
+    result = CliRunner().invoke(app, ["bench", "report", str(tmp_path), "--out", str(tmp_path / "rep")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "rep" / "report.md").exists() and (tmp_path / "rep" / "outcomes.png").exists()
+    as_json = CliRunner().invoke(app, ["bench", "report", str(tmp_path), "--json"])
+    assert json.loads(as_json.output)["samples"] == 4
+    missing = CliRunner().invoke(app, ["bench", "report", str(tmp_path / "nothing")])
+    assert missing.exit_code == 2 and "has no metrics.json" in " ".join(missing.output.split())

@@ -12,14 +12,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Mapping, Sequence
+from typing import Any
 
 from drkernel.agent.extract import extract_code, strip_thinking
 from drkernel.agent.feedback import extraction_feedback, result_feedback, truncate
 from drkernel.agent.policies.base import Completion, Message, Policy, SamplingParams
 from drkernel.agent.prompts import PromptTemplates
-from drkernel.agent.rewards import turn_reward
+from drkernel.agent.rewards import REWARD_SHAPES, turn_reward
 from drkernel.agent.tts import TTSConfig, select_window
 from drkernel.errors import ConfigError
 from drkernel.gym.config import EvalConfig, EvalRequest
@@ -52,6 +53,8 @@ class EpisodeConfig:
     """Threshold for ``early_stop="speedup"``."""
     feedback_max_chars: int = 2000
     """Feedback text is cut to this length."""
+    reward: str = "profiling"
+    """Reward shape: ``profiling`` (the paper's) or ``tiered``."""
     sampling: SamplingParams = field(default_factory=SamplingParams)
     """Sampling parameters of every turn."""
     eval_config: EvalConfig = field(default_factory=EvalConfig)
@@ -72,7 +75,11 @@ class EpisodeConfig:
         if self.early_stop not in EARLY_STOP:
             bad.append(f"early_stop={self.early_stop!r} (one of {EARLY_STOP})")
         if self.tts is not None and self.early_stop != "never":
-            bad.append(f"early_stop={self.early_stop!r} conflicts with tts (test-time scaling runs every turn)")
+            bad.append(
+                f"early_stop={self.early_stop!r} conflicts with tts (test-time scaling runs every turn)"
+            )
+        if self.reward not in REWARD_SHAPES:
+            bad.append(f"reward={self.reward!r} (one of {REWARD_SHAPES})")
         if self.concurrency < 1:
             bad.append(f"concurrency={self.concurrency} (>= 1)")
         if bad:
@@ -121,7 +128,7 @@ class Turn:
         return d
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Turn":
+    def from_dict(cls, d: Mapping[str, Any]) -> Turn:
         d = dict(d)
         d["result"] = EvalResult.from_dict(d["result"]) if d.get("result") else None
         return cls(**d)
@@ -157,14 +164,24 @@ class Episode:
         return max(valid, key=lambda t: (t.reward, -t.index)) if valid else None
 
     def to_dict(self, tokens: bool = True) -> dict[str, Any]:
-        return {"id": self.id, "problem": self.problem.to_dict(), "sample": self.sample,
-                "prompt": self.prompt, "stop_reason": self.stop_reason,
-                "turns": [t.to_dict(tokens) for t in self.turns]}
+        return {
+            "id": self.id,
+            "problem": self.problem.to_dict(),
+            "sample": self.sample,
+            "prompt": self.prompt,
+            "stop_reason": self.stop_reason,
+            "turns": [t.to_dict(tokens) for t in self.turns],
+        }
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Episode":
-        return cls(problem=Problem.from_dict(d["problem"]), sample=int(d["sample"]), prompt=list(d["prompt"]),
-                   turns=[Turn.from_dict(t) for t in d["turns"]], stop_reason=d.get("stop_reason", ""))
+    def from_dict(cls, d: Mapping[str, Any]) -> Episode:
+        return cls(
+            problem=Problem.from_dict(d["problem"]),
+            sample=int(d["sample"]),
+            prompt=list(d["prompt"]),
+            turns=[Turn.from_dict(t) for t in d["turns"]],
+            stop_reason=d.get("stop_reason", ""),
+        )
 
 
 def episode_id(problem: Problem, sample: int) -> str:
@@ -188,11 +205,12 @@ def context_for(index: int, turns: Sequence[Turn], config: EpisodeConfig) -> lis
     if config.tts is not None and index >= config.tts.first_turns:
         return select_window(turns, config.tts.window, config.tts.select)
     earlier = list(range(index))
-    return earlier[-config.history_k:] if config.history == "last" else earlier
+    return earlier[-config.history_k :] if config.history == "last" else earlier
 
 
-def build_messages(prompt: Sequence[Message], turns: Sequence[Turn], context: Sequence[int],
-                   strip: bool = True) -> list[Message]:
+def build_messages(
+    prompt: Sequence[Message], turns: Sequence[Turn], context: Sequence[int], strip: bool = True
+) -> list[Message]:
     msgs = [dict(m) for m in prompt]
     for i in context:
         answer = strip_thinking(turns[i].response).strip() if strip else turns[i].response
@@ -214,13 +232,20 @@ def _should_stop(turn: Turn, config: EpisodeConfig) -> str | None:
 class EpisodeRunner:
     """Runs episodes of one configuration against one policy and one evaluator."""
 
-    def __init__(self, policy: Policy, evaluator: Evaluator, config: EpisodeConfig,
-                 templates: PromptTemplates | None = None) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        evaluator: Evaluator,
+        config: EpisodeConfig,
+        templates: PromptTemplates | None = None,
+    ) -> None:
         self.policy, self.evaluator, self.config = policy, evaluator, config
         self.templates = templates or PromptTemplates.default()
 
     async def _evaluate(self, problem: Problem, code: str, request_id: str) -> EvalResult:
-        req = EvalRequest(problem=problem, solution=code, config=self.config.eval_config, request_id=request_id)
+        req = EvalRequest(
+            problem=problem, solution=code, config=self.config.eval_config, request_id=request_id
+        )
         (result,) = await self.evaluator.evaluate_batch([req])
         return result
 
@@ -246,20 +271,34 @@ class EpisodeRunner:
         if completion.finish_reason == "length":
             feedback += "\nYour answer was cut off at the token limit: be more concise."
         text = truncate(feedback, self.config.feedback_max_chars)
-        turn = Turn(index=index, context=context, messages=messages, response=completion.text,
-                    finish_reason=completion.finish_reason, token_ids=completion.token_ids,
-                    prompt_token_ids=completion.prompt_token_ids, logprobs=completion.logprobs,
-                    code=extraction.code, extraction=extraction.method,
-                    outcome=outcome_of(completion, extraction.code, result), result=result,
-                    reward=turn_reward(result), gen_s=gen_s, eval_s=eval_s,
-                    feedback=self.templates.feedback_message(text, instruction)["content"])
+        turn = Turn(
+            index=index,
+            context=context,
+            messages=messages,
+            response=completion.text,
+            finish_reason=completion.finish_reason,
+            token_ids=completion.token_ids,
+            prompt_token_ids=completion.prompt_token_ids,
+            logprobs=completion.logprobs,
+            code=extraction.code,
+            extraction=extraction.method,
+            outcome=outcome_of(completion, extraction.code, result),
+            result=result,
+            reward=turn_reward(result, self.config.reward),
+            gen_s=gen_s,
+            eval_s=eval_s,
+            feedback=self.templates.feedback_message(text, instruction)["content"],
+        )
         episode.turns.append(turn)
         return turn
 
     async def run(self, problem: Problem, sample: int) -> Episode:
         """One whole episode."""
-        episode = Episode(problem=problem, sample=sample,
-                          prompt=self.templates.first_messages(problem, self.config.eval_config.tolerance))
+        episode = Episode(
+            problem=problem,
+            sample=sample,
+            prompt=self.templates.first_messages(problem, self.config.eval_config.tolerance),
+        )
         for _ in range(self.config.total_turns):
             turn = await self.step(episode)
             stop = _should_stop(turn, self.config)

@@ -33,7 +33,7 @@ class Extraction:
     """What was found. ``code`` is None exactly when ``reason`` is set."""
 
     code: str | None
-    method: str            # "answer_block", "fenced", "fenced+kernels", "unterminated_fence", "unfenced", "none"
+    method: str  # "answer_block", "fenced", "fenced+kernels", "unterminated_fence", "unfenced", "none"
     reason: str | None = None  # key of REASONS when nothing usable was found
 
     @property
@@ -50,7 +50,7 @@ def strip_thinking(text: str) -> str:
     ``</think>`` everything before it."""
     text = _THINK.sub("", text)
     if "</think>" in text.lower():
-        text = text[text.lower().rindex("</think>") + len("</think>"):]
+        text = text[text.lower().rindex("</think>") + len("</think>") :]
     if "<think>" in text.lower():
         text = text[: text.lower().index("<think>")]
     return text
@@ -116,7 +116,7 @@ def extract_code(text: str) -> Extraction:
         return Extraction(found[0].strip() + "\n", found[1])
     opens = list(_OPEN_FENCE.finditer(body))
     if opens and body.count("```") % 2 == 1:
-        tail = body[opens[-1].end():]
+        tail = body[opens[-1].end() :]
         if _MODELNEW.search(tail):
             return Extraction(tail.strip() + "\n", "unterminated_fence")
     code = _unfenced(body)

@@ -32,7 +32,7 @@ def tail(text: str, max_chars: int, max_lines: int = 30) -> str:
     """The last ``max_lines`` lines of ``text``, at most ``max_chars`` characters."""
     lines = text.strip().splitlines()[-max_lines:]
     out = "\n".join(lines)
-    return out if len(out) <= max_chars else "..." + out[-(max_chars - 3):]
+    return out if len(out) <= max_chars else "..." + out[-(max_chars - 3) :]
 
 
 def _fmt_ms(ms: float) -> str:
@@ -50,7 +50,9 @@ def _trial_text(result: EvalResult) -> str | None:
     if t.max_rel_err is not None:
         errs.append(f"max rel error {t.max_rel_err:.3g}")
     tol = f" (tolerance atol={result.atol:g}, rtol={result.rtol:g})" if result.atol is not None else ""
-    where = f"trial {t.trial + 1} of {len(result.trials)}" + (" at the second input size" if t.size != "primary" else "")
+    where = f"trial {t.trial + 1} of {len(result.trials)}" + (
+        " at the second input size" if t.size != "primary" else ""
+    )
     detail = ", ".join(errs) + tol if errs else ""
     msg = f": {t.message}" if t.message else ""
     return f"Correctness failed at {where}{msg}" + (f"; {detail}" if detail else "") + "."
@@ -61,14 +63,18 @@ def _timing_text(result: EvalResult) -> str:
         note = f" ({result.timing_note})" if result.timing_note else ""
         return f"Speed was not measured{note}."
     verdict = "faster than" if result.speedup >= 1 else "slower than"
-    return (f"Speedup {result.speedup:.2f}x: yours {_fmt_ms(result.sol_timing.median_ms)}, "
-            f"PyTorch reference {_fmt_ms(result.ref_timing.median_ms)} (median), so it is {verdict} the reference.")
+    return (
+        f"Speedup {result.speedup:.2f}x: yours {_fmt_ms(result.sol_timing.median_ms)}, "
+        f"PyTorch reference {_fmt_ms(result.ref_timing.median_ms)} (median), so it is {verdict} the reference."
+    )
 
 
 def _coverage_text(result: EvalResult) -> list[str]:
     lines = []
     if result.time_coverage is not None:
-        lines.append(f"Your own Triton kernels take {result.time_coverage:.0%} of the device time of forward.")
+        lines.append(
+            f"Your own Triton kernels take {result.time_coverage:.0%} of the device time of forward."
+        )
     elif result.op_coverage is not None:
         lines.append(f"Your own Triton kernels do {result.op_coverage:.0%} of the reference's computation.")
     if result.kernels:
@@ -86,8 +92,10 @@ def result_feedback(result: EvalResult, max_error_chars: int = 1500) -> tuple[st
     lines = [f"Your solution {_STATUS_TEXT.get(result.status, result.status.value)}."]
     if result.hacks:
         lines.append("It was flagged for breaking the contract (this scores zero):")
-        lines += [f"  - {h.name}: {h.message}" + (f" (observed: {h.evidence})" if h.evidence else "")
-                  for h in result.hacks]
+        lines += [
+            f"  - {h.name}: {h.message}" + (f" (observed: {h.evidence})" if h.evidence else "")
+            for h in result.hacks
+        ]
     trial = _trial_text(result)
     if trial and result.status is Status.INCORRECT:
         lines.append(trial)
@@ -114,8 +122,10 @@ def _instruction(result: EvalResult) -> str:
 
 def extraction_feedback(extraction: Extraction) -> tuple[str, str]:
     """(feedback, instruction) for an answer with no usable code."""
-    return (f"Your answer could not be used: {extraction.message}.",
-            "Answer with the complete solution, defining `class ModelNew`.")
+    return (
+        f"Your answer could not be used: {extraction.message}.",
+        "Answer with the complete solution, defining `class ModelNew`.",
+    )
 
 
 def truncate(text: str, max_chars: int) -> str:

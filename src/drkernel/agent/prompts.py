@@ -44,25 +44,33 @@ class PromptTemplates:
     triton_example: str
 
     @classmethod
-    def default(cls) -> "PromptTemplates":
+    def default(cls) -> PromptTemplates:
         return cls(**{name: _shipped(name) for name in TEMPLATE_FILES})
 
     @classmethod
-    def from_dir(cls, path: str | Path) -> "PromptTemplates":
+    def from_dir(cls, path: str | Path) -> PromptTemplates:
         path = Path(path)
         if not path.is_dir():
             raise ConfigError(f"prompt template folder {path} does not exist")
-        texts = {name: (path / f"{name}.txt").read_text() if (path / f"{name}.txt").exists() else _shipped(name)
-                 for name in TEMPLATE_FILES}
+        texts = {
+            name: (path / f"{name}.txt").read_text() if (path / f"{name}.txt").exists() else _shipped(name)
+            for name in TEMPLATE_FILES
+        }
         return cls(**texts)
 
     def first_messages(self, problem: Problem, tolerance: str = "kernelgym") -> list[Message]:
         """System message (when the template is not empty) and the first user turn."""
         atol, rtol = tolerance_for(tolerance, problem.dtype)
-        user = _render(self.first_turn, "first_turn", problem_name=problem.name,
-                       problem_level=str(problem.level), problem_dtype=problem.dtype,
-                       reference=problem.code.strip(), tolerance=f"atol = {atol:g}, rtol = {rtol:g}",
-                       triton_example=self.triton_example.strip())
+        user = _render(
+            self.first_turn,
+            "first_turn",
+            problem_name=problem.name,
+            problem_level=str(problem.level),
+            problem_dtype=problem.dtype,
+            reference=problem.code.strip(),
+            tolerance=f"atol = {atol:g}, rtol = {rtol:g}",
+            triton_example=self.triton_example.strip(),
+        )
         messages: list[Message] = []
         if self.system.strip():
             messages.append({"role": "system", "content": self.system.strip()})
@@ -70,5 +78,7 @@ class PromptTemplates:
         return messages
 
     def feedback_message(self, feedback: str, instruction: str) -> Message:
-        text = _render(self.feedback_turn, "feedback_turn", feedback=feedback.strip(), instruction=instruction)
+        text = _render(
+            self.feedback_turn, "feedback_turn", feedback=feedback.strip(), instruction=instruction
+        )
         return {"role": "user", "content": text.strip()}

@@ -42,13 +42,20 @@ class ChatRequest(BaseModel):
 
 
 def _choice(index: int, completion: Any, tokenizer: Any, req: ChatRequest) -> dict[str, Any]:
-    choice: dict[str, Any] = {"index": index, "finish_reason": completion.finish_reason,
-                              "message": {"role": "assistant", "content": completion.text}, "logprobs": None}
+    choice: dict[str, Any] = {
+        "index": index,
+        "finish_reason": completion.finish_reason,
+        "message": {"role": "assistant", "content": completion.text},
+        "logprobs": None,
+    }
     if req.logprobs:
         pieces = tokenizer.convert_ids_to_tokens(completion.token_ids)
-        choice["logprobs"] = {"content": [{"token": piece, "logprob": lp, "bytes": list(piece.encode()),
-                                           "top_logprobs": []}
-                                          for piece, lp in zip(pieces, completion.logprobs)]}
+        choice["logprobs"] = {
+            "content": [
+                {"token": piece, "logprob": lp, "bytes": list(piece.encode()), "top_logprobs": []}
+                for piece, lp in zip(pieces, completion.logprobs)
+            ]
+        }
     if req.return_token_ids:
         choice["token_ids"] = completion.token_ids
     return choice
@@ -71,20 +78,28 @@ def create_app(policy: HFLocalPolicy, model_name: str, max_tokens: int = 4096) -
         if req.model not in (None, model_name):
             raise HTTPException(404, f"model {req.model!r} is not served here (serving {model_name!r})")
         try:
-            params = SamplingParams(temperature=req.temperature, top_p=req.top_p, seed=req.seed,
-                                    max_tokens=req.max_completion_tokens or req.max_tokens or max_tokens)
+            params = SamplingParams(
+                temperature=req.temperature,
+                top_p=req.top_p,
+                seed=req.seed,
+                max_tokens=req.max_completion_tokens or req.max_tokens or max_tokens,
+            )
         except ConfigError as e:
             raise HTTPException(400, str(e)) from e
         messages = [m.model_dump() for m in req.messages]
         completions = await policy.generate([messages] * req.n, params)
         prompt_ids = completions[0].prompt_token_ids or []
         body: dict[str, Any] = {
-            "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
+            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "object": "chat.completion",
+            "created": int(time.time()),
             "model": model_name,
             "choices": [_choice(i, c, policy.tokenizer, req) for i, c in enumerate(completions)],
-            "usage": {"prompt_tokens": len(prompt_ids),
-                      "completion_tokens": sum(len(c.token_ids or []) for c in completions),
-                      "total_tokens": len(prompt_ids) + sum(len(c.token_ids or []) for c in completions)},
+            "usage": {
+                "prompt_tokens": len(prompt_ids),
+                "completion_tokens": sum(len(c.token_ids or []) for c in completions),
+                "total_tokens": len(prompt_ids) + sum(len(c.token_ids or []) for c in completions),
+            },
         }
         if req.return_token_ids:
             body["prompt_token_ids"] = prompt_ids

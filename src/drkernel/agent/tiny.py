@@ -21,7 +21,9 @@ CHAT_TEMPLATE = (
 def _corpus() -> list[str]:
     templates = resources.files("drkernel.agent") / "templates"
     texts = [f.read_text() for f in templates.iterdir() if f.name.endswith(".txt")]
-    return texts * 4 + ["import torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n"] * 8
+    return (
+        texts * 4 + ["import torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n"] * 8
+    )
 
 
 def build_tokenizer(vocab_size: int = 512) -> Any:
@@ -32,28 +34,51 @@ def build_tokenizer(vocab_size: int = 512) -> Any:
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(SPECIAL.values()),
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=list(SPECIAL.values()),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tok.train_from_iterator(_corpus(), trainer=trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=SPECIAL["bos"], eos_token=SPECIAL["eos"],
-                                   pad_token=SPECIAL["pad"], additional_special_tokens=[SPECIAL["start"]])
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token=SPECIAL["bos"],
+        eos_token=SPECIAL["eos"],
+        pad_token=SPECIAL["pad"],
+        additional_special_tokens=[SPECIAL["start"]],
+    )
     fast.chat_template = CHAT_TEMPLATE
     fast.padding_side = "left"
     return fast
 
 
-def build_tiny(seed: int = 0, hidden: int = 64, layers: int = 2, heads: int = 4,
-               max_positions: int = 8192, vocab_size: int = 512) -> tuple[Any, Any]:
+def build_tiny(
+    seed: int = 0,
+    hidden: int = 64,
+    layers: int = 2,
+    heads: int = 4,
+    max_positions: int = 8192,
+    vocab_size: int = 512,
+) -> tuple[Any, Any]:
     """(model, tokenizer): a randomly initialised Llama of ``layers`` x ``hidden`` in float32."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     tokenizer = build_tokenizer(vocab_size)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=2 * hidden,
-                         num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads,
-                         max_position_embeddings=max_positions, bos_token_id=tokenizer.bos_token_id,
-                         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-                         tie_word_embeddings=True)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=heads,
+        max_position_embeddings=max_positions,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        tie_word_embeddings=True,
+    )
     gen = torch.random.fork_rng()
     with gen:
         torch.manual_seed(seed)

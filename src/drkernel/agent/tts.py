@@ -9,8 +9,9 @@ every prompt after iteration 0 holds 4 earlier turns. The best turn overall give
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from drkernel.errors import ConfigError
 
@@ -51,10 +52,16 @@ class TTSConfig:
         return self.first_turns + self.iterations - 1
 
     @classmethod
-    def parse(cls, spec: str) -> "TTSConfig":
+    def parse(cls, spec: str) -> TTSConfig:
         """``"first=5,iterations=10,window=4,select=reward"`` (any subset; ``turns`` = ``first``)."""
-        names = {"first": "first_turns", "turns": "first_turns", "first_turns": "first_turns",
-                 "iterations": "iterations", "window": "window", "select": "select"}
+        names = {
+            "first": "first_turns",
+            "turns": "first_turns",
+            "first_turns": "first_turns",
+            "iterations": "iterations",
+            "window": "window",
+            "select": "select",
+        }
         values: dict[str, object] = {}
         for part in filter(None, (p.strip() for p in spec.split(","))):
             key, sep, value = part.partition("=")
@@ -64,7 +71,7 @@ class TTSConfig:
         return cls(**values)
 
 
-def turn_score(turn: "Turn", by: str) -> float:
+def turn_score(turn: Turn, by: str) -> float:
     """A turn's score for window selection: its reward, or the speedup / time coverage of a valid turn
     (0 otherwise; op coverage stands in for time coverage where nothing was profiled)."""
     if by == "reward":
@@ -78,7 +85,7 @@ def turn_score(turn: "Turn", by: str) -> float:
     return cov or 0.0
 
 
-def select_window(turns: Sequence["Turn"], window: int, by: str) -> list[int]:
+def select_window(turns: Sequence[Turn], window: int, by: str) -> list[int]:
     """Indices of the contiguous ``window`` turns with the highest total score (the latest wins a
     tie), or the last ``window`` turns for ``by="last"``."""
     n = len(turns)
@@ -87,5 +94,5 @@ def select_window(turns: Sequence["Turn"], window: int, by: str) -> list[int]:
     if by == "last":
         return list(range(n - window, n))
     scores = [turn_score(t, by) for t in turns]
-    best_start = max(range(n - window + 1), key=lambda s: (sum(scores[s:s + window]), s))
+    best_start = max(range(n - window + 1), key=lambda s: (sum(scores[s : s + window]), s))
     return list(range(best_start, best_start + window))

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from drkernel.agent.episode import Episode
 from drkernel.errors import ProblemSourceError
@@ -20,10 +21,16 @@ log = logging.getLogger(__name__)
 
 
 def episode_row(episode: Episode, tokens: bool = False) -> dict[str, Any]:
-    return {"id": episode.id, "problem_key": episode.problem.key, "level": episode.problem.level,
-            "sample": episode.sample, "messages": episode.conversation(),
-            "rewards": [t.reward for t in episode.turns], "outcomes": [t.outcome for t in episode.turns],
-            "episode": episode.to_dict(tokens)}
+    return {
+        "id": episode.id,
+        "problem_key": episode.problem.key,
+        "level": episode.problem.level,
+        "sample": episode.sample,
+        "messages": episode.conversation(),
+        "rewards": [t.reward for t in episode.turns],
+        "outcomes": [t.outcome for t in episode.turns],
+        "episode": episode.to_dict(tokens),
+    }
 
 
 def _drop_torn_tail(path: Path) -> None:
@@ -34,7 +41,9 @@ def _drop_torn_tail(path: Path) -> None:
     if data.endswith(b"\n"):
         return
     keep = data.rfind(b"\n") + 1
-    log.warning("%s: dropping a torn last line (%d bytes) left by an interrupted write", path, len(data) - keep)
+    log.warning(
+        "%s: dropping a torn last line (%d bytes) left by an interrupted write", path, len(data) - keep
+    )
     with path.open("r+b") as f:
         f.truncate(keep)
 
@@ -106,11 +115,18 @@ def write_parquet(episodes: Iterable[Episode], path: str | Path, tokens: bool = 
         row["messages"] = [{"role": m["role"], "content": m["content"]} for m in row["messages"]]
         row["episode"] = json.dumps(row["episode"])
         rows.append(row)
-    schema = pa.schema([
-        ("id", pa.string()), ("problem_key", pa.string()), ("level", pa.int64()), ("sample", pa.int64()),
-        ("messages", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
-        ("rewards", pa.list_(pa.float64())), ("outcomes", pa.list_(pa.string())), ("episode", pa.string()),
-    ])
+    schema = pa.schema(
+        [
+            ("id", pa.string()),
+            ("problem_key", pa.string()),
+            ("level", pa.int64()),
+            ("sample", pa.int64()),
+            ("messages", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
+            ("rewards", pa.list_(pa.float64())),
+            ("outcomes", pa.list_(pa.string())),
+            ("episode", pa.string()),
+        ]
+    )
     path = Path(path)
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
     return path

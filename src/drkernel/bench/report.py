@@ -7,14 +7,31 @@ valid turns, and the outcome breakdown per turn.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from drkernel.bench.metrics import PS, p_key
 
-OUTCOME_ORDER = ("correct", "hacked", "incorrect", "runtime_error", "compile_error", "import_error", "syntax_error",
-                 "no_modelnew", "signature_mismatch", "timeout", "crashed", "out_of_memory", "unsupported_on_cpu",
-                 "rejected", "unparseable", "policy_error", "no_turn")
+OUTCOME_ORDER = (
+    "correct",
+    "hacked",
+    "incorrect",
+    "runtime_error",
+    "compile_error",
+    "import_error",
+    "syntax_error",
+    "no_modelnew",
+    "signature_mismatch",
+    "timeout",
+    "crashed",
+    "out_of_memory",
+    "unsupported_on_cpu",
+    "rejected",
+    "unparseable",
+    "policy_error",
+    "no_turn",
+)
 
 
 def _pct(x: float | None) -> str:
@@ -30,8 +47,11 @@ def _fast_table(rows: Sequence[dict[str, Any]], ps: Sequence[float]) -> list[str
 
 def _rates_table(rows: Sequence[dict[str, Any]]) -> list[str]:
     lines = ["| turn | correct | valid | hacked | lazy | mean reward |", "|---|---|---|---|---|---|"]
-    lines += [f"| {r['turn']} | {_pct(r['correct'])} | {_pct(r['valid'])} | {_pct(r['hacked'])} | {_pct(r['lazy'])} "
-              f"| {r['mean_reward']:.3f} |" for r in rows]
+    lines += [
+        f"| {r['turn']} | {_pct(r['correct'])} | {_pct(r['valid'])} | {_pct(r['hacked'])} | {_pct(r['lazy'])} "
+        f"| {r['mean_reward']:.3f} |"
+        for r in rows
+    ]
     return lines
 
 
@@ -122,26 +142,56 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
     lines = [f"# Benchmark report: {run_dir.name}", ""]
     cfg = run.get("config", {})
     if cfg:
-        lines += [f"- problems: `{cfg.get('problems')}`, policy: `{cfg.get('policy')}`, samples: {cfg.get('samples')}, "
-                  f"turns: {cfg.get('turns')}, tts: `{cfg.get('tts')}`", ""]
+        lines += [
+            (
+                f"- problems: `{cfg.get('problems')}`, policy: `{cfg.get('policy')}`, samples: {cfg.get('samples')}, "
+                f"turns: {cfg.get('turns')}, tts: `{cfg.get('tts')}`"
+            ),
+            "",
+        ]
     info = metrics.get("run", {})
-    lines += [f"- {metrics['samples']} samples over {metrics['problems']} problems, {metrics['turns']} turns at most",
-              f"- timing measured: {'yes' if metrics['timed'] else 'no (CPU mode: Fast@p for p > 0 is n/m, not measured)'}"]
+    lines += [
+        f"- {metrics['samples']} samples over {metrics['problems']} problems, {metrics['turns']} turns at most",
+        f"- timing measured: {'yes' if metrics['timed'] else 'no (CPU mode: Fast@p for p > 0 is n/m, not measured)'}",
+    ]
     if info.get("episodes_per_min"):
-        lines.append(f"- throughput: {info['episodes_per_min']:.1f} episodes/min ({info['elapsed_s']:.1f} s for "
-                     f"{info['episodes_run_now']} episodes, {info['evals']} evaluations in the whole run)")
-    lines += ["", "## Fast@p per turn (%)", "", *_fast_table(metrics["per_turn"], PS), "",
-              "## Fast@p, best by turn (%)", "", *_fast_table(metrics["best_by_turn"], PS), "",
-              "## Rates per turn (%)", "", *_rates_table(metrics["per_turn"]), ""]
+        lines.append(
+            f"- throughput: {info['episodes_per_min']:.1f} episodes/min ({info['elapsed_s']:.1f} s for "
+            f"{info['episodes_run_now']} episodes, {info['evals']} evaluations in the whole run)"
+        )
+    lines += [
+        "",
+        "## Fast@p per turn (%)",
+        "",
+        *_fast_table(metrics["per_turn"], PS),
+        "",
+        "## Fast@p, best by turn (%)",
+        "",
+        *_fast_table(metrics["best_by_turn"], PS),
+        "",
+        "## Rates per turn (%)",
+        "",
+        *_rates_table(metrics["per_turn"]),
+        "",
+    ]
     if metrics["per_turn"]:
-        plots = [plot_fast(metrics, out / "fast_by_turn.png"), plot_speedups(metrics, out / "speedups.png"),
-                 plot_outcomes(metrics, out / "outcomes.png")]
+        plots = [
+            plot_fast(metrics, out / "fast_by_turn.png"),
+            plot_speedups(metrics, out / "speedups.png"),
+            plot_outcomes(metrics, out / "outcomes.png"),
+        ]
         lines += ["## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots if p is not None] + [""]
     for level, sub in (metrics.get("levels") or {}).items():
         if sub["per_turn"]:
             last, best = sub["per_turn"][-1], sub["best_by_turn"][-1]
-            lines += [f"## Level {level} ({sub['samples']} samples)", "",
-                      *_fast_table([{**last, "turn": f"{last['turn']}"}, {**best, "turn": f"best@{best['turn']}"}], PS), ""]
+            lines += [
+                f"## Level {level} ({sub['samples']} samples)",
+                "",
+                *_fast_table(
+                    [{**last, "turn": f"{last['turn']}"}, {**best, "turn": f"best@{best['turn']}"}], PS
+                ),
+                "",
+            ]
     path = out / "report.md"
     path.write_text("\n".join(lines))
     return path

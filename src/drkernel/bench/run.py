@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from drkernel.agent.episode import Episode, EpisodeConfig, episode_id, run_episodes
 from drkernel.agent.policies.base import Policy, SamplingParams
@@ -92,7 +93,7 @@ class BenchConfig:
         self.episode_config()
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "BenchConfig":
+    def from_dict(cls, d: Mapping[str, Any]) -> BenchConfig:
         known = {f.name for f in fields(cls)}
         unknown = set(d) - known
         if unknown:
@@ -100,7 +101,7 @@ class BenchConfig:
         return cls(**d)
 
     @classmethod
-    def from_yaml(cls, path: str | Path, **overrides: Any) -> "BenchConfig":
+    def from_yaml(cls, path: str | Path, **overrides: Any) -> BenchConfig:
         import yaml
 
         data = yaml.safe_load(Path(path).read_text()) or {}
@@ -118,11 +119,18 @@ class BenchConfig:
 
     def episode_config(self) -> EpisodeConfig:
         return EpisodeConfig(
-            turns=self.turns, history=self.history, history_k=self.history_k, early_stop=self.early_stop,
+            turns=self.turns,
+            history=self.history,
+            history_k=self.history_k,
+            early_stop=self.early_stop,
             feedback_max_chars=self.feedback_max_chars,
-            sampling=SamplingParams(temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens),
-            eval_config=self.eval_config(), tts=TTSConfig.parse(self.tts) if self.tts else None,
-            concurrency=self.concurrency)
+            sampling=SamplingParams(
+                temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens
+            ),
+            eval_config=self.eval_config(),
+            tts=TTSConfig.parse(self.tts) if self.tts else None,
+            concurrency=self.concurrency,
+        )
 
 
 def make_evaluator(spec: str, device: str = "auto", concurrency: int = 4) -> Evaluator:
@@ -132,8 +140,12 @@ def make_evaluator(spec: str, device: str = "auto", concurrency: int = 4) -> Eva
 
         return InProcessEvaluator(device=device, concurrency=concurrency)
     if spec.startswith(("http://", "https://")):
-        from drkernel.service.client import ServiceEvaluator
-
+        try:
+            from drkernel.service.client import ServiceEvaluator
+        except ImportError as e:
+            raise ConfigError(
+                f"evaluator {spec!r} needs the service client: pip install 'drkernel[service]' ({e})"
+            ) from e
         return ServiceEvaluator(spec)
     raise ConfigError(f"evaluator {spec!r}: expected 'local' or a service URL (http://host:port)")
 
@@ -144,14 +156,16 @@ def select_problems(problems: Sequence[Problem], limit: int | None) -> list[Prob
     return list(problems[:limit] if limit else problems)
 
 
-def _check_same_run(out: Path, config: BenchConfig) -> None:
+def check_same_run(out: Path, config: BenchConfig) -> None:
     """A resumed run must use the configuration it started with (apart from concurrency knobs)."""
     saved_path = out / "run.json"
     if not saved_path.exists():
         return
     saved = json.loads(saved_path.read_text())["config"]
     volatile = {"concurrency", "eval_concurrency", "format", "evaluator"}
-    diff = {k: (saved.get(k), v) for k, v in config.to_dict().items() if k not in volatile and saved.get(k) != v}
+    diff = {
+        k: (saved.get(k), v) for k, v in config.to_dict().items() if k not in volatile and saved.get(k) != v
+    }
     if diff:
         pairs = "; ".join(f"{k}: saved {a!r} vs now {b!r}" for k, (a, b) in sorted(diff.items()))
         raise ConfigError(f"{out} holds a run with another configuration ({pairs}); use a new --out")
@@ -172,7 +186,7 @@ async def run_bench(
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    _check_same_run(out, config)
+    check_same_run(out, config)
     problems = select_problems(problems, config.limit)
     path = out / TRAJECTORIES
     done_ids = finished_ids(path)
@@ -194,17 +208,30 @@ async def run_bench(
             on_progress(ep, done + finished, total)
 
     try:
-        await run_episodes(problems, policy, evaluator, config.episode_config(), samples=config.samples,
-                           templates=templates, skip=sorted(done_ids), on_episode=record)
+        await run_episodes(
+            problems,
+            policy,
+            evaluator,
+            config.episode_config(),
+            samples=config.samples,
+            templates=templates,
+            skip=sorted(done_ids),
+            on_episode=record,
+        )
     finally:
         writer.close()
     elapsed = time.perf_counter() - t0
     episodes = [e for e in read_episodes(path) if e.id in wanted]
     metrics = summarize(records_from_episodes(episodes))
     turns = sum(len(e.turns) for e in episodes)
-    metrics["run"] = {"policy": policy.name, "episodes_run_now": finished, "elapsed_s": elapsed,
-                      "episodes_per_min": 60 * finished / elapsed if elapsed > 0 and finished else None,
-                      "turns": turns, "evals": sum(1 for e in episodes for t in e.turns if t.result is not None)}
+    metrics["run"] = {
+        "policy": policy.name,
+        "episodes_run_now": finished,
+        "elapsed_s": elapsed,
+        "episodes_per_min": 60 * finished / elapsed if elapsed > 0 and finished else None,
+        "turns": turns,
+        "evals": sum(1 for e in episodes for t in e.turns if t.result is not None),
+    }
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
     if config.format == "parquet":
         write_parquet(episodes, out / "trajectories.parquet", tokens=config.save_tokens)

@@ -41,8 +41,10 @@ def serve_model(
 
 
 @app.command("build-tiny")
-def build_tiny_cmd(out: Path = typer.Argument(..., help="folder to save the model and tokenizer to"),
-                   seed: int = typer.Option(0, "--seed")) -> None:
+def build_tiny_cmd(
+    out: Path = typer.Argument(..., help="folder to save the model and tokenizer to"),
+    seed: int = typer.Option(0, "--seed"),
+) -> None:
     """Build the tiny random model with its chat tokenizer and save it (loadable as hf:OUT)."""
     from drkernel.agent.tiny import save_tiny
 

@@ -8,8 +8,9 @@ RL trainer can use any policy for rollouts.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 Message = dict[str, str]
 """One chat message: ``{"role": "system" | "user" | "assistant", "content": str}``."""
@@ -61,20 +62,33 @@ class Completion:
     """
 
     text: str
-    finish_reason: str = "stop"             # "stop", "length" or "error"
+    finish_reason: str = "stop"  # "stop", "length" or "error"
     token_ids: list[int] | None = None
     prompt_token_ids: list[int] | None = None
     logprobs: list[float] | None = None
     usage: dict[str, int] = field(default_factory=dict)  # prompt_tokens, completion_tokens
-    error: str | None = None                # set when the request failed after its retries
+    error: str | None = None  # set when the request failed after its retries
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Completion":
-        return cls(**{k: d[k] for k in ("text", "finish_reason", "token_ids", "prompt_token_ids",
-                                        "logprobs", "usage", "error") if k in d})
+    def from_dict(cls, d: Mapping[str, Any]) -> Completion:
+        return cls(
+            **{
+                k: d[k]
+                for k in (
+                    "text",
+                    "finish_reason",
+                    "token_ids",
+                    "prompt_token_ids",
+                    "logprobs",
+                    "usage",
+                    "error",
+                )
+                if k in d
+            }
+        )
 
 
 @runtime_checkable

@@ -8,8 +8,8 @@ batch takes up to ``batch_size`` queued requests that share sampling parameters.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 from drkernel.agent.policies.base import Completion, Message, SamplingParams
 
@@ -38,7 +38,7 @@ class MicroBatcher:
             self.batches.append(len(take))
             try:
                 outs = await asyncio.to_thread(self.fn, [p.messages for p in take], head)
-            except Exception as e:  # a failed batch fails its callers, not the worker
+            except Exception as e:  # noqa: BLE001 - a failed batch fails its callers, not the worker
                 for p in take:
                     p.future.set_exception(e)
                 continue

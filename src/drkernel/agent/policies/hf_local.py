@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from drkernel.agent.policies.base import Completion, Message, SamplingParams
 from drkernel.agent.policies.batching import MicroBatcher
@@ -23,8 +24,9 @@ log = logging.getLogger(__name__)
 class HFLocalPolicy:
     """Wraps a ``transformers`` causal LM and its tokenizer (which must have a chat template)."""
 
-    def __init__(self, model: Any, tokenizer: Any, device: str | None = None, batch_size: int = 8,
-                 name: str = "hf") -> None:
+    def __init__(
+        self, model: Any, tokenizer: Any, device: str | None = None, batch_size: int = 8, name: str = "hf"
+    ) -> None:
         if getattr(tokenizer, "chat_template", None) is None:
             from drkernel.errors import ConfigError
 
@@ -38,7 +40,9 @@ class HFLocalPolicy:
         self._batcher = MicroBatcher(self.generate_sync, batch_size)
 
     @classmethod
-    def from_pretrained(cls, path: str, device: str = "cpu", batch_size: int = 8, dtype: str = "float32") -> "HFLocalPolicy":
+    def from_pretrained(
+        cls, path: str, device: str = "cpu", batch_size: int = 8, dtype: str = "float32"
+    ) -> HFLocalPolicy:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -70,16 +74,22 @@ class HFLocalPolicy:
         ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=self.device)
         mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device)
         greedy = params.temperature == 0
-        kwargs = dict(do_sample=not greedy, max_new_tokens=params.max_tokens, pad_token_id=pad,
-                      eos_token_id=self.tokenizer.eos_token_id, return_dict_in_generate=True, output_logits=True)
+        kwargs: dict = {
+            "do_sample": not greedy,
+            "max_new_tokens": params.max_tokens,
+            "pad_token_id": pad,
+            "eos_token_id": self.tokenizer.eos_token_id,
+            "return_dict_in_generate": True,
+            "output_logits": True,
+        }
         if not greedy:
             kwargs.update(temperature=params.temperature, top_p=params.top_p, top_k=0)
         with self._lock, torch.no_grad():
             if params.seed is not None:
                 torch.manual_seed(params.seed)
             out = self.model.generate(input_ids=ids, attention_mask=mask, **kwargs)
-        new = out.sequences[:, width:]                                    # (B, L)
-        logits = torch.stack(out.logits, dim=1).float()                   # (B, L, V)
+        new = out.sequences[:, width:]  # (B, L)
+        logits = torch.stack(out.logits, dim=1).float()  # (B, L, V)
         temp = 1.0 if greedy else params.temperature
         logp = torch.log_softmax(logits / temp, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)  # (B, L)
         return [self._completion(prompts[i], new[i].tolist(), logp[i].tolist()) for i in range(len(batch))]
@@ -95,8 +105,14 @@ class HFLocalPolicy:
             reason = "length"
         tokens, logp = tokens[:n], logp[:n]
         text = self.tokenizer.decode(tokens, skip_special_tokens=True)
-        return Completion(text=text, finish_reason=reason, token_ids=tokens, prompt_token_ids=prompt, logprobs=logp,
-                          usage={"prompt_tokens": len(prompt), "completion_tokens": len(tokens)})
+        return Completion(
+            text=text,
+            finish_reason=reason,
+            token_ids=tokens,
+            prompt_token_ids=prompt,
+            logprobs=logp,
+            usage={"prompt_tokens": len(prompt), "completion_tokens": len(tokens)},
+        )
 
     async def generate(self, batch: Sequence[Sequence[Message]], params: SamplingParams) -> list[Completion]:
         return await self._batcher.submit(batch, params)

@@ -14,7 +14,8 @@ import asyncio
 import logging
 import os
 import random
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from drkernel.agent.policies.base import Completion, Message, SamplingParams
 
@@ -25,9 +26,18 @@ RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 class OpenAICompatPolicy:
     """Chat completions over HTTP (``httpx``)."""
 
-    def __init__(self, base_url: str, model: str | None = None, concurrency: int = 16, retries: int = 5,
-                 timeout: float = 600.0, token_ids: bool = False, api_key_env: str = "OPENAI_API_KEY",
-                 backoff_s: float = 1.0, extra_body: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        model: str | None = None,
+        concurrency: int = 16,
+        retries: int = 5,
+        timeout: float = 600.0,
+        token_ids: bool = False,
+        api_key_env: str = "OPENAI_API_KEY",
+        backoff_s: float = 1.0,
+        extra_body: dict[str, Any] | None = None,
+    ) -> None:
         import httpx
 
         self.base_url = base_url.rstrip("/")
@@ -49,8 +59,14 @@ class OpenAICompatPolicy:
         return self.model
 
     def _body(self, model: str, messages: Sequence[Message], params: SamplingParams) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": model, "messages": list(messages), "temperature": params.temperature,
-                                "top_p": params.top_p, "max_tokens": params.max_tokens, **self.extra_body}
+        body: dict[str, Any] = {
+            "model": model,
+            "messages": list(messages),
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "max_tokens": params.max_tokens,
+            **self.extra_body,
+        }
         if params.seed is not None:
             body["seed"] = params.seed
         if params.stop:
@@ -70,10 +86,19 @@ class OpenAICompatPolicy:
         token_ids = choice.get("token_ids")
         if token_ids is None and entries and all(str(e["token"]).startswith("token_id:") for e in entries):
             token_ids = [int(str(e["token"]).split(":", 1)[1]) for e in entries]
-        usage = {k: int(v) for k, v in (data.get("usage") or {}).items() if k in ("prompt_tokens", "completion_tokens")}
-        return Completion(text=choice["message"].get("content") or "", finish_reason=choice.get("finish_reason") or "stop",
-                          token_ids=token_ids, prompt_token_ids=data.get("prompt_token_ids") or choice.get("prompt_token_ids"),
-                          logprobs=logprobs, usage=usage)
+        usage = {
+            k: int(v)
+            for k, v in (data.get("usage") or {}).items()
+            if k in ("prompt_tokens", "completion_tokens")
+        }
+        return Completion(
+            text=choice["message"].get("content") or "",
+            finish_reason=choice.get("finish_reason") or "stop",
+            token_ids=token_ids,
+            prompt_token_ids=data.get("prompt_token_ids") or choice.get("prompt_token_ids"),
+            logprobs=logprobs,
+            usage=usage,
+        )
 
     async def _one(self, messages: Sequence[Message], params: SamplingParams) -> Completion:
         import httpx
@@ -82,11 +107,15 @@ class OpenAICompatPolicy:
         for attempt in range(self.retries + 1):
             if attempt:
                 delay = self.backoff_s * 2 ** (attempt - 1) * (0.5 + random.random())
-                log.warning("chat request failed (%s); retry %d/%d in %.1fs", error, attempt, self.retries, delay)
+                log.warning(
+                    "chat request failed (%s); retry %d/%d in %.1fs", error, attempt, self.retries, delay
+                )
                 await asyncio.sleep(delay)
             try:
                 async with self._gate:
-                    resp = await self._client.post("/chat/completions", json=self._body(await self._model(), messages, params))
+                    resp = await self._client.post(
+                        "/chat/completions", json=self._body(await self._model(), messages, params)
+                    )
             except httpx.HTTPError as e:  # connection, timeout, or the model listing failed
                 error = f"{type(e).__name__}: {e}"
                 continue

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from drkernel.agent.policies.base import Completion, Message, SamplingParams
 from drkernel.errors import ConfigError
@@ -35,13 +35,14 @@ class ScriptedPolicy:
         self.calls: list[list[Message]] = []
 
     @classmethod
-    def for_problems(cls, scripts: Sequence[tuple[Problem, Sequence[Sequence[str]]]],
-                     default: Sequence[str] = ()) -> "ScriptedPolicy":
+    def for_problems(
+        cls, scripts: Sequence[tuple[Problem, Sequence[Sequence[str]]]], default: Sequence[str] = ()
+    ) -> ScriptedPolicy:
         """Scripts as (problem, variants) pairs, matched through the reference source in the prompt."""
         return cls({p.code.strip(): v for p, v in scripts}, default)
 
     @classmethod
-    def from_jsonl(cls, path: str | Path, problems: Sequence[Problem]) -> "ScriptedPolicy":
+    def from_jsonl(cls, path: str | Path, problems: Sequence[Problem]) -> ScriptedPolicy:
         """Lines ``{"problem": <key, name or id>, "responses": [...]}`` (or ``"variants": [[...], ...]``)."""
         from drkernel.problems.loaders import find_problem
 
@@ -62,7 +63,9 @@ class ScriptedPolicy:
         matches = [m for m in self._scripts if m in first_user]
         if not matches:
             if not self._default:
-                raise ConfigError("scripted policy: no script matches this conversation and there is no default")
+                raise ConfigError(
+                    "scripted policy: no script matches this conversation and there is no default"
+                )
             variants, marker = [self._default], None
         else:
             marker = max(matches, key=len)
@@ -71,10 +74,11 @@ class ScriptedPolicy:
         if not assistant:
             k = next(self._counters[marker]) if marker is not None else 0
             return variants[k % len(variants)][0]
-        last = assistant[-1]
+        last = assistant[-1].strip()
         for variant in variants:
-            if last in variant:
-                return variant[min(variant.index(last) + 1, len(variant) - 1)]
+            stripped = [r.strip() for r in variant]
+            if last in stripped:
+                return variant[min(stripped.index(last) + 1, len(variant) - 1)]
         return variants[0][-1]
 
     async def generate(self, batch: Sequence[Sequence[Message]], params: SamplingParams) -> list[Completion]:

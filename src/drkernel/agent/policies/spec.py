@@ -1,20 +1,21 @@
 """Build a policy from a command-line spec.
 
-    scripted:builtin                  replay each built-in problem's broken -> lazy -> gold solutions
-    scripted:builtin:gold             ... only the labels given (comma-separated), in that order
-    scripted:path/to/script.jsonl     lines {"problem": ..., "responses": [...]} (see ScriptedPolicy)
-    openai:URL[,model=M][,concurrency=N][,retries=N][,timeout=S][,token_ids=true][,api_key_env=VAR]
-                                      any OpenAI-compatible chat endpoint (vLLM, SGLang, hosted APIs)
-    hf:PATH[,device=cpu][,batch_size=N][,dtype=bfloat16]
-                                      a local Hugging Face model folder
-    tiny[:SEED]                       a tiny locally built model (smoke tests, demos)
-    vllm:MODEL[,tp=N][,gpu_memory_utilization=F][,max_model_len=N]
-                                      vLLM's offline engine (needs the vllm extra)
+scripted:builtin                  replay each built-in problem's broken -> lazy -> gold solutions
+scripted:builtin:gold             ... only the labels given (comma-separated), in that order
+scripted:path/to/script.jsonl     lines {"problem": ..., "responses": [...]} (see ScriptedPolicy)
+openai:URL[,model=M][,concurrency=N][,retries=N][,timeout=S][,token_ids=true][,api_key_env=VAR]
+                                  any OpenAI-compatible chat endpoint (vLLM, SGLang, hosted APIs)
+hf:PATH[,device=cpu][,batch_size=N][,dtype=bfloat16]
+                                  a local Hugging Face model folder
+tiny[:SEED]                       a tiny locally built model (smoke tests, demos)
+vllm:MODEL[,tp=N][,gpu_memory_utilization=F][,max_model_len=N]
+                                  vLLM's offline engine (needs the vllm extra)
 """
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from drkernel.agent.policies.base import Policy
 from drkernel.errors import ConfigError
@@ -66,13 +67,25 @@ def make_policy(spec: str, problems: Sequence[Problem] = ()) -> Policy:
         return HFLocalPolicy(model, tokenizer, name="tiny")
     head, *parts = rest.split(",")
     if not head:
-        raise ConfigError(f"policy {spec!r}: missing the {'URL' if kind == 'openai' else 'model'} after '{kind}:'")
+        raise ConfigError(
+            f"policy {spec!r}: missing the {'URL' if kind == 'openai' else 'model'} after '{kind}:'"
+        )
     opts = _options(parts, spec)
     if kind == "openai":
         from drkernel.agent.policies.openai_compat import OpenAICompatPolicy
 
-        kw = _take(opts, {"model": str, "concurrency": int, "retries": int, "timeout": float,
-                          "token_ids": bool, "api_key_env": str}, spec)
+        kw = _take(
+            opts,
+            {
+                "model": str,
+                "concurrency": int,
+                "retries": int,
+                "timeout": float,
+                "token_ids": bool,
+                "api_key_env": str,
+            },
+            spec,
+        )
         return OpenAICompatPolicy(base_url=head, **kw)
     if kind == "hf":
         from drkernel.agent.policies.hf_local import HFLocalPolicy
@@ -81,5 +94,7 @@ def make_policy(spec: str, problems: Sequence[Problem] = ()) -> Policy:
         return HFLocalPolicy.from_pretrained(head, **kw)
     from drkernel.agent.policies.vllm_engine import VLLMPolicy
 
-    kw = _take(opts, {"tp": int, "gpu_memory_utilization": float, "max_model_len": int, "batch_size": int}, spec)
+    kw = _take(
+        opts, {"tp": int, "gpu_memory_utilization": float, "max_model_len": int, "batch_size": int}, spec
+    )
     return VLLMPolicy(head, **kw)

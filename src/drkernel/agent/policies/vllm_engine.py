@@ -7,7 +7,8 @@ distribution, ``log_softmax(logits / temperature)`` by default in recent version
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from drkernel.agent.policies.base import Completion, Message, SamplingParams
 from drkernel.agent.policies.batching import MicroBatcher
@@ -15,13 +16,22 @@ from drkernel.errors import ConfigError
 
 
 class VLLMPolicy:
-    def __init__(self, model: str, tp: int = 1, gpu_memory_utilization: float = 0.9,
-                 max_model_len: int | None = None, batch_size: int = 256) -> None:
+    def __init__(
+        self,
+        model: str,
+        tp: int = 1,
+        gpu_memory_utilization: float = 0.9,
+        max_model_len: int | None = None,
+        batch_size: int = 256,
+    ) -> None:
         try:
             from vllm import LLM
         except ImportError as e:
             raise ConfigError("policy 'vllm:' needs vLLM: pip install 'drkernel[vllm]'") from e
-        kwargs: dict[str, Any] = {"tensor_parallel_size": tp, "gpu_memory_utilization": gpu_memory_utilization}
+        kwargs: dict[str, Any] = {
+            "tensor_parallel_size": tp,
+            "gpu_memory_utilization": gpu_memory_utilization,
+        }
         if max_model_len:
             kwargs["max_model_len"] = max_model_len
         self.llm = LLM(model=model, **kwargs)
@@ -31,8 +41,14 @@ class VLLMPolicy:
     def _sampling(self, params: SamplingParams) -> Any:
         from vllm import SamplingParams as VSP
 
-        return VSP(temperature=params.temperature, top_p=params.top_p, max_tokens=params.max_tokens,
-                   seed=params.seed, stop=list(params.stop) or None, logprobs=0 if params.logprobs else None)
+        return VSP(
+            temperature=params.temperature,
+            top_p=params.top_p,
+            max_tokens=params.max_tokens,
+            seed=params.seed,
+            stop=list(params.stop) or None,
+            logprobs=0 if params.logprobs else None,
+        )
 
     def _generate(self, batch: Sequence[Sequence[Message]], params: SamplingParams) -> list[Completion]:
         outs = self.llm.chat([list(m) for m in batch], self._sampling(params), use_tqdm=False)
@@ -40,10 +56,19 @@ class VLLMPolicy:
         for out in outs:
             o = out.outputs[0]
             logprobs = [lp[t].logprob for t, lp in zip(o.token_ids, o.logprobs)] if o.logprobs else None
-            completions.append(Completion(
-                text=o.text, finish_reason=o.finish_reason or "stop", token_ids=list(o.token_ids),
-                prompt_token_ids=list(out.prompt_token_ids or []), logprobs=logprobs,
-                usage={"prompt_tokens": len(out.prompt_token_ids or []), "completion_tokens": len(o.token_ids)}))
+            completions.append(
+                Completion(
+                    text=o.text,
+                    finish_reason=o.finish_reason or "stop",
+                    token_ids=list(o.token_ids),
+                    prompt_token_ids=list(out.prompt_token_ids or []),
+                    logprobs=logprobs,
+                    usage={
+                        "prompt_tokens": len(out.prompt_token_ids or []),
+                        "completion_tokens": len(o.token_ids),
+                    },
+                )
+            )
         return completions
 
     async def generate(self, batch: Sequence[Sequence[Message]], params: SamplingParams) -> list[Completion]:
