@@ -1,9 +1,9 @@
 """The smoke config end to end: tiny model, built-in problems, the real gym in interpreter mode.
 
-A random-init tiny model never writes a code block, so the rewarded path would stay unexercised. The
-test therefore replays the built-in gold / lazy / broken solutions as the tiny model's answers
-(teacher forcing: tokens from the tiny tokenizer, rollout log-probs from the tiny model itself), so
-that the gym really evaluates, rewards differ within a group, and the update has signal.
+A random-init tiny model never writes a code block, so the smoke config replays the built-in gold /
+lazy / broken solutions as the tiny model's answers (`task.replay_builtin`, `drkernel.rl.replay`:
+tokens from the tiny tokenizer, rollout log-probs from the tiny model itself), so that the gym really
+evaluates, rewards differ within a group, and the update has signal.
 """
 
 from pathlib import Path
@@ -11,65 +11,19 @@ from pathlib import Path
 import pytest
 import torch
 
-from drkernel.agent.policies.base import Completion
-from drkernel.agent.policies.scripted import ScriptedPolicy, builtin_script
 from drkernel.rl.checkpoint import latest_checkpoint
 from drkernel.rl.config import load_config
-from drkernel.rl.logprobs import completion_logprobs
 from drkernel.rl.metrics_log import read_metrics
-from drkernel.rl.rows import TurnRecord, collate
+from drkernel.rl.replay import ReplayEnv
 from drkernel.rl.trainer import Trainer
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "train"
 
 
-class TeacherForcedPolicy:
-    """Scripted answers as if the model had sampled them: token ids and the model's own log-probs."""
-
-    name = "teacher-forced"
-
-    def __init__(self, script: ScriptedPolicy, model, tokenizer) -> None:
-        self.script, self.model, self.tokenizer = script, model, tokenizer
-
-    async def generate(self, batch, params):
-        out = []
-        for messages, c in zip(batch, await self.script.generate(batch, params)):
-            text = self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False)
-            prompt = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-            tokens = self.tokenizer(c.text, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id]
-            record = TurnRecord(group=0, traj=0, turn=0, prompt_ids=tuple(prompt), completion_ids=tuple(tokens),
-                                rollout_logprobs=(0.0,) * len(tokens), reward=0.0)
-            rows = collate([record], self.tokenizer.pad_token_id)
-            with torch.no_grad():
-                logp = completion_logprobs(self.model, rows, params.temperature)[0, -len(tokens):]
-            out.append(Completion(text=c.text, token_ids=tokens, prompt_token_ids=prompt, logprobs=logp.tolist()))
-        return out
-
-    async def aclose(self) -> None:
-        return None
-
-
-class ReplayEnv:
-    """The trainer's kernel environment, answering with the teacher-forced scripts."""
-
-    def __init__(self, inner, model, tokenizer) -> None:
-        self.inner, self.model, self.tokenizer = inner, model, tokenizer
-        # Two variants per problem so that the two samples of a prompt differ: gold first, broken first.
-        script = ScriptedPolicy.for_problems([(p, [builtin_script(p, ["gold", "lazy"]), builtin_script(p, ["broken", "gold"])])
-                                              for p in inner.problems])
-        self.policy = TeacherForcedPolicy(script, model, tokenizer)
-
-    async def rollout(self, policy, step):
-        return await self.inner.rollout(self.policy, step)
-
-    def close(self) -> None:
-        self.inner.close()
-
-
 def test_smoke_config_two_steps_real_gym(tmp_path):
     config = load_config(CONFIGS / "smoke_cpu.yaml", [f"run.output_dir={tmp_path}"])
     trainer = Trainer(config)
-    trainer.env = ReplayEnv(trainer.env, trainer.model, trainer.tokenizer)
+    assert isinstance(trainer.env, ReplayEnv)
     before = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
     try:
         history = trainer.train()

@@ -81,6 +81,9 @@ class RolloutConfig:
     """``hf`` (in-process model), ``openai`` (an OpenAI-compatible server: vLLM, SGLang, ours) or ``vllm``."""
     share_weights: bool = True
     """``hf`` only: generate with the trainer's own module (no copy, nothing to push)."""
+    device: str = ""
+    """``hf`` without sharing: where the rollout copy lives (e.g. ``cuda:1``, so generation and training
+    use different GPUs); empty = the model's device."""
     url: str = ""
     """``openai``: the server's base URL (``http://host:port/v1``)."""
     reload_path: str = "/update_weights_from_disk"
@@ -126,6 +129,9 @@ class TaskConfig:
     """``kernel``: keep only these levels; empty keeps all."""
     include: tuple[str, ...] = ()
     """``kernel``: keep only problems whose key contains one of these strings; empty keeps all."""
+    replay_builtin: bool = False
+    """``kernel`` with ``problems: builtin``: answer with the built-in solution files teacher-forced through
+    the model (drkernel.rl.replay) instead of sampling, to check the pipeline with real gym rewards."""
     sanity_target: str = "0123456789"
     """``sanity``: the characters a completion must consist of to earn reward 1."""
 
@@ -228,9 +234,14 @@ class TrainConfig:
             problems.append("rollout.backend='openai' needs rollout.url")
         if self.gym.kind == "service" and not self.gym.url:
             problems.append("gym.kind='service' needs gym.url")
+        if self.rollout.device and (self.rollout.backend != "hf" or self.rollout.share_weights):
+            problems.append(f"rollout.device={self.rollout.device!r} needs rollout.backend='hf' with share_weights=False")
         if self.model.lora.enabled and not (self.rollout.backend == "hf" and self.rollout.share_weights):
             problems.append(f"model.lora.enabled=True needs rollout.backend='hf' with share_weights=True "
                             f"(got backend={self.rollout.backend!r}, share_weights={self.rollout.share_weights})")
+        if self.task.replay_builtin and (self.task.kind != "kernel" or self.task.problems != "builtin"):
+            problems.append(f"task.replay_builtin=True needs task.kind='kernel' and task.problems='builtin' "
+                            f"(got {self.task.kind!r}, {self.task.problems!r})")
         if self.task.kind == "sanity" and self.rollout.turns != 1:
             problems.append(f"task.kind='sanity' is single-turn: rollout.turns={self.rollout.turns} must be 1")
         if problems:

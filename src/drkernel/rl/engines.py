@@ -2,8 +2,9 @@
 
 - ``hf`` with ``share_weights``: the agent's local HF policy generates with the trainer's own module;
   the update changes the weights in place, nothing to push.
-- ``hf`` without sharing: a copy of the model (bf16 unless the trainer runs fp32) generates; weights
-  are pushed with ``load_state_dict`` (the copy casts them).
+- ``hf`` without sharing: a copy of the model (bf16 unless the trainer runs fp32), on ``rollout.device``
+  (another GPU of the machine) or the model's device, generates; weights are pushed with
+  ``load_state_dict`` (the copy casts them and moves them across devices).
 - ``openai``: any OpenAI-compatible server returning token ids and log-probs (vLLM, SGLang, ours);
   weights are saved in Hugging Face format to ``<output_dir>/pushed_weights`` and the server is asked to
   reload them with ``POST {root}{reload_path} {"model_path": ...}`` (SGLang's ``/update_weights_from_disk``
@@ -55,7 +56,8 @@ def build_engine(config: TrainConfig, model: Any, tokenizer: Any) -> RolloutEngi
         if config.model.precision != "fp32":
             replica = replica.to(torch.bfloat16)
         replica.eval()
-        policy = HFLocalPolicy(replica, tokenizer, batch_size=rollout.batch_size, name="rollout-copy")
+        policy = HFLocalPolicy(replica, tokenizer, device=rollout.device or None, batch_size=rollout.batch_size,
+                               name="rollout-copy")
         return RolloutEngine(policy, push=lambda: policy.load_state_dict(model.state_dict()))
     if rollout.backend == "openai":
         from drkernel.agent.policies.openai_compat import OpenAICompatPolicy

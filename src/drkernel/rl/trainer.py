@@ -65,7 +65,7 @@ def reward_config_of(config: TrainConfig) -> RewardConfig:
                         speedup_cap=a.speedup_cap, coverage_weight=a.coverage_weight)
 
 
-def build_env(config: TrainConfig, sampling: Any) -> RolloutEnv:
+def build_env(config: TrainConfig, sampling: Any, model: Any, tokenizer: Any) -> RolloutEnv:
     """The task's rollout environment (the gym is started here for the kernel task)."""
     from drkernel.rl.envs import KernelEnv, SanityEnv, eval_config_of
 
@@ -97,8 +97,13 @@ def build_env(config: TrainConfig, sampling: Any) -> RolloutEnv:
                                        pool_size=config.gym.pool_size)
     episode_config = EpisodeConfig(turns=r.turns, sampling=sampling, eval_config=eval_config_of(config.gym),
                                    concurrency=r.concurrency)
-    return KernelEnv(problems, evaluator, episode_config, r.prompts_per_step, r.samples_per_prompt,
-                     reward_config_of(config), config.run.seed)
+    env = KernelEnv(problems, evaluator, episode_config, r.prompts_per_step, r.samples_per_prompt,
+                    reward_config_of(config), config.run.seed)
+    if config.task.replay_builtin:
+        from drkernel.rl.replay import ReplayEnv
+
+        return ReplayEnv(env, model, tokenizer)
+    return env
 
 
 class Trainer:
@@ -126,7 +131,7 @@ class Trainer:
         self.sampling = SamplingParams(temperature=config.rollout.temperature, top_p=config.rollout.top_p,
                                        max_tokens=config.rollout.max_tokens)
         self.engine = build_engine(config, self.model, self.tokenizer)
-        self.env = env if env is not None else build_env(config, self.sampling)
+        self.env = env if env is not None else build_env(config, self.sampling, self.model, self.tokenizer)
         truncate_jsonl(self.out / "episodes.jsonl", self.step)
         self._loop = asyncio.new_event_loop()  # one loop for the run: policies keep connections across steps
         self.logger = MetricsLogger(self.out, self.step, config.run.tensorboard, config.run.wandb_project,
