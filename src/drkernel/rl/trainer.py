@@ -229,7 +229,9 @@ class Trainer:
         index = torch.nonzero(scored.loss_rows).squeeze(-1).cpu()
         if index.numel() == 0:
             return {"loss/skipped": 1.0}
-        self.model.train()
+        # Eval mode keeps dropout off, so the first mini-batch's ratio is exactly 1; gradient
+        # checkpointing is only active in train mode.
+        self.model.train(self.config.model.gradient_checkpointing)
         generator = torch.Generator().manual_seed(self.config.run.seed * 104_729 + self.step)
         sums: dict[str, float] = {}
         updates = 0
