@@ -57,20 +57,30 @@ def main() -> None:
     wall = time.perf_counter() - t0
     rewards = [m["reward/mean"] for m in history]
     result = {
-        "config": str(CONFIG.name), "steps": len(history), "wall_s": wall,
+        "config": str(CONFIG.name),
+        "steps": len(history),
+        "wall_s": wall,
         "device": f"cpu ({torch.get_num_threads()} threads, {platform.processor() or platform.machine()})",
-        "date": time.strftime("%Y-%m-%d"), "reward_mean": rewards,
+        "date": time.strftime("%Y-%m-%d"),
+        "reward_mean": rewards,
         "format_exact": [m["reward/format_exact"] for m in history],
-        "first5_mean": sum(rewards[:5]) / min(5, len(rewards)), "last5_mean": sum(rewards[-5:]) / min(5, len(rewards)),
-        "tokens_per_s": sum(m["perf/completion_tokens"] for m in history) / sum(m["perf/rollout_s"] for m in history),
+        "first5_mean": sum(rewards[:5]) / min(5, len(rewards)),
+        "last5_mean": sum(rewards[-5:]) / min(5, len(rewards)),
+        "tokens_per_s": sum(m["perf/completion_tokens"] for m in history)
+        / sum(m["perf/rollout_s"] for m in history),
         "step_s_median": sorted(m["perf/step_s"] for m in history)[len(history) // 2],
     }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "train_sanity.json").write_text(json.dumps(result, indent=2))
-    plot(history, args.out / "train_sanity.png",
-         f"Learning sanity: tiny model from scratch, {len(history)} steps, {wall:.0f} s on CPU")
-    print(f"steps {len(history)}  wall {wall:.0f} s  mean reward first 5 steps {result['first5_mean']:.3f} -> "
-          f"last 5 steps {result['last5_mean']:.3f}  rollout tokens/s {result['tokens_per_s']:.0f}")
+    plot(
+        history,
+        args.out / "train_sanity.png",
+        f"Learning sanity: tiny model from scratch, {len(history)} steps, {wall:.0f} s on CPU",
+    )
+    print(
+        f"steps {len(history)}  wall {wall:.0f} s  mean reward first 5 steps {result['first5_mean']:.3f} -> "
+        f"last 5 steps {result['last5_mean']:.3f}  rollout tokens/s {result['tokens_per_s']:.0f}"
+    )
     print(f"wrote {args.out / 'train_sanity.json'} and {args.out / 'train_sanity.png'}")
 
 

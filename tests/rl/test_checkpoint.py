@@ -10,13 +10,23 @@ from drkernel.rl.metrics_log import read_metrics
 from drkernel.rl.trainer import Trainer
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "train"
-SMALL = ["run.progress=false", "model.tiny_hidden=32", "rollout.prompts_per_step=2", "rollout.samples_per_prompt=4",
-         "rollout.max_tokens=4", "optim.micro_batch_rows=3", "optim.mini_batches=2", "optim.warmup_steps=2",
-         "run.keep_checkpoints=1"]
+SMALL = [
+    "run.progress=false",
+    "model.tiny_hidden=32",
+    "rollout.prompts_per_step=2",
+    "rollout.samples_per_prompt=4",
+    "rollout.max_tokens=4",
+    "optim.micro_batch_rows=3",
+    "optim.mini_batches=2",
+    "optim.warmup_steps=2",
+    "run.keep_checkpoints=1",
+]
 
 
 def _run(out: Path, steps: int, extra: list[str] = ()) -> Trainer:
-    config = load_config(CONFIGS / "sanity_cpu.yaml", [f"run.output_dir={out}", f"run.steps={steps}", *SMALL, *extra])
+    config = load_config(
+        CONFIGS / "sanity_cpu.yaml", [f"run.output_dir={out}", f"run.steps={steps}", *SMALL, *extra]
+    )
     trainer = Trainer(config)
     try:
         trainer.train()
@@ -33,7 +43,10 @@ def test_resumed_run_equals_uninterrupted(tmp_path):
     for (name, a), b in zip(straight.model.state_dict().items(), resumed.model.state_dict().values()):
         assert torch.equal(a, b), name
     assert straight.scheduler.state_dict() == resumed.scheduler.state_dict()
-    m_straight, m_resumed = read_metrics(tmp_path / "straight/metrics.jsonl"), read_metrics(tmp_path / "resumed/metrics.jsonl")
+    m_straight, m_resumed = (
+        read_metrics(tmp_path / "straight/metrics.jsonl"),
+        read_metrics(tmp_path / "resumed/metrics.jsonl"),
+    )
     assert [r["step"] for r in m_resumed] == [1, 2, 3]
     for key in ("reward/mean", "loss/loss", "loss/grad_norm"):
         assert m_straight[-1][key] == m_resumed[-1][key], key

@@ -25,9 +25,18 @@ def _rollout(model, tokenizer, temperature: float, max_tokens: int = 12):
     torch.manual_seed(0)
     params = SamplingParams(temperature=temperature, top_p=1.0, max_tokens=max_tokens)
     completions = asyncio.run(policy.generate(prompts, params))
-    return [TurnRecord(group=i // 2, traj=i, turn=0, prompt_ids=tuple(c.prompt_token_ids),
-                       completion_ids=tuple(c.token_ids), rollout_logprobs=tuple(c.logprobs), reward=0.0)
-            for i, c in enumerate(completions)]
+    return [
+        TurnRecord(
+            group=i // 2,
+            traj=i,
+            turn=0,
+            prompt_ids=tuple(c.prompt_token_ids),
+            completion_ids=tuple(c.token_ids),
+            rollout_logprobs=tuple(c.logprobs),
+            reward=0.0,
+        )
+        for i, c in enumerate(completions)
+    ]
 
 
 def test_position_ids_left_padding():
@@ -61,8 +70,9 @@ def test_batched_equals_one_row_at_a_time(tiny):
         for i, r in enumerate(records):
             alone = completion_logprobs(model, collate([r], tokenizer.pad_token_id), 1.0)[0]
             n = len(r.completion_ids)
-            torch.testing.assert_close(batched[i, batched.shape[1] - n:], alone[alone.shape[0] - n:],
-                                       atol=1e-5, rtol=0)
+            torch.testing.assert_close(
+                batched[i, batched.shape[1] - n :], alone[alone.shape[0] - n :], atol=1e-5, rtol=0
+            )
 
 
 def test_wrong_temperature_is_caught_by_mrs(tiny):

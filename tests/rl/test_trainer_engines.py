@@ -11,9 +11,19 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "train"
 
 
 def test_rollout_copy_gets_updated_weights(tmp_path):
-    config = load_config(CONFIGS / "sanity_cpu.yaml", [
-        f"run.output_dir={tmp_path}", "run.steps=2", "run.progress=false", "rollout.share_weights=false",
-        "model.tiny_hidden=32", "rollout.prompts_per_step=2", "rollout.samples_per_prompt=4", "rollout.max_tokens=4"])
+    config = load_config(
+        CONFIGS / "sanity_cpu.yaml",
+        [
+            f"run.output_dir={tmp_path}",
+            "run.steps=2",
+            "run.progress=false",
+            "rollout.share_weights=false",
+            "model.tiny_hidden=32",
+            "rollout.prompts_per_step=2",
+            "rollout.samples_per_prompt=4",
+            "rollout.max_tokens=4",
+        ],
+    )
     trainer = Trainer(config)
     replica = trainer.engine.policy.model
     assert replica is not trainer.model

@@ -9,8 +9,16 @@ from drkernel.rl.config import load_config
 from drkernel.rl.trainer import Trainer
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "train"
-ARGS = ["run.progress=false", "model.tiny_hidden=32", "rollout.prompts_per_step=2", "rollout.samples_per_prompt=4",
-        "rollout.max_tokens=4", "model.lora.enabled=true", "model.lora.r=4", "optim.lr=1e-2"]
+ARGS = [
+    "run.progress=false",
+    "model.tiny_hidden=32",
+    "rollout.prompts_per_step=2",
+    "rollout.samples_per_prompt=4",
+    "rollout.max_tokens=4",
+    "model.lora.enabled=true",
+    "model.lora.r=4",
+    "optim.lr=1e-2",
+]
 
 
 def test_lora_trains_adapters_only_and_resumes(tmp_path):
@@ -28,7 +36,9 @@ def test_lora_trains_adapters_only_and_resumes(tmp_path):
 
     ckpt = latest_checkpoint(tmp_path)
     assert (ckpt / "adapter_config.json").exists() and (ckpt / "adapter_model.safetensors").exists()
-    resumed = Trainer(load_config(CONFIGS / "sanity_cpu.yaml", [f"run.output_dir={tmp_path}", "run.steps=2", *ARGS]))
+    resumed = Trainer(
+        load_config(CONFIGS / "sanity_cpu.yaml", [f"run.output_dir={tmp_path}", "run.steps=2", *ARGS])
+    )
     try:
         assert resumed.step == 2
         for k, v in resumed.model.state_dict().items():

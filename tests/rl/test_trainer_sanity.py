@@ -22,8 +22,9 @@ def test_format_reward_by_hand():
 
 
 def test_mean_reward_rises_from_scratch(tmp_path):
-    config = load_config(CONFIGS / "sanity_cpu.yaml", [f"run.output_dir={tmp_path}", "run.steps=20",
-                                                       "run.progress=false"])
+    config = load_config(
+        CONFIGS / "sanity_cpu.yaml", [f"run.output_dir={tmp_path}", "run.steps=20", "run.progress=false"]
+    )
     history = train(config)
     rewards = [m["reward/mean"] for m in history]
     first, last = sum(rewards[:3]) / 3, sum(rewards[-3:]) / 3

@@ -60,9 +60,16 @@ def test_smoke_config_two_steps_real_gym(tmp_path):
         torch.testing.assert_close(loaded(ids).logits, trainer.model(ids).logits)
 
 
-@pytest.mark.parametrize("bad, named", [("optim.lrr=1", "lrr"), ("optim.lr=fast", "optim.lr"),
-                                        ("rollout.backend=magic", "magic"), ("nosection.x=1", "nosection"),
-                                        ("task.kind=sanity", "rollout.turns")])
+@pytest.mark.parametrize(
+    "bad, named",
+    [
+        ("optim.lrr=1", "lrr"),
+        ("optim.lr=fast", "optim.lr"),
+        ("rollout.backend=magic", "magic"),
+        ("nosection.x=1", "nosection"),
+        ("task.kind=sanity", "rollout.turns"),
+    ],
+)
 def test_bad_config_is_rejected(bad, named):
     from drkernel.errors import ConfigError
 
@@ -73,7 +80,15 @@ def test_bad_config_is_rejected(bad, named):
 
 def test_shipped_configs_load():
     paper = load_config(CONFIGS / "paper_qwen3_8b.yaml")
-    assert (paper.rollout.prompts_per_step, paper.rollout.samples_per_prompt, paper.rollout.turns) == (16, 16, 3)
+    assert (paper.rollout.prompts_per_step, paper.rollout.samples_per_prompt, paper.rollout.turns) == (
+        16,
+        16,
+        3,
+    )
     assert (paper.optim.lr, paper.optim.grad_clip, paper.algorithm.dual_clip) == (1e-6, 1.0, 3.0)
-    assert (paper.algorithm.mrs_low, paper.algorithm.mrs_high, paper.algorithm.token_veto) == (0.999, 1.001, 1e-4)
+    assert (paper.algorithm.mrs_low, paper.algorithm.mrs_high, paper.algorithm.token_veto) == (
+        0.999,
+        1.001,
+        1e-4,
+    )
     assert load_config(CONFIGS / "sanity_cpu.yaml").task.kind == "sanity"

@@ -16,7 +16,9 @@ console = Console(stderr=True)
 
 def train(
     config: Path = typer.Option(..., "--config", "-c", help="YAML train config (configs/train/*.yaml)"),
-    set_: Optional[List[str]] = typer.Option(None, "--set", "-s", help="override, e.g. optim.lr=1e-5 (repeatable)"),
+    set_: Optional[List[str]] = typer.Option(
+        None, "--set", "-s", help="override, e.g. optim.lr=1e-5 (repeatable)"
+    ),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="output folder (overrides run.output_dir)"),
     steps: Optional[int] = typer.Option(None, "--steps", help="total steps (overrides run.steps)"),
     fresh: bool = typer.Option(False, "--fresh", help="ignore existing checkpoints instead of resuming"),
@@ -26,7 +28,9 @@ def train(
     from drkernel.rl.config import load_config
     from drkernel.rl.trainer import train as run_training
 
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
     overrides = list(set_ or [])
     if out is not None:
         overrides.append(f"run.output_dir={out}")
@@ -48,7 +52,11 @@ def train(
         raise typer.Exit(2) from e
     if history:
         last = history[-1]
-        shown = {k: round(v, 4) for k, v in last.items() if k in ("reward/mean", "loss/loss", "mismatch/rejected_fraction")}
+        shown = {
+            k: round(v, 4)
+            for k, v in last.items()
+            if k in ("reward/mean", "loss/loss", "mismatch/rejected_fraction")
+        }
         console.print(f"done: {len(history)} steps run, output in {cfg.run.output_dir}; last step {shown}")
     else:
         console.print(f"nothing to do: {cfg.run.output_dir} already holds {cfg.run.steps} steps")

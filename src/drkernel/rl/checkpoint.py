@@ -44,8 +44,16 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def save_checkpoint(output_dir: str | Path, step: int, model: Any, tokenizer: Any, optimizer: Any,
-                    scheduler: Any, config: dict[str, Any], keep: int = 2) -> Path:
+def save_checkpoint(
+    output_dir: str | Path,
+    step: int,
+    model: Any,
+    tokenizer: Any,
+    optimizer: Any,
+    scheduler: Any,
+    config: dict[str, Any],
+    keep: int = 2,
+) -> Path:
     """Save after ``step`` completed steps; returns the checkpoint folder. ``keep`` > 0 prunes older ones."""
     root = checkpoint_dir(output_dir)
     root.mkdir(parents=True, exist_ok=True)
@@ -54,15 +62,25 @@ def save_checkpoint(output_dir: str | Path, step: int, model: Any, tokenizer: An
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
-    torch.save({"step": step, "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                "rng": rng_state(), "config": config}, tmp / STATE_FILE)
+    torch.save(
+        {
+            "step": step,
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict(),
+            "rng": rng_state(),
+            "config": config,
+        },
+        tmp / STATE_FILE,
+    )
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
     pointer = root / "latest.tmp"
     pointer.write_text(final.name)
     os.replace(pointer, root / "latest")
     if keep > 0:
-        for old in sorted(p for p in root.glob("step_*") if p.is_dir() and not p.name.endswith(".tmp"))[:-keep]:
+        for old in sorted(p for p in root.glob("step_*") if p.is_dir() and not p.name.endswith(".tmp"))[
+            :-keep
+        ]:
             shutil.rmtree(old, ignore_errors=True)
     log.info("saved checkpoint %s", final)
     return final

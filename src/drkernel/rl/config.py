@@ -193,8 +193,15 @@ class OptimConfig:
     """Rows per forward/backward; gradients accumulate over a mini-batch."""
 
 
-SECTIONS = {"run": RunConfig, "model": ModelConfig, "rollout": RolloutConfig, "gym": GymConfig,
-            "task": TaskConfig, "algorithm": AlgorithmConfig, "optim": OptimConfig}
+SECTIONS = {
+    "run": RunConfig,
+    "model": ModelConfig,
+    "rollout": RolloutConfig,
+    "gym": GymConfig,
+    "task": TaskConfig,
+    "algorithm": AlgorithmConfig,
+    "optim": OptimConfig,
+}
 CHOICES = {
     "model.precision": ("fp32", "bf16-autocast", "bf16"),
     "rollout.backend": ("hf", "openai", "vllm"),
@@ -220,14 +227,28 @@ class TrainConfig:
     optim: OptimConfig = field(default_factory=OptimConfig)
 
     def __post_init__(self) -> None:
-        problems = [f"{key}={_get(self, key)!r} (one of {allowed})"
-                    for key, allowed in CHOICES.items() if _get(self, key) not in allowed]
-        positive = ["run.steps", "run.save_every", "rollout.prompts_per_step", "rollout.samples_per_prompt",
-                    "rollout.turns", "rollout.max_tokens", "rollout.batch_size", "optim.mini_batches",
-                    "optim.epochs", "optim.micro_batch_rows"]
+        problems = [
+            f"{key}={_get(self, key)!r} (one of {allowed})"
+            for key, allowed in CHOICES.items()
+            if _get(self, key) not in allowed
+        ]
+        positive = [
+            "run.steps",
+            "run.save_every",
+            "rollout.prompts_per_step",
+            "rollout.samples_per_prompt",
+            "rollout.turns",
+            "rollout.max_tokens",
+            "rollout.batch_size",
+            "optim.mini_batches",
+            "optim.epochs",
+            "optim.micro_batch_rows",
+        ]
         problems += [f"{key}={_get(self, key)} (>= 1)" for key in positive if _get(self, key) < 1]
         if self.optim.lr <= 0 or self.optim.grad_clip <= 0:
-            problems.append(f"optim.lr={self.optim.lr} and optim.grad_clip={self.optim.grad_clip} must be > 0")
+            problems.append(
+                f"optim.lr={self.optim.lr} and optim.grad_clip={self.optim.grad_clip} must be > 0"
+            )
         if self.rollout.temperature <= 0:
             problems.append(f"rollout.temperature={self.rollout.temperature} (> 0: training samples)")
         if self.rollout.backend == "openai" and not self.rollout.url:
@@ -235,15 +256,23 @@ class TrainConfig:
         if self.gym.kind == "service" and not self.gym.url:
             problems.append("gym.kind='service' needs gym.url")
         if self.rollout.device and (self.rollout.backend != "hf" or self.rollout.share_weights):
-            problems.append(f"rollout.device={self.rollout.device!r} needs rollout.backend='hf' with share_weights=False")
+            problems.append(
+                f"rollout.device={self.rollout.device!r} needs rollout.backend='hf' with share_weights=False"
+            )
         if self.model.lora.enabled and not (self.rollout.backend == "hf" and self.rollout.share_weights):
-            problems.append(f"model.lora.enabled=True needs rollout.backend='hf' with share_weights=True "
-                            f"(got backend={self.rollout.backend!r}, share_weights={self.rollout.share_weights})")
+            problems.append(
+                f"model.lora.enabled=True needs rollout.backend='hf' with share_weights=True "
+                f"(got backend={self.rollout.backend!r}, share_weights={self.rollout.share_weights})"
+            )
         if self.task.replay_builtin and (self.task.kind != "kernel" or self.task.problems != "builtin"):
-            problems.append(f"task.replay_builtin=True needs task.kind='kernel' and task.problems='builtin' "
-                            f"(got {self.task.kind!r}, {self.task.problems!r})")
+            problems.append(
+                f"task.replay_builtin=True needs task.kind='kernel' and task.problems='builtin' "
+                f"(got {self.task.kind!r}, {self.task.problems!r})"
+            )
         if self.task.kind == "sanity" and self.rollout.turns != 1:
-            problems.append(f"task.kind='sanity' is single-turn: rollout.turns={self.rollout.turns} must be 1")
+            problems.append(
+                f"task.kind='sanity' is single-turn: rollout.turns={self.rollout.turns} must be 1"
+            )
         if problems:
             raise ConfigError("invalid train config: " + "; ".join(problems))
 
@@ -301,7 +330,9 @@ def _build(cls: type, data: Any, where: str, errors: list[str]) -> Any:
     unknown = sorted(set(data) - known)
     if unknown:
         errors.append(f"unknown keys in {where or 'config'}: {unknown} (known: {sorted(known)})")
-    values = {k: _coerce(v, hints[k], f"{where}.{k}".lstrip("."), errors) for k, v in data.items() if k in known}
+    values = {
+        k: _coerce(v, hints[k], f"{where}.{k}".lstrip("."), errors) for k, v in data.items() if k in known
+    }
     if errors:
         return None
     return cls(**values)

@@ -48,16 +48,23 @@ def build_engine(config: TrainConfig, model: Any, tokenizer: Any) -> RolloutEngi
         from drkernel.agent.policies.hf_local import HFLocalPolicy
 
         if rollout.share_weights:
-            return RolloutEngine(HFLocalPolicy(model, tokenizer, batch_size=rollout.batch_size, name="trainer"),
-                                 push=lambda: None)
+            return RolloutEngine(
+                HFLocalPolicy(model, tokenizer, batch_size=rollout.batch_size, name="trainer"),
+                push=lambda: None,
+            )
         import torch
 
         replica = copy.deepcopy(model)
         if config.model.precision != "fp32":
             replica = replica.to(torch.bfloat16)
         replica.eval()
-        policy = HFLocalPolicy(replica, tokenizer, device=rollout.device or None, batch_size=rollout.batch_size,
-                               name="rollout-copy")
+        policy = HFLocalPolicy(
+            replica,
+            tokenizer,
+            device=rollout.device or None,
+            batch_size=rollout.batch_size,
+            name="rollout-copy",
+        )
         return RolloutEngine(policy, push=lambda: policy.load_state_dict(model.state_dict()))
     if rollout.backend == "openai":
         from drkernel.agent.policies.openai_compat import OpenAICompatPolicy
@@ -73,7 +80,9 @@ def build_engine(config: TrainConfig, model: Any, tokenizer: Any) -> RolloutEngi
             url = _server_root(rollout.url) + rollout.reload_path
             response = httpx.post(url, json={"model_path": str(target.resolve())}, timeout=600.0)
             if response.status_code != 200:
-                raise InfrastructureError(f"weight reload at {url} failed: {response.status_code} {response.text[:300]}")
+                raise InfrastructureError(
+                    f"weight reload at {url} failed: {response.status_code} {response.text[:300]}"
+                )
 
         return RolloutEngine(policy, push=push_to_server)
     from drkernel.agent.policies.vllm_engine import VLLMPolicy
@@ -82,7 +91,9 @@ def build_engine(config: TrainConfig, model: Any, tokenizer: Any) -> RolloutEngi
         raise ConfigError("rollout.backend='vllm' needs model.source to be a model folder, not 'tiny'")
     policy = VLLMPolicy(config.model.source, batch_size=rollout.batch_size)
     if not hasattr(policy.llm, "apply_model"):
-        raise ConfigError("this vLLM has no LLM.apply_model to load updated weights; use rollout.backend='openai'")
+        raise ConfigError(
+            "this vLLM has no LLM.apply_model to load updated weights; use rollout.backend='openai'"
+        )
 
     def push_to_vllm() -> None:
         weights = [(name, tensor.detach()) for name, tensor in model.state_dict().items()]

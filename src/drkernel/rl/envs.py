@@ -39,8 +39,7 @@ class RolloutEnv(Protocol):
         """Sample this step's prompts and their trajectories with ``policy``."""
         ...
 
-    def close(self) -> None:
-        ...
+    def close(self) -> None: ...
 
 
 def pick(n_items: int, count: int, step: int, seed: int) -> list[int]:
@@ -52,7 +51,7 @@ def pick(n_items: int, count: int, step: int, seed: int) -> list[int]:
         epoch, offset = divmod(position, n_items)
         order = torch.randperm(n_items, generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch))
         take = min(count - len(out), n_items - offset)
-        out += order[offset:offset + take].tolist()
+        out += order[offset : offset + take].tolist()
         position += take
     return out
 
@@ -60,19 +59,33 @@ def pick(n_items: int, count: int, step: int, seed: int) -> list[int]:
 class KernelEnv:
     """Multi-turn kernel episodes through the agent, rewarded by the gym (in-process or the service)."""
 
-    def __init__(self, problems: Sequence[Problem], evaluator: Evaluator, episode_config: EpisodeConfig,
-                 prompts_per_step: int, samples_per_prompt: int, reward_config: RewardConfig, seed: int) -> None:
+    def __init__(
+        self,
+        problems: Sequence[Problem],
+        evaluator: Evaluator,
+        episode_config: EpisodeConfig,
+        prompts_per_step: int,
+        samples_per_prompt: int,
+        reward_config: RewardConfig,
+        seed: int,
+    ) -> None:
         self.problems, self.evaluator, self.episode_config = list(problems), evaluator, episode_config
         self.prompts_per_step, self.samples = prompts_per_step, samples_per_prompt
         self.reward_config, self.seed = reward_config, seed
 
     async def rollout(self, policy: Policy, step: int) -> StepRollout:
         chosen = [self.problems[i] for i in pick(len(self.problems), self.prompts_per_step, step, self.seed)]
-        episodes = await run_episodes(chosen, policy, self.evaluator, self.episode_config, samples=self.samples)
+        episodes = await run_episodes(
+            chosen, policy, self.evaluator, self.episode_config, samples=self.samples
+        )
         records = records_from_episodes(episodes, self.samples, self.reward_config)
         evaluations = sum(t.result is not None for e in episodes for t in e.turns)
-        return StepRollout(records=records, metrics=kernel_metrics(episodes, records),
-                           episodes=[e.to_dict(tokens=False) for e in episodes], evaluations=evaluations)
+        return StepRollout(
+            records=records,
+            metrics=kernel_metrics(episodes, records),
+            episodes=[e.to_dict(tokens=False) for e in episodes],
+            evaluations=evaluations,
+        )
 
     def close(self) -> None:
         self.evaluator.close()
@@ -131,8 +144,15 @@ class SanityEnv:
     character, so a working trainer raises it within a few dozen steps on a CPU.
     """
 
-    def __init__(self, sampling: SamplingParams, prompts_per_step: int, samples_per_prompt: int,
-                 allowed: str, seed: int, prompts: Sequence[str] = SANITY_PROMPTS) -> None:
+    def __init__(
+        self,
+        sampling: SamplingParams,
+        prompts_per_step: int,
+        samples_per_prompt: int,
+        allowed: str,
+        seed: int,
+        prompts: Sequence[str] = SANITY_PROMPTS,
+    ) -> None:
         self.sampling, self.prompts_per_step, self.samples = sampling, prompts_per_step, samples_per_prompt
         self.allowed, self.seed, self.prompts = allowed, seed, list(prompts)
 
@@ -147,9 +167,18 @@ class SanityEnv:
 
                 raise ConfigError("the rollout policy returned no token ids or log-probs")
             reward = format_reward(c.text, self.allowed)
-            records.append(TurnRecord(group=traj // self.samples, traj=traj, turn=0,
-                                      prompt_ids=tuple(c.prompt_token_ids), completion_ids=tuple(c.token_ids),
-                                      rollout_logprobs=tuple(c.logprobs), reward=reward, correct=reward == 1.0))
+            records.append(
+                TurnRecord(
+                    group=traj // self.samples,
+                    traj=traj,
+                    turn=0,
+                    prompt_ids=tuple(c.prompt_token_ids),
+                    completion_ids=tuple(c.token_ids),
+                    rollout_logprobs=tuple(c.logprobs),
+                    reward=reward,
+                    correct=reward == 1.0,
+                )
+            )
             episodes.append({"prompt": messages[0]["content"], "response": c.text, "reward": reward})
         exact = sum(r.reward == 1.0 for r in records) / len(records)
         return StepRollout(records=records, metrics={"reward/format_exact": exact}, episodes=episodes)
@@ -160,5 +189,6 @@ class SanityEnv:
 
 def eval_config_of(gym: Any) -> EvalConfig:
     """The gym settings of a train config's ``gym`` section as an :class:`EvalConfig`."""
-    return EvalConfig(device=gym.device, timing=gym.timing, profile=gym.profile, trials=gym.trials,
-                      timeout_s=gym.timeout_s)
+    return EvalConfig(
+        device=gym.device, timing=gym.timing, profile=gym.profile, trials=gym.trials, timeout_s=gym.timeout_s
+    )

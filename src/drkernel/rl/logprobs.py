@@ -50,14 +50,19 @@ def completion_logprobs(model: Any, rows: Rows, temperature: float, precision: s
     """
     num_cols = rows.completion_ids.shape[1]  # C
     with precision_context(precision, rows.input_ids.device):
-        out = model(input_ids=rows.input_ids, attention_mask=rows.attention_mask,
-                    position_ids=position_ids(rows.attention_mask), logits_to_keep=num_cols + 1, use_cache=False)
+        out = model(
+            input_ids=rows.input_ids,
+            attention_mask=rows.attention_mask,
+            position_ids=position_ids(rows.attention_mask),
+            logits_to_keep=num_cols + 1,
+            use_cache=False,
+        )
     # The logits at column L-C-1+j predict completion token j (at column L-C+j): drop the last one.
     logits = out.logits[:, :-1, :]  # (R, C, V)
     pieces = []
     for start in range(0, num_cols, CHUNK):
-        chunk = logits[:, start:start + CHUNK].float() / temperature  # (R, c, V)
-        tokens = rows.completion_ids[:, start:start + CHUNK].unsqueeze(-1)  # (R, c, 1)
+        chunk = logits[:, start : start + CHUNK].float() / temperature  # (R, c, V)
+        tokens = rows.completion_ids[:, start : start + CHUNK].unsqueeze(-1)  # (R, c, 1)
         pieces.append(torch.log_softmax(chunk, dim=-1).gather(-1, tokens).squeeze(-1))  # (R, c)
     logp = torch.cat(pieces, dim=1)  # (R, C)
     return torch.where(rows.completion_mask, logp, torch.zeros_like(logp))

@@ -39,8 +39,14 @@ def truncate_jsonl(path: str | Path, max_step: int) -> None:
 class MetricsLogger:
     """Appends one JSON line per step; on resume drops lines of steps after the checkpoint."""
 
-    def __init__(self, output_dir: str | Path, resume_step: int = 0, tensorboard: bool = False,
-                 wandb_project: str | None = None, config: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        output_dir: str | Path,
+        resume_step: int = 0,
+        tensorboard: bool = False,
+        wandb_project: str | None = None,
+        config: Mapping[str, Any] | None = None,
+    ) -> None:
         self.path = Path(output_dir) / "metrics.jsonl"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         truncate_jsonl(self.path, resume_step)
@@ -49,16 +55,18 @@ class MetricsLogger:
             try:
                 from torch.utils.tensorboard import SummaryWriter
             except ImportError as e:
-                raise ConfigError("run.tensorboard=true needs the tensorboard package: "
-                                  "pip install 'drkernel[tensorboard]'") from e
+                raise ConfigError(
+                    "run.tensorboard=true needs the tensorboard package: pip install 'drkernel[tensorboard]'"
+                ) from e
             self._tb = SummaryWriter(str(Path(output_dir) / "tensorboard"))
         if wandb_project:
             try:
                 import wandb
             except ImportError as e:
                 raise ConfigError("run.wandb_project needs wandb: pip install 'drkernel[wandb]'") from e
-            self._wandb = wandb.init(project=wandb_project, config=dict(config or {}), resume="allow",
-                                     dir=str(output_dir))
+            self._wandb = wandb.init(
+                project=wandb_project, config=dict(config or {}), resume="allow", dir=str(output_dir)
+            )
 
     def log(self, step: int, metrics: Mapping[str, float]) -> None:
         bad = [k for k in metrics if not k.startswith(PREFIXES)]
@@ -90,12 +98,23 @@ class ProgressDisplay:
         self._progress = self._task = None
         if enabled and sys.stderr.isatty():
             try:
-                from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+                from rich.progress import (
+                    BarColumn,
+                    MofNCompleteColumn,
+                    Progress,
+                    TextColumn,
+                    TimeElapsedColumn,
+                )
             except ImportError:
                 pass
             else:
-                self._progress = Progress(TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(),
-                                          TimeElapsedColumn(), TextColumn("{task.fields[info]}"))
+                self._progress = Progress(
+                    TextColumn("[bold]train"),
+                    BarColumn(),
+                    MofNCompleteColumn(),
+                    TimeElapsedColumn(),
+                    TextColumn("{task.fields[info]}"),
+                )
                 self._task = self._progress.add_task("train", total=total, completed=start, info="")
                 self._progress.start()
 

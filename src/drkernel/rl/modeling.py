@@ -26,8 +26,12 @@ def _base_model(config: ModelConfig, source: str | Path) -> tuple[Any, Any]:
     if source == "tiny":
         from drkernel.agent.tiny import build_tiny
 
-        model, tokenizer = build_tiny(seed=config.tiny_seed, hidden=config.tiny_hidden,
-                                      layers=config.tiny_layers, heads=config.tiny_heads)
+        model, tokenizer = build_tiny(
+            seed=config.tiny_seed,
+            hidden=config.tiny_hidden,
+            layers=config.tiny_layers,
+            heads=config.tiny_heads,
+        )
         return model.to(dtype), tokenizer
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -49,8 +53,16 @@ def load_model(config: ModelConfig, device: torch.device, checkpoint: Path | Non
             model = PeftModel.from_pretrained(base, str(checkpoint), is_trainable=True)
         else:
             lora = config.lora
-            model = get_peft_model(base, LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
-                                                    target_modules=list(lora.target_modules), task_type="CAUSAL_LM"))
+            model = get_peft_model(
+                base,
+                LoraConfig(
+                    r=lora.r,
+                    lora_alpha=lora.alpha,
+                    lora_dropout=lora.dropout,
+                    target_modules=list(lora.target_modules),
+                    task_type="CAUSAL_LM",
+                ),
+            )
     else:
         model, tokenizer = _base_model(config, checkpoint if checkpoint is not None else config.source)
     if checkpoint is not None:

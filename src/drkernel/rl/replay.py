@@ -31,20 +31,34 @@ class TeacherForcedPolicy:
         chat = self.tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False)
         prompt = self.tokenizer(chat, add_special_tokens=False)["input_ids"]
         tokens = self.tokenizer(text, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id]
-        record = TurnRecord(group=0, traj=0, turn=0, prompt_ids=tuple(prompt), completion_ids=tuple(tokens),
-                            rollout_logprobs=(0.0,) * len(tokens), reward=0.0)
+        record = TurnRecord(
+            group=0,
+            traj=0,
+            turn=0,
+            prompt_ids=tuple(prompt),
+            completion_ids=tuple(tokens),
+            rollout_logprobs=(0.0,) * len(tokens),
+            reward=0.0,
+        )
         device = next(self.model.parameters()).device
         rows = collate([record], self.tokenizer.pad_token_id).to(device)
         with torch.no_grad():
-            logp = completion_logprobs(self.model, rows, temperature)[0, -len(tokens):]  # (n,)
-        return Completion(text=text, token_ids=tokens, prompt_token_ids=prompt, logprobs=logp.tolist(),
-                          usage={"prompt_tokens": len(prompt), "completion_tokens": len(tokens)})
+            logp = completion_logprobs(self.model, rows, temperature)[0, -len(tokens) :]  # (n,)
+        return Completion(
+            text=text,
+            token_ids=tokens,
+            prompt_token_ids=prompt,
+            logprobs=logp.tolist(),
+            usage={"prompt_tokens": len(prompt), "completion_tokens": len(tokens)},
+        )
 
     async def generate(self, batch: Sequence[Sequence[Message]], params: SamplingParams) -> list[Completion]:
         texts = await self.source.generate(batch, params)
         temperature = params.temperature or 1.0
-        return [c if c.finish_reason == "error" else self._score(m, c.text, temperature)
-                for m, c in zip(batch, texts)]
+        return [
+            c if c.finish_reason == "error" else self._score(m, c.text, temperature)
+            for m, c in zip(batch, texts)
+        ]
 
     async def aclose(self) -> None:
         await self.source.aclose()
@@ -59,8 +73,12 @@ class ReplayEnv:
         from drkernel.agent.policies.scripted import ScriptedPolicy, builtin_script
 
         self.inner = inner
-        script = ScriptedPolicy.for_problems([(p, [builtin_script(p, ["gold", "lazy"]), builtin_script(p, ["broken", "gold"])])
-                                              for p in inner.problems])
+        script = ScriptedPolicy.for_problems(
+            [
+                (p, [builtin_script(p, ["gold", "lazy"]), builtin_script(p, ["broken", "gold"])])
+                for p in inner.problems
+            ]
+        )
         self.policy = TeacherForcedPolicy(script, model, tokenizer)
 
     async def rollout(self, policy: Policy, step: int) -> StepRollout:

@@ -45,16 +45,19 @@ class TurnRecord:
 
     def __post_init__(self) -> None:
         if len(self.completion_ids) != len(self.rollout_logprobs):
-            raise ValueError(f"TurnRecord: {len(self.completion_ids)} completion tokens but "
-                             f"{len(self.rollout_logprobs)} rollout log-probs")
+            raise ValueError(
+                f"TurnRecord: {len(self.completion_ids)} completion tokens but "
+                f"{len(self.rollout_logprobs)} rollout log-probs"
+            )
 
 
 def _nan_if_none(x: float | None) -> float:
     return math.nan if x is None or not math.isfinite(x) else float(x)
 
 
-def records_from_episodes(episodes: Sequence["Episode"], samples_per_prompt: int,
-                          reward_config: RewardConfig) -> list[TurnRecord]:
+def records_from_episodes(
+    episodes: Sequence["Episode"], samples_per_prompt: int, reward_config: RewardConfig
+) -> list[TurnRecord]:
     """Turn records of a step's episodes, listed in (problem, sample) order.
 
     Group = problem (consecutive blocks of ``samples_per_prompt`` episodes), trajectory = episode.
@@ -73,19 +76,34 @@ def records_from_episodes(episodes: Sequence["Episode"], samples_per_prompt: int
             if turn.finish_reason == "error":
                 continue  # the request failed: no tokens to train on (the episode stopped here)
             if turn.token_ids is None or turn.prompt_token_ids is None or turn.logprobs is None:
-                raise ConfigError(f"episode {episode.id} turn {turn.index} has no token ids or log-probs: "
-                                  "the rollout policy must return them to train (openai: token_ids=true)")
+                raise ConfigError(
+                    f"episode {episode.id} turn {turn.index} has no token ids or log-probs: "
+                    "the rollout policy must return them to train (openai: token_ids=true)"
+                )
             r = turn.result
             correct, hacked = bool(r is not None and r.correct), bool(r is not None and r.hacked)
-            coverage = _nan_if_none(r.time_coverage if r is not None and r.time_coverage is not None
-                                    else (r.op_coverage if r is not None else None))
+            coverage = _nan_if_none(
+                r.time_coverage
+                if r is not None and r.time_coverage is not None
+                else (r.op_coverage if r is not None else None)
+            )
             speedup = _nan_if_none(r.speedup if r is not None else None)
             reward = float(profiling_reward(correct, speedup, coverage, hacked, reward_config))
-            records.append(TurnRecord(
-                group=traj // samples_per_prompt, traj=traj, turn=turn.index,
-                prompt_ids=tuple(turn.prompt_token_ids), completion_ids=tuple(turn.token_ids),
-                rollout_logprobs=tuple(turn.logprobs), reward=reward, correct=correct, hacked=hacked,
-                coverage=coverage, speedup=speedup))
+            records.append(
+                TurnRecord(
+                    group=traj // samples_per_prompt,
+                    traj=traj,
+                    turn=turn.index,
+                    prompt_ids=tuple(turn.prompt_token_ids),
+                    completion_ids=tuple(turn.token_ids),
+                    rollout_logprobs=tuple(turn.logprobs),
+                    reward=reward,
+                    correct=correct,
+                    hacked=hacked,
+                    coverage=coverage,
+                    speedup=speedup,
+                )
+            )
     return records
 
 
@@ -134,7 +152,10 @@ class Rows:
         width = int(sub.attention_mask.sum(dim=1).max().item()) if len(sub) else 0
         cwidth = int(sub.completion_mask.sum(dim=1).max().item()) if len(sub) else 0
         sub.input_ids, sub.attention_mask = sub.input_ids[:, -width:], sub.attention_mask[:, -width:]
-        sub.completion_mask, sub.completion_ids = sub.completion_mask[:, -cwidth:], sub.completion_ids[:, -cwidth:]
+        sub.completion_mask, sub.completion_ids = (
+            sub.completion_mask[:, -cwidth:],
+            sub.completion_ids[:, -cwidth:],
+        )
         sub.rollout_logprobs = sub.rollout_logprobs[:, -cwidth:]
         return sub
 
@@ -156,20 +177,29 @@ def collate(records: Sequence[TurnRecord], pad_id: int) -> Rows:
     comp_mask = torch.zeros((len(records), cwidth), dtype=torch.bool)
     logprobs = torch.zeros((len(records), cwidth), dtype=torch.float32)
     for i, (r, s) in enumerate(zip(records, seqs)):
-        input_ids[i, width - len(s):] = torch.tensor(s, dtype=torch.long)
-        attention[i, width - len(s):] = 1
+        input_ids[i, width - len(s) :] = torch.tensor(s, dtype=torch.long)
+        attention[i, width - len(s) :] = 1
         n = len(r.completion_ids)
         if n:
-            comp_ids[i, cwidth - n:] = torch.tensor(r.completion_ids, dtype=torch.long)
-            comp_mask[i, cwidth - n:] = True
-            logprobs[i, cwidth - n:] = torch.tensor(r.rollout_logprobs, dtype=torch.float32)
+            comp_ids[i, cwidth - n :] = torch.tensor(r.completion_ids, dtype=torch.long)
+            comp_mask[i, cwidth - n :] = True
+            logprobs[i, cwidth - n :] = torch.tensor(r.rollout_logprobs, dtype=torch.float32)
 
     def column(name: str, dtype: torch.dtype) -> torch.Tensor:
         return torch.tensor([getattr(r, name) for r in records], dtype=dtype)
 
-    return Rows(input_ids=input_ids, attention_mask=attention, completion_mask=comp_mask,
-                completion_ids=comp_ids, rollout_logprobs=logprobs, group=column("group", torch.long),
-                traj=column("traj", torch.long), turn=column("turn", torch.long),
-                reward=column("reward", torch.float32), correct=column("correct", torch.bool),
-                hacked=column("hacked", torch.bool), coverage=column("coverage", torch.float32),
-                speedup=column("speedup", torch.float32))
+    return Rows(
+        input_ids=input_ids,
+        attention_mask=attention,
+        completion_mask=comp_mask,
+        completion_ids=comp_ids,
+        rollout_logprobs=logprobs,
+        group=column("group", torch.long),
+        traj=column("traj", torch.long),
+        turn=column("turn", torch.long),
+        reward=column("reward", torch.float32),
+        correct=column("correct", torch.bool),
+        hacked=column("hacked", torch.bool),
+        coverage=column("coverage", torch.float32),
+        speedup=column("speedup", torch.float32),
+    )

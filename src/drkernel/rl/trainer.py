@@ -61,8 +61,12 @@ class Scored:
 
 def reward_config_of(config: TrainConfig) -> RewardConfig:
     a = config.algorithm
-    return RewardConfig(correct_weight=a.correct_weight, speedup_weight=a.speedup_weight,
-                        speedup_cap=a.speedup_cap, coverage_weight=a.coverage_weight)
+    return RewardConfig(
+        correct_weight=a.correct_weight,
+        speedup_weight=a.speedup_weight,
+        speedup_cap=a.speedup_cap,
+        coverage_weight=a.coverage_weight,
+    )
 
 
 def build_env(config: TrainConfig, sampling: Any, model: Any, tokenizer: Any) -> RolloutEnv:
@@ -71,8 +75,9 @@ def build_env(config: TrainConfig, sampling: Any, model: Any, tokenizer: Any) ->
 
     r = config.rollout
     if config.task.kind == "sanity":
-        return SanityEnv(sampling, r.prompts_per_step, r.samples_per_prompt, config.task.sanity_target,
-                         config.run.seed)
+        return SanityEnv(
+            sampling, r.prompts_per_step, r.samples_per_prompt, config.task.sanity_target, config.run.seed
+        )
     from drkernel.agent.episode import EpisodeConfig
     from drkernel.problems.loaders import load_builtin, load_problems
 
@@ -84,8 +89,10 @@ def build_env(config: TrainConfig, sampling: Any, model: Any, tokenizer: Any) ->
     if not problems:
         from drkernel.errors import ConfigError
 
-        raise ConfigError(f"task.problems={config.task.problems!r} with levels={config.task.levels} "
-                          f"and include={config.task.include} selects no problem")
+        raise ConfigError(
+            f"task.problems={config.task.problems!r} with levels={config.task.levels} "
+            f"and include={config.task.include} selects no problem"
+        )
     if config.gym.kind == "service":
         from drkernel.service.client import ServiceEvaluator
 
@@ -93,12 +100,21 @@ def build_env(config: TrainConfig, sampling: Any, model: Any, tokenizer: Any) ->
     else:
         from drkernel.gym import InProcessEvaluator
 
-        evaluator = InProcessEvaluator(device=config.gym.device, concurrency=config.gym.concurrency,
-                                       pool_size=config.gym.pool_size)
-    episode_config = EpisodeConfig(turns=r.turns, sampling=sampling, eval_config=eval_config_of(config.gym),
-                                   concurrency=r.concurrency)
-    env = KernelEnv(problems, evaluator, episode_config, r.prompts_per_step, r.samples_per_prompt,
-                    reward_config_of(config), config.run.seed)
+        evaluator = InProcessEvaluator(
+            device=config.gym.device, concurrency=config.gym.concurrency, pool_size=config.gym.pool_size
+        )
+    episode_config = EpisodeConfig(
+        turns=r.turns, sampling=sampling, eval_config=eval_config_of(config.gym), concurrency=r.concurrency
+    )
+    env = KernelEnv(
+        problems,
+        evaluator,
+        episode_config,
+        r.prompts_per_step,
+        r.samples_per_prompt,
+        reward_config_of(config),
+        config.run.seed,
+    )
     if config.task.replay_builtin:
         from drkernel.rl.replay import ReplayEnv
 
@@ -121,21 +137,31 @@ class Trainer:
         torch.manual_seed(config.run.seed)
         self.model, self.tokenizer = load_model(config.model, self.device, checkpoint)
         o = config.optim
-        self.optimizer = torch.optim.AdamW([p for p in self.model.parameters() if p.requires_grad], lr=o.lr,
-                                           betas=o.betas, eps=o.eps, weight_decay=o.weight_decay)
+        self.optimizer = torch.optim.AdamW(
+            [p for p in self.model.parameters() if p.requires_grad],
+            lr=o.lr,
+            betas=o.betas,
+            eps=o.eps,
+            weight_decay=o.weight_decay,
+        )
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lambda i: min(1.0, (i + 1) / o.warmup_steps) if o.warmup_steps else 1.0)
+            self.optimizer, lambda i: min(1.0, (i + 1) / o.warmup_steps) if o.warmup_steps else 1.0
+        )
         self.step = load_trainer_state(checkpoint, self.optimizer, self.scheduler) if checkpoint else 0
         if checkpoint:
             log.info("resumed from %s at step %d", checkpoint, self.step)
-        self.sampling = SamplingParams(temperature=config.rollout.temperature, top_p=config.rollout.top_p,
-                                       max_tokens=config.rollout.max_tokens)
+        self.sampling = SamplingParams(
+            temperature=config.rollout.temperature,
+            top_p=config.rollout.top_p,
+            max_tokens=config.rollout.max_tokens,
+        )
         self.engine = build_engine(config, self.model, self.tokenizer)
         self.env = env if env is not None else build_env(config, self.sampling, self.model, self.tokenizer)
         truncate_jsonl(self.out / "episodes.jsonl", self.step)
         self._loop = asyncio.new_event_loop()  # one loop for the run: policies keep connections across steps
-        self.logger = MetricsLogger(self.out, self.step, config.run.tensorboard, config.run.wandb_project,
-                                    config.to_dict())
+        self.logger = MetricsLogger(
+            self.out, self.step, config.run.tensorboard, config.run.wandb_project, config.to_dict()
+        )
 
     # -- the straight line -------------------------------------------------------------------
 
@@ -165,12 +191,19 @@ class Trainer:
         t3 = time.perf_counter()
         self.step += 1
         tokens = int(scored.rows.completion_mask.sum().item())
-        metrics = {**batch.metrics, **scored.metrics, **update_metrics,
-                   "perf/rollout_s": t1 - t0, "perf/score_s": t2 - t1, "perf/update_s": t3 - t2,
-                   "perf/step_s": t3 - t0, "perf/completion_tokens": float(tokens),
-                   "perf/tokens_per_s": tokens / max(t1 - t0, 1e-9),
-                   "perf/train_tokens_per_s": int(scored.rows.attention_mask.sum().item()) / max(t3 - t1, 1e-9),
-                   "perf/evals_per_s": batch.evaluations / max(t1 - t0, 1e-9)}
+        metrics = {
+            **batch.metrics,
+            **scored.metrics,
+            **update_metrics,
+            "perf/rollout_s": t1 - t0,
+            "perf/score_s": t2 - t1,
+            "perf/update_s": t3 - t2,
+            "perf/step_s": t3 - t0,
+            "perf/completion_tokens": float(tokens),
+            "perf/tokens_per_s": tokens / max(t1 - t0, 1e-9),
+            "perf/train_tokens_per_s": int(scored.rows.attention_mask.sum().item()) / max(t3 - t1, 1e-9),
+            "perf/evals_per_s": batch.evaluations / max(t1 - t0, 1e-9),
+        }
         self.log(metrics, batch)
         return metrics
 
@@ -187,27 +220,53 @@ class Trainer:
         mask = rows.completion_mask
         metrics = reward_stats(rows.reward, rows.correct, rows.hacked).to_metrics()
 
-        in_group = void_turn_mask(rows.reward, rows.traj, rows.turn) if a.void_turns else torch.ones_like(mask[:, 0])
-        mrs_keep = mismatch_rejection(old_logp, rows.rollout_logprobs, mask, rows.traj, a.mrs_low, a.mrs_high,
-                                      a.token_veto)
+        in_group = (
+            void_turn_mask(rows.reward, rows.traj, rows.turn) if a.void_turns else torch.ones_like(mask[:, 0])
+        )
+        mrs_keep = mismatch_rejection(
+            old_logp, rows.rollout_logprobs, mask, rows.traj, a.mrs_low, a.mrs_high, a.token_veto
+        )
         metrics.update(mismatch_stats(old_logp, rows.rollout_logprobs, mask, mrs_keep).to_metrics())
         if not a.mrs:
             mrs_keep = torch.ones_like(mrs_keep)
-        prs_p = prs_keep_probability(rows.coverage, rows.correct, rows.hacked, rows.traj, a.prs_mode,
-                                     speedup=rows.speedup, always_keep_speedup=a.prs_always_keep_speedup,
-                                     threshold=a.prs_threshold, ramp=a.prs_ramp)
+        prs_p = prs_keep_probability(
+            rows.coverage,
+            rows.correct,
+            rows.hacked,
+            rows.traj,
+            a.prs_mode,
+            speedup=rows.speedup,
+            always_keep_speedup=a.prs_always_keep_speedup,
+            threshold=a.prs_threshold,
+            ramp=a.prs_ramp,
+        )
         generator = torch.Generator(device=self.device).manual_seed(self.config.run.seed * 7919 + self.step)
         prs_keep = prs_keep_mask(prs_p, generator) if a.prs else torch.ones_like(mrs_keep)
-        flat = zero_variance_groups(rows.reward, rows.group) if a.dynamic_sampling else torch.zeros_like(mrs_keep)
+        flat = (
+            zero_variance_groups(rows.reward, rows.group)
+            if a.dynamic_sampling
+            else torch.zeros_like(mrs_keep)
+        )
         loss_rows = in_group & mrs_keep & prs_keep & ~flat & mask.any(dim=1)
-        metrics.update({"loss/void_fraction": (~in_group).float().mean().item(),
-                        "loss/prs_rejected_fraction": (~prs_keep).float().mean().item(),
-                        "loss/zero_variance_fraction": flat.float().mean().item(),
-                        "loss/rows": float(len(rows)), "loss/rows_in_loss": float(loss_rows.sum().item())})
+        metrics.update(
+            {
+                "loss/void_fraction": (~in_group).float().mean().item(),
+                "loss/prs_rejected_fraction": (~prs_keep).float().mean().item(),
+                "loss/zero_variance_fraction": flat.float().mean().item(),
+                "loss/rows": float(len(rows)),
+                "loss/rows_in_loss": float(loss_rows.sum().item()),
+            }
+        )
         return self.advantages(rows, old_logp, in_group, loss_rows, metrics)
 
-    def advantages(self, rows: Rows, old_logp: torch.Tensor, in_group: torch.Tensor, loss_rows: torch.Tensor,
-                   metrics: dict[str, float]) -> Scored:
+    def advantages(
+        self,
+        rows: Rows,
+        old_logp: torch.Tensor,
+        in_group: torch.Tensor,
+        loss_rows: torch.Tensor,
+        metrics: dict[str, float],
+    ) -> Scored:
         """Reward-to-go and TRLOO (or GRPO) over (prompt, turn) groups; optional IS weights per token."""
         a = self.config.algorithm
         returns = reward_to_go(rows.reward, rows.traj, rows.turn, a.gamma)
@@ -215,13 +274,16 @@ class Trainer:
         adv = estimator(returns, rows.group, rows.turn, group_mask=in_group)  # (R,)
         token_adv = adv.unsqueeze(-1).expand_as(old_logp)  # (R, C)
         if a.is_level != "none":
-            weights = importance_weights(old_logp, rows.rollout_logprobs, rows.completion_mask, rows.traj,
-                                         a.is_level, a.is_upper)
+            weights = importance_weights(
+                old_logp, rows.rollout_logprobs, rows.completion_mask, rows.traj, a.is_level, a.is_upper
+            )
             token_adv = token_adv * weights
             metrics["mismatch/is_weight_mean"] = weights[rows.completion_mask].mean().item()
         metrics["reward/advantage_abs_mean"] = adv[in_group].abs().mean().item() if in_group.any() else 0.0
         metrics["reward/return_mean"] = returns.mean().item()
-        return Scored(rows=rows, old_logp=old_logp, advantages=token_adv, loss_rows=loss_rows, metrics=metrics)
+        return Scored(
+            rows=rows, old_logp=old_logp, advantages=token_adv, loss_rows=loss_rows, metrics=metrics
+        )
 
     def update(self, scored: Scored) -> dict[str, float]:
         """PPO epochs over mini-batches of the rows in the loss, accumulating micro-batch gradients."""
@@ -249,7 +311,9 @@ class Trainer:
                 updates += 1
         self.model.eval()
         out = {k: v / updates for k, v in sums.items()}
-        out.update({"loss/skipped": 0.0, "loss/lr": self.scheduler.get_last_lr()[0], "loss/optimizer_steps": updates})
+        out.update(
+            {"loss/skipped": 0.0, "loss/lr": self.scheduler.get_last_lr()[0], "loss/optimizer_steps": updates}
+        )
         return out
 
     def _accumulate(self, scored: Scored, mini: torch.Tensor, a: Any) -> dict[str, float]:
@@ -264,8 +328,16 @@ class Trainer:
             sub = scored.rows.select(micro.to(self.device))
             cols = sub.completion_ids.shape[1]
             logp = self.logprobs(sub, grad=True)  # (r, c)
-            loss, s = ppo_policy_loss(logp, scored.old_logp[micro, -cols:], scored.advantages[micro, -cols:],
-                                      sub.completion_mask, a.clip_low, a.clip_high, a.dual_clip, a.loss_agg)
+            loss, s = ppo_policy_loss(
+                logp,
+                scored.old_logp[micro, -cols:],
+                scored.advantages[micro, -cols:],
+                sub.completion_mask,
+                a.clip_low,
+                a.clip_high,
+                a.dual_clip,
+                a.loss_agg,
+            )
             share = (sub.completion_mask.sum().item() if by_tokens else micro.numel()) / total
             (loss * share).backward()
             for k, v in s.to_metrics().items():
@@ -279,7 +351,9 @@ class Trainer:
             return completion_logprobs(self.model, rows, temperature, precision)
         out = torch.zeros_like(rows.rollout_logprobs)
         with torch.no_grad():
-            for micro in torch.arange(len(rows), device=self.device).split(self.config.optim.micro_batch_rows):
+            for micro in torch.arange(len(rows), device=self.device).split(
+                self.config.optim.micro_batch_rows
+            ):
                 sub = rows.select(micro)
                 cols = sub.completion_ids.shape[1]
                 out[micro, -cols:] = completion_logprobs(self.model, sub, temperature, precision)
@@ -296,8 +370,16 @@ class Trainer:
             self.save()
 
     def save(self) -> Path:
-        return save_checkpoint(self.out, self.step, self.model, self.tokenizer, self.optimizer, self.scheduler,
-                               self.config.to_dict(), self.config.run.keep_checkpoints)
+        return save_checkpoint(
+            self.out,
+            self.step,
+            self.model,
+            self.tokenizer,
+            self.optimizer,
+            self.scheduler,
+            self.config.to_dict(),
+            self.config.run.keep_checkpoints,
+        )
 
     def close(self) -> None:
         self.logger.close()
