@@ -22,30 +22,17 @@ def test_bench_run_against_the_real_gym_on_cpu(tmp_path):
     script = tmp_path / "script.jsonl"
     script.write_text(json.dumps({"problem": "1_gelu", "responses": answers}) + "\n")
     out = tmp_path / "run"
-    args = [
-        "bench",
-        "run",
-        "--problems",
-        f"{tmp_path / 'kb'}:1",
-        "--policy",
-        f"scripted:{script}",
-        "--samples",
-        "1",
-        "--turns",
-        "3",
-        "--evaluator",
-        "local",
-        "--device",
-        "cpu",
-        "--no-timing",
-        "--eval-concurrency",
-        "1",
-        "--out",
-        str(out),
-    ]
+    config = tmp_path / "bench.yaml"
+    config.write_text("samples: 1\nturns: 3\nevaluator: local\neval:\n  trials: 2\n  second_size: false\n")
+    kb_spec, policy = f"{tmp_path / 'kb'}:1", f"scripted:{script}"
+    args = ["bench", "run", "--config", str(config), "--problems", kb_spec, "--policy", policy]
+    args += ["--device", "cpu", "--no-timing", "--eval-concurrency", "1", "--out", str(out)]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     (row,) = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
+    assert (
+        len(row["episode"]["turns"][2]["result"]["trials"]) == 2
+    )  # the YAML's eval settings reached the gym
     assert row["outcomes"][0] == "syntax_error" and row["outcomes"][2] == "correct"
     assert row["rewards"][2] == 0.5  # correct, no timing, no coverage on CPU
     feedback = row["messages"][3]["content"]

@@ -120,3 +120,28 @@ def test_report_cli(tmp_path):
     assert json.loads(as_json.output)["samples"] == 4
     missing = CliRunner().invoke(app, ["bench", "report", str(tmp_path / "nothing")])
     assert missing.exit_code == 2 and "has no metrics.json" in " ".join(missing.output.split())
+
+
+class FlakyPolicy(ScriptedPolicy):
+    """Fails every request for one problem, as an endpoint that is down would after its retries."""
+
+    async def generate(self, batch, params):
+        from drkernel.agent import Completion
+
+        out = await super().generate(batch, params)
+        return [
+            Completion(text="", finish_reason="error", error="HTTP 503") if "* 2" in m[1]["content"] else c
+            for m, c in zip(batch, out)
+        ]
+
+
+def test_policy_error_episodes_are_retried_by_a_rerun(tmp_path):
+    config = BenchConfig(problems="inline", policy="scripted", samples=1, turns=2)
+    flaky = FlakyPolicy.for_problems(SCRIPTS)
+    metrics = asyncio.run(run_bench(config, [PROBLEM, OTHER], flaky, TableEvaluator(TABLE), tmp_path))
+    assert metrics["run"]["policy_errors"] == 1 and metrics["samples"] == 1
+    evaluator = TableEvaluator(TABLE)
+    metrics = asyncio.run(
+        run_bench(config, [PROBLEM, OTHER], ScriptedPolicy.for_problems(SCRIPTS), evaluator, tmp_path)
+    )
+    assert metrics["samples"] == 2 and [r.problem.key for r in evaluator.requests] == [OTHER.key] * 2

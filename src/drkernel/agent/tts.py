@@ -1,6 +1,6 @@
 """Sequential test-time scaling (REFERENCE.md section 6).
 
-Iteration 0 runs ``first_turns`` turns with the full history. Every later iteration keeps the initial
+Iteration 0 runs ``first_turns`` turns with the episode's history mode (all turns by default). Every later iteration keeps the initial
 prompt plus the contiguous window of ``window`` earlier turns with the highest total score (reward,
 speedup or coverage; or simply the last ``window`` turns) and runs one more turn. With the paper's
 setting (5 turns, 10 iterations counting iteration 0, window 4) an episode has 5 + 9 = 14 turns, and

@@ -2,13 +2,15 @@
 
 The run folder holds ``run.json`` (the configuration), ``trajectories.jsonl`` (one episode per line,
 appended as episodes finish), ``metrics.json`` and, with ``format="parquet"``, ``trajectories.parquet``.
-A rerun with the same folder skips the episodes already written (resume).
+A rerun with the same folder skips the episodes already written (resume); an episode that ended
+in a policy error (the endpoint failed after its retries) is not written, so a rerun retries it.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -134,7 +136,8 @@ class BenchConfig:
 
 
 def make_evaluator(spec: str, device: str = "auto", concurrency: int = 4) -> Evaluator:
-    """``local`` -> the in-process gym; an ``http(s)://`` URL -> the KernelGym service client."""
+    """``local`` -> the in-process gym; an ``http(s)://`` URL -> the KernelGym service client (bearer
+    token from ``KERNELGYM_TOKEN`` when set)."""
     if spec == "local":
         from drkernel.gym import InProcessEvaluator
 
@@ -146,7 +149,7 @@ def make_evaluator(spec: str, device: str = "auto", concurrency: int = 4) -> Eva
             raise ConfigError(
                 f"evaluator {spec!r} needs the service client: pip install 'drkernel[service]' ({e})"
             ) from e
-        return ServiceEvaluator(spec)
+        return ServiceEvaluator(spec, token=os.environ.get("KERNELGYM_TOKEN"))
     raise ConfigError(f"evaluator {spec!r}: expected 'local' or a service URL (http://host:port)")
 
 
@@ -198,11 +201,17 @@ async def run_bench(
     writer = JsonlWriter(path, tokens=config.save_tokens)
     templates = PromptTemplates.from_dir(config.templates) if config.templates else None
     t0 = time.perf_counter()
-    finished = 0
+    finished = policy_errors = 0
 
     def record(ep: Episode) -> None:
-        nonlocal finished
-        writer.write(ep)
+        nonlocal finished, policy_errors
+        if ep.stop_reason == "policy_error":  # not the model's fault: left out, so a rerun retries it
+            policy_errors += 1
+            log.warning(
+                "%s: the policy failed (%s); a rerun retries this episode", ep.id, ep.turns[-1].feedback
+            )
+        else:
+            writer.write(ep)
         finished += 1
         if on_progress:
             on_progress(ep, done + finished, total)
@@ -227,6 +236,7 @@ async def run_bench(
     metrics["run"] = {
         "policy": policy.name,
         "episodes_run_now": finished,
+        "policy_errors": policy_errors,
         "elapsed_s": elapsed,
         "episodes_per_min": 60 * finished / elapsed if elapsed > 0 and finished else None,
         "turns": turns,

@@ -164,6 +164,11 @@ def run(
         console.print(f"[red]error:[/] {e}")
         raise typer.Exit(2)
     console.print(_summary_table(metrics))
+    if metrics["run"]["policy_errors"]:
+        console.print(
+            f"[yellow]{metrics['run']['policy_errors']} episode(s) ended in policy errors and were not "
+            "written; rerun the same command to retry them[/]"
+        )
     if report:
         from drkernel.bench.report import write_report
 

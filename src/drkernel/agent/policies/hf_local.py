@@ -2,7 +2,8 @@
 
 Concurrent ``generate`` calls are gathered into batches of up to ``batch_size`` (episodes run
 concurrently, each asking for one completion at a time), generated in a worker thread with left
-padding. The rollout log-prob of each sampled token is ``log_softmax(logits / temperature)`` at that
+padding by a KV-cached sampling loop (`sampling.decode`; stop strings are not applied, the chat
+template's end token stops a row). The rollout log-prob of each sampled token is ``log_softmax(logits / temperature)`` at that
 token (temperature 1 for greedy), computed from the raw logits, i.e. what the trainer recomputes;
 top-p only restricts which tokens can be drawn. ``load_state_dict`` swaps in new weights between
 updates (or pass the trainer's own module as ``model`` and share it).
@@ -17,6 +18,7 @@ from typing import Any
 
 from drkernel.agent.policies.base import Completion, Message, SamplingParams
 from drkernel.agent.policies.batching import MicroBatcher
+from drkernel.agent.policies.sampling import decode
 
 log = logging.getLogger(__name__)
 
@@ -73,25 +75,21 @@ class HFLocalPolicy:
         pad = self.tokenizer.pad_token_id
         ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=self.device)
         mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device)
-        greedy = params.temperature == 0
-        kwargs: dict = {
-            "do_sample": not greedy,
-            "max_new_tokens": params.max_tokens,
-            "pad_token_id": pad,
-            "eos_token_id": self.tokenizer.eos_token_id,
-            "return_dict_in_generate": True,
-            "output_logits": True,
-        }
-        if not greedy:
-            kwargs.update(temperature=params.temperature, top_p=params.top_p, top_k=0)
-        with self._lock, torch.no_grad():
-            if params.seed is not None:
-                torch.manual_seed(params.seed)
-            out = self.model.generate(input_ids=ids, attention_mask=mask, **kwargs)
-        new = out.sequences[:, width:]  # (B, L)
-        logits = torch.stack(out.logits, dim=1).float()  # (B, L, V)
-        temp = 1.0 if greedy else params.temperature
-        logp = torch.log_softmax(logits / temp, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)  # (B, L)
+        generator = None
+        if params.seed is not None:
+            generator = torch.Generator(device=self.device).manual_seed(params.seed)
+        with self._lock:
+            new, logp = decode(
+                self.model,
+                ids,
+                mask,
+                params.max_tokens,
+                params.temperature,
+                params.top_p,
+                self.tokenizer.eos_token_id,
+                pad,
+                generator,
+            )  # (B, L), (B, L)
         return [self._completion(prompts[i], new[i].tolist(), logp[i].tolist()) for i in range(len(batch))]
 
     def _completion(self, prompt: list[int], tokens: list[int], logp: list[float]) -> Completion:
