@@ -22,11 +22,15 @@ Dry run without a GPU: ``--device cpu --hidden 32 --layers 2 --heads 4 --sanity-
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+sys.path.insert(0, SRC)
+# The gym's worker processes are fresh interpreters: they find drkernel through PYTHONPATH.
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (SRC, os.environ.get("PYTHONPATH", "")) if p)
 
 import torch  # noqa: E402
 
