@@ -54,10 +54,20 @@ def test_openai_server_rollouts_with_weight_reload(tmp_path):
         return {"success": True}
 
     server, thread, url = _serve(app)
-    config = load_config(CONFIGS / "sanity_cpu.yaml", [
-        f"run.output_dir={tmp_path}", "run.steps=2", "run.progress=false", "model.tiny_hidden=32",
-        "rollout.backend=openai", f"rollout.url={url}/v1", "rollout.prompts_per_step=2",
-        "rollout.samples_per_prompt=4", "rollout.max_tokens=4"])
+    config = load_config(
+        CONFIGS / "sanity_cpu.yaml",
+        [
+            f"run.output_dir={tmp_path}",
+            "run.steps=2",
+            "run.progress=false",
+            "model.tiny_hidden=32",
+            "rollout.backend=openai",
+            f"rollout.url={url}/v1",
+            "rollout.prompts_per_step=2",
+            "rollout.samples_per_prompt=4",
+            "rollout.max_tokens=4",
+        ],
+    )
     trainer = Trainer(config)
     try:
         history = trainer.train()
