@@ -190,6 +190,7 @@ def run_kernel(args: argparse.Namespace) -> dict:
                 "kind": "kernel",
                 "problems": "builtin",
                 "replay_builtin": True,
+                "levels": [1, 2],
                 "include": args.kernel_include,
             },
             "optim": {"lr": 1e-5, "micro_batch_rows": 4},
