@@ -2,6 +2,8 @@
 # Every GPU check of the project, in one run: `make gpu-check` or `bash scripts/gpu_check.sh`.
 # Needs only torch, triton and numpy (`PYTHONPATH=src python3`); each section prints PASS/FAIL lines
 # and writes JSON under ${OUT:-out}. Exit status 1 if any section failed.
+# Arguments select sections by tag (default: all), e.g. `bash scripts/gpu_check.sh gym-cost`, so a
+# caller with a per-command time limit can run them one by one. Tags: env gym-checks gym-cost.
 set -u
 cd "$(dirname "$0")/.."
 export OUT="${OUT:-out}"
@@ -10,8 +12,13 @@ PY="${PYTHON:-python3}"
 mkdir -p "$OUT"
 failed=()
 
+wanted() { [ ${#SELECTED[@]} -eq 0 ] || [[ " ${SELECTED[*]} " == *" $1 "* ]]; }
+SELECTED=("$@")
+
 section() {
+    local tag="$1"; shift
     local name="$1"; shift
+    wanted "$tag" || return 0
     echo
     echo "=================== $name ==================="
     local t0=$SECONDS
@@ -23,9 +30,9 @@ section() {
     fi
 }
 
-section "environment" "$PY" -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'NO GPU')"
-section "gym: GPU checks (IPC, timing, statuses, gold solutions)" "$PY" scripts/gym_gpu_checks.py --out "$OUT"
-section "gym: evaluation cost and speedup stability" "$PY" benchmarks/gym_eval_cost.py --out "$OUT"
+section env "environment" "$PY" -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'NO GPU')"
+section gym-checks "gym: GPU checks (IPC, timing, statuses, gold solutions)" "$PY" scripts/gym_gpu_checks.py --out "$OUT"
+section gym-cost "gym: evaluation cost and speedup stability" "$PY" benchmarks/gym_eval_cost.py --out "$OUT"
 
 echo
 if [ ${#failed[@]} -eq 0 ]; then

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from drkernel.cli import app
@@ -58,6 +59,7 @@ def test_markdown_table_escapes_and_summarises():
                                   "ValueError: a / b |")
 
 
+@pytest.mark.slow
 def test_demo_writes_markdown_and_json(tmp_path):
     res = runner.invoke(app, ["demo", "--out", str(tmp_path), "--device", "cpu", "--level", "1", "--limit", "1"])
     assert res.exit_code == 0, res.output

@@ -115,7 +115,7 @@ def eval_cmd(
         console.print(f"[red]error:[/] {e}")
         raise typer.Exit(2)
     try:
-        with InProcessEvaluator(device=device, concurrency=1, pool_size=1) as ev:
+        with InProcessEvaluator(device=device, concurrency=1, pool_size=0) as ev:  # one-shot: no spare child
             result = ev.evaluate(EvalRequest(problem=prob, solution=source, config=config))
     except JudgeError as e:
         console.print(f"[red]error: the reference problem cannot run:[/] {str(e).splitlines()[0]}")

@@ -1,0 +1,194 @@
+"""Where a step's trajectories come from: the kernel task (agent + gym) or the learning-sanity task.
+
+Both implement :class:`RolloutEnv`: ``await env.rollout(policy, step)`` returns a :class:`StepRollout`
+with the turn records to train on, metrics (``reward/``, ``gym/``), and a JSON-ready record of every
+episode. The trainer does not care which one it holds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Sequence
+
+import torch
+
+from drkernel.agent.episode import EpisodeConfig, run_episodes
+from drkernel.agent.policies.base import Policy, SamplingParams
+from drkernel.gym.config import EvalConfig
+from drkernel.gym.protocol import Evaluator
+from drkernel.problems.problem import Problem
+from drkernel.rl.rewards import RewardConfig
+from drkernel.rl.rows import TurnRecord, records_from_episodes
+
+
+@dataclass
+class StepRollout:
+    """One step's trajectories."""
+
+    records: list[TurnRecord]
+    metrics: dict[str, float] = field(default_factory=dict)
+    episodes: list[dict[str, Any]] = field(default_factory=list)
+    evaluations: int = 0
+    """Gym evaluations run for this step."""
+
+
+class RolloutEnv(Protocol):
+    async def rollout(self, policy: Policy, step: int) -> StepRollout:
+        """Sample this step's prompts and their trajectories with ``policy``."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def pick(n_items: int, count: int, step: int, seed: int) -> list[int]:
+    """Indices of the ``count`` items used at ``step``: consecutive slices of a seeded permutation per
+    epoch, so every item is used once per epoch and a resumed run picks the same ones."""
+    out: list[int] = []
+    position = step * count
+    while len(out) < count:
+        epoch, offset = divmod(position, n_items)
+        order = torch.randperm(n_items, generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch))
+        take = min(count - len(out), n_items - offset)
+        out += order[offset : offset + take].tolist()
+        position += take
+    return out
+
+
+class KernelEnv:
+    """Multi-turn kernel episodes through the agent, rewarded by the gym (in-process or the service)."""
+
+    def __init__(
+        self,
+        problems: Sequence[Problem],
+        evaluator: Evaluator,
+        episode_config: EpisodeConfig,
+        prompts_per_step: int,
+        samples_per_prompt: int,
+        reward_config: RewardConfig,
+        seed: int,
+    ) -> None:
+        self.problems, self.evaluator, self.episode_config = list(problems), evaluator, episode_config
+        self.prompts_per_step, self.samples = prompts_per_step, samples_per_prompt
+        self.reward_config, self.seed = reward_config, seed
+
+    async def rollout(self, policy: Policy, step: int) -> StepRollout:
+        chosen = [self.problems[i] for i in pick(len(self.problems), self.prompts_per_step, step, self.seed)]
+        episodes = await run_episodes(
+            chosen, policy, self.evaluator, self.episode_config, samples=self.samples
+        )
+        records = records_from_episodes(episodes, self.samples, self.reward_config)
+        evaluations = sum(t.result is not None for e in episodes for t in e.turns)
+        return StepRollout(
+            records=records,
+            metrics=kernel_metrics(episodes, records),
+            episodes=[e.to_dict(tokens=False) for e in episodes],
+            evaluations=evaluations,
+        )
+
+    def close(self) -> None:
+        self.evaluator.close()
+
+
+def kernel_metrics(episodes: Sequence[Any], records: Sequence[TurnRecord]) -> dict[str, float]:
+    """Fast@p (per turn and best over all turns), hack rate, coverage, outcomes, gym time."""
+    from drkernel.bench.metrics import records_from_episodes as bench_records
+    from drkernel.bench.metrics import summarize
+
+    summary = summarize(bench_records(episodes), by_level=False)
+    metrics: dict[str, float] = {}
+    for table, suffix in [(summary["per_turn"], "/turn{t}"), (summary["best_by_turn"][-1:], "")]:
+        for row in table:
+            for key, value in row.items():
+                if key.startswith("fast@") and value is not None:
+                    metrics[f"reward/{key}{suffix.format(t=row['turn'])}"] = float(value)
+    turns = [t for e in episodes for t in e.turns]
+    outcomes = Counter(t.outcome for t in turns)
+    metrics.update({f"gym/outcome/{k}": v / len(turns) for k, v in sorted(outcomes.items())})
+    covered = [r.coverage for r in records if r.correct and not r.hacked and math.isfinite(r.coverage)]
+    metrics["gym/hack_rate"] = sum(r.hacked for r in records) / max(len(records), 1)
+    metrics["gym/correct_rate"] = sum(r.correct for r in records) / max(len(records), 1)
+    metrics["gym/coverage_mean"] = sum(covered) / len(covered) if covered else 0.0
+    evaluated = [t.eval_s for t in turns if t.result is not None]
+    metrics["gym/evaluations"] = float(len(evaluated))
+    metrics["gym/eval_s_mean"] = sum(evaluated) / len(evaluated) if evaluated else 0.0
+    return metrics
+
+
+SANITY_PROMPTS = (
+    "How many legs does a spider have?",
+    "What is 12 times 7?",
+    "Give the year the first transistor was built.",
+    "How many bytes are in a kilobyte?",
+    "What is the square of 9?",
+    "Name a prime number above 50.",
+    "How many threads are in a CUDA warp?",
+    "What is 1000 minus 1?",
+)
+
+
+def format_reward(text: str, allowed: str) -> float:
+    """Share of the answer's non-space characters that are in ``allowed``; 0 for an empty answer.
+
+    With ``allowed = "0123456789"`` the required format is "digits only": 1 for "42", 0.5 for "4a".
+    """
+    chars = [c for c in text if not c.isspace()]
+    return sum(c in allowed for c in chars) / len(chars) if chars else 0.0
+
+
+class SanityEnv:
+    """Learning sanity: single-turn answers rewarded for following a format (no gym).
+
+    A random-init policy almost never answers in the format, but the reward is graded per
+    character, so a working trainer raises it within a few dozen steps on a CPU.
+    """
+
+    def __init__(
+        self,
+        sampling: SamplingParams,
+        prompts_per_step: int,
+        samples_per_prompt: int,
+        allowed: str,
+        seed: int,
+        prompts: Sequence[str] = SANITY_PROMPTS,
+    ) -> None:
+        self.sampling, self.prompts_per_step, self.samples = sampling, prompts_per_step, samples_per_prompt
+        self.allowed, self.seed, self.prompts = allowed, seed, list(prompts)
+
+    async def rollout(self, policy: Policy, step: int) -> StepRollout:
+        chosen = [self.prompts[i] for i in pick(len(self.prompts), self.prompts_per_step, step, self.seed)]
+        batch = [[{"role": "user", "content": p}] for p in chosen for _ in range(self.samples)]
+        completions = await policy.generate(batch, self.sampling)
+        records, episodes = [], []
+        for traj, (messages, c) in enumerate(zip(batch, completions)):
+            if c.token_ids is None or c.prompt_token_ids is None or c.logprobs is None:
+                from drkernel.errors import ConfigError
+
+                raise ConfigError("the rollout policy returned no token ids or log-probs")
+            reward = format_reward(c.text, self.allowed)
+            records.append(
+                TurnRecord(
+                    group=traj // self.samples,
+                    traj=traj,
+                    turn=0,
+                    prompt_ids=tuple(c.prompt_token_ids),
+                    completion_ids=tuple(c.token_ids),
+                    rollout_logprobs=tuple(c.logprobs),
+                    reward=reward,
+                    correct=reward == 1.0,
+                )
+            )
+            episodes.append({"prompt": messages[0]["content"], "response": c.text, "reward": reward})
+        exact = sum(r.reward == 1.0 for r in records) / len(records)
+        return StepRollout(records=records, metrics={"reward/format_exact": exact}, episodes=episodes)
+
+    def close(self) -> None:
+        pass
+
+
+def eval_config_of(gym: Any) -> EvalConfig:
+    """The gym settings of a train config's ``gym`` section as an :class:`EvalConfig`."""
+    return EvalConfig(
+        device=gym.device, timing=gym.timing, profile=gym.profile, trials=gym.trials, timeout_s=gym.timeout_s
+    )

@@ -1,0 +1,397 @@
+"""The single-node Dr. Kernel RL trainer: rollout() -> score() -> advantages() -> update() -> log().
+
+One step (paper Sec. 4-6):
+
+1. rollout: the agent runs prompts_per_step x samples_per_prompt episodes of up to T turns with the
+   current weights; each turn becomes a row (prompt tokens + sampled tokens + rollout log-probs).
+2. score: per-turn rewards (profiling reward, PR); the trainer recomputes the old log-probs; masks:
+   void turns, mismatch rejection (MRS), profiling rejection (PRS), optional dynamic sampling.
+3. advantages: reward-to-go, then TRLOO over (prompt, turn) groups; rejected rows stay in the baseline.
+4. update: PPO clip (asymmetric, dual clip), token-sum per row / mean over rows, AdamW, gradient
+   clipping and accumulation; then the new weights are pushed to the rollout engine.
+5. log: metrics to JSONL (+ TensorBoard / W&B), checkpoint every ``save_every`` steps.
+
+The algorithm is the pure functions of ``drkernel.rl``; this module only drives them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from drkernel.rl import advantages as adv_fns
+from drkernel.rl.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint
+from drkernel.rl.config import TrainConfig
+from drkernel.rl.engines import build_engine
+from drkernel.rl.envs import RolloutEnv, StepRollout
+from drkernel.rl.logprobs import completion_logprobs
+from drkernel.rl.losses import ppo_policy_loss
+from drkernel.rl.masks import void_turn_mask
+from drkernel.rl.metrics_log import MetricsLogger, ProgressDisplay, truncate_jsonl
+from drkernel.rl.mismatch import importance_weights, mismatch_rejection, mismatch_stats
+from drkernel.rl.modeling import load_model, resolve_device
+from drkernel.rl.rejection import prs_keep_mask, prs_keep_probability, zero_variance_groups
+from drkernel.rl.returns import reward_to_go
+from drkernel.rl.rewards import RewardConfig, reward_stats
+from drkernel.rl.rows import Rows, collate
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Scored:
+    """A step's rows with everything the update needs. R rows, C completion columns."""
+
+    rows: Rows
+    old_logp: torch.Tensor
+    """[R, C] trainer log-probs before the update (the PPO ratio's denominator)."""
+    advantages: torch.Tensor
+    """[R, C] advantage per token, times the truncated importance weight when enabled."""
+    loss_rows: torch.Tensor
+    """[R] bool, rows in the loss (not void, not rejected by MRS / PRS / dynamic sampling)."""
+    metrics: dict[str, float]
+
+
+def reward_config_of(config: TrainConfig) -> RewardConfig:
+    a = config.algorithm
+    return RewardConfig(
+        correct_weight=a.correct_weight,
+        speedup_weight=a.speedup_weight,
+        speedup_cap=a.speedup_cap,
+        coverage_weight=a.coverage_weight,
+    )
+
+
+def build_env(config: TrainConfig, sampling: Any, model: Any, tokenizer: Any) -> RolloutEnv:
+    """The task's rollout environment (the gym is started here for the kernel task)."""
+    from drkernel.rl.envs import KernelEnv, SanityEnv, eval_config_of
+
+    r = config.rollout
+    if config.task.kind == "sanity":
+        return SanityEnv(
+            sampling, r.prompts_per_step, r.samples_per_prompt, config.task.sanity_target, config.run.seed
+        )
+    from drkernel.agent.episode import EpisodeConfig
+    from drkernel.problems.loaders import load_builtin, load_problems
+
+    problems = load_builtin() if config.task.problems == "builtin" else load_problems(config.task.problems)
+    if config.task.levels:
+        problems = [p for p in problems if p.level in config.task.levels]
+    if config.task.include:
+        problems = [p for p in problems if any(s in p.key for s in config.task.include)]
+    if not problems:
+        from drkernel.errors import ConfigError
+
+        raise ConfigError(
+            f"task.problems={config.task.problems!r} with levels={config.task.levels} "
+            f"and include={config.task.include} selects no problem"
+        )
+    if config.gym.kind == "service":
+        from drkernel.service.client import ServiceEvaluator
+
+        evaluator = ServiceEvaluator(config.gym.url)
+    else:
+        from drkernel.gym import InProcessEvaluator
+
+        evaluator = InProcessEvaluator(
+            device=config.gym.device, concurrency=config.gym.concurrency, pool_size=config.gym.pool_size
+        )
+    episode_config = EpisodeConfig(
+        turns=r.turns, sampling=sampling, eval_config=eval_config_of(config.gym), concurrency=r.concurrency
+    )
+    env = KernelEnv(
+        problems,
+        evaluator,
+        episode_config,
+        r.prompts_per_step,
+        r.samples_per_prompt,
+        reward_config_of(config),
+        config.run.seed,
+    )
+    if config.task.replay_builtin:
+        from drkernel.rl.replay import ReplayEnv
+
+        return ReplayEnv(env, model, tokenizer)
+    return env
+
+
+class Trainer:
+    """Owns the model, optimizer, rollout engine, environment and logs of one run."""
+
+    def __init__(self, config: TrainConfig, env: RolloutEnv | None = None) -> None:
+        from drkernel.agent.policies.base import SamplingParams
+
+        self.config = config
+        self.out = Path(config.run.output_dir)
+        self.out.mkdir(parents=True, exist_ok=True)
+        (self.out / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
+        self.device = resolve_device(config.model.device)
+        checkpoint = latest_checkpoint(self.out) if config.run.resume else None
+        torch.manual_seed(config.run.seed)
+        self.model, self.tokenizer = load_model(config.model, self.device, checkpoint)
+        o = config.optim
+        self.optimizer = torch.optim.AdamW(
+            [p for p in self.model.parameters() if p.requires_grad],
+            lr=o.lr,
+            betas=o.betas,
+            eps=o.eps,
+            weight_decay=o.weight_decay,
+        )
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda i: min(1.0, (i + 1) / o.warmup_steps) if o.warmup_steps else 1.0
+        )
+        self.step = load_trainer_state(checkpoint, self.optimizer, self.scheduler) if checkpoint else 0
+        if checkpoint:
+            log.info("resumed from %s at step %d", checkpoint, self.step)
+        self.sampling = SamplingParams(
+            temperature=config.rollout.temperature,
+            top_p=config.rollout.top_p,
+            max_tokens=config.rollout.max_tokens,
+        )
+        self.engine = build_engine(config, self.model, self.tokenizer)
+        self.env = env if env is not None else build_env(config, self.sampling, self.model, self.tokenizer)
+        truncate_jsonl(self.out / "episodes.jsonl", self.step)
+        self._loop = asyncio.new_event_loop()  # one loop for the run: policies keep connections across steps
+        self.logger = MetricsLogger(
+            self.out, self.step, config.run.tensorboard, config.run.wandb_project, config.to_dict()
+        )
+
+    # -- the straight line -------------------------------------------------------------------
+
+    def train(self) -> list[dict[str, float]]:
+        """Run until ``run.steps`` steps are done; returns the metrics of the steps run now."""
+        history = []
+        progress = ProgressDisplay(self.config.run.steps, self.step, self.config.run.progress)
+        try:
+            while self.step < self.config.run.steps:
+                metrics = self.train_step()
+                history.append(metrics)
+                progress.update(self.step, metrics)
+        finally:
+            progress.close()
+        return history
+
+    def train_step(self) -> dict[str, float]:
+        """One step: rollout -> score -> advantages -> update -> log."""
+        t0 = time.perf_counter()
+        torch.manual_seed(self.config.run.seed * 1_000_003 + self.step)  # sampling noise of this step
+        batch = self.rollout()
+        t1 = time.perf_counter()
+        scored = self.score(batch)
+        t2 = time.perf_counter()
+        update_metrics = self.update(scored)
+        self.engine.push()
+        t3 = time.perf_counter()
+        self.step += 1
+        tokens = int(scored.rows.completion_mask.sum().item())
+        metrics = {
+            **batch.metrics,
+            **scored.metrics,
+            **update_metrics,
+            "perf/rollout_s": t1 - t0,
+            "perf/score_s": t2 - t1,
+            "perf/update_s": t3 - t2,
+            "perf/step_s": t3 - t0,
+            "perf/completion_tokens": float(tokens),
+            "perf/tokens_per_s": tokens / max(t1 - t0, 1e-9),
+            "perf/train_tokens_per_s": int(scored.rows.attention_mask.sum().item()) / max(t3 - t1, 1e-9),
+            "perf/evals_per_s": batch.evaluations / max(t1 - t0, 1e-9),
+        }
+        self.log(metrics, batch)
+        return metrics
+
+    def rollout(self) -> StepRollout:
+        """Sample this step's trajectories with the current weights."""
+        self.model.eval()
+        return self._loop.run_until_complete(self.env.rollout(self.engine.policy, self.step))
+
+    def score(self, batch: StepRollout) -> Scored:
+        """Rewards, trainer log-probs and the loss masks (void, MRS, PRS, dynamic sampling)."""
+        a = self.config.algorithm
+        rows = collate(batch.records, self.tokenizer.pad_token_id).to(self.device)
+        old_logp = self.logprobs(rows)  # (R, C)
+        mask = rows.completion_mask
+        metrics = reward_stats(rows.reward, rows.correct, rows.hacked).to_metrics()
+
+        in_group = (
+            void_turn_mask(rows.reward, rows.traj, rows.turn) if a.void_turns else torch.ones_like(mask[:, 0])
+        )
+        mrs_keep = mismatch_rejection(
+            old_logp, rows.rollout_logprobs, mask, rows.traj, a.mrs_low, a.mrs_high, a.token_veto
+        )
+        metrics.update(mismatch_stats(old_logp, rows.rollout_logprobs, mask, mrs_keep).to_metrics())
+        if not a.mrs:
+            mrs_keep = torch.ones_like(mrs_keep)
+        prs_p = prs_keep_probability(
+            rows.coverage,
+            rows.correct,
+            rows.hacked,
+            rows.traj,
+            a.prs_mode,
+            speedup=rows.speedup,
+            always_keep_speedup=a.prs_always_keep_speedup,
+            threshold=a.prs_threshold,
+            ramp=a.prs_ramp,
+        )
+        generator = torch.Generator(device=self.device).manual_seed(self.config.run.seed * 7919 + self.step)
+        prs_keep = prs_keep_mask(prs_p, generator) if a.prs else torch.ones_like(mrs_keep)
+        flat = (
+            zero_variance_groups(rows.reward, rows.group)
+            if a.dynamic_sampling
+            else torch.zeros_like(mrs_keep)
+        )
+        loss_rows = in_group & mrs_keep & prs_keep & ~flat & mask.any(dim=1)
+        metrics.update(
+            {
+                "loss/void_fraction": (~in_group).float().mean().item(),
+                "loss/prs_rejected_fraction": (~prs_keep).float().mean().item(),
+                "loss/zero_variance_fraction": flat.float().mean().item(),
+                "loss/rows": float(len(rows)),
+                "loss/rows_in_loss": float(loss_rows.sum().item()),
+            }
+        )
+        return self.advantages(rows, old_logp, in_group, loss_rows, metrics)
+
+    def advantages(
+        self,
+        rows: Rows,
+        old_logp: torch.Tensor,
+        in_group: torch.Tensor,
+        loss_rows: torch.Tensor,
+        metrics: dict[str, float],
+    ) -> Scored:
+        """Reward-to-go and TRLOO (or GRPO) over (prompt, turn) groups; optional IS weights per token."""
+        a = self.config.algorithm
+        returns = reward_to_go(rows.reward, rows.traj, rows.turn, a.gamma)
+        estimator = adv_fns.trloo_advantages if a.advantage == "trloo" else adv_fns.grpo_advantages
+        adv = estimator(returns, rows.group, rows.turn, group_mask=in_group)  # (R,)
+        token_adv = adv.unsqueeze(-1).expand_as(old_logp)  # (R, C)
+        if a.is_level != "none":
+            weights = importance_weights(
+                old_logp, rows.rollout_logprobs, rows.completion_mask, rows.traj, a.is_level, a.is_upper
+            )
+            token_adv = token_adv * weights
+            metrics["mismatch/is_weight_mean"] = weights[rows.completion_mask].mean().item()
+        metrics["reward/advantage_abs_mean"] = adv[in_group].abs().mean().item() if in_group.any() else 0.0
+        metrics["reward/return_mean"] = returns.mean().item()
+        return Scored(
+            rows=rows, old_logp=old_logp, advantages=token_adv, loss_rows=loss_rows, metrics=metrics
+        )
+
+    def update(self, scored: Scored) -> dict[str, float]:
+        """PPO epochs over mini-batches of the rows in the loss, accumulating micro-batch gradients."""
+        o, a = self.config.optim, self.config.algorithm
+        index = torch.nonzero(scored.loss_rows).squeeze(-1).cpu()
+        if index.numel() == 0:
+            return {"loss/skipped": 1.0}
+        # Eval mode keeps dropout off, so the first mini-batch's ratio is exactly 1; gradient
+        # checkpointing is only active in train mode.
+        self.model.train(self.config.model.gradient_checkpointing)
+        generator = torch.Generator().manual_seed(self.config.run.seed * 104_729 + self.step)
+        sums: dict[str, float] = {}
+        updates = 0
+        for _ in range(o.epochs):
+            order = index[torch.randperm(index.numel(), generator=generator)]
+            for mini in order.tensor_split(min(o.mini_batches, order.numel())):
+                stats = self._accumulate(scored, mini, a)
+                norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), o.grad_clip)
+                self.optimizer.step()
+                self.scheduler.step()
+                self.optimizer.zero_grad(set_to_none=True)
+                stats["loss/grad_norm"] = float(norm)
+                for k, v in stats.items():
+                    sums[k] = sums.get(k, 0.0) + v
+                updates += 1
+        self.model.eval()
+        out = {k: v / updates for k, v in sums.items()}
+        out.update(
+            {"loss/skipped": 0.0, "loss/lr": self.scheduler.get_last_lr()[0], "loss/optimizer_steps": updates}
+        )
+        return out
+
+    def _accumulate(self, scored: Scored, mini: torch.Tensor, a: Any) -> dict[str, float]:
+        """Backward over one mini-batch in micro-batches; each micro-batch's loss is scaled by its share
+        of the mini-batch (rows for the per-row aggregations, tokens for token-mean)."""
+        by_tokens = a.loss_agg == "token-mean"
+        mask = scored.rows.completion_mask
+        sizes = mask[mini].sum(dim=1) if by_tokens else torch.ones(mini.numel(), device=mask.device)
+        total = sizes.sum().item()
+        stats: dict[str, float] = {}
+        for micro in mini.split(self.config.optim.micro_batch_rows):
+            sub = scored.rows.select(micro.to(self.device))
+            cols = sub.completion_ids.shape[1]
+            logp = self.logprobs(sub, grad=True)  # (r, c)
+            loss, s = ppo_policy_loss(
+                logp,
+                scored.old_logp[micro, -cols:],
+                scored.advantages[micro, -cols:],
+                sub.completion_mask,
+                a.clip_low,
+                a.clip_high,
+                a.dual_clip,
+                a.loss_agg,
+            )
+            share = (sub.completion_mask.sum().item() if by_tokens else micro.numel()) / total
+            (loss * share).backward()
+            for k, v in s.to_metrics().items():
+                stats[k] = stats.get(k, 0.0) + (v * share if k != "loss/num_tokens" else v)
+        return stats
+
+    def logprobs(self, rows: Rows, grad: bool = False) -> torch.Tensor:
+        """Trainer log-probs of ``rows``' completions ([R, C]); without ``grad`` in micro-batches."""
+        temperature, precision = self.config.rollout.temperature, self.config.model.precision
+        if grad:
+            return completion_logprobs(self.model, rows, temperature, precision)
+        out = torch.zeros_like(rows.rollout_logprobs)
+        with torch.no_grad():
+            for micro in torch.arange(len(rows), device=self.device).split(
+                self.config.optim.micro_batch_rows
+            ):
+                sub = rows.select(micro)
+                cols = sub.completion_ids.shape[1]
+                out[micro, -cols:] = completion_logprobs(self.model, sub, temperature, precision)
+        return out
+
+    def log(self, metrics: dict[str, float], batch: StepRollout) -> None:
+        """Metrics line, episodes, and a checkpoint every ``save_every`` steps and at the end."""
+        self.logger.log(self.step, metrics)
+        if self.config.run.save_episodes:
+            with (self.out / "episodes.jsonl").open("a") as f:
+                for episode in batch.episodes:
+                    f.write(json.dumps({"step": self.step, **episode}) + "\n")
+        if self.step % self.config.run.save_every == 0 or self.step == self.config.run.steps:
+            self.save()
+
+    def save(self) -> Path:
+        return save_checkpoint(
+            self.out,
+            self.step,
+            self.model,
+            self.tokenizer,
+            self.optimizer,
+            self.scheduler,
+            self.config.to_dict(),
+            self.config.run.keep_checkpoints,
+        )
+
+    def close(self) -> None:
+        self.logger.close()
+        self.env.close()
+        self._loop.run_until_complete(self.engine.policy.aclose())
+        self._loop.close()
+
+
+def train(config: TrainConfig, env: RolloutEnv | None = None) -> list[dict[str, float]]:
+    """Build a :class:`Trainer`, run it to ``run.steps``, release everything."""
+    trainer = Trainer(config, env)
+    try:
+        return trainer.train()
+    finally:
+        trainer.close()
