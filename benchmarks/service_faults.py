@@ -44,7 +44,7 @@ def main() -> None:
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/kernelgym_faults"))
     args = ap.parse_args()
 
-    from server import ServerProcess
+    from service_server import ServerProcess
 
     pool = workload(args.distinct, seed=7)
     requests = [pool[i % len(pool)] for i in range(args.jobs)]

@@ -236,7 +236,7 @@ def main() -> None:
     args = ap.parse_args()
 
     import httpx
-    from server import ServerProcess
+    from service_server import ServerProcess
 
     pool = workload(args.distinct)
     t = time.perf_counter()

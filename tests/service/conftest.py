@@ -9,27 +9,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from server import ServerProcess  # noqa: E402
+from service_server import DIRECTIVE, SMALL_REFERENCE, TOKEN, ServerProcess  # noqa: E402
 
 from drkernel.problems.problem import Problem  # noqa: E402
-
-TOKEN = "t0k3n"
-DIRECTIVE = "evaluators:DirectiveEvaluator"
-
-SMALL_REFERENCE = """
-import torch
-import torch.nn as nn
-
-class Model(nn.Module):
-    def forward(self, x):
-        return x * 2
-
-def get_inputs():
-    return [torch.randn(64)]
-
-def get_init_inputs():
-    return []
-"""
 
 
 @pytest.fixture(scope="session")

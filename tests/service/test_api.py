@@ -8,8 +8,8 @@ import time
 
 import httpx
 import pytest
-from conftest import TOKEN
-from evaluators import DirectiveEvaluator
+from service_evaluators import DirectiveEvaluator
+from service_server import TOKEN
 
 from drkernel.errors import ServiceError
 from drkernel.gym.config import EvalRequest

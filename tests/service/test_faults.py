@@ -9,8 +9,7 @@ import time
 
 import httpx
 import pytest
-from conftest import DIRECTIVE, TOKEN
-from server import ServerProcess
+from service_server import DIRECTIVE, TOKEN, ServerProcess
 
 from drkernel.gym.config import EvalRequest
 from drkernel.service.client import ServiceClient

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from server import ServerProcess
+from service_server import ServerProcess
 
 from drkernel.gym.config import EvalConfig, EvalRequest
 from drkernel.service.client import ServiceClient

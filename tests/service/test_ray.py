@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 import ray
 import uvicorn
-from conftest import DIRECTIVE
-from evaluators import DirectiveEvaluator
-from server import free_port
+from service_evaluators import DirectiveEvaluator
+from service_server import DIRECTIVE, free_port
 
 from drkernel.gym.config import EvalRequest
 from drkernel.service.app import create_app

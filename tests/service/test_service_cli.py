@@ -7,8 +7,7 @@ import os
 import subprocess
 import sys
 
-from conftest import SMALL_REFERENCE, TOKEN
-from server import SRC
+from service_server import SMALL_REFERENCE, SRC, TOKEN
 
 
 def _drkernel(*args: str, token: str | None = TOKEN) -> subprocess.CompletedProcess:

@@ -87,3 +87,22 @@ class ServerProcess:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+TOKEN = "t0k3n"
+DIRECTIVE = "service_evaluators:DirectiveEvaluator"
+
+SMALL_REFERENCE = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x * 2
+
+def get_inputs():
+    return [torch.randn(64)]
+
+def get_init_inputs():
+    return []
+"""
