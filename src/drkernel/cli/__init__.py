@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import typer
 
+from drkernel.cli import agent as agent_cli
+from drkernel.cli import bench as bench_cli
 from drkernel.cli import problems as problems_cli
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="drkernel: KernelGym, kernel agents and Dr. Kernel RL for Triton kernels.")
 app.add_typer(problems_cli.app, name="problems")
+app.add_typer(agent_cli.app, name="agent")
+app.add_typer(bench_cli.app, name="bench")
 
 
 def main() -> None:
