@@ -2,4 +2,5 @@
 
 from drkernel.cli import main
 
-main()
+if __name__ == "__main__":  # spawned worker processes re-import this module and must not run the CLI
+    main()

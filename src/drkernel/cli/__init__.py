@@ -13,6 +13,7 @@ import typer
 
 from drkernel.cli import agent as agent_cli
 from drkernel.cli import bench as bench_cli
+from drkernel.cli import gym as gym_cli
 from drkernel.cli import problems as problems_cli
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
@@ -20,6 +21,7 @@ app = typer.Typer(no_args_is_help=True, add_completion=False,
 app.add_typer(problems_cli.app, name="problems")
 app.add_typer(agent_cli.app, name="agent")
 app.add_typer(bench_cli.app, name="bench")
+app.add_typer(gym_cli.app, name="gym")
 
 
 def main() -> None:

@@ -1,0 +1,163 @@
+"""`drkernel gym serve|submit|status`: run and use the KernelGym service.
+
+Registered on the `gym` group by `register(app)` (the group itself lives in cli/gym.py).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from drkernel.errors import ConfigError, DrKernelError, ServiceError
+
+console = Console(stderr=True)
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+
+def serve(
+    host: str = typer.Option("127.0.0.1", help="interface to bind"),
+    port: int = typer.Option(8000, help="port to bind"),
+    db: Path = typer.Option(Path("kernelgym.sqlite"), "--db", help="SQLite job store (WAL); survives restarts"),
+    devices: str = typer.Option("auto", help="auto, cpu:N or cuda:0,cuda:1 (local workers)"),
+    evaluator: str = typer.Option("drkernel.gym:InProcessEvaluator", help="module:callable building an evaluator"),
+    evaluator_kwargs: str = typer.Option("{}", help="JSON keyword arguments for the evaluator"),
+    slots: int = typer.Option(2, help="jobs in flight per device"),
+    token: Optional[str] = typer.Option(None, envvar="KERNELGYM_TOKEN", help="require this bearer token"),
+    ray_address: Optional[str] = typer.Option(None, help="place workers as Ray actors on this cluster"),
+    ray_cpu_workers: int = typer.Option(0, help="with Ray: CPU interpreter workers to add"),
+    no_cache: bool = typer.Option(False, "--no-cache", help="do not answer repeats from the result cache"),
+    no_canary: bool = typer.Option(False, "--no-canary", help="skip canary evaluations"),
+    lease_s: float = typer.Option(30.0, help="claim lease; a job whose worker stops heartbeating is re-queued"),
+    sqlite_synchronous: str = typer.Option("FULL", help="FULL (power-safe) or NORMAL (crash-safe, faster)"),
+    log_level: str = typer.Option("info", help="uvicorn and drkernel log level"),
+) -> None:
+    """Run the KernelGym service (HTTP API, job store, device workers)."""
+    import logging
+
+    import uvicorn
+
+    from drkernel.service.app import create_app
+    from drkernel.service.config import ServiceConfig
+
+    try:
+        config = ServiceConfig(db_path=str(db), devices=devices, evaluator=evaluator,
+                               evaluator_kwargs=json.loads(evaluator_kwargs), slots_per_worker=slots, token=token,
+                               ray_address=ray_address, ray_cpu_workers=ray_cpu_workers, cache=not no_cache,
+                               canary=not no_canary, lease_s=lease_s, sqlite_synchronous=sqlite_synchronous)
+    except (ConfigError, json.JSONDecodeError) as e:
+        console.print(f"[red]error:[/] {e}")
+        raise typer.Exit(2)
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    console.print(f"KernelGym service on http://{host}:{port} (docs at /docs), store {db}")
+    uvicorn.run(create_app(config), host=host, port=port, log_level=log_level.lower())
+
+
+def submit(
+    problem: str = typer.Argument(..., help="problem key, name, id or a .py reference file"),
+    solutions: List[Path] = typer.Argument(..., help="solution file(s) defining ModelNew"),
+    source: str = typer.Option("builtin", "--problems", "-p", help="problem source (see `drkernel problems list`)"),
+    config: str = typer.Option("{}", help="EvalConfig fields as JSON"),
+    url: str = typer.Option(DEFAULT_URL, envvar="KERNELGYM_URL"),
+    token: Optional[str] = typer.Option(None, envvar="KERNELGYM_TOKEN"),
+    wait: bool = typer.Option(True, help="wait for the results (otherwise print job ids)"),
+    timeout: Optional[float] = typer.Option(None, help="seconds to wait at most"),
+) -> None:
+    """Submit solutions to a running service; prints one JSON line per job."""
+    from drkernel.gym.config import EvalConfig, EvalRequest
+    from drkernel.problems import resolve_problem
+    from drkernel.service.client import ServiceClient
+
+    try:
+        p = resolve_problem(problem, source)
+        cfg = EvalConfig.from_dict(json.loads(config))
+        requests = [EvalRequest(problem=p, solution=s.read_text(), config=cfg, request_id=str(s)) for s in solutions]
+    except (DrKernelError, OSError, json.JSONDecodeError) as e:
+        console.print(f"[red]error:[/] {e}")
+        raise typer.Exit(2)
+    with ServiceClient(url, token) as client:
+        try:
+            ids = client.submit_batch(requests)
+            if not wait:
+                for i, r in zip(ids, requests):
+                    typer.echo(json.dumps({"id": i, "request_id": r.request_id}))
+                return
+            infos = client.collect(ids, timeout, progress=len(ids) > 1)
+        except ServiceError as e:
+            console.print(f"[red]service error:[/] {e}")
+            raise typer.Exit(3)
+    all_valid = True
+    for i in ids:
+        info = infos[i]
+        line = {"id": i, "status": info.status, "error": info.error}
+        if info.result is not None:
+            line["result"] = info.result.to_dict()
+        all_valid &= bool(info.result is not None and info.result.valid)
+        typer.echo(json.dumps(line))
+    if any(infos[i].status == "failed" for i in ids):
+        raise typer.Exit(3)
+    raise typer.Exit(0 if all_valid else 1)
+
+
+def status(
+    job_ids: List[str] = typer.Argument(None, help="job ids; none: the service's health, queue and workers"),
+    url: str = typer.Option(DEFAULT_URL, envvar="KERNELGYM_URL"),
+    token: Optional[str] = typer.Option(None, envvar="KERNELGYM_TOKEN"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Show a service's health, queue and workers, or the status of jobs."""
+    from drkernel.service.client import ServiceClient
+
+    out = Console()
+    with ServiceClient(url, token, retries=1) as client:
+        try:
+            if job_ids:
+                _job_status(client, job_ids, as_json, out)
+                return
+            health, queue, workers = client.health(), client.queue(), client.workers()
+        except ServiceError as e:
+            console.print(f"[red]service error:[/] {e}")
+            raise typer.Exit(3)
+    if as_json:
+        typer.echo(json.dumps({"health": health, "queue": queue, "workers": workers}))
+        return
+    out.print(f"[bold]{url}[/]  {health['status']}  version {health['version']}  "
+              f"workers {health['workers_ready']}/{health['workers_total']} ready")
+    out.print("jobs: " + "  ".join(f"{k} {v}" for k, v in queue["counts"].items()))
+    table = Table(title="workers")
+    for col in ("name", "device", "device_name", "state", "in_flight", "slots", "completed", "infra_failures", "reason"):
+        table.add_column(col)
+    for w in workers:
+        table.add_row(*(str(w.get(c, "")) for c in ("name", "device", "device_name", "state", "in_flight", "slots",
+                                                    "completed", "infra_failures", "reason")))
+    out.print(table)
+
+
+def _job_status(client, job_ids: list[str], as_json: bool, out: Console) -> None:
+    table = Table(title="jobs")
+    for col in ("id", "status", "attempts", "cached", "result", "error"):
+        table.add_column(col)
+    for job_id in job_ids:
+        info = client.job(job_id)
+        if as_json:
+            typer.echo(json.dumps({"id": info.id, "status": info.status, "attempts": info.attempts,
+                                   "cached": info.cached, "error": info.error,
+                                   "result": info.result.to_dict() if info.result else None}))
+            continue
+        verdict = "" if info.result is None else f"{info.result.status.value} valid={info.result.valid}"
+        table.add_row(info.id, info.status, str(info.attempts), str(info.cached), verdict, info.error or "")
+    if not as_json:
+        out.print(table)
+
+
+def register(gym_app: typer.Typer) -> None:
+    """Attach `serve`, `submit` and `status` to the `drkernel gym` group."""
+    gym_app.command("serve")(serve)
+    gym_app.command("submit")(submit)
+    gym_app.command("status")(status)
+
+

@@ -1,0 +1,98 @@
+"""Admission by estimated device memory: a worker takes jobs while their estimates fit its budget.
+
+The estimate reads the problem statically (no reference code is run in the server): module-level
+integer constants, with the problem's CPU overrides on CPU, give the sizes of the tensors that
+``get_inputs()`` builds; the job's footprint is a multiple of those bytes (the judge's inputs and
+reference outputs, the candidate's copies and outputs, the clones of timed calls) plus a fixed
+overhead for the CUDA context and the L2 flush buffer.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import operator
+
+from drkernel.gym.config import EvalRequest
+
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int64": 8, "int32": 4}
+FOOTPRINT_FACTOR = 6
+OVERHEAD_BYTES = 256 << 20
+_TENSOR_MAKERS = {"randn", "rand", "randint", "zeros", "ones", "empty", "full", "randperm"}
+_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+        ast.FloorDiv: operator.floordiv, ast.Pow: operator.pow}
+
+
+def _value(node: ast.AST, consts: dict[str, int | tuple]) -> int | tuple | None:
+    """An int or a tuple of ints, from literals, module constants and + - * // **."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.Name):
+        return consts.get(node.id)
+    if isinstance(node, (ast.Tuple, ast.List)):
+        dims = _dims(node.elts, consts)
+        return None if dims is None else tuple(dims)
+    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+        a, b = _value(node.left, consts), _value(node.right, consts)
+        if isinstance(a, int) and isinstance(b, int) and (not isinstance(node.op, ast.Pow) or 0 <= b <= 64):
+            return _OPS[type(node.op)](a, b)
+    return None
+
+
+def _dims(args: list[ast.AST], consts: dict[str, int | tuple]) -> list[int] | None:
+    """Shape arguments (``n, *shape`` or one tuple) as a list of ints; None when not static."""
+    dims: list[int] = []
+    for a in args:
+        v = _value(a.value if isinstance(a, ast.Starred) else a, consts)
+        if isinstance(v, tuple) and (isinstance(a, ast.Starred) or len(args) == 1):
+            dims.extend(v)
+        elif isinstance(v, int) and not isinstance(a, ast.Starred):
+            dims.append(v)
+        else:
+            return None
+    return dims
+
+
+def _module_constants(tree: ast.Module, overrides: dict[str, int]) -> dict[str, int | tuple]:
+    consts: dict[str, int | tuple] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign):
+            value = _value(stmt.value, consts)
+            for target in stmt.targets:
+                if value is not None and isinstance(target, ast.Name):
+                    consts[target.id] = value
+                elif isinstance(target, ast.Tuple) and isinstance(value, tuple) and len(value) == len(target.elts):
+                    consts.update({t.id: v for t, v in zip(target.elts, value) if isinstance(t, ast.Name)})
+    consts.update(overrides)
+    return consts
+
+
+def _shape_elements(call: ast.Call, consts: dict[str, int | tuple]) -> int:
+    name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+    if name not in _TENSOR_MAKERS:
+        return 0
+    args = list(call.args)
+    if name == "randint":
+        args = [kw.value for kw in call.keywords if kw.arg == "size"] or args[2:3]
+    elif name == "full":
+        args = args[:1]
+    dims = _dims(args, consts)
+    return math.prod(dims) if dims else 0
+
+
+def estimate_device_bytes(request: EvalRequest) -> int:
+    """Estimated peak device bytes of one evaluation of ``request`` (see the module docstring)."""
+    problem = request.problem
+    on_cpu = request.config.device == "cpu"
+    try:
+        tree = ast.parse(problem.code)
+    except SyntaxError:
+        return OVERHEAD_BYTES
+    consts = _module_constants(tree, dict(problem.cpu_overrides) if on_cpu else {})
+    elements = 0
+    for fn in tree.body:
+        if isinstance(fn, ast.FunctionDef) and fn.name == "get_inputs":
+            elements = sum(_shape_elements(node, consts) for node in ast.walk(fn) if isinstance(node, ast.Call))
+    if on_cpu and request.config.cpu_scale:
+        elements = min(elements, request.config.cpu_element_budget)
+    return OVERHEAD_BYTES + FOOTPRINT_FACTOR * elements * DTYPE_BYTES.get(problem.dtype, 4)

@@ -1,0 +1,85 @@
+"""Service configuration: one frozen dataclass, every field documented, unknown keys are errors."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Mapping
+
+from drkernel.errors import ConfigError
+
+SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """How the KernelGym service runs."""
+
+    db_path: str = "kernelgym.sqlite"
+    """SQLite job store (WAL mode). The store is the source of truth: jobs survive a restart."""
+    sqlite_synchronous: str = "FULL"
+    """SQLite ``synchronous`` pragma. FULL: an acknowledged job survives power loss; NORMAL: it
+    survives a crash of the server process (not of the machine) at a lower commit cost."""
+    devices: str = "auto"
+    """Local worker devices: ``auto`` (every visible GPU, else ``cpu:1``), ``cpu:N`` (N interpreter
+    workers) or a comma list such as ``cuda:0,cuda:1``. Ignored with ``ray_address``."""
+    evaluator: str = "drkernel.gym:InProcessEvaluator"
+    """``module:callable`` building a worker's evaluator; called with ``device=`` plus ``evaluator_kwargs``."""
+    evaluator_kwargs: Mapping[str, Any] | None = None
+    """Extra keyword arguments for the evaluator factory (e.g. ``concurrency``, ``pool_size``)."""
+    slots_per_worker: int = 2
+    """Jobs in flight per worker (per device). The gym overlaps their compilation and correctness
+    and holds the device exclusively for each timed region."""
+    device_memory_bytes: int | None = None
+    """Device memory a worker may commit to admitted jobs; None: 90 % of what the device reports
+    (CPU workers: 4 GiB each)."""
+    max_attempts: int = 2
+    """Attempts per job on infrastructure failure (a lost worker, a store error, a server restart).
+    A bad solution is a result and is never retried."""
+    lease_s: float = 30.0
+    """A claim lapses this long after its last heartbeat; the job is then re-queued."""
+    job_timeout_grace_s: float = 120.0
+    """A worker that holds a job longer than the job's ``timeout_s`` plus this is killed as hung."""
+    canary: bool = True
+    """Run a known-good canary evaluation when a worker starts and after a crash, timeout or
+    infrastructure failure on it; a failing canary takes the device out of service."""
+    cache: bool = True
+    """Answer a request whose content hash (problem, solution, config, device model) was evaluated before."""
+    token: str | None = None
+    """Bearer token required on every /v1 route except health; None disables auth."""
+    max_body_bytes: int = 32 * 1024 * 1024
+    """Largest accepted request body."""
+    max_batch: int = 4096
+    """Most requests in one batch submission."""
+    max_wait_s: float = 300.0
+    """Longest long-poll a client may ask for."""
+    ray_address: str | None = None
+    """Place device workers as Ray actors on this cluster (``auto``, ``local`` or ``ray://host:port``)."""
+    ray_cpu_workers: int = 0
+    """With Ray: CPU interpreter workers to place (besides one actor per GPU)."""
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.sqlite_synchronous.upper() not in SYNCHRONOUS_MODES:
+            problems.append(f"sqlite_synchronous={self.sqlite_synchronous!r} (one of {SYNCHRONOUS_MODES})")
+        if ":" not in self.evaluator:
+            problems.append(f"evaluator={self.evaluator!r} (module:callable)")
+        for name in ("slots_per_worker", "max_attempts", "max_batch"):
+            if getattr(self, name) < 1:
+                problems.append(f"{name}={getattr(self, name)} (at least 1)")
+        for name in ("lease_s", "max_wait_s"):
+            if getattr(self, name) <= 0:
+                problems.append(f"{name}={getattr(self, name)} (positive)")
+        if problems:
+            raise ConfigError("invalid ServiceConfig: " + "; ".join(problems))
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["evaluator_kwargs"] = dict(self.evaluator_kwargs or {})
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ServiceConfig":
+        unknown = set(d) - {f.name for f in fields(cls)}
+        if unknown:
+            raise ConfigError(f"unknown ServiceConfig keys: {sorted(unknown)}")
+        return cls(**d)

@@ -1,0 +1,118 @@
+"""Prometheus metrics in the text exposition format, standard library only (the worker layer runs
+on GPU hosts that have nothing but torch and triton). Names are prefixed ``kernelgym_``."""
+
+from __future__ import annotations
+
+import bisect
+import math
+import threading
+from typing import Callable, Iterable
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+
+
+def _labels(names: tuple[str, ...], values: tuple[str, ...], extra: str = "") -> str:
+    parts = [f'{n}="{_escape(v)}"' for n, v in zip(names, values)]
+    if extra:
+        parts.append(extra)
+    return "{" + ",".join(parts) + "}" if parts else ""
+
+
+def _escape(v: str) -> str:
+    return str(v).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _fmt(x: float) -> str:
+    if math.isinf(x):
+        return "+Inf" if x > 0 else "-Inf"
+    return repr(float(x)) if not float(x).is_integer() else str(int(x))
+
+
+class Counter:
+    def __init__(self, name: str, doc: str, labels: tuple[str, ...] = ()):
+        self.name, self.doc, self.label_names = name, doc, labels
+        self._values: dict[tuple[str, ...], float] = {}
+        self._lock = threading.Lock()
+
+    def inc(self, amount: float = 1.0, **labels: str) -> None:
+        key = tuple(str(labels[n]) for n in self.label_names)
+        with self._lock:
+            self._values[key] = self._values.get(key, 0.0) + amount
+
+    def value(self, **labels: str) -> float:
+        return self._values.get(tuple(str(labels[n]) for n in self.label_names), 0.0)
+
+    def render(self) -> Iterable[str]:
+        yield f"# HELP {self.name} {self.doc}"
+        yield f"# TYPE {self.name} counter"
+        with self._lock:
+            items = sorted(self._values.items())
+        for key, v in items:
+            yield f"{self.name}{_labels(self.label_names, key)} {_fmt(v)}"
+
+
+class Histogram:
+    def __init__(self, name: str, doc: str, buckets: tuple[float, ...] = LATENCY_BUCKETS):
+        self.name, self.doc, self.buckets = name, doc, tuple(buckets)
+        self._counts = [0] * (len(self.buckets) + 1)
+        self._sum = 0.0
+        self._lock = threading.Lock()
+
+    def observe(self, x: float) -> None:
+        with self._lock:
+            self._counts[bisect.bisect_left(self.buckets, x)] += 1
+            self._sum += x
+
+    @property
+    def count(self) -> int:
+        return sum(self._counts)
+
+    def render(self) -> Iterable[str]:
+        yield f"# HELP {self.name} {self.doc}"
+        yield f"# TYPE {self.name} histogram"
+        with self._lock:
+            counts, total = list(self._counts), self._sum
+        cum = 0
+        for le, c in zip(self.buckets + (math.inf,), counts):
+            cum += c
+            yield f'{self.name}_bucket{{le="{_fmt(le)}"}} {cum}'
+        yield f"{self.name}_sum {_fmt(total)}"
+        yield f"{self.name}_count {cum}"
+
+
+class Gauge:
+    """A gauge read at scrape time from a callback returning ``{label_values: value}``."""
+
+    def __init__(self, name: str, doc: str, labels: tuple[str, ...], read: Callable[[], dict[tuple[str, ...], float]]):
+        self.name, self.doc, self.label_names, self.read = name, doc, labels, read
+
+    def render(self) -> Iterable[str]:
+        yield f"# HELP {self.name} {self.doc}"
+        yield f"# TYPE {self.name} gauge"
+        for key, v in sorted(self.read().items()):
+            yield f"{self.name}{_labels(self.label_names, key)} {_fmt(v)}"
+
+
+class ServiceMetrics:
+    """Every metric the service exports. Gauges are attached by the app (they read live state)."""
+
+    def __init__(self) -> None:
+        self.submitted = Counter("kernelgym_jobs_submitted_total", "Jobs accepted (idempotent repeats excluded).")
+        self.finished = Counter("kernelgym_jobs_finished_total", "Jobs that reached a terminal state.", ("outcome",))
+        self.results = Counter("kernelgym_eval_results_total", "Evaluation results by solution status.", ("status",))
+        self.cache_hits = Counter("kernelgym_cache_hits_total",
+                                  "Jobs answered without an evaluation: by content-hash cache at submission, "
+                                  "or coalesced with a running duplicate.", ("kind",))
+        self.errors = Counter("kernelgym_errors_total", "Infrastructure errors by class (retried once).", ("error_class",))
+        self.canary = Counter("kernelgym_canary_total", "Canary evaluations by outcome.", ("outcome",))
+        self.job_latency = Histogram("kernelgym_job_latency_seconds", "Submission to terminal state.")
+        self.eval_seconds = Histogram("kernelgym_eval_seconds", "Time a worker spent on one evaluation.")
+        self.http_seconds = Histogram("kernelgym_http_request_seconds", "API request handling time.")
+        self.gauges: list[Gauge] = []
+
+    def render(self) -> str:
+        lines: list[str] = []
+        for m in (self.submitted, self.finished, self.results, self.cache_hits, self.errors, self.canary,
+                  self.job_latency, self.eval_seconds, self.http_seconds, *self.gauges):
+            lines.extend(m.render())
+        return "\n".join(lines) + "\n"

@@ -1,0 +1,369 @@
+"""The scheduler: moves jobs from the store to device workers and results back.
+
+One asyncio task claims queued jobs for each ready worker while it has free slots and its admitted
+jobs' estimated device bytes fit its budget; one task per job awaits the worker's answer; one task
+renews the leases of jobs in flight and re-queues jobs whose lease lapsed. Outcomes:
+
+* a result (whatever the solution did: correct, incorrect, crashed, timeout) -> ``done``, cached by
+  content hash; a crashed or timed-out solution also triggers a canary check of its device;
+* our own failure (worker process lost, evaluator raised, worker hung, store error) -> re-queued
+  once, ``failed`` with its cause the second time; the worker is restarted and canaried.
+
+Standard library only (no web stack): the GPU throughput benchmark drives it directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Sequence
+
+from drkernel.errors import InfrastructureError
+from drkernel.gym.config import EvalRequest
+from drkernel.gym.result import EvalResult, Status
+from drkernel.service.admission import estimate_device_bytes
+from drkernel.service.canary import canary_passed, canary_request
+from drkernel.service.config import ServiceConfig
+from drkernel.service.metrics import ServiceMetrics
+from drkernel.service.store import Job, JobStatus, JobStore, NewJob, StoreError
+from drkernel.service.workers import WorkerHandle
+
+log = logging.getLogger(__name__)
+
+START_ATTEMPTS = 3
+
+
+class WorkerState(str, Enum):
+    STARTING = "starting"
+    READY = "ready"
+    CHECKING = "checking"          # running a canary; takes no new jobs meanwhile
+    RESTARTING = "restarting"
+    OUT_OF_SERVICE = "out_of_service"
+    STOPPED = "stopped"
+
+
+@dataclass
+class Worker:
+    """The scheduler's book on one device worker."""
+
+    handle: WorkerHandle
+    state: WorkerState = WorkerState.STARTING
+    reason: str = ""
+    info: dict[str, Any] = field(default_factory=dict)
+    budget_bytes: int = 0
+    used_bytes: int = 0
+    in_flight: dict[str, Job] = field(default_factory=dict)
+    completed: int = 0
+    infra_failures: int = 0
+    restarts: int = 0
+
+    @property
+    def device_name(self) -> str:
+        return str(self.info.get("device_name", self.handle.device))
+
+    def view(self) -> dict[str, Any]:
+        return {"name": self.handle.name, "device": self.handle.device, "device_name": self.device_name,
+                "state": self.state.value, "reason": self.reason, "slots": self.handle.slots,
+                "in_flight": len(self.in_flight), "used_bytes": self.used_bytes, "budget_bytes": self.budget_bytes,
+                "completed": self.completed, "infra_failures": self.infra_failures, "restarts": self.restarts,
+                **self.handle.describe()}
+
+
+@dataclass(frozen=True)
+class Submission:
+    request: EvalRequest
+    idempotency_key: str | None = None
+    priority: int = 0
+
+
+class Scheduler:
+    def __init__(self, store: JobStore, handles: Sequence[WorkerHandle], config: ServiceConfig,
+                 metrics: ServiceMetrics | None = None):
+        self.store, self.config = store, config
+        self.metrics = metrics or ServiceMetrics()
+        self.workers = [Worker(h) for h in handles]
+        self._wake = asyncio.Event()
+        self._waiters: dict[str, set[asyncio.Future]] = {}
+        self._tasks: set[asyncio.Task] = set()
+        self._stopping = False
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Re-queue what a previous server left running, start the workers, start the loops."""
+        recovered = self.store.recover()
+        if recovered:
+            log.warning("re-queued %d job(s) left running by a previous server", len(recovered))
+            self.metrics.errors.inc(len(recovered), error_class="server_restart")
+            self._notify([i for i, s in recovered.items() if s is JobStatus.FAILED])
+        await asyncio.gather(*(self._bring_up(w) for w in self.workers))
+        self._spawn(self._dispatch_loop())
+        self._spawn(self._lease_loop())
+
+    async def stop(self) -> None:
+        self._stopping = True
+        for t in list(self._tasks):
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        claims = [(j.id, j.claim) for w in self.workers for j in w.in_flight.values()]
+        try:
+            self.store.release(claims)
+        except StoreError as e:
+            log.error("could not release %d claim(s) at shutdown (the next start re-queues them): %s", len(claims), e)
+        await asyncio.gather(*(w.handle.stop() for w in self.workers), return_exceptions=True)
+        for w in self.workers:
+            w.state = WorkerState.STOPPED
+
+    def _spawn(self, coro) -> asyncio.Task:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    # -- submission and waiting ---------------------------------------------------------------
+
+    def device_models(self) -> list[str]:
+        return sorted({w.device_name for w in self.workers if w.info})
+
+    def cache_keys(self, request: EvalRequest) -> tuple[str, ...]:
+        if not self.config.cache:
+            return ()
+        return tuple(request.content_hash(m) for m in self.device_models())
+
+    def submit(self, items: Sequence[Submission]) -> list[tuple[Job, bool]]:
+        """Store jobs (durably, before returning); cached ones are done at once."""
+        new = [NewJob(request_json=json.dumps(s.request.to_dict()), req_hash=s.request.content_hash(""),
+                      est_bytes=estimate_device_bytes(s.request), cache_keys=self.cache_keys(s.request),
+                      idem_key=s.idempotency_key, priority=s.priority) for s in items]
+        out = self.store.submit(new)
+        created = [job for job, is_new in out if is_new]
+        self.metrics.submitted.inc(len(created))
+        hits = [job.id for job in created if job.status is JobStatus.DONE]
+        if hits:
+            self.metrics.cache_hits.inc(len(hits), kind="submit")
+            self._notify(hits)
+        self.wake()
+        return out
+
+    def cancel(self, job_id: str) -> Job | None:
+        job = self.store.cancel(job_id)
+        if job is not None and job.status is JobStatus.CANCELLED:
+            self._notify([job_id])
+        return job
+
+    async def wait(self, ids: Sequence[str], timeout: float) -> dict[str, Job]:
+        """Jobs by id once all are terminal or ``timeout`` passed (unknown ids are left out)."""
+        loop = asyncio.get_running_loop()
+        futs = {i: loop.create_future() for i in ids}
+        for i, f in futs.items():
+            self._waiters.setdefault(i, set()).add(f)
+        try:
+            jobs = self.store.get_many(list(ids))
+            pending = [futs[i] for i, j in jobs.items() if not j.status.terminal]
+            if pending and timeout > 0:
+                await asyncio.wait(pending, timeout=timeout)
+                jobs.update(self.store.get_many([i for i, j in jobs.items() if not j.status.terminal]))
+            return jobs
+        finally:
+            for i, f in futs.items():
+                waiting = self._waiters.get(i)
+                if waiting is not None:
+                    waiting.discard(f)
+                    if not waiting:
+                        del self._waiters[i]
+
+    def _notify(self, ids: Sequence[str]) -> None:
+        """Jobs reached a terminal state: count them and wake their waiters."""
+        if not ids:
+            return
+        try:
+            for job in self.store.get_many(list(ids)).values():
+                self.metrics.finished.inc(outcome=job.status.value)
+                if job.finished is not None:
+                    self.metrics.job_latency.observe(max(0.0, job.finished - job.created))
+        except StoreError as e:
+            log.error("metrics for finished jobs skipped: %s", e)
+        for i in ids:
+            for f in self._waiters.get(i, ()):
+                if not f.done():
+                    f.set_result(None)
+
+    # -- workers ------------------------------------------------------------------------------
+
+    async def _bring_up(self, w: Worker, restart: bool = False) -> None:
+        """(Re)start a worker, then canary it; on repeated failure it leaves service."""
+        w.state = WorkerState.RESTARTING if restart else WorkerState.STARTING
+        error = ""
+        for attempt in range(START_ATTEMPTS):
+            if restart or attempt:
+                w.handle.kill()
+                await w.handle.stop()
+                w.restarts += 1
+            try:
+                w.info = await w.handle.start()
+                break
+            except InfrastructureError as e:
+                error = str(e)
+                log.warning("worker %s failed to start (attempt %d): %s", w.handle.name, attempt + 1, e)
+                await asyncio.sleep(min(2.0 ** attempt, 10.0))
+        else:
+            self._out_of_service(w, f"failed to start {START_ATTEMPTS} times: {error}")
+            return
+        w.budget_bytes = self.config.device_memory_bytes or int(0.9 * int(w.info["memory_bytes"]))
+        if self.config.canary:
+            ok, reason = await self._canary(w)
+            if not ok:
+                self._out_of_service(w, reason)
+                return
+        w.state, w.reason = WorkerState.READY, ""
+        log.info("worker %s ready on %s (%s)", w.handle.name, w.handle.device, w.device_name)
+        self.wake()
+
+    async def _canary(self, w: Worker) -> tuple[bool, str]:
+        request = canary_request()
+        try:
+            answer = await asyncio.wait_for(w.handle.evaluate(json.dumps(request.to_dict())),
+                                            request.config.timeout_s + self.config.job_timeout_grace_s)
+            ok, reason = canary_passed(EvalResult.from_json(answer))
+        except (InfrastructureError, asyncio.TimeoutError, ValueError, KeyError) as e:
+            ok, reason = False, f"canary evaluation failed: {type(e).__name__}: {e}"
+        self.metrics.canary.inc(outcome="passed" if ok else "failed")
+        return ok, reason
+
+    def _out_of_service(self, w: Worker, reason: str) -> None:
+        w.state, w.reason = WorkerState.OUT_OF_SERVICE, reason
+        log.error("device %s (%s) leaves service: %s", w.handle.device, w.handle.name, reason)
+
+    async def _check(self, w: Worker, why: str) -> None:
+        """After a crash, timeout or infrastructure failure on ``w``: restart it if its process is
+        gone, otherwise canary it in place."""
+        if w.state is not WorkerState.READY or self._stopping:
+            return
+        if not w.handle.alive:
+            log.warning("worker %s lost (%s); restarting", w.handle.name, why)
+            await self._bring_up(w, restart=True)
+            return
+        if self.config.canary:
+            w.state = WorkerState.CHECKING
+            ok, reason = await self._canary(w)
+            if not ok:
+                self._out_of_service(w, f"{reason} (after: {why})")
+                return
+            w.state = WorkerState.READY
+            self.wake()
+
+    # -- loops --------------------------------------------------------------------------------
+
+    async def _dispatch_loop(self) -> None:
+        while not self._stopping:
+            self._wake.clear()
+            for w in self.workers:
+                free = w.handle.slots - len(w.in_flight)
+                if w.state is not WorkerState.READY or free <= 0:
+                    continue
+                try:
+                    jobs = self.store.claim(w.handle.name, free, w.budget_bytes - w.used_bytes,
+                                            idle=not w.in_flight, lease_s=self.config.lease_s)
+                except StoreError as e:
+                    self.metrics.errors.inc(error_class="store_error")
+                    log.error("claim failed: %s", e)
+                    jobs = []
+                for job in jobs:
+                    w.in_flight[job.id] = job
+                    w.used_bytes += job.est_bytes
+                    self._spawn(self._run(w, job))
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout=0.5)
+            except asyncio.TimeoutError:
+                pass
+
+    async def _lease_loop(self) -> None:
+        while not self._stopping:
+            await asyncio.sleep(self.config.lease_s / 3)
+            try:
+                self.store.heartbeat([(j.id, j.claim) for w in self.workers for j in w.in_flight.values()],
+                                     self.config.lease_s)
+                reaped = self.store.reap_expired()
+            except StoreError as e:
+                self.metrics.errors.inc(error_class="store_error")
+                log.error("lease renewal failed: %s", e)
+                continue
+            if reaped:
+                self.metrics.errors.inc(len(reaped), error_class="lease_expired")
+                self._notify([i for i, s in reaped.items() if s is JobStatus.FAILED])
+                self.wake()
+
+    # -- one job ------------------------------------------------------------------------------
+
+    async def _run(self, w: Worker, job: Job) -> None:
+        timeout_s = float(json.loads(job.request_json).get("config", {}).get("timeout_s", 300.0))
+        t0 = time.monotonic()
+        try:
+            answer = await asyncio.wait_for(w.handle.evaluate(job.request_json),
+                                            timeout_s + self.config.job_timeout_grace_s)
+        except asyncio.TimeoutError:
+            w.handle.kill()
+            self._infra_failure(w, job, "worker_hung", f"worker {w.handle.name} held the job past "
+                                f"timeout_s + {self.config.job_timeout_grace_s:.0f} s and was killed")
+        except InfrastructureError as e:
+            self._infra_failure(w, job, "evaluator_error" if w.handle.alive else "worker_lost", str(e))
+        else:
+            self._complete(w, job, answer, time.monotonic() - t0)
+        finally:
+            w.in_flight.pop(job.id, None)
+            w.used_bytes -= job.est_bytes
+            self.wake()
+
+    def _complete(self, w: Worker, job: Job, answer: str, seconds: float) -> None:
+        try:
+            result = EvalResult.from_json(answer)
+        except (ValueError, KeyError, TypeError) as e:
+            self._infra_failure(w, job, "bad_result", f"worker {w.handle.name} returned an unreadable result: {e}")
+            return
+        cache_key = None
+        if self.config.cache:
+            cache_key = EvalRequest.from_dict(json.loads(job.request_json)).content_hash(w.device_name)
+        try:
+            fin = self.store.complete(job.id, job.claim, answer, cache_key)
+        except StoreError as e:
+            self.metrics.errors.inc(error_class="store_error")
+            log.error("storing the result of %s failed (its lease will lapse and it re-runs): %s", job.id, e)
+            return
+        w.completed += 1
+        self.metrics.results.inc(status=result.status.value)
+        self.metrics.eval_seconds.observe(seconds)
+        coalesced = len(fin.ids) - int(fin.current)
+        if coalesced:
+            self.metrics.cache_hits.inc(coalesced, kind="coalesced")
+        self._notify(fin.ids)
+        if result.status in (Status.CRASHED, Status.TIMEOUT):
+            self._spawn(self._check(w, f"job {job.id} ended {result.status.value}"))
+
+    def _infra_failure(self, w: Worker, job: Job, error_class: str, message: str) -> None:
+        log.warning("job %s: %s: %s", job.id, error_class, message)
+        self.metrics.errors.inc(error_class=error_class)
+        w.infra_failures += 1
+        try:
+            status = self.store.fail(job.id, job.claim, error_class, message)
+        except StoreError as e:
+            self.metrics.errors.inc(error_class="store_error")
+            log.error("recording the failure of %s failed (its lease will lapse): %s", job.id, e)
+            status = None
+        if status is JobStatus.FAILED:
+            self._notify([job.id])
+        self._spawn(self._check(w, f"{error_class}: {message}"))
+
+    # -- views --------------------------------------------------------------------------------
+
+    def workers_view(self) -> list[dict[str, Any]]:
+        return [w.view() for w in self.workers]
+
+    def ready_workers(self) -> int:
+        return sum(w.state is WorkerState.READY for w in self.workers)

@@ -1,0 +1,353 @@
+"""The durable job store: SQLite in WAL mode, the service's source of truth.
+
+A job is committed before its id is returned to the client. A worker's claim on a job carries a
+fresh claim token and a lease; a result or failure is accepted only with the token of the current
+claim, so a late answer from a lapsed claim cannot overwrite a newer one. Every accepted job ends in
+a terminal state: ``done`` (with an `EvalResult`, whatever the solution did), ``failed`` (our own
+infrastructure failed ``max_attempts`` times; the cause is stored) or ``cancelled`` (by the client).
+
+Duplicates cost nothing: a request whose content hash (problem, solution, config, device model) is
+in the cache is done at submission; while one job of a given request hash runs, its queued
+duplicates are not claimed, and they are finished with its result when it completes.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from drkernel.errors import InfrastructureError
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    idem_key TEXT UNIQUE,
+    req_hash TEXT NOT NULL,
+    request TEXT NOT NULL,
+    est_bytes INTEGER NOT NULL,
+    priority INTEGER NOT NULL DEFAULT 0,
+    status TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    claim TEXT,
+    worker TEXT,
+    lease_until REAL,
+    created REAL NOT NULL,
+    started REAL,
+    finished REAL,
+    result TEXT,
+    error TEXT,
+    error_class TEXT,
+    cached INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS jobs_queue ON jobs (status, priority, seq);
+CREATE INDEX IF NOT EXISTS jobs_req ON jobs (req_hash, status);
+CREATE TABLE IF NOT EXISTS cache (
+    key TEXT PRIMARY KEY,
+    result TEXT NOT NULL,
+    created REAL NOT NULL
+);
+"""
+
+
+class JobStatus(str, Enum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (JobStatus.DONE, JobStatus.FAILED, JobStatus.CANCELLED)
+
+
+class StoreError(InfrastructureError):
+    """The SQLite store failed (disk full, locked past the busy timeout, corrupt file)."""
+
+
+class IdempotencyConflict(ValueError):
+    """An idempotency key was reused for a different request."""
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """A job to submit. ``cache_keys``: content hashes under which a cached result would serve it
+    (one per device model the service runs)."""
+
+    request_json: str
+    req_hash: str
+    est_bytes: int
+    cache_keys: tuple[str, ...] = ()
+    idem_key: str | None = None
+    priority: int = 0
+
+
+@dataclass(frozen=True)
+class Job:
+    id: str
+    status: JobStatus
+    req_hash: str
+    request_json: str
+    est_bytes: int
+    priority: int
+    attempts: int
+    claim: str | None
+    worker: str | None
+    created: float
+    started: float | None
+    finished: float | None
+    result_json: str | None
+    error: str | None
+    error_class: str | None
+    cached: bool
+    idem_key: str | None
+
+    @classmethod
+    def from_row(cls, r: sqlite3.Row) -> "Job":
+        return cls(id=r["id"], status=JobStatus(r["status"]), req_hash=r["req_hash"],
+                   request_json=r["request"], est_bytes=r["est_bytes"], priority=r["priority"],
+                   attempts=r["attempts"], claim=r["claim"], worker=r["worker"], created=r["created"],
+                   started=r["started"], finished=r["finished"], result_json=r["result"],
+                   error=r["error"], error_class=r["error_class"], cached=bool(r["cached"]),
+                   idem_key=r["idem_key"])
+
+
+@dataclass(frozen=True)
+class Finished:
+    """Outcome of `JobStore.complete`: jobs now done, and whether the claim was still current."""
+
+    ids: list[str]
+    current: bool
+
+
+class JobStore:
+    """SQLite job store. Thread-safe (one connection behind a lock); every method is one transaction."""
+
+    def __init__(self, path: str | Path, synchronous: str = "FULL", max_attempts: int = 2):
+        self.path = str(path)
+        self.max_attempts = max_attempts
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(f"PRAGMA synchronous={synchronous.upper()}")
+        self._db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def _tx(self, fn, *args):
+        """Run ``fn(db, *args)`` in one IMMEDIATE transaction; SQLite failures become StoreError."""
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    out = fn(self._db, *args)
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+                self._db.execute("COMMIT")
+                return out
+            except sqlite3.Error as e:
+                raise StoreError(f"job store {self.path}: {e}") from e
+
+    # -- submission ---------------------------------------------------------------------------
+
+    def submit(self, jobs: Sequence[NewJob]) -> list[tuple[Job, bool]]:
+        """Store jobs atomically; returns ``(job, created)`` per input, in order. A known idempotency
+        key returns the existing job (``created`` False); reusing it for another request raises."""
+        return self._tx(self._submit, jobs)
+
+    def _submit(self, db: sqlite3.Connection, jobs: Sequence[NewJob]) -> list[tuple[Job, bool]]:
+        now = time.time()
+        out = []
+        for nj in jobs:
+            if nj.idem_key is not None:
+                row = db.execute("SELECT * FROM jobs WHERE idem_key = ?", (nj.idem_key,)).fetchone()
+                if row is not None:
+                    if row["req_hash"] != nj.req_hash:
+                        raise IdempotencyConflict(
+                            f"idempotency key {nj.idem_key!r} was used for a different request (job {row['id']})")
+                    out.append((Job.from_row(row), False))
+                    continue
+            hit = self._cache_lookup(db, nj.cache_keys)
+            job_id = uuid.uuid4().hex
+            if hit is not None:
+                db.execute("INSERT INTO jobs (id, idem_key, req_hash, request, est_bytes, priority, status, "
+                           "created, started, finished, result, cached) VALUES (?,?,?,?,?,?,?,?,?,?,?,1)",
+                           (job_id, nj.idem_key, nj.req_hash, nj.request_json, nj.est_bytes, nj.priority,
+                            JobStatus.DONE.value, now, now, now, hit))
+            else:
+                db.execute("INSERT INTO jobs (id, idem_key, req_hash, request, est_bytes, priority, status, "
+                           "created) VALUES (?,?,?,?,?,?,?,?)",
+                           (job_id, nj.idem_key, nj.req_hash, nj.request_json, nj.est_bytes, nj.priority,
+                            JobStatus.QUEUED.value, now))
+            out.append((self._get(db, job_id), True))
+        return out
+
+    @staticmethod
+    def _cache_lookup(db: sqlite3.Connection, keys: Iterable[str]) -> str | None:
+        for key in keys:
+            row = db.execute("SELECT result FROM cache WHERE key = ?", (key,)).fetchone()
+            if row is not None:
+                return row["result"]
+        return None
+
+    # -- claims -------------------------------------------------------------------------------
+
+    def claim(self, worker: str, n: int, budget_bytes: int, idle: bool, lease_s: float) -> list[Job]:
+        """Claim up to ``n`` queued jobs for ``worker`` (oldest first within priority) whose estimated
+        bytes fit ``budget_bytes`` together; an ``idle`` worker also takes one job larger than its
+        budget, so no job waits forever. Skips jobs whose duplicate is already running."""
+        return self._tx(self._claim, worker, n, budget_bytes, idle, lease_s)
+
+    def _claim(self, db, worker, n, budget_bytes, idle, lease_s) -> list[Job]:
+        rows = db.execute(
+            "SELECT id, est_bytes, req_hash FROM jobs WHERE status = 'queued' AND req_hash NOT IN "
+            "(SELECT req_hash FROM jobs WHERE status = 'running') ORDER BY priority DESC, seq LIMIT ?",
+            (max(4 * n, 64),)).fetchall()
+        chosen, hashes, used = [], set(), 0
+        for r in rows:
+            if len(chosen) == n:
+                break
+            if r["req_hash"] in hashes:
+                continue
+            fits = used + r["est_bytes"] <= budget_bytes
+            if fits or (idle and not chosen):
+                chosen.append(r["id"])
+                hashes.add(r["req_hash"])
+                used += r["est_bytes"]
+                if not fits:
+                    break
+        now = time.time()
+        for job_id in chosen:
+            db.execute("UPDATE jobs SET status = 'running', attempts = attempts + 1, claim = ?, worker = ?, "
+                       "lease_until = ?, started = ? WHERE id = ?",
+                       (uuid.uuid4().hex, worker, now + lease_s, now, job_id))
+        return [self._get(db, job_id) for job_id in chosen]
+
+    def heartbeat(self, claims: Sequence[tuple[str, str]], lease_s: float) -> None:
+        """Extend the leases of ``(job_id, claim)`` pairs still held."""
+        if claims:
+            self._tx(lambda db: db.executemany(
+                "UPDATE jobs SET lease_until = ? WHERE id = ? AND claim = ? AND status = 'running'",
+                [(time.time() + lease_s, job_id, claim) for job_id, claim in claims]))
+
+    # -- outcomes -----------------------------------------------------------------------------
+
+    def complete(self, job_id: str, claim: str, result_json: str, cache_key: str | None) -> Finished:
+        """Store a result for the claim; also finish queued duplicates of the same request."""
+        return self._tx(self._complete, job_id, claim, result_json, cache_key)
+
+    def _complete(self, db, job_id, claim, result_json, cache_key) -> Finished:
+        now = time.time()
+        if cache_key is not None:
+            db.execute("INSERT OR REPLACE INTO cache (key, result, created) VALUES (?,?,?)",
+                       (cache_key, result_json, now))
+        cur = db.execute("UPDATE jobs SET status = 'done', result = ?, finished = ?, claim = NULL, "
+                         "lease_until = NULL, error = NULL, error_class = NULL "
+                         "WHERE id = ? AND claim = ? AND status = 'running'", (result_json, now, job_id, claim))
+        current = cur.rowcount == 1
+        row = db.execute("SELECT req_hash FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        ids = [job_id] if current else []
+        if row is not None:
+            dups = [r["id"] for r in db.execute(
+                "SELECT id FROM jobs WHERE req_hash = ? AND status = 'queued'", (row["req_hash"],))]
+            db.executemany("UPDATE jobs SET status = 'done', result = ?, finished = ?, started = ?, cached = 1 "
+                           "WHERE id = ?", [(result_json, now, now, d) for d in dups])
+            ids += dups
+        return Finished(ids=ids, current=current)
+
+    def fail(self, job_id: str, claim: str, error_class: str, message: str) -> JobStatus | None:
+        """An infrastructure failure on a claim: re-queue the job, or fail it after ``max_attempts``.
+        Returns the job's new status (None when the claim is no longer current)."""
+        return self._tx(self._fail, job_id, claim, error_class, message)
+
+    def _fail(self, db, job_id, claim, error_class, message) -> JobStatus | None:
+        row = db.execute("SELECT attempts FROM jobs WHERE id = ? AND claim = ? AND status = 'running'",
+                         (job_id, claim)).fetchone()
+        if row is None:
+            return None
+        return self._requeue_or_fail(db, job_id, row["attempts"], error_class, message)
+
+    def _requeue_or_fail(self, db, job_id: str, attempts: int, error_class: str, message: str) -> JobStatus:
+        if attempts < self.max_attempts:
+            db.execute("UPDATE jobs SET status = 'queued', claim = NULL, worker = NULL, lease_until = NULL, "
+                       "error = ?, error_class = ? WHERE id = ?", (message, error_class, job_id))
+            return JobStatus.QUEUED
+        db.execute("UPDATE jobs SET status = 'failed', claim = NULL, lease_until = NULL, finished = ?, "
+                   "error = ?, error_class = ? WHERE id = ?",
+                   (time.time(), f"{message} (attempt {attempts} of {self.max_attempts})", error_class, job_id))
+        return JobStatus.FAILED
+
+    def reap_expired(self) -> dict[str, JobStatus]:
+        """Jobs whose lease lapsed (their holder died or hung): re-queued or failed, by attempts."""
+        return self._tx(self._reap, "lease_until < ?", (time.time(),), "lease_expired",
+                        "the worker's claim lapsed without a heartbeat")
+
+    def recover(self) -> dict[str, JobStatus]:
+        """At server start: every job left running by a previous server is re-queued (or failed)."""
+        return self._tx(self._reap, "1", (), "server_restart", "the server stopped while the job ran")
+
+    def _reap(self, db, where: str, args: tuple, error_class: str, message: str) -> dict[str, JobStatus]:
+        rows = db.execute(f"SELECT id, attempts FROM jobs WHERE status = 'running' AND {where}", args).fetchall()
+        return {r["id"]: self._requeue_or_fail(db, r["id"], r["attempts"], error_class, message) for r in rows}
+
+    def release(self, claims: Sequence[tuple[str, str]]) -> int:
+        """A graceful shutdown hands claims back: the jobs are queued again and the attempt is not
+        counted. Returns how many were released."""
+        def fn(db):
+            return sum(db.execute("UPDATE jobs SET status = 'queued', attempts = attempts - 1, claim = NULL, "
+                                  "worker = NULL, lease_until = NULL WHERE id = ? AND claim = ? AND status = 'running'",
+                                  pair).rowcount for pair in claims)
+        return self._tx(fn) if claims else 0
+
+    def cancel(self, job_id: str) -> Job | None:
+        """Cancel a job that is not terminal yet; returns the job (None when unknown)."""
+        def fn(db):
+            db.execute("UPDATE jobs SET status = 'cancelled', claim = NULL, lease_until = NULL, finished = ? "
+                       "WHERE id = ? AND status IN ('queued', 'running')", (time.time(), job_id))
+            return self._get(db, job_id)
+        return self._tx(fn)
+
+    # -- reads --------------------------------------------------------------------------------
+
+    @staticmethod
+    def _get(db: sqlite3.Connection, job_id: str) -> Job | None:
+        row = db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        return None if row is None else Job.from_row(row)
+
+    def get(self, job_id: str) -> Job | None:
+        return self._tx(self._get, job_id)
+
+    def get_many(self, ids: Sequence[str]) -> dict[str, Job]:
+        def fn(db):
+            out = {}
+            for i in range(0, len(ids), 500):
+                chunk = list(ids[i:i + 500])
+                q = f"SELECT * FROM jobs WHERE id IN ({','.join('?' * len(chunk))})"
+                out.update({r["id"]: Job.from_row(r) for r in db.execute(q, chunk)})
+            return out
+        return self._tx(fn)
+
+    def counts(self) -> dict[str, int]:
+        """Jobs per status (every status present, zeros included)."""
+        rows = self._tx(lambda db: db.execute("SELECT status, COUNT(*) AS n FROM jobs GROUP BY status").fetchall())
+        out = {s.value: 0 for s in JobStatus}
+        out.update({r["status"]: r["n"] for r in rows})
+        return out
+
+    def running_claims(self) -> list[tuple[str, str, str]]:
+        """``(job_id, claim, worker)`` of every running job."""
+        return self._tx(lambda db: [(r["id"], r["claim"], r["worker"]) for r in db.execute(
+            "SELECT id, claim, worker FROM jobs WHERE status = 'running'")])

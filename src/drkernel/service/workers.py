@@ -1,0 +1,269 @@
+"""Device workers: one process per device, each holding one evaluator (for the gym: a judge, a warm
+pool of candidate children and the device's reader-writer lock).
+
+The server (the orchestrator) never imports solution code and never touches the device: it talks to
+a worker through a pipe. A worker that dies (kill -9, a lost judge that takes it down) fails its
+in-flight jobs with `InfrastructureError`; the scheduler re-queues them once and restarts the
+worker. Standard library only, so `benchmarks/worker_throughput_gpu.py` drives this layer on GPU
+hosts that have no web stack installed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import logging
+import multiprocessing as mp
+import os
+import threading
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Mapping, Protocol
+
+from drkernel.errors import ConfigError, InfrastructureError
+
+log = logging.getLogger(__name__)
+
+CPU_BUDGET_BYTES = 4 << 30
+
+
+class WorkerHandle(Protocol):
+    """What the scheduler needs from a device worker, local process or Ray actor."""
+
+    name: str
+    device: str
+    slots: int
+
+    async def start(self) -> dict[str, Any]:
+        """Start the worker; returns its device info (``device_name``, ``memory_bytes``, ...)."""
+        ...
+
+    async def evaluate(self, request_json: str) -> str:
+        """Evaluate one request (`EvalRequest` JSON); returns `EvalResult` JSON. Raises
+        `InfrastructureError` when the worker or its evaluator failed."""
+        ...
+
+    @property
+    def alive(self) -> bool: ...
+
+    def kill(self) -> None:
+        """Kill the worker at once (a hung worker); its in-flight calls fail."""
+        ...
+
+    async def stop(self) -> None: ...
+
+    def describe(self) -> dict[str, Any]:
+        """Where it runs (pid, node) for /v1/workers."""
+        ...
+
+
+def load_factory(spec: str):
+    """``"module:callable"`` -> the callable."""
+    module, _, attr = spec.partition(":")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as e:
+        raise ConfigError(f"evaluator factory {spec!r} cannot be loaded: {e}") from e
+
+
+def build_evaluator(spec: str, device: str, kwargs: Mapping[str, Any] | None):
+    return load_factory(spec)(device=device, **dict(kwargs or {}))
+
+
+def evaluator_info(evaluator, device: str) -> dict[str, Any]:
+    """The evaluator's ``device_info()`` with the keys the scheduler reads filled in."""
+    info = dict(evaluator.device_info()) if hasattr(evaluator, "device_info") else {}
+    info.setdefault("device", device)
+    info.setdefault("device_name", "cpu (triton interpreter)" if device.startswith("cpu") else device)
+    if not info.get("memory_bytes"):
+        info["memory_bytes"] = info.get("total_memory") or CPU_BUDGET_BYTES
+    return info
+
+
+def run_one(evaluator, request_json: str) -> tuple[str, str]:
+    """Evaluate one request inside a worker: ``("result", EvalResult JSON)`` or ``("error", text)``.
+    The evaluator returns a result for every bad solution; an exception is our own failure."""
+    from drkernel.gym.config import EvalRequest
+
+    try:
+        return "result", evaluator.evaluate(EvalRequest.from_dict(json.loads(request_json))).to_json()
+    except Exception as e:  # noqa: BLE001 - any exception here is an infrastructure failure, reported
+        return "error", f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=5)[-2000:]}"
+
+
+def _worker_main(conn, spec: str, device: str, kwargs: Mapping[str, Any] | None, slots: int) -> None:
+    """Entry point of a worker process: build the evaluator, then serve ``(key, request)`` messages."""
+    try:
+        evaluator = build_evaluator(spec, device, kwargs)
+        conn.send(("ready", evaluator_info(evaluator, device)))
+    except Exception as e:  # noqa: BLE001 - reported to the parent, which marks the device down
+        conn.send(("start_failed", f"{type(e).__name__}: {e}"))
+        return
+    send_lock = threading.Lock()
+
+    def job(key: str, request_json: str) -> None:
+        kind, payload = run_one(evaluator, request_json)
+        with send_lock:
+            conn.send((kind, key, payload))
+
+    with ThreadPoolExecutor(max_workers=slots) as pool:
+        while True:
+            try:
+                msg = conn.recv()
+            except (EOFError, OSError):
+                break
+            if msg[0] == "stop":
+                break
+            pool.submit(job, msg[1], msg[2])
+    evaluator.close()
+
+
+class LocalWorker:
+    """A device worker in a local process (spawned, so CUDA state never crosses a fork)."""
+
+    def __init__(self, name: str, device: str, spec: str, kwargs: Mapping[str, Any] | None = None,
+                 slots: int = 2, start_timeout_s: float = 600.0):
+        self.name, self.device, self.spec, self.slots = name, device, spec, slots
+        self.kwargs = dict(kwargs or {})
+        self.start_timeout_s = start_timeout_s
+        self._proc: mp.process.BaseProcess | None = None
+        self._conn = None
+        self._pending: dict[str, asyncio.Future] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._seq = 0
+
+    async def start(self) -> dict[str, Any]:
+        self._loop = asyncio.get_running_loop()
+        ctx = mp.get_context("spawn")
+        parent, child = ctx.Pipe()
+        self._proc = ctx.Process(target=_worker_main, args=(child, self.spec, self.device, self.kwargs, self.slots),
+                                 name=f"kernelgym-{self.name}", daemon=True)
+        self._proc.start()
+        child.close()
+        self._conn = parent
+        self._pending = {}
+        ready = await asyncio.to_thread(self._await_ready)
+        threading.Thread(target=self._reader, args=(parent, self._proc, self._pending), daemon=True,
+                         name=f"kernelgym-{self.name}-reader").start()
+        return ready
+
+    def _await_ready(self) -> dict[str, Any]:
+        if not self._conn.poll(self.start_timeout_s):
+            self.kill()
+            raise InfrastructureError(f"worker {self.name} did not start within {self.start_timeout_s:.0f} s")
+        try:
+            msg = self._conn.recv()
+        except (EOFError, OSError):
+            raise InfrastructureError(f"worker {self.name} died while starting (exit code {self._exitcode()})")
+        if msg[0] != "ready":
+            raise InfrastructureError(f"worker {self.name} failed to start: {msg[1]}")
+        return msg[1]
+
+    def _exitcode(self):
+        self._proc.join(timeout=1.0)
+        return self._proc.exitcode
+
+    def _reader(self, conn, proc, pending: dict[str, asyncio.Future]) -> None:
+        """Thread: deliver answers to their futures; on EOF fail everything still pending on this
+        process (a restarted worker has a new process and a new ``pending``)."""
+        while True:
+            try:
+                kind, key, payload = conn.recv()
+            except (EOFError, OSError):
+                break
+            self._loop.call_soon_threadsafe(self._deliver, pending, key, kind, payload)
+        proc.join(timeout=2.0)
+        err = f"worker {self.name} process lost (exit code {proc.exitcode})"
+        self._loop.call_soon_threadsafe(self._fail_all, pending, err)
+
+    def _deliver(self, pending: dict[str, asyncio.Future], key: str, kind: str, payload: str) -> None:
+        fut = pending.pop(key, None)
+        if fut is None or fut.done():
+            return
+        if kind == "result":
+            fut.set_result(payload)
+        else:
+            fut.set_exception(InfrastructureError(f"evaluator on {self.name} raised {payload}"))
+
+    @staticmethod
+    def _fail_all(pending: dict[str, asyncio.Future], err: str) -> None:
+        for fut in pending.values():
+            if not fut.done():
+                fut.set_exception(InfrastructureError(err))
+        pending.clear()
+
+    async def evaluate(self, request_json: str) -> str:
+        if not self.alive:
+            raise InfrastructureError(f"worker {self.name} is not running")
+        self._seq += 1
+        key = str(self._seq)
+        fut = self._loop.create_future()
+        self._pending[key] = fut
+        try:
+            self._conn.send(("eval", key, request_json))
+        except (OSError, ValueError) as e:
+            self._pending.pop(key, None)
+            raise InfrastructureError(f"worker {self.name} pipe broke: {e}") from e
+        return await fut
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.is_alive()
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
+    def kill(self) -> None:
+        if self._proc is not None and self._proc.is_alive():
+            self._proc.kill()
+
+    async def stop(self) -> None:
+        if self._proc is None:
+            return
+        try:
+            self._conn.send(("stop",))
+        except (OSError, ValueError):
+            pass
+        await asyncio.to_thread(self._proc.join, 10.0)
+        self.kill()
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": "local", "pid": self.pid, "host": os.uname().nodename}
+
+
+def local_devices(spec: str) -> list[str]:
+    """Devices for local workers: ``auto`` (every visible GPU, else one CPU worker), ``cpu:N`` or a
+    comma list (``cuda:0,cuda:1``)."""
+    spec = spec.strip()
+    if spec == "auto":
+        n = _visible_gpus()
+        return [f"cuda:{i}" for i in range(n)] if n else ["cpu"]
+    if spec.startswith("cpu"):
+        count = spec.partition(":")[2] or "1"
+        if not count.isdigit() or int(count) < 1:
+            raise ConfigError(f"devices={spec!r}: expected cpu:N with N >= 1")
+        return ["cpu"] * int(count)
+    devices = [d.strip() for d in spec.split(",") if d.strip()]
+    bad = [d for d in devices if not (d.startswith("cuda:") and d[5:].isdigit())]
+    if not devices or bad:
+        raise ConfigError(f"devices={spec!r}: expected auto, cpu:N or a comma list of cuda:N (bad: {bad})")
+    return devices
+
+
+def local_workers(devices: str, spec: str, kwargs: Mapping[str, Any] | None, slots: int) -> list[LocalWorker]:
+    """One `LocalWorker` per device of ``devices`` (see `local_devices`)."""
+    return [LocalWorker(f"{d.replace(':', '')}-{i}", d, spec, kwargs, slots)
+            for i, d in enumerate(local_devices(devices))]
+
+
+def _visible_gpus() -> int:
+    """GPUs visible to this host, counted without initialising CUDA in the server process."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return len([v for v in visible.split(",") if v.strip() and v.strip() != "-1"])
+    try:
+        return len([d for d in os.listdir("/dev") if d.startswith("nvidia") and d[6:].isdigit()])
+    except OSError:
+        return 0

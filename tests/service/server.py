@@ -1,0 +1,76 @@
+"""A real KernelGym server in a subprocess (`python -m drkernel gym serve`), for tests and benchmarks."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+HERE = Path(__file__).resolve().parent
+SRC = HERE.parents[1] / "src"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServerProcess:
+    """``python -m drkernel gym serve`` on a free port; ``start()`` waits until /v1/health answers."""
+
+    def __init__(self, db: Path, *args: str, port: int | None = None, log: Path | None = None):
+        self.db, self.args = db, list(args)
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = log or db.with_suffix(".log")
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout_s: float = 120.0) -> "ServerProcess":
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), str(HERE), os.environ.get("PYTHONPATH", "")])}
+        cmd = [sys.executable, "-m", "drkernel", "gym", "serve", "--port", str(self.port), "--db", str(self.db),
+               "--log-level", "warning", *self.args]
+        self.proc = subprocess.Popen(cmd, env=env, stdout=open(self.log, "ab"), stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited {self.proc.returncode}: {self.log.read_text()[-3000:]}")
+            try:
+                if httpx.get(f"{self.url}/v1/health", timeout=1.0).json()["workers_ready"] > 0:
+                    return self
+            except (httpx.HTTPError, ValueError, KeyError):
+                pass
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"server not ready in {timeout_s} s: {self.log.read_text()[-3000:]}")
+
+    def kill9(self) -> None:
+        """kill -9 the server process alone (its orphaned workers see their pipe close and exit)."""
+        self.proc.kill()
+        self.proc.wait()
+
+    def stop(self) -> None:
+        """Stop the server gracefully, then make sure nothing of its session is left."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def worker_pids(self) -> list[int]:
+        return [w["pid"] for w in httpx.get(f"{self.url}/v1/workers", timeout=5.0).json()]

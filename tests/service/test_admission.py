@@ -1,0 +1,48 @@
+"""The static device-memory estimate used for admission."""
+
+from __future__ import annotations
+
+from drkernel.gym.config import EvalConfig, EvalRequest
+from drkernel.problems import load_problems
+from drkernel.problems.problem import Problem
+from drkernel.service.admission import FOOTPRINT_FACTOR, OVERHEAD_BYTES, estimate_device_bytes
+
+REF = """
+import torch
+batch_size = 16
+dim = 2 * 512
+def get_inputs():
+    x = torch.randn(batch_size, dim)
+    idx = torch.randint(0, 10, (batch_size,))
+    return [x, idx, 3]
+def get_init_inputs():
+    return []
+"""
+
+
+def test_hand_worked_estimate():
+    p = Problem(name="t", level=1, code=REF)
+    # randn: 16 * 1024 = 16384 elements; randint size (16,): 16 elements; the int 3 is not a tensor
+    expected = OVERHEAD_BYTES + FOOTPRINT_FACTOR * (16384 + 16) * 4
+    assert estimate_device_bytes(EvalRequest(p, "", EvalConfig(device="cuda"))) == expected
+
+
+def test_cpu_overrides_and_cpu_budget_shrink_the_estimate():
+    p = Problem(name="t", level=1, code=REF, cpu_overrides={"batch_size": 2})
+    on_cpu = estimate_device_bytes(EvalRequest(p, "", EvalConfig(device="cpu", cpu_scale=False)))
+    assert on_cpu == OVERHEAD_BYTES + FOOTPRINT_FACTOR * (2 * 1024 + 2) * 4
+    capped = estimate_device_bytes(EvalRequest(p, "", EvalConfig(device="cpu", cpu_element_budget=100)))
+    assert capped == OVERHEAD_BYTES + FOOTPRINT_FACTOR * 100 * 4
+
+
+def test_kernelbench_problems_rank_by_size(kernelbench_rows):
+    problems = {(p.level, p.problem_id): p for p in load_problems(str(kernelbench_rows))}
+    est = {k: estimate_device_bytes(EvalRequest(p, "", EvalConfig(device="cuda"))) for k, p in problems.items()}
+    # problem 1 multiplies two 4096 x 4096 fp32 matrices: 2 * 4096**2 elements
+    assert est[(1, 1)] == OVERHEAD_BYTES + FOOTPRINT_FACTOR * 2 * 4096 ** 2 * 4
+    assert all(v > OVERHEAD_BYTES for v in est.values())  # every shape of the 200 is understood
+
+
+def test_unparseable_reference_gets_the_overhead_only():
+    p = Problem(name="t", level=1, code="def (")
+    assert estimate_device_bytes(EvalRequest(p, "")) == OVERHEAD_BYTES

@@ -1,0 +1,170 @@
+"""JobStore on a real SQLite file: claims, leases, attempts, idempotency, cache and coalescing."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import sqlite3
+import time
+
+import pytest
+
+from drkernel.service.store import IdempotencyConflict, JobStatus, JobStore, NewJob
+
+
+def _job(n: int, est: int = 10, key: str | None = None, cache_keys=(), req: str | None = None) -> NewJob:
+    return NewJob(request_json=f'{{"request_id": "r{n}"}}', req_hash=req or f"h{n}", est_bytes=est,
+                  cache_keys=tuple(cache_keys), idem_key=key)
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = JobStore(tmp_path / "jobs.sqlite", max_attempts=2)
+    yield s
+    s.close()
+
+
+def test_wal_mode_and_durable_before_ack(tmp_path):
+    s = JobStore(tmp_path / "a.sqlite")
+    (job, created), = s.submit([_job(1)])
+    # a second connection (another process after a crash) sees the job as soon as submit returned
+    other = sqlite3.connect(tmp_path / "a.sqlite")
+    assert other.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert other.execute("SELECT status FROM jobs WHERE id = ?", (job.id,)).fetchone()[0] == "queued"
+    assert created and job.status is JobStatus.QUEUED
+
+
+def test_claim_complete_and_order(store):
+    ids = [j.id for j, _ in store.submit([_job(i) for i in range(3)])]
+    claimed = store.claim("w0", 2, budget_bytes=100, idle=True, lease_s=30)
+    assert [j.id for j in claimed] == ids[:2]  # oldest first
+    assert all(j.status is JobStatus.RUNNING and j.attempts == 1 and j.worker == "w0" for j in claimed)
+    fin = store.complete(claimed[0].id, claimed[0].claim, '{"status": "correct"}', cache_key="k0")
+    assert fin.ids == [ids[0]] and fin.current
+    assert store.get(ids[0]).status is JobStatus.DONE
+    assert store.counts() == {"queued": 1, "running": 1, "done": 1, "failed": 0, "cancelled": 0}
+
+
+def test_idempotency_key_returns_same_job_and_conflicts_on_other_request(store):
+    (a, created_a), = store.submit([_job(1, key="k")])
+    (b, created_b), = store.submit([_job(1, key="k")])
+    assert created_a and not created_b and a.id == b.id
+    with pytest.raises(IdempotencyConflict):
+        store.submit([_job(2, key="k")])
+    assert store.counts()["queued"] == 1
+
+
+def test_cache_hit_at_submit_costs_nothing(store):
+    (j, _), = store.submit([_job(1)])
+    c, = store.claim("w", 1, 100, True, 30)
+    store.complete(c.id, c.claim, '{"status": "correct"}', cache_key="content-h1")
+    (dup, created), = store.submit([_job(9, cache_keys=["other", "content-h1"])])
+    assert created and dup.status is JobStatus.DONE and dup.cached
+    assert dup.result_json == '{"status": "correct"}'
+    assert store.claim("w", 5, 100, True, 30) == []
+
+
+def test_duplicates_coalesce_with_a_running_job(store):
+    ids = [j.id for j, _ in store.submit([_job(i, req="same") for i in range(4)] + [_job(7)])]
+    first = store.claim("w", 5, 1000, True, 30)
+    # only one job of the request hash runs; its duplicates wait, the other request goes too
+    assert sorted(j.id for j in first) == sorted([ids[0], ids[4]])
+    fin = store.complete(ids[0], first[0].claim, '{"status": "incorrect"}', cache_key=None)
+    assert sorted(fin.ids) == sorted(ids[:4])
+    assert all(store.get(i).status is JobStatus.DONE for i in ids[:4])
+    assert [store.get(i).cached for i in ids[:4]] == [False, True, True, True]
+
+
+def test_admission_by_estimated_bytes(store):
+    store.submit([_job(1, est=60), _job(2, est=60), _job(3, est=30), _job(4, est=500)])
+    got = store.claim("w", 4, budget_bytes=100, idle=False, lease_s=30)
+    assert [j.est_bytes for j in got] == [60, 30]  # 60 + 60 does not fit; 30 does; 500 never
+    got2 = store.claim("w", 4, budget_bytes=10, idle=True, lease_s=30)
+    assert [j.est_bytes for j in got2] == [60]  # an idle worker takes one job over its budget
+    assert store.claim("w", 4, budget_bytes=10, idle=False, lease_s=30) == []
+
+
+def test_infra_failure_retried_once_then_failed_with_cause(store):
+    (j, _), = store.submit([_job(1)])
+    c1, = store.claim("w", 1, 100, True, 30)
+    assert store.fail(j.id, c1.claim, "worker_lost", "worker w process lost") is JobStatus.QUEUED
+    c2, = store.claim("w", 1, 100, True, 30)
+    assert c2.attempts == 2 and c2.claim != c1.claim
+    assert store.fail(j.id, c1.claim, "worker_lost", "stale claim") is None  # a lapsed claim has no say
+    assert store.fail(j.id, c2.claim, "worker_lost", "worker w process lost") is JobStatus.FAILED
+    failed = store.get(j.id)
+    assert failed.status is JobStatus.FAILED and failed.error_class == "worker_lost"
+    assert "attempt 2 of 2" in failed.error
+
+
+def test_stale_claim_cannot_overwrite(store):
+    (j, _), = store.submit([_job(1)])
+    c1, = store.claim("w", 1, 100, True, lease_s=0.01)
+    time.sleep(0.05)
+    assert store.reap_expired() == {j.id: JobStatus.QUEUED}
+    c2, = store.claim("w2", 1, 100, True, 30)
+    assert not store.complete(j.id, c1.claim, '{"status": "late"}', None).current
+    assert store.get(j.id).status is JobStatus.RUNNING  # the newer claim still holds it
+    assert store.complete(j.id, c2.claim, '{"status": "correct"}', None).current
+    assert store.get(j.id).result_json == '{"status": "correct"}'
+
+
+def test_heartbeat_keeps_lease(store):
+    (j, _), = store.submit([_job(1)])
+    c, = store.claim("w", 1, 100, True, lease_s=0.2)
+    for _ in range(3):
+        time.sleep(0.1)
+        store.heartbeat([(c.id, c.claim)], lease_s=0.2)
+        assert store.reap_expired() == {}
+
+
+def test_restart_recovers_running_jobs_and_release_does_not_count(tmp_path):
+    path = tmp_path / "r.sqlite"
+    s = JobStore(path)
+    ids = [j.id for j, _ in s.submit([_job(i) for i in range(3)])]
+    a, b = s.claim("w", 2, 100, True, 30)
+    assert s.release([(b.id, b.claim)]) == 1
+    s.close()  # the server "dies" with job a running
+    s2 = JobStore(path)
+    assert s2.recover() == {a.id: JobStatus.QUEUED}
+    assert s2.get(a.id).attempts == 1 and s2.get(a.id).error_class == "server_restart"
+    assert s2.get(b.id).attempts == 0
+    assert s2.counts()["queued"] == 3 and sorted(ids) == sorted(j.id for j in s2.claim("w", 3, 100, True, 30))
+
+
+def test_cancel(store):
+    (q, _), (r, _) = store.submit([_job(1), _job(2)])
+    running, = store.claim("w", 1, 100, True, 30)
+    assert store.cancel(q.id if running.id != q.id else r.id).status is JobStatus.CANCELLED
+    assert store.cancel(running.id).status is JobStatus.CANCELLED
+    assert not store.complete(running.id, running.claim, "{}", None).current
+    assert store.get(running.id).status is JobStatus.CANCELLED
+    assert store.cancel("nope") is None
+
+
+def _claimer(path: str, worker: str, out) -> None:
+    s = JobStore(path)
+    got = []
+    while True:
+        jobs = s.claim(worker, 3, 10**9, True, 30)
+        if not jobs:
+            break
+        for j in jobs:
+            s.complete(j.id, j.claim, "{}", None)
+            got.append(j.id)
+    out.put(got)
+
+
+def test_concurrent_claims_from_processes_never_share_a_job(tmp_path):
+    path = str(tmp_path / "c.sqlite")
+    s = JobStore(path)
+    ids = {j.id for j, _ in s.submit([_job(i) for i in range(300)])}
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_claimer, args=(path, f"w{i}", out)) for i in range(4)]
+    for p in procs:
+        p.start()
+    claimed = [j for _ in procs for j in out.get(timeout=60)]
+    for p in procs:
+        p.join()
+    assert len(claimed) == len(set(claimed)) == 300 and set(claimed) == ids
+    assert s.counts()["done"] == 300
