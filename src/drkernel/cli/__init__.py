@@ -15,6 +15,7 @@ from drkernel.cli import agent as agent_cli
 from drkernel.cli import bench as bench_cli
 from drkernel.cli import gym as gym_cli
 from drkernel.cli import problems as problems_cli
+from drkernel.cli import sft as sft_cli
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="drkernel: KernelGym, kernel agents and Dr. Kernel RL for Triton kernels.")
@@ -22,6 +23,7 @@ app.add_typer(problems_cli.app, name="problems")
 app.add_typer(agent_cli.app, name="agent")
 app.add_typer(bench_cli.app, name="bench")
 app.add_typer(gym_cli.app, name="gym")
+app.add_typer(sft_cli.app, name="sft")
 
 
 def main() -> None:
