@@ -7,7 +7,8 @@ the solution source steer it:
     # raise            raise (an infrastructure failure: the evaluator itself broke)
     # die              kill the worker process (a lost worker)
 
-A file at ``broken_marker`` makes every result incorrect (a faulted device: the canary fails).
+A file at ``broken_marker`` makes every result without a status directive incorrect (a faulted
+device: the canary fails).
 """
 
 from __future__ import annotations
@@ -43,10 +44,10 @@ class DirectiveEvaluator:
         if "die" in directives:
             os._exit(17)
         digest = hashlib.sha256(request.solution.encode()).hexdigest()
-        if self.broken_marker and Path(self.broken_marker).exists():
-            status = Status.INCORRECT
-        elif "status" in directives:
+        if "status" in directives:
             status = Status(directives["status"])
+        elif self.broken_marker and Path(self.broken_marker).exists():
+            status = Status.INCORRECT
         else:
             status = Status.CORRECT if "class ModelNew" in request.solution else Status.NO_MODELNEW
         return EvalResult(status=status, problem_key=request.problem.key, request_id=request.request_id,

@@ -72,5 +72,3 @@ class ServerProcess:
         except ProcessLookupError:
             pass
 
-    def worker_pids(self) -> list[int]:
-        return [w["pid"] for w in httpx.get(f"{self.url}/v1/workers", timeout=5.0).json()]

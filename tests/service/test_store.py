@@ -128,7 +128,9 @@ def test_restart_recovers_running_jobs_and_release_does_not_count(tmp_path):
     assert s2.recover() == {a.id: JobStatus.QUEUED}
     assert s2.get(a.id).attempts == 1 and s2.get(a.id).error_class == "server_restart"
     assert s2.get(b.id).attempts == 0
-    assert s2.counts()["queued"] == 3 and sorted(ids) == sorted(j.id for j in s2.claim("w", 3, 100, True, 30))
+    assert s2.counts()["queued"] == 3
+    assert [j.id for j in s2.claim("w", 3, 100, True, 30)] == [a.id]  # a retry runs alone
+    assert sorted(j.id for j in s2.claim("w", 3, 100, False, 30)) == sorted(set(ids) - {a.id})
 
 
 def test_cancel(store):
@@ -168,3 +170,17 @@ def test_concurrent_claims_from_processes_never_share_a_job(tmp_path):
         p.join()
     assert len(claimed) == len(set(claimed)) == 300 and set(claimed) == ids
     assert s.counts()["done"] == 300
+
+
+def test_a_retry_is_claimed_alone_by_an_idle_worker(store):
+    (j, _), = store.submit([_job(1)])
+    c, = store.claim("w", 1, 100, True, 30)
+    store.fail(j.id, c.claim, "worker_lost", "lost")
+    store.submit([_job(2), _job(3)])
+    busy = store.claim("w", 3, 100, idle=False, lease_s=30)
+    assert j.id not in [b.id for b in busy] and len(busy) == 2  # a busy worker skips the retry
+    for b in busy:
+        store.complete(b.id, b.claim, "{}", None)
+    store.submit([_job(4)])
+    alone = store.claim("w", 3, 100, idle=True, lease_s=30)
+    assert [a.id for a in alone] == [j.id] and alone[0].attempts == 2

@@ -34,6 +34,9 @@ def serve(
     no_canary: bool = typer.Option(False, "--no-canary", help="skip canary evaluations"),
     lease_s: float = typer.Option(30.0, help="claim lease; a job whose worker stops heartbeating is re-queued"),
     sqlite_synchronous: str = typer.Option("FULL", help="FULL (power-safe) or NORMAL (crash-safe, faster)"),
+    max_body_bytes: int = typer.Option(32 * 1024 * 1024, help="largest accepted request body"),
+    max_batch: int = typer.Option(4096, help="most requests per batch submission"),
+    job_timeout_grace_s: float = typer.Option(120.0, help="a worker holding a job past timeout_s + this is killed"),
     log_level: str = typer.Option("info", help="uvicorn and drkernel log level"),
 ) -> None:
     """Run the KernelGym service (HTTP API, job store, device workers)."""
@@ -48,7 +51,9 @@ def serve(
         config = ServiceConfig(db_path=str(db), devices=devices, evaluator=evaluator,
                                evaluator_kwargs=json.loads(evaluator_kwargs), slots_per_worker=slots, token=token,
                                ray_address=ray_address, ray_cpu_workers=ray_cpu_workers, cache=not no_cache,
-                               canary=not no_canary, lease_s=lease_s, sqlite_synchronous=sqlite_synchronous)
+                               canary=not no_canary, lease_s=lease_s, sqlite_synchronous=sqlite_synchronous,
+                               max_body_bytes=max_body_bytes, max_batch=max_batch,
+                               job_timeout_grace_s=job_timeout_grace_s)
     except (ConfigError, json.JSONDecodeError) as e:
         console.print(f"[red]error:[/] {e}")
         raise typer.Exit(2)

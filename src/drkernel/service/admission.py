@@ -10,6 +10,7 @@ overhead for the CUDA context and the L2 flush buffer.
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import operator
 
@@ -82,17 +83,23 @@ def _shape_elements(call: ast.Call, consts: dict[str, int | tuple]) -> int:
 
 def estimate_device_bytes(request: EvalRequest) -> int:
     """Estimated peak device bytes of one evaluation of ``request`` (see the module docstring)."""
-    problem = request.problem
-    on_cpu = request.config.device == "cpu"
-    try:
-        tree = ast.parse(problem.code)
-    except SyntaxError:
-        return OVERHEAD_BYTES
-    consts = _module_constants(tree, dict(problem.cpu_overrides) if on_cpu else {})
-    elements = 0
-    for fn in tree.body:
-        if isinstance(fn, ast.FunctionDef) and fn.name == "get_inputs":
-            elements = sum(_shape_elements(node, consts) for node in ast.walk(fn) if isinstance(node, ast.Call))
-    if on_cpu and request.config.cpu_scale:
-        elements = min(elements, request.config.cpu_element_budget)
+    problem, cfg = request.problem, request.config
+    on_cpu = cfg.device == "cpu"
+    overrides = tuple(sorted(problem.cpu_overrides.items())) if on_cpu else ()
+    elements = _input_elements(problem.code, overrides)
+    if on_cpu and cfg.cpu_scale:
+        elements = min(elements, cfg.cpu_element_budget)
     return OVERHEAD_BYTES + FOOTPRINT_FACTOR * elements * DTYPE_BYTES.get(problem.dtype, 4)
+
+
+@functools.lru_cache(maxsize=4096)
+def _input_elements(code: str, overrides: tuple[tuple[str, int], ...]) -> int:
+    """Elements of the tensors ``get_inputs()`` builds, read statically (0 when unknown)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return 0
+    consts = _module_constants(tree, dict(overrides))
+    return sum(_shape_elements(node, consts) for fn in tree.body
+               if isinstance(fn, ast.FunctionDef) and fn.name == "get_inputs"
+               for node in ast.walk(fn) if isinstance(node, ast.Call))

@@ -215,7 +215,7 @@ def _router(config: ServiceConfig, metrics: ServiceMetrics) -> APIRouter:
         counts = s.store.counts()
         state = "ok" if ready == total else ("degraded" if ready else "down")
         return HealthOut(status=state, version=__version__, workers_ready=ready, workers_total=total,
-                         queue_depth=counts["queued"])
+                         queue_depth=counts["queued"], max_batch=config.max_batch)
 
     @r.get("/workers", dependencies=guard, summary="Device workers with their state and load")
     async def workers(request: Request) -> list[dict]:

@@ -44,6 +44,7 @@ class JobInfo:
     cached: bool
     error: str | None
     error_class: str | None
+    worker: str | None
     result: EvalResult | None
 
     @property
@@ -53,7 +54,7 @@ class JobInfo:
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "JobInfo":
         return cls(id=d["id"], status=d["status"], attempts=d["attempts"], cached=d["cached"], error=d.get("error"),
-                   error_class=d.get("error_class"),
+                   error_class=d.get("error_class"), worker=d.get("worker"),
                    result=EvalResult.from_dict(d["result"]) if d.get("result") else None)
 
     def unwrap(self) -> EvalResult:
@@ -99,9 +100,11 @@ def _headers(token: str | None) -> dict[str, str]:
 def _progress(total: int, enabled: bool, label: str):
     if not enabled:
         return None
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    progress = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    progress = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=Console(stderr=True))  # stdout stays clean for results
     progress.start()
     return progress, progress.add_task(label, total=total)
 
@@ -114,6 +117,12 @@ class ServiceClient:
         self._http = httpx.Client(base_url=url.rstrip("/"), headers=_headers(token), timeout=timeout_s)
         self._backoff = _Backoff(retries, backoff_s, max_backoff_s)
         self.poll_s = poll_s
+        self._max_batch: int | None = None
+
+    def _chunk(self, n: int) -> int:
+        if self._max_batch is None:
+            self._max_batch = int(self.health().get("max_batch", n))
+        return min(n, self._max_batch)
 
     def __enter__(self) -> "ServiceClient":
         return self
@@ -146,9 +155,9 @@ class ServiceClient:
                      priority: int = 0) -> list[str]:
         keys = _keys(len(requests), idempotency_keys)
         ids: list[str] = []
-        for i in range(0, len(requests), SUBMIT_CHUNK):
-            body = {"requests": [_payload(r, k, priority) for r, k in
-                                 zip(requests[i:i + SUBMIT_CHUNK], keys[i:i + SUBMIT_CHUNK])]}
+        n = self._chunk(SUBMIT_CHUNK)
+        for i in range(0, len(requests), n):
+            body = {"requests": [_payload(r, k, priority) for r, k in zip(requests[i:i + n], keys[i:i + n])]}
             ids += [j["id"] for j in self._call("POST", "/v1/jobs/batch", json=body)["jobs"]]
         return ids
 
@@ -184,8 +193,9 @@ class ServiceClient:
                 left = self.poll_s if deadline is None else min(self.poll_s, deadline - time.monotonic())
                 if left <= 0:
                     raise ServiceError(f"{len(remaining)} job(s) not finished within {timeout_s} s")
-                for i in range(0, len(remaining), WAIT_CHUNK):
-                    got = self.wait_many(remaining[i:i + WAIT_CHUNK], left)
+                n = self._chunk(WAIT_CHUNK)
+                for i in range(0, len(remaining), n):
+                    got = self.wait_many(remaining[i:i + n], left)
                     done.update({k: v for k, v in got.items() if v.terminal})
                 remaining = [i for i in remaining if i not in done]
                 if bar:
@@ -220,6 +230,12 @@ class AsyncServiceClient:
         self._http = httpx.AsyncClient(base_url=url.rstrip("/"), headers=_headers(token), timeout=timeout_s)
         self._backoff = _Backoff(retries, backoff_s, max_backoff_s)
         self.poll_s = poll_s
+        self._max_batch: int | None = None
+
+    async def _chunk(self, n: int) -> int:
+        if self._max_batch is None:
+            self._max_batch = int((await self.health()).get("max_batch", n))
+        return min(n, self._max_batch)
 
     async def __aenter__(self) -> "AsyncServiceClient":
         return self
@@ -252,9 +268,9 @@ class AsyncServiceClient:
                            priority: int = 0) -> list[str]:
         keys = _keys(len(requests), idempotency_keys)
         ids: list[str] = []
-        for i in range(0, len(requests), SUBMIT_CHUNK):
-            body = {"requests": [_payload(r, k, priority) for r, k in
-                                 zip(requests[i:i + SUBMIT_CHUNK], keys[i:i + SUBMIT_CHUNK])]}
+        n = await self._chunk(SUBMIT_CHUNK)
+        for i in range(0, len(requests), n):
+            body = {"requests": [_payload(r, k, priority) for r, k in zip(requests[i:i + n], keys[i:i + n])]}
             ids += [j["id"] for j in (await self._call("POST", "/v1/jobs/batch", json=body))["jobs"]]
         return ids
 
@@ -285,7 +301,8 @@ class AsyncServiceClient:
                 left = self.poll_s if deadline is None else min(self.poll_s, deadline - time.monotonic())
                 if left <= 0:
                     raise ServiceError(f"{len(remaining)} job(s) not finished within {timeout_s} s")
-                chunks = [remaining[i:i + WAIT_CHUNK] for i in range(0, len(remaining), WAIT_CHUNK)]
+                n = await self._chunk(WAIT_CHUNK)
+                chunks = [remaining[i:i + n] for i in range(0, len(remaining), n)]
                 for got in await asyncio.gather(*(self.wait_many(c, left) for c in chunks)):
                     done.update({k: v for k, v in got.items() if v.terminal})
                 remaining = [i for i in remaining if i not in done]

@@ -47,8 +47,7 @@ class RayWorker:
 
         options = {"num_gpus": 1, "num_cpus": 1} if self.gpu else {"num_cpus": 1}
         actor_cls = ray.remote(**options, max_concurrency=self.slots)(_EvaluatorActor)
-        self._actor = actor_cls.options(name=f"kernelgym-{self.name}-{os.getpid()}-{id(self)}").remote(
-            self.spec, self.device, self.kwargs)
+        self._actor = actor_cls.remote(self.spec, self.device, self.kwargs)
         self._dead = False
         try:
             self._info = await self._actor.info.remote()

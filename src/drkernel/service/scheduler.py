@@ -141,7 +141,8 @@ class Scheduler:
         """Store jobs (durably, before returning); cached ones are done at once."""
         new = [NewJob(request_json=json.dumps(s.request.to_dict()), req_hash=s.request.content_hash(""),
                       est_bytes=estimate_device_bytes(s.request), cache_keys=self.cache_keys(s.request),
-                      idem_key=s.idempotency_key, priority=s.priority) for s in items]
+                      request_id=s.request.request_id, idem_key=s.idempotency_key, priority=s.priority)
+               for s in items]
         out = self.store.submit(new)
         created = [job for job, is_new in out if is_new]
         self.metrics.submitted.inc(len(created))
@@ -266,7 +267,8 @@ class Scheduler:
             self._wake.clear()
             for w in self.workers:
                 free = w.handle.slots - len(w.in_flight)
-                if w.state is not WorkerState.READY or free <= 0:
+                isolated = any(j.attempts > 1 for j in w.in_flight.values())  # a retry runs alone
+                if w.state is not WorkerState.READY or free <= 0 or isolated:
                     continue
                 try:
                     jobs = self.store.claim(w.handle.name, free, w.budget_bytes - w.used_bytes,

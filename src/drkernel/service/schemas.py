@@ -82,10 +82,9 @@ class JobOut(BaseModel):
 
     @classmethod
     def from_job(cls, job: Job) -> "JobOut":
-        request_id = json.loads(job.request_json).get("request_id", "")
         return cls(id=job.id, status=job.status.value, attempts=job.attempts, cached=job.cached, worker=job.worker,
                    created_at=job.created, started_at=job.started, finished_at=job.finished, error=job.error,
-                   error_class=job.error_class, request_id=request_id,
+                   error_class=job.error_class, request_id=job.request_id,
                    result=json.loads(job.result_json) if job.result_json else None)
 
 
@@ -100,6 +99,7 @@ class HealthOut(BaseModel):
     workers_ready: int
     workers_total: int
     queue_depth: int
+    max_batch: int = Field(description="Most requests per batch submission and ids per wait.")
 
 
 class QueueOut(BaseModel):

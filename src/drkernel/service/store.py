@@ -31,6 +31,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     idem_key TEXT UNIQUE,
     req_hash TEXT NOT NULL,
     request TEXT NOT NULL,
+    request_id TEXT NOT NULL DEFAULT '',
     est_bytes INTEGER NOT NULL,
     priority INTEGER NOT NULL DEFAULT 0,
     status TEXT NOT NULL,
@@ -85,6 +86,7 @@ class NewJob:
     req_hash: str
     est_bytes: int
     cache_keys: tuple[str, ...] = ()
+    request_id: str = ""
     idem_key: str | None = None
     priority: int = 0
 
@@ -108,6 +110,7 @@ class Job:
     error_class: str | None
     cached: bool
     idem_key: str | None
+    request_id: str
 
     @classmethod
     def from_row(cls, r: sqlite3.Row) -> "Job":
@@ -116,7 +119,7 @@ class Job:
                    attempts=r["attempts"], claim=r["claim"], worker=r["worker"], created=r["created"],
                    started=r["started"], finished=r["finished"], result_json=r["result"],
                    error=r["error"], error_class=r["error_class"], cached=bool(r["cached"]),
-                   idem_key=r["idem_key"])
+                   idem_key=r["idem_key"], request_id=r["request_id"])
 
 
 @dataclass(frozen=True)
@@ -183,15 +186,15 @@ class JobStore:
             hit = self._cache_lookup(db, nj.cache_keys)
             job_id = uuid.uuid4().hex
             if hit is not None:
-                db.execute("INSERT INTO jobs (id, idem_key, req_hash, request, est_bytes, priority, status, "
-                           "created, started, finished, result, cached) VALUES (?,?,?,?,?,?,?,?,?,?,?,1)",
-                           (job_id, nj.idem_key, nj.req_hash, nj.request_json, nj.est_bytes, nj.priority,
-                            JobStatus.DONE.value, now, now, now, hit))
+                db.execute("INSERT INTO jobs (id, idem_key, req_hash, request, request_id, est_bytes, priority, "
+                           "status, created, started, finished, result, cached) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,1)",
+                           (job_id, nj.idem_key, nj.req_hash, nj.request_json, nj.request_id, nj.est_bytes,
+                            nj.priority, JobStatus.DONE.value, now, now, now, hit))
             else:
-                db.execute("INSERT INTO jobs (id, idem_key, req_hash, request, est_bytes, priority, status, "
-                           "created) VALUES (?,?,?,?,?,?,?,?)",
-                           (job_id, nj.idem_key, nj.req_hash, nj.request_json, nj.est_bytes, nj.priority,
-                            JobStatus.QUEUED.value, now))
+                db.execute("INSERT INTO jobs (id, idem_key, req_hash, request, request_id, est_bytes, priority, "
+                           "status, created) VALUES (?,?,?,?,?,?,?,?,?)",
+                           (job_id, nj.idem_key, nj.req_hash, nj.request_json, nj.request_id, nj.est_bytes,
+                            nj.priority, JobStatus.QUEUED.value, now))
             out.append((self._get(db, job_id), True))
         return out
 
@@ -208,12 +211,13 @@ class JobStore:
     def claim(self, worker: str, n: int, budget_bytes: int, idle: bool, lease_s: float) -> list[Job]:
         """Claim up to ``n`` queued jobs for ``worker`` (oldest first within priority) whose estimated
         bytes fit ``budget_bytes`` together; an ``idle`` worker also takes one job larger than its
-        budget, so no job waits forever. Skips jobs whose duplicate is already running."""
+        budget, so no job waits forever. Skips jobs whose duplicate is already running. A retried
+        job (attempts > 0) is claimed only by an idle worker, and alone."""
         return self._tx(self._claim, worker, n, budget_bytes, idle, lease_s)
 
     def _claim(self, db, worker, n, budget_bytes, idle, lease_s) -> list[Job]:
         rows = db.execute(
-            "SELECT id, est_bytes, req_hash FROM jobs WHERE status = 'queued' AND req_hash NOT IN "
+            "SELECT id, est_bytes, req_hash, attempts FROM jobs WHERE status = 'queued' AND req_hash NOT IN "
             "(SELECT req_hash FROM jobs WHERE status = 'running') ORDER BY priority DESC, seq LIMIT ?",
             (max(4 * n, 64),)).fetchall()
         chosen, hashes, used = [], set(), 0
@@ -221,6 +225,13 @@ class JobStore:
             if len(chosen) == n:
                 break
             if r["req_hash"] in hashes:
+                continue
+            if r["attempts"] > 0:
+                # A retry runs alone on an idle worker: if it brings the worker down again, it
+                # takes no innocent neighbour with it.
+                if idle and not chosen:
+                    chosen.append(r["id"])
+                    break
                 continue
             fits = used + r["est_bytes"] <= budget_bytes
             if fits or (idle and not chosen):

@@ -75,7 +75,7 @@ def evaluator_info(evaluator, device: str) -> dict[str, Any]:
     """The evaluator's ``device_info()`` with the keys the scheduler reads filled in."""
     info = dict(evaluator.device_info()) if hasattr(evaluator, "device_info") else {}
     info.setdefault("device", device)
-    info.setdefault("device_name", "cpu (triton interpreter)" if device.startswith("cpu") else device)
+    info.setdefault("device_name", info.get("name") or ("cpu (triton interpreter)" if device == "cpu" else device))
     if not info.get("memory_bytes"):
         info["memory_bytes"] = info.get("total_memory") or CPU_BUDGET_BYTES
     return info
