@@ -45,6 +45,18 @@ def test_dual_clip_off_with_infinity():
     assert stats.dual_clip_fraction == 0.0
 
 
+def test_token_weights_scale_each_token():
+    # Weights (2, 1, 0, 0.5) on the hand case: 2*(-1.28) - 0.5 + 0 + 0.5*3 = -1.56; the gradient of
+    # the unclipped token is unchanged (weight 1), the weights themselves get none.
+    logp, old_logp, adv, mask = _hand_case()
+    weights = torch.tensor([[2.0, 1.0, 0.0, 0.5]], requires_grad=True)
+    loss, _ = ppo_policy_loss(logp, old_logp, adv, mask, token_weights=weights)
+    torch.testing.assert_close(loss, torch.tensor(-1.56))
+    loss.backward()
+    torch.testing.assert_close(logp.grad, torch.tensor([[0.0, -0.5, 0.0, 0.0]]))
+    assert weights.grad is None
+
+
 def test_aggregation_modes_hand_worked():
     # Row 0 counts (1, 2, 3), row 1 counts (4) only, row 2 counts nothing (a rejected turn).
     token_loss = torch.tensor([[1.0, 2.0, 3.0], [4.0, 9.0, 9.0], [7.0, 7.0, 7.0]])

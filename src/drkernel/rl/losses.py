@@ -74,11 +74,13 @@ def ppo_policy_loss(
     clip_high: float = 0.28,
     dual_clip: float = 3.0,
     agg: LossAgg | str = LossAgg.SEQ_MEAN_TOKEN_SUM,
+    token_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, PolicyLossStats]:
     """Clipped PPO surrogate with asymmetric bounds and dual clip for negative advantages.
 
     l = max(-A rho, -A clip(rho, 1 - eps_low, 1 + eps_high)), then l = min(l, -A c) where A < 0
-    (Sec. 6; PPO, Schulman et al. 2017; dual clip, Ye et al. 2020). No KL, no entropy term.
+    (Sec. 6; PPO, Schulman et al. 2017; dual clip, Ye et al. 2020); then l = w l with the
+    optional mismatch weights w. No KL, no entropy term.
 
     Args:
         logp: [B, T] float, log-probs of the sampled tokens under the policy being trained.
@@ -88,6 +90,8 @@ def ppo_policy_loss(
         clip_low, clip_high: eps_low, eps_high.
         dual_clip: c > 1; ``float("inf")`` disables the dual clip.
         agg: how per-token losses are reduced, see :class:`LossAgg`.
+        token_weights: [B, T] float or None, constants multiplying each token's loss, e.g. the
+            truncated importance weights of :func:`drkernel.rl.mismatch.importance_weights`.
 
     Returns:
         ``(loss, stats)``: a scalar tensor to backpropagate and a :class:`PolicyLossStats`.
@@ -107,6 +111,8 @@ def ppo_policy_loss(
     dual_bound = -advantages * dual_clip
     negative = advantages < 0
     token_loss = torch.where(negative, torch.minimum(clip_loss, dual_bound), clip_loss)
+    if token_weights is not None:
+        token_loss = token_loss * token_weights.detach()
 
     loss = aggregate(token_loss, mask, agg)
     with torch.no_grad():
