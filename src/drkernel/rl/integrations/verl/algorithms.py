@@ -68,12 +68,12 @@ class HookConfig:
     token_veto: float = 1e-4
     """A turn with any token ratio below this is dropped."""
     importance_level: str | None = None
-    """Truncated importance weights (``token``, ``turn``, ``turn_geometric``, ``sequence``,
+    """Truncated importance weights (``token``, ``turn``, ``turn-geometric``, ``sequence``,
     ``geometric``) written to ``rollout_is_weights``; None leaves verl's own setting alone."""
     importance_upper: float = 2.0
     """Truncation bound of the importance weights."""
     prs: str | None = "turn"
-    """Profiling-based rejection sampling: ``turn``, ``trajectory_geometric`` or None (off)."""
+    """Profiling-based rejection sampling: ``turn``, ``trajectory-geometric`` or None (off)."""
     prs_always_keep_speedup: float | None = None
     """Always keep a turn whose speedup reaches this; None = off."""
     seed: int = 0
