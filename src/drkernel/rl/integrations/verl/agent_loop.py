@@ -75,6 +75,8 @@ class KernelAgentLoop(AgentLoopBase):
             for index in range(self.turns):
                 out = await self.server_manager.generate(request_id=uuid4().hex, prompt_ids=runtime_ids,
                                                          sampling_params=sampling_params)
+                if out.log_probs and logprobs is None:
+                    logprobs = []  # verl aligns rollout log-probs only onto an existing list
                 merged, response_mask, logprobs = await self.ct_merge_assistant_token(
                     runtime_ids, out.token_ids, response_mask, logprobs,
                     assistant_logprobs=out.log_probs or None)
