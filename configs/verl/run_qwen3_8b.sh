@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Dr. Kernel multi-turn RL on verl (docs/VERL.md): Qwen3-8B (or MODEL=...14B) after the SFT cold start,
 # 16 prompts x 16 samples x 3 turns per step, lr 1e-6, TRLOO + MRS + PRS, on NNODES nodes of 8 GPUs.
-# The KernelGym service runs on separate GPU nodes: `drkernel gym serve --host 0.0.0.0 --devices cuda:0-7`.
+# The KernelGym service runs on separate GPU nodes: `drkernel gym serve --host 0.0.0.0 --devices auto`.
 #   GYM_URL=http://gym-node:8000 MODEL=runs/sft-qwen3-8b bash configs/verl/run_qwen3_8b.sh
 set -euo pipefail
 MODEL=${MODEL:-runs/sft-qwen3-8b}
