@@ -31,7 +31,8 @@ def get_init_inputs():
     return []
 """
 ANSWERS = [
-    "I will write it.\n```python\nimport triton\nimport triton.language as tl\n@triton.jit\ndef k(x): pass\n```",
+    "I will write it.\n```python\nimport triton\nimport triton.language as tl\n"
+    "@triton.jit\ndef k(x): pass\n```",
     "Fixed the launch.\n```python\nclass ModelNew(torch.nn.Module):\n    pass\n```",
     "Faster now.\n```python\nBLOCK = 1024\n```",
 ]
@@ -45,10 +46,20 @@ def tokenizer():
 def _episode(sample: int, turns: int = 3) -> Episode:
     problem = Problem(name="relu", level=1, code=RELU, problem_id="relu", source="file")
     templates = PromptTemplates.default()
-    ep = Episode(problem=problem, sample=sample, prompt=templates.first_messages(problem), stop_reason="max_turns")
+    ep = Episode(
+        problem=problem, sample=sample, prompt=templates.first_messages(problem), stop_reason="max_turns"
+    )
     for i in range(turns):
-        ep.turns.append(Turn(index=i, context=list(range(i)), messages=[], response=ANSWERS[i], reward=0.5 * i,
-                             feedback=templates.feedback_message(f"Turn {i}: output mismatch.", "Fix it.")["content"]))
+        ep.turns.append(
+            Turn(
+                index=i,
+                context=list(range(i)),
+                messages=[],
+                response=ANSWERS[i],
+                reward=0.5 * i,
+                feedback=templates.feedback_message(f"Turn {i}: output mismatch.", "Fix it.")["content"],
+            )
+        )
     return ep
 
 
@@ -74,9 +85,11 @@ def test_only_assistant_tokens_carry_labels(tokenizer):
 
 def test_template_that_is_not_prefix_stable_is_rejected(tokenizer):
     # a Qwen3-like template: the "<think>" block appears only on the last assistant turn
-    unstable = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{% if m['role'] == 'assistant' and loop.last %}"
-                "<think></think>{% endif %}{{ m['content'] }}<|im_end|>\n{% endfor %}"
-                "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    unstable = (
+        "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{% if m['role'] == 'assistant' and loop.last %}"
+        "<think></think>{% endif %}{{ m['content'] }}<|im_end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
     tok = build_tokenizer()
     tok.chat_template = unstable
     messages = _episode(0).conversation()
@@ -96,7 +109,9 @@ def test_load_conversations_reads_jsonl_and_parquet_and_filters(tmp_path):
         convs = load_conversations([tmp_path / name])
         assert [sum(m["role"] == "assistant" for m in c) for c in convs] == [1, 2, 3]
         assert len(load_conversations([tmp_path / name], min_reward=0.5)) == 2
-    (tmp_path / "bad.jsonl").write_text(json.dumps({"id": "x", "messages": [{"role": "tool", "content": "?"}]}) + "\n")
+    (tmp_path / "bad.jsonl").write_text(
+        json.dumps({"id": "x", "messages": [{"role": "tool", "content": "?"}]}) + "\n"
+    )
     with pytest.raises(ProblemSourceError, match="message 0"):
         load_conversations([tmp_path / "bad.jsonl"])
     with pytest.raises(ProblemSourceError, match="does not exist"):
@@ -139,8 +154,18 @@ def test_cli_trains_tiny_model_loss_falls_and_saves_hf(tmp_path):
         writer.write(_episode(s))
     writer.close()
     out = tmp_path / "out"
-    run = CliRunner().invoke(app, ["sft", "--config", "configs/sft/tiny_cpu.yaml", "--data",
-                                   str(tmp_path / "traj.jsonl"), "--out", str(out)])
+    run = CliRunner().invoke(
+        app,
+        [
+            "sft",
+            "--config",
+            "configs/sft/tiny_cpu.yaml",
+            "--data",
+            str(tmp_path / "traj.jsonl"),
+            "--out",
+            str(out),
+        ],
+    )
     assert run.exit_code == 0, run.output
     result = json.loads((out / "drkernel_sft.json").read_text())["result"]
     assert result["examples"] == 4 and result["steps"] == 8
@@ -160,6 +185,7 @@ def test_cli_reports_bad_input_with_exit_code_2(tmp_path):
 
     from drkernel.cli import app
 
-    run = CliRunner().invoke(app, ["sft", "--model", "tiny", "--data", str(tmp_path / "none.jsonl"),
-                                   "--out", str(tmp_path / "o")])
+    run = CliRunner().invoke(
+        app, ["sft", "--model", "tiny", "--data", str(tmp_path / "none.jsonl"), "--out", str(tmp_path / "o")]
+    )
     assert run.exit_code == 2 and "does not exist" in " ".join(run.output.split())

@@ -37,7 +37,9 @@ class Example:
         return sum(label != IGNORE for label in self.labels)
 
 
-def load_conversations(paths: Iterable[str | Path], min_reward: float | None = None) -> list[list[dict[str, str]]]:
+def load_conversations(
+    paths: Iterable[str | Path], min_reward: float | None = None
+) -> list[list[dict[str, str]]]:
     """The ``messages`` of every trajectory row in ``paths`` (the bench export format), keeping rows
     whose best turn reward is at least ``min_reward`` when it is given."""
     from drkernel.bench.io import read_rows
@@ -59,7 +61,9 @@ def _checked(messages: Sequence[Any], where: str) -> list[dict[str, str]]:
     out = []
     for j, m in enumerate(messages):
         if not isinstance(m, dict) or m.get("role") not in ROLES or not isinstance(m.get("content"), str):
-            raise ProblemSourceError(f"{where} message {j}: expected {{role in {ROLES}, content: str}}, got {m!r:.80}")
+            raise ProblemSourceError(
+                f"{where} message {j}: expected {{role in {ROLES}, content: str}}, got {m!r:.80}"
+            )
         out.append({"role": m["role"], "content": m["content"]})
     if not any(m["role"] == "assistant" for m in out):
         raise ProblemSourceError(f"{where}: no assistant message to train on")
@@ -67,7 +71,9 @@ def _checked(messages: Sequence[Any], where: str) -> list[dict[str, str]]:
 
 
 def _render(tokenizer: Any, messages: Sequence[dict[str, str]], generation_prompt: bool) -> str:
-    return tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=generation_prompt)
+    return tokenizer.apply_chat_template(
+        list(messages), tokenize=False, add_generation_prompt=generation_prompt
+    )
 
 
 def assistant_spans(tokenizer: Any, messages: Sequence[dict[str, str]]) -> tuple[str, list[tuple[int, int]]]:
@@ -83,7 +89,8 @@ def assistant_spans(tokenizer: Any, messages: Sequence[dict[str, str]]) -> tuple
             raise ConfigError(
                 f"the chat template is not prefix-stable at message {k} (an assistant turn renders "
                 "differently once later turns follow), so assistant tokens cannot be masked; set "
-                "`chat_template` to a prefix-stable template such as configs/sft/chatml.jinja")
+                "`chat_template` to a prefix-stable template such as configs/sft/chatml.jinja"
+            )
         spans.append((len(before), len(through)))
     return text, spans
 
@@ -102,8 +109,9 @@ def tokenize_conversation(tokenizer: Any, messages: Sequence[dict[str, str]]) ->
     return Example(input_ids=list(ids), labels=labels)
 
 
-def build_examples(tokenizer: Any, conversations: Iterable[Sequence[dict[str, str]]], max_length: int,
-                   overlong: str = "drop") -> list[Example]:
+def build_examples(
+    tokenizer: Any, conversations: Iterable[Sequence[dict[str, str]]], max_length: int, overlong: str = "drop"
+) -> list[Example]:
     """Tokenized examples; a trajectory over ``max_length`` tokens is dropped or truncated."""
     examples, dropped = [], 0
     for messages in conversations:
@@ -118,5 +126,7 @@ def build_examples(tokenizer: Any, conversations: Iterable[Sequence[dict[str, st
     if dropped:
         log.warning("dropped %d trajectories longer than %d tokens", dropped, max_length)
     if not examples:
-        raise ProblemSourceError(f"no trajectory left to train on (after max_length={max_length}, overlong={overlong})")
+        raise ProblemSourceError(
+            f"no trajectory left to train on (after max_length={max_length}, overlong={overlong})"
+        )
     return examples

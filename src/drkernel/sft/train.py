@@ -45,8 +45,9 @@ def load_model(config: SFTConfig) -> tuple[Any, Any]:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(config.model)
-        model = AutoModelForCausalLM.from_pretrained(config.model,
-                                                     dtype=torch.bfloat16 if config.bf16 else torch.float32)
+        model = AutoModelForCausalLM.from_pretrained(
+            config.model, dtype=torch.bfloat16 if config.bf16 else torch.float32
+        )
     if config.chat_template is not None:
         path = Path(config.chat_template)
         if not path.exists():
@@ -63,15 +64,28 @@ def _trl_args(config: SFTConfig) -> Any:
     from trl import SFTConfig as TRLConfig
 
     return TRLConfig(
-        output_dir=config.output_dir, learning_rate=config.learning_rate, num_train_epochs=config.epochs,
-        max_steps=config.max_steps, per_device_train_batch_size=config.per_device_batch_size,
-        gradient_accumulation_steps=config.gradient_accumulation_steps, warmup_steps=config.warmup_ratio,
-        lr_scheduler_type=config.lr_scheduler, weight_decay=config.weight_decay,
-        max_grad_norm=config.max_grad_norm, bf16=config.bf16, gradient_checkpointing=config.gradient_checkpointing,
-        seed=config.seed, data_seed=config.seed, logging_steps=config.logging_steps,
-        save_strategy="steps" if config.save_steps else "no", save_steps=config.save_steps or 500,
-        report_to=config.report_to or "none", max_length=None, dataset_num_proc=None,
-        use_cpu=not _cuda(), dataloader_num_workers=0,
+        output_dir=config.output_dir,
+        learning_rate=config.learning_rate,
+        num_train_epochs=config.epochs,
+        max_steps=config.max_steps,
+        per_device_train_batch_size=config.per_device_batch_size,
+        gradient_accumulation_steps=config.gradient_accumulation_steps,
+        warmup_steps=config.warmup_ratio,
+        lr_scheduler_type=config.lr_scheduler,
+        weight_decay=config.weight_decay,
+        max_grad_norm=config.max_grad_norm,
+        bf16=config.bf16,
+        gradient_checkpointing=config.gradient_checkpointing,
+        seed=config.seed,
+        data_seed=config.seed,
+        logging_steps=config.logging_steps,
+        save_strategy="steps" if config.save_steps else "no",
+        save_steps=config.save_steps or 500,
+        report_to=config.report_to or "none",
+        max_length=None,
+        dataset_num_proc=None,
+        use_cpu=not _cuda(),
+        dataloader_num_workers=0,
     )
 
 
@@ -94,16 +108,30 @@ def run_sft(config: SFTConfig) -> SFTResult:
     examples = build_examples(tokenizer, conversations, config.max_length, config.overlong)
     trained = sum(ex.trained_tokens for ex in examples)
     total = sum(len(ex.input_ids) for ex in examples)
-    log.info("%d trajectories, %d tokens, %d of them (%.0f%%) on assistant turns",
-             len(examples), total, trained, 100 * trained / total)
+    log.info(
+        "%d trajectories, %d tokens, %d of them (%.0f%%) on assistant turns",
+        len(examples),
+        total,
+        trained,
+        100 * trained / total,
+    )
     dataset = Dataset.from_list([{"input_ids": ex.input_ids, "labels": ex.labels} for ex in examples])
-    trainer = SFTTrainer(model=model, args=_trl_args(config), train_dataset=dataset, processing_class=tokenizer)
+    trainer = SFTTrainer(
+        model=model, args=_trl_args(config), train_dataset=dataset, processing_class=tokenizer
+    )
     trainer.train()
     trainer.save_model(config.output_dir)
     tokenizer.save_pretrained(config.output_dir)
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
-    result = SFTResult(output_dir=config.output_dir, examples=len(examples), trained_tokens=trained,
-                       total_tokens=total, steps=trainer.state.global_step, losses=losses)
+    result = SFTResult(
+        output_dir=config.output_dir,
+        examples=len(examples),
+        trained_tokens=trained,
+        total_tokens=total,
+        steps=trainer.state.global_step,
+        losses=losses,
+    )
     Path(config.output_dir, "drkernel_sft.json").write_text(
-        json.dumps({"config": config.to_dict(), "result": vars(result)}, indent=2))
+        json.dumps({"config": config.to_dict(), "result": vars(result)}, indent=2)
+    )
     return result

@@ -10,5 +10,7 @@ os.environ.setdefault("VERL_USE_EXTERNAL_MODULES", "drkernel.rl.integrations.ver
 
 if importlib.util.find_spec("verl") is None:
     if os.environ.get("DRKERNEL_REQUIRE_VERL") == "1":
-        raise RuntimeError("DRKERNEL_REQUIRE_VERL=1 but verl is not installed: pip install -e '.[dev,service,verl]'")
+        raise RuntimeError(
+            "DRKERNEL_REQUIRE_VERL=1 but verl is not installed: pip install -e '.[dev,service,verl]'"
+        )
     collect_ignore_glob = ["test_verl_*.py"]

@@ -19,9 +19,7 @@ from drkernel.rl.integrations.verl.turns import per_turn_values, turn_layout, tu
 #   traj 0: turns at [0, 2) and [4, 7)          (two turns)
 #   traj 1: turns at [0, 3), [5, 6) and [7, 9)  (three turns)
 #   traj 2: turn at [0, 4)                      (one turn, then padding)
-MASK = torch.tensor([[1, 1, 0, 0, 1, 1, 1, 0, 0],
-                     [1, 1, 1, 0, 0, 1, 0, 1, 1],
-                     [1, 1, 1, 1, 0, 0, 0, 0, 0]])
+MASK = torch.tensor([[1, 1, 0, 0, 1, 1, 1, 0, 0], [1, 1, 1, 0, 0, 1, 0, 1, 1], [1, 1, 1, 1, 0, 0, 0, 0, 0]])
 
 
 def test_turn_layout_by_hand():
@@ -50,12 +48,21 @@ def test_registry_holds_our_functions():
 def _batch(turn_rewards_per_traj, uids, mask=MASK) -> DataProto:
     b, t = mask.shape
     scores = torch.zeros(b, t)
-    last = mask.shape[1] - 1 - torch.flip(mask, dims=[1]).argmax(dim=1)  # verl: total reward on the last token
+    last = (
+        mask.shape[1] - 1 - torch.flip(mask, dims=[1]).argmax(dim=1)
+    )  # verl: total reward on the last token
     scores[torch.arange(b), last] = torch.tensor([sum(r) for r in turn_rewards_per_traj], dtype=torch.float32)
-    data = DataProto.from_dict(tensors={"response_mask": mask.clone(), "token_level_scores": scores,
-                                        "token_level_rewards": scores.clone()},
-                               non_tensors={"uid": np.array(uids, dtype=object),
-                                            alg.TURN_REWARDS: np.array(turn_rewards_per_traj + [None], dtype=object)[:-1]})
+    data = DataProto.from_dict(
+        tensors={
+            "response_mask": mask.clone(),
+            "token_level_scores": scores,
+            "token_level_rewards": scores.clone(),
+        },
+        non_tensors={
+            "uid": np.array(uids, dtype=object),
+            alg.TURN_REWARDS: np.array(turn_rewards_per_traj + [None], dtype=object)[:-1],
+        },
+    )
     return data
 
 
@@ -68,9 +75,13 @@ def test_trloo_through_verls_compute_advantage_matches_hand_values():
     # turn 0 group {traj0, traj1}: A0 = 2.0 - 3.0 = -1.0, A1 = 3.0 - 2.0 = 1.0
     # turn 1 group {traj0, traj1}: A0 = 1.5 - 3.0 = -1.5, A1 = 3.0 - 1.5 = 1.5
     # turn 2 group {traj1} alone: A = G = 2.0; traj2 alone at turn 0: A = G = 0.7
-    expected = torch.tensor([[-1.0, -1.0, 0, 0, -1.5, -1.5, -1.5, 0, 0],
-                             [1.0, 1.0, 1.0, 0, 0, 1.5, 0, 2.0, 2.0],
-                             [0.7, 0.7, 0.7, 0.7, 0, 0, 0, 0, 0]])
+    expected = torch.tensor(
+        [
+            [-1.0, -1.0, 0, 0, -1.5, -1.5, -1.5, 0, 0],
+            [1.0, 1.0, 1.0, 0, 0, 1.5, 0, 2.0, 2.0],
+            [0.7, 0.7, 0.7, 0.7, 0, 0, 0, 0, 0],
+        ]
+    )
     torch.testing.assert_close(out.batch["advantages"], expected)
     # the hook moved each turn's reward onto its own last token; the total is unchanged
     assert out.batch["token_level_rewards"][1].tolist() == [0, 0, 0.0, 0, 0, 1.0, 0, 0, 2.0]
@@ -95,8 +106,15 @@ def test_trloo_without_our_turn_record_uses_the_reward_on_the_last_turn():
 
 
 def _actor_config(**info):
-    return OmegaConf.create({"clip_ratio": 0.2, "clip_ratio_low": 0.2, "clip_ratio_high": 0.28,
-                             "clip_ratio_c": 3.0, "global_batch_info": info})
+    return OmegaConf.create(
+        {
+            "clip_ratio": 0.2,
+            "clip_ratio_low": 0.2,
+            "clip_ratio_high": 0.28,
+            "clip_ratio_c": 3.0,
+            "global_batch_info": info,
+        }
+    )
 
 
 @pytest.mark.parametrize("agg", ["seq-mean-token-sum", "token-mean", "seq-mean-token-mean"])
@@ -107,10 +125,12 @@ def test_policy_loss_equals_verls_dual_clip_ppo(agg, info):
     new = (old + 0.5 * torch.randn(3, 9, generator=g)).requires_grad_()
     adv = torch.randn(3, 9, generator=g) * 2
     weights = torch.rand(3, 9, generator=g) * 2
-    ours, metrics = core_algos.get_policy_loss_fn("drkernel_ppo")(old, new, adv, MASK, agg, _actor_config(**info),
-                                                                   rollout_is_weights=weights)
-    theirs, their_metrics = core_algos.get_policy_loss_fn("vanilla")(old, new.detach(), adv, MASK, agg,
-                                                                      _actor_config(**info), rollout_is_weights=weights)
+    ours, metrics = core_algos.get_policy_loss_fn("drkernel_ppo")(
+        old, new, adv, MASK, agg, _actor_config(**info), rollout_is_weights=weights
+    )
+    theirs, their_metrics = core_algos.get_policy_loss_fn("vanilla")(
+        old, new.detach(), adv, MASK, agg, _actor_config(**info), rollout_is_weights=weights
+    )
     torch.testing.assert_close(ours, theirs)
     assert metrics["actor/pg_clipfrac"] == pytest.approx(their_metrics["actor/pg_clipfrac"])
     ours.backward()
@@ -124,11 +144,14 @@ def test_mrs_and_prs_zero_the_rejected_turns_after_the_advantages():
     rollout = old.clone()
     rollout[1, 5] = old[1, 5] + 10.0  # traj 1 turn 1: token ratio e^-10 < 1e-4 -> vetoed
     data.batch["old_log_probs"], data.batch["rollout_log_probs"] = old, rollout
-    data.non_tensor_batch[alg.TURN_COVERAGE] = np.array([[0.9, 0.2], [0.0, 0.5, 0.9], [0.35]] + [None], dtype=object)[:-1]
+    data.non_tensor_batch[alg.TURN_COVERAGE] = np.array(
+        [[0.9, 0.2], [0.0, 0.5, 0.9], [0.35]] + [None], dtype=object
+    )[:-1]
     data.non_tensor_batch[alg.TURN_CORRECT] = np.array([[1, 1], [0, 1, 1], [1]] + [None], dtype=object)[:-1]
     data.non_tensor_batch[alg.TURN_HACKED] = np.array([[0, 0], [0, 0, 0], [0]] + [None], dtype=object)[:-1]
-    metrics = alg.apply_rejection(data, alg.HookConfig(mrs_low=1e-9, mrs_high=1e9, prs="turn"),
-                                  torch.Generator().manual_seed(0))
+    metrics = alg.apply_rejection(
+        data, alg.HookConfig(mrs_low=1e-9, mrs_high=1e9, prs="turn"), torch.Generator().manual_seed(0)
+    )
     mask = data.batch["response_mask"]
     # PRS: coverage 0.2 -> p = 0 (traj 0 turn 1 dropped); 0.9 and 0.5 -> p = 1; incorrect turns are kept;
     # traj 2's coverage 0.35 -> p = 0.5, a draw. MRS: traj 1 turn 1 vetoed.
@@ -162,4 +185,6 @@ def test_hook_config_errors_name_the_values(tmp_path, monkeypatch):
     path = tmp_path / "hook.yaml"
     path.write_text("prs: trajectory-geometric\nimportance_level: geometric\n")
     monkeypatch.setenv(alg.CONFIG_ENV, str(path))
-    assert alg.HookConfig.from_env() == alg.HookConfig(prs="trajectory-geometric", importance_level="geometric")
+    assert alg.HookConfig.from_env() == alg.HookConfig(
+        prs="trajectory-geometric", importance_level="geometric"
+    )

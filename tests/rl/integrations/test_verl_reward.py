@@ -48,8 +48,13 @@ PROBLEM = Problem(name="double", level=1, code=REFERENCE, problem_id="double", s
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory):
-    srv = ServerProcess(tmp_path_factory.mktemp("gym") / "jobs.sqlite", "--devices", "cpu:1",
-                        "--evaluator", "evaluators:DirectiveEvaluator")
+    srv = ServerProcess(
+        tmp_path_factory.mktemp("gym") / "jobs.sqlite",
+        "--devices",
+        "cpu:1",
+        "--evaluator",
+        "evaluators:DirectiveEvaluator",
+    )
     srv.start()
     yield srv
     srv.stop()
@@ -57,7 +62,9 @@ def service(tmp_path_factory):
 
 def _expected(answer: str) -> float:
     code = extract_code(answer).code
-    return turn_reward(DirectiveEvaluator().evaluate(EvalRequest(problem=PROBLEM, solution=code, config=EvalConfig())))
+    return turn_reward(
+        DirectiveEvaluator().evaluate(EvalRequest(problem=PROBLEM, solution=code, config=EvalConfig()))
+    )
 
 
 def test_compute_score_evaluates_on_the_service(service):
@@ -94,9 +101,12 @@ def test_verls_naive_reward_manager_scores_a_dataproto(service, monkeypatch):
     row = verl_row(PROBLEM, 0, EvalConfig(), PromptTemplates.default())
     data = DataProto.from_dict(
         tensors={"prompts": torch.tensor([prompt]), "responses": responses, "attention_mask": attention},
-        non_tensors={"data_source": np.array([row["data_source"]]),
-                     "reward_model": np.array([row["reward_model"]], dtype=object),
-                     "extra_info": np.array([row["extra_info"]], dtype=object)})
+        non_tensors={
+            "data_source": np.array([row["data_source"]]),
+            "reward_model": np.array([row["reward_model"]], dtype=object),
+            "extra_info": np.array([row["extra_info"]], dtype=object),
+        },
+    )
     manager = NaiveRewardManager(OmegaConf.create({}), tok, compute_score)
     result = manager.loop.run_until_complete(manager.run_single(data))
     assert result["reward_score"] == pytest.approx(_expected(ANSWER))

@@ -19,8 +19,9 @@ def register(agent_loop: bool = True, driver_hook: bool = True) -> None:
     try:
         import verl  # noqa: F401
     except ImportError as e:
-        raise ConfigError("the verl integration needs verl: pip install 'drkernel[verl]' "
-                          "(verl>=0.9.1; see docs/VERL.md)") from e
+        raise ConfigError(
+            "the verl integration needs verl: pip install 'drkernel[verl]' (verl>=0.9.1; see docs/VERL.md)"
+        ) from e
     from drkernel.rl.integrations.verl import algorithms
 
     algorithms.register()

@@ -27,9 +27,22 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutp
 from drkernel.agent.prompts import PromptTemplates
 from drkernel.gym.config import EvalRequest
 from drkernel.gym.result import EvalResult
-from drkernel.rl.integrations.verl.algorithms import TURN_CORRECT, TURN_COVERAGE, TURN_HACKED, TURN_REWARDS, TURN_SPEEDUP
+from drkernel.rl.integrations.verl.algorithms import (
+    TURN_CORRECT,
+    TURN_COVERAGE,
+    TURN_HACKED,
+    TURN_REWARDS,
+    TURN_SPEEDUP,
+)
 from drkernel.rl.integrations.verl.dataset import AGENT_NAME
-from drkernel.rl.integrations.verl.reward import TOKEN_ENV, ScoredTurn, eval_config_of, problem_of, score_response, service_url
+from drkernel.rl.integrations.verl.reward import (
+    TOKEN_ENV,
+    ScoredTurn,
+    eval_config_of,
+    problem_of,
+    score_response,
+    service_url,
+)
 
 log = logging.getLogger(__name__)
 DEFAULT_TURNS = 3
@@ -37,9 +50,13 @@ DEFAULT_TURNS = 3
 
 def turn_fields(turns: list[ScoredTurn]) -> dict[str, list[float]]:
     """The per-turn lists our loop writes to ``extra_fields``."""
-    return {TURN_REWARDS: [t.reward for t in turns], TURN_CORRECT: [float(t.correct) for t in turns],
-            TURN_HACKED: [float(t.hacked) for t in turns], TURN_COVERAGE: [t.coverage for t in turns],
-            TURN_SPEEDUP: [t.speedup for t in turns]}
+    return {
+        TURN_REWARDS: [t.reward for t in turns],
+        TURN_CORRECT: [float(t.correct) for t in turns],
+        TURN_HACKED: [float(t.hacked) for t in turns],
+        TURN_COVERAGE: [t.coverage for t in turns],
+        TURN_SPEEDUP: [t.speedup for t in turns],
+    }
 
 
 @register(AGENT_NAME)
@@ -69,28 +86,36 @@ class KernelAgentLoop(AgentLoopBase):
         metrics: dict[str, Any] = {}
         client = await self._evaluator(extra_info)
         async with client:
+
             async def evaluate(request: EvalRequest) -> EvalResult:
                 return await client.evaluate(request)
 
             for index in range(self.turns):
-                out = await self.server_manager.generate(request_id=uuid4().hex, prompt_ids=runtime_ids,
-                                                         sampling_params=sampling_params)
+                out = await self.server_manager.generate(
+                    request_id=uuid4().hex, prompt_ids=runtime_ids, sampling_params=sampling_params
+                )
                 if out.log_probs and logprobs is None:
                     logprobs = []  # verl aligns rollout log-probs only onto an existing list
                 merged, response_mask, logprobs = await self.ct_merge_assistant_token(
-                    runtime_ids, out.token_ids, response_mask, logprobs,
-                    assistant_logprobs=out.log_probs or None)
+                    runtime_ids,
+                    out.token_ids,
+                    response_mask,
+                    logprobs,
+                    assistant_logprobs=out.log_probs or None,
+                )
                 runtime_ids = merged.token_ids
                 text = self.tokenizer.decode(out.token_ids, skip_special_tokens=True)
-                turn = await score_response(problem, text, config, f"{problem.key}/{uuid4().hex[:8]}/t{index}",
-                                            evaluate)
+                turn = await score_response(
+                    problem, text, config, f"{problem.key}/{uuid4().hex[:8]}/t{index}", evaluate
+                )
                 turns.append(turn)
                 if index + 1 == self.turns or len(response_mask) >= self.response_length:
                     break
                 before = messages + [{"role": "assistant", "content": text}]
                 messages = before + [self.templates.feedback_message(turn.feedback, turn.instruction)]
                 merged, response_mask, logprobs = await self.ct_merge_context_msg(
-                    before, messages, runtime_ids, response_mask, logprobs)
+                    before, messages, runtime_ids, response_mask, logprobs
+                )
                 if len(response_mask) >= self.response_length:
                     break
                 runtime_ids = merged.token_ids
@@ -98,7 +123,7 @@ class KernelAgentLoop(AgentLoopBase):
         prompt_part = runtime_ids[: len(runtime_ids) - n]
         return AgentLoopOutput(
             prompt_ids=prompt_part,
-            response_ids=runtime_ids[len(prompt_part):][: self.response_length],
+            response_ids=runtime_ids[len(prompt_part) :][: self.response_length],
             response_mask=response_mask[: self.response_length],
             response_logprobs=logprobs[: self.response_length] if logprobs else None,
             reward_score=sum(t.reward for t in turns),

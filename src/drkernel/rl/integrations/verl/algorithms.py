@@ -34,12 +34,12 @@ import torch
 
 from drkernel.errors import ConfigError
 from drkernel.rl.advantages import trloo_advantages
+from drkernel.rl.integrations.verl.turns import per_turn_values, place_turn_rewards, turn_layout, turn_rewards
 from drkernel.rl.losses import LossAgg, ppo_policy_loss
 from drkernel.rl.masks import void_turn_mask
 from drkernel.rl.mismatch import WeightLevel, importance_weights, mismatch_rejection
 from drkernel.rl.rejection import CoverageMode, prs_keep_mask, prs_keep_probability
 from drkernel.rl.returns import reward_to_go
-from drkernel.rl.integrations.verl.turns import per_turn_values, place_turn_rewards, turn_layout, turn_rewards
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,9 @@ class HookConfig:
     def __post_init__(self) -> None:
         problems = []
         if self.importance_level is not None and self.importance_level not in {w.value for w in WeightLevel}:
-            problems.append(f"importance_level={self.importance_level!r} (one of {[w.value for w in WeightLevel]})")
+            problems.append(
+                f"importance_level={self.importance_level!r} (one of {[w.value for w in WeightLevel]})"
+            )
         if self.prs is not None and self.prs not in {m.value for m in CoverageMode}:
             problems.append(f"prs={self.prs!r} (one of {[m.value for m in CoverageMode]} or null)")
         if not 0 < self.mrs_low <= 1 <= self.mrs_high:
@@ -120,8 +122,13 @@ def _group_ids(index: Any, device: torch.device) -> torch.Tensor:
     return torch.as_tensor(inverse.reshape(-1), dtype=torch.long, device=device)
 
 
-def compute_trloo_advantage(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, index: Any = None,
-                            config: Any = None, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+def compute_trloo_advantage(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: Any = None,
+    config: Any = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """TRLOO advantages in verl's layout: ``(advantages, returns)``, both [B, T].
 
     Each turn's reward r_{i,t} is the reward on its span; G_{i,t} = sum_{k>=t} gamma^(k-t) r_{i,k};
@@ -138,7 +145,9 @@ def compute_trloo_advantage(token_level_rewards: torch.Tensor, response_mask: to
     returns = reward_to_go(reward, layout.traj_id, layout.turn, gamma)  # (R,)
     adv = trloo_advantages(returns, group, layout.turn, group_mask=not_void)  # (R,)
     adv = torch.where(not_void, adv, torch.zeros_like(adv))
-    return layout.broadcast(adv).to(token_level_rewards.dtype), layout.broadcast(returns).to(token_level_rewards.dtype)
+    return layout.broadcast(adv).to(token_level_rewards.dtype), layout.broadcast(returns).to(
+        token_level_rewards.dtype
+    )
 
 
 def _global_scale(mask: torch.Tensor, agg: LossAgg, info: Mapping[str, Any]) -> float:
@@ -153,10 +162,16 @@ def _global_scale(mask: torch.Tensor, agg: LossAgg, info: Mapping[str, Any]) -> 
     return local * dp / float(total) if total else float(dp)
 
 
-def compute_drkernel_policy_loss(old_log_prob: torch.Tensor, log_prob: torch.Tensor, advantages: torch.Tensor,
-                                 response_mask: torch.Tensor, loss_agg_mode: str = "seq-mean-token-sum",
-                                 config: Any = None, rollout_is_weights: torch.Tensor | None = None,
-                                 **kwargs: Any) -> tuple[torch.Tensor, dict[str, Any]]:
+def compute_drkernel_policy_loss(
+    old_log_prob: torch.Tensor,
+    log_prob: torch.Tensor,
+    advantages: torch.Tensor,
+    response_mask: torch.Tensor,
+    loss_agg_mode: str = "seq-mean-token-sum",
+    config: Any = None,
+    rollout_is_weights: torch.Tensor | None = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, dict[str, Any]]:
     """verl policy loss: `ppo_policy_loss` with clip bounds from verl's actor config.
 
     Importance weights w > 0 are folded into the advantages: every term of the clipped, dual-clipped
@@ -171,11 +186,23 @@ def compute_drkernel_policy_loss(old_log_prob: torch.Tensor, log_prob: torch.Ten
     if rollout_is_weights is not None:
         advantages = advantages * rollout_is_weights
     mask = response_mask.bool()
-    loss, stats = ppo_policy_loss(log_prob, old_log_prob, advantages, mask, clip_low=low, clip_high=high,
-                                  dual_clip=config.get("clip_ratio_c", 3.0), agg=agg)
+    loss, stats = ppo_policy_loss(
+        log_prob,
+        old_log_prob,
+        advantages,
+        mask,
+        clip_low=low,
+        clip_high=high,
+        dual_clip=config.get("clip_ratio_c", 3.0),
+        agg=agg,
+    )
     loss = loss * _global_scale(mask, agg, getattr(config, "global_batch_info", None) or {})
-    metrics = {"actor/pg_clipfrac": stats.clip_fraction, "actor/ppo_kl": stats.approx_kl,
-               "actor/pg_clipfrac_lower": stats.dual_clip_fraction, **stats.to_metrics()}
+    metrics = {
+        "actor/pg_clipfrac": stats.clip_fraction,
+        "actor/ppo_kl": stats.approx_kl,
+        "actor/pg_clipfrac_lower": stats.dual_clip_fraction,
+        **stats.to_metrics(),
+    }
     return loss, metrics
 
 
@@ -191,7 +218,9 @@ def distribute_turn_rewards(data: Any) -> None:
     batch = data.batch
     layout = turn_layout(batch["response_mask"])
     rewards = _turn_field(data, TURN_REWARDS, layout, fill=0.0)
-    placed = place_turn_rewards(layout, rewards, batch["token_level_scores"].shape).to(batch["token_level_scores"])
+    placed = place_turn_rewards(layout, rewards, batch["token_level_scores"].shape).to(
+        batch["token_level_scores"]
+    )
     batch["token_level_rewards"] = batch["token_level_rewards"] - batch["token_level_scores"] + placed
     batch["token_level_scores"] = placed
 
@@ -207,27 +236,40 @@ def apply_rejection(data: Any, config: HookConfig, generator: torch.Generator) -
         train, mask = layout.rows_view(batch["old_log_probs"])  # (R, T) each
         rollout, _ = layout.rows_view(batch["rollout_log_probs"])
         if config.mrs:
-            mrs_keep = mismatch_rejection(train, rollout, mask, layout.traj_id, config.mrs_low, config.mrs_high,
-                                          config.token_veto)
-            metrics["drkernel/mrs_rejected_turns"] = float((~mrs_keep).float().mean()) if mrs_keep.numel() else 0.0
+            mrs_keep = mismatch_rejection(
+                train, rollout, mask, layout.traj_id, config.mrs_low, config.mrs_high, config.token_veto
+            )
+            metrics["drkernel/mrs_rejected_turns"] = (
+                float((~mrs_keep).float().mean()) if mrs_keep.numel() else 0.0
+            )
             keep &= mrs_keep
         if config.importance_level:
-            w = importance_weights(train, rollout, mask, layout.traj_id, config.importance_level,
-                                   config.importance_upper)  # (R, T)
+            w = importance_weights(
+                train, rollout, mask, layout.traj_id, config.importance_level, config.importance_upper
+            )  # (R, T)
             batch["rollout_is_weights"] = _scatter_rows(w, mask, layout, batch["response_mask"].shape)
     if config.prs and all(k in data.non_tensor_batch for k in (TURN_COVERAGE, TURN_CORRECT, TURN_HACKED)):
-        speedup = _turn_field(data, TURN_SPEEDUP, layout) if config.prs_always_keep_speedup is not None else None
-        p = prs_keep_probability(_turn_field(data, TURN_COVERAGE, layout),
-                                 _turn_field(data, TURN_CORRECT, layout, 0.0).bool(),
-                                 _turn_field(data, TURN_HACKED, layout, 0.0).bool(), layout.traj_id,
-                                 mode=config.prs, speedup=speedup,
-                                 always_keep_speedup=config.prs_always_keep_speedup)
+        speedup = (
+            _turn_field(data, TURN_SPEEDUP, layout) if config.prs_always_keep_speedup is not None else None
+        )
+        p = prs_keep_probability(
+            _turn_field(data, TURN_COVERAGE, layout),
+            _turn_field(data, TURN_CORRECT, layout, 0.0).bool(),
+            _turn_field(data, TURN_HACKED, layout, 0.0).bool(),
+            layout.traj_id,
+            mode=config.prs,
+            speedup=speedup,
+            always_keep_speedup=config.prs_always_keep_speedup,
+        )
         prs_keep = prs_keep_mask(p.to(generator.device), generator).to(keep.device)
-        metrics["drkernel/prs_rejected_turns"] = float((~prs_keep).float().mean()) if prs_keep.numel() else 0.0
+        metrics["drkernel/prs_rejected_turns"] = (
+            float((~prs_keep).float().mean()) if prs_keep.numel() else 0.0
+        )
         keep &= prs_keep
     counted = batch["response_mask"].bool()
     batch["response_mask"] = (counted & layout.token_mask(keep) | counted & (layout.row_of_token < 0)).to(
-        batch["response_mask"].dtype)
+        batch["response_mask"].dtype
+    )
     return metrics
 
 

@@ -19,7 +19,9 @@ DATA_SOURCE = "drkernel"
 AGENT_NAME = "drkernel_kernel_agent"
 
 
-def verl_row(problem: Problem, index: int, eval_config: EvalConfig, templates: PromptTemplates) -> dict[str, Any]:
+def verl_row(
+    problem: Problem, index: int, eval_config: EvalConfig, templates: PromptTemplates
+) -> dict[str, Any]:
     return {
         "data_source": DATA_SOURCE,
         "prompt": templates.first_messages(problem, eval_config.tolerance),
@@ -28,13 +30,21 @@ def verl_row(problem: Problem, index: int, eval_config: EvalConfig, templates: P
         "agent_name": AGENT_NAME,
         # verl hands extra_info to the agent loop and the reward function; the nested problem and
         # config travel as JSON strings so parquet keeps one schema across rows
-        "extra_info": {"index": index, "problem_key": problem.key, "problem": json.dumps(problem.to_dict()),
-                       "eval_config": json.dumps(eval_config.to_dict())},
+        "extra_info": {
+            "index": index,
+            "problem_key": problem.key,
+            "problem": json.dumps(problem.to_dict()),
+            "eval_config": json.dumps(eval_config.to_dict()),
+        },
     }
 
 
-def write_verl_dataset(problems: Sequence[Problem], path: str | Path, eval_config: EvalConfig | None = None,
-                       templates: PromptTemplates | None = None) -> Path:
+def write_verl_dataset(
+    problems: Sequence[Problem],
+    path: str | Path,
+    eval_config: EvalConfig | None = None,
+    templates: PromptTemplates | None = None,
+) -> Path:
     """Write ``problems`` as a verl parquet dataset at ``path``."""
     import pyarrow as pa
     import pyarrow.parquet as pq

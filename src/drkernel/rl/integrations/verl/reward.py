@@ -47,8 +47,13 @@ class ScoredTurn:
 
     def extra(self) -> dict[str, float | str]:
         """Per-response values for verl's ``reward_extra_info`` (floats, so every row has all keys)."""
-        return {"correct": float(self.correct), "hacked": float(self.hacked), "coverage": self.coverage,
-                "speedup": self.speedup, "outcome": self.outcome}
+        return {
+            "correct": float(self.correct),
+            "hacked": float(self.hacked),
+            "coverage": self.coverage,
+            "speedup": self.speedup,
+            "outcome": self.outcome,
+        }
 
 
 def _num(x: float | None) -> float:
@@ -58,22 +63,34 @@ def _num(x: float | None) -> float:
 def scored(result: EvalResult | None, feedback: str, instruction: str, outcome: str) -> ScoredTurn:
     correct = bool(result is not None and result.correct)
     hacked = bool(result is not None and result.hacked)
-    return ScoredTurn(reward=turn_reward(result), correct=correct, hacked=hacked,
-                      coverage=_num(result.time_coverage) if result else NAN,
-                      speedup=_num(result.speedup) if result else NAN, outcome=outcome,
-                      feedback=feedback, instruction=instruction)
+    return ScoredTurn(
+        reward=turn_reward(result),
+        correct=correct,
+        hacked=hacked,
+        coverage=_num(result.time_coverage) if result else NAN,
+        speedup=_num(result.speedup) if result else NAN,
+        outcome=outcome,
+        feedback=feedback,
+        instruction=instruction,
+    )
 
 
-async def score_response(problem: Problem, text: str, config: EvalConfig, request_id: str,
-                         evaluate: Callable[[EvalRequest], Awaitable[EvalResult]],
-                         feedback_max_chars: int = 2000) -> ScoredTurn:
+async def score_response(
+    problem: Problem,
+    text: str,
+    config: EvalConfig,
+    request_id: str,
+    evaluate: Callable[[EvalRequest], Awaitable[EvalResult]],
+    feedback_max_chars: int = 2000,
+) -> ScoredTurn:
     """Extract the kernel from ``text``, evaluate it with ``evaluate``, and score it."""
     extraction = extract_code(text)
     if not extraction.ok:
         feedback, instruction = extraction_feedback(extraction)
         return scored(None, truncate(feedback, feedback_max_chars), instruction, "unparseable")
-    result = await evaluate(EvalRequest(problem=problem, solution=extraction.code, config=config,
-                                        request_id=request_id))
+    result = await evaluate(
+        EvalRequest(problem=problem, solution=extraction.code, config=config, request_id=request_id)
+    )
     feedback, instruction = result_feedback(result)
     outcome = "hacked" if result.hacked else result.status.value
     return scored(result, truncate(feedback, feedback_max_chars), instruction, outcome)
@@ -94,8 +111,12 @@ def problem_of(ground_truth: str, extra_info: Mapping[str, Any]) -> Problem:
         return Problem.from_dict(_mapping(extra_info["problem"]))
     if not ground_truth:
         raise ConfigError("a drkernel verl row needs extra_info['problem'] or the reference as ground_truth")
-    return Problem(name=str(extra_info.get("name", "problem")), level=int(extra_info.get("level", 1)),
-                   code=ground_truth, source="rows")
+    return Problem(
+        name=str(extra_info.get("name", "problem")),
+        level=int(extra_info.get("level", 1)),
+        code=ground_truth,
+        source="rows",
+    )
 
 
 def service_url(extra_info: Mapping[str, Any]) -> str:
@@ -112,12 +133,21 @@ def _from_agent_loop(extra_info: Mapping[str, Any]) -> dict[str, Any] | None:
     if rewards is None:
         return None
     correct = list(extra_info.get(TURN_CORRECT) or [])
-    return {"score": float(sum(rewards)), "turns": float(len(rewards)),
-            "correct": float(bool(correct) and bool(correct[-1])), "best_turn_reward": float(max(rewards, default=0.0))}
+    return {
+        "score": float(sum(rewards)),
+        "turns": float(len(rewards)),
+        "correct": float(bool(correct) and bool(correct[-1])),
+        "best_turn_reward": float(max(rewards, default=0.0)),
+    }
 
 
-def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_info: Mapping[str, Any] | None = None,
-                  **kwargs: Any) -> dict[str, Any]:
+def compute_score(
+    data_source: str,
+    solution_str: str,
+    ground_truth: str,
+    extra_info: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> dict[str, Any]:
     """verl's custom reward function: ``{"score": reward, ...extra values logged by verl}``."""
     import asyncio
 
@@ -133,8 +163,9 @@ def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_
 
     async def run() -> ScoredTurn:
         async with AsyncServiceClient(url, token) as client:
-            return await score_response(problem, solution_str, config, f"{data_source}/{problem.key}",
-                                        client.evaluate)
+            return await score_response(
+                problem, solution_str, config, f"{data_source}/{problem.key}", client.evaluate
+            )
 
     turn = asyncio.run(run())
     return {"score": turn.reward, **turn.extra()}

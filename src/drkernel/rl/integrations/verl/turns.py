@@ -87,8 +87,9 @@ def turn_rewards(token_level_rewards: torch.Tensor, layout: TurnLayout) -> torch
     return out.index_add(0, layout.span_of_token[in_span], token_level_rewards[in_span])
 
 
-def per_turn_values(values: Sequence[Sequence[float] | None], layout: TurnLayout, batch: int,
-                    fill: float = float("nan")) -> torch.Tensor:
+def per_turn_values(
+    values: Sequence[Sequence[float] | None], layout: TurnLayout, batch: int, fill: float = float("nan")
+) -> torch.Tensor:
     """[R] float from per-trajectory lists (one value per turn, as the agent loop records them).
 
     A trajectory whose last turns were cut off by the response length has fewer turns in the batch
