@@ -25,8 +25,6 @@ from uuid import uuid4
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
 
 from drkernel.agent.prompts import PromptTemplates
-from drkernel.gym.config import EvalRequest
-from drkernel.gym.result import EvalResult
 from drkernel.rl.integrations.verl.algorithms import (
     TURN_CORRECT,
     TURN_COVERAGE,
@@ -43,6 +41,7 @@ from drkernel.rl.integrations.verl.reward import (
     score_response,
     service_url,
 )
+from drkernel.service.client import AsyncServiceClient
 
 log = logging.getLogger(__name__)
 DEFAULT_TURNS = 3
@@ -70,11 +69,6 @@ class KernelAgentLoop(AgentLoopBase):
         self.response_length = self.rollout_config.response_length
         self.templates = PromptTemplates.default()
 
-    async def _evaluator(self, extra_info: dict[str, Any]):
-        from drkernel.service.client import AsyncServiceClient
-
-        return AsyncServiceClient(service_url(extra_info), os.environ.get(TOKEN_ENV))
-
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         extra_info = dict(kwargs.get("extra_info") or {})
         problem = problem_of(kwargs.get("reward_model", {}).get("ground_truth", ""), extra_info)
@@ -84,12 +78,7 @@ class KernelAgentLoop(AgentLoopBase):
         runtime_ids, response_mask, logprobs = list(prompt_ids), [], None
         turns: list[ScoredTurn] = []
         metrics: dict[str, Any] = {}
-        client = await self._evaluator(extra_info)
-        async with client:
-
-            async def evaluate(request: EvalRequest) -> EvalResult:
-                return await client.evaluate(request)
-
+        async with AsyncServiceClient(service_url(extra_info), os.environ.get(TOKEN_ENV)) as client:
             for index in range(self.turns):
                 out = await self.server_manager.generate(
                     request_id=uuid4().hex, prompt_ids=runtime_ids, sampling_params=sampling_params
@@ -106,7 +95,7 @@ class KernelAgentLoop(AgentLoopBase):
                 runtime_ids = merged.token_ids
                 text = self.tokenizer.decode(out.token_ids, skip_special_tokens=True)
                 turn = await score_response(
-                    problem, text, config, f"{problem.key}/{uuid4().hex[:8]}/t{index}", evaluate
+                    problem, text, config, f"{problem.key}/{uuid4().hex[:8]}/t{index}", client.evaluate
                 )
                 turns.append(turn)
                 if index + 1 == self.turns or len(response_mask) >= self.response_length:

@@ -26,6 +26,7 @@ from drkernel.errors import ConfigError
 from drkernel.gym.config import EvalConfig, EvalRequest
 from drkernel.gym.result import EvalResult
 from drkernel.problems.problem import Problem
+from drkernel.rl.integrations.verl.algorithms import TURN_CORRECT, TURN_REWARDS
 
 URL_ENV = "DRKERNEL_GYM_URL"
 TOKEN_ENV = "DRKERNEL_GYM_TOKEN"
@@ -127,8 +128,6 @@ def service_url(extra_info: Mapping[str, Any]) -> str:
 
 
 def _from_agent_loop(extra_info: Mapping[str, Any]) -> dict[str, Any] | None:
-    from drkernel.rl.integrations.verl.algorithms import TURN_CORRECT, TURN_REWARDS
-
     rewards = extra_info.get(TURN_REWARDS)
     if rewards is None:
         return None
