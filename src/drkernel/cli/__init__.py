@@ -15,6 +15,7 @@ from drkernel.cli import agent as agent_cli
 from drkernel.cli import bench as bench_cli
 from drkernel.cli import gym as gym_cli
 from drkernel.cli import problems as problems_cli
+from drkernel.cli import sft as sft_cli
 from drkernel.cli import train as train_cli
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
@@ -25,6 +26,7 @@ app.command("demo")(gym_cli.demo)
 app.add_typer(agent_cli.app, name="agent")
 app.add_typer(bench_cli.app, name="bench")
 app.command("train")(train_cli.train)
+app.add_typer(sft_cli.app, name="sft")
 
 
 def main() -> None:

@@ -1,0 +1,1 @@
+"""Integrations of Dr. Kernel's RL with outside trainers (``verl``)."""
