@@ -5,10 +5,11 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
-EXTRAS ?= dev,service,ray,agent,bench,train
+EXTRAS ?= dev,service,ray,agent,bench,train,sft
+VERL_VENV ?= .venv-verl
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test test-slow test-all gpu-check clean
+.PHONY: setup demo test test-slow test-all test-verl gpu-check clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,8 +31,15 @@ test-slow: setup
 test-all: setup
 	$(PY) -m pytest -q -m "not gpu" $(PYTEST_ARGS)
 
+# verl pins an older transformers than the rest of the project, so its tests get their own venv.
+test-verl:
+	test -x $(VERL_VENV)/bin/python || $(PYTHON) -m venv $(VERL_VENV)
+	$(VERL_VENV)/bin/python -c "import torch" 2>/dev/null || $(VERL_VENV)/bin/python -m pip install -q "$(TORCH_SPEC)"
+	$(VERL_VENV)/bin/python -m pip install -q -e ".[dev,service,verl]"
+	DRKERNEL_REQUIRE_VERL=1 $(VERL_VENV)/bin/python -m pytest -q tests/rl/integrations
+
 gpu-check:
 	bash scripts/gpu_check.sh
 
 clean:
-	rm -rf $(VENV) demo_results .pytest_cache
+	rm -rf $(VENV) $(VERL_VENV) demo_results .pytest_cache
