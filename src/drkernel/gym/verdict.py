@@ -1,0 +1,175 @@
+"""The verdict: which hacks a run showed, the lenient and strict validity, coverage and the lazy warning.
+
+    valid = compiled and correct and no hack         (EvalResult.finalize)
+
+Two modes, both always computed and stored (``valid_lenient``, ``valid_strict``); the request's
+``verdict_mode`` picks which one ``valid`` reports:
+
+* lenient (default, the paper's setting): hack 2 (passthrough) when the outputs are still right
+  with the solution's own Triton launches skipped, or when its own kernels perform less than
+  ``coverage_floor`` (default 10%) of the reference's compute by op coverage. PyTorch ops next to
+  the kernels are otherwise fine: lazy optimisation is a warning acting through coverage.
+* strict: additionally any PyTorch compute op ModelNew runs (seen at run time by the op recorder,
+  or reachable from ``forward`` in the source) outside ``strict_allowlist`` is hack 2
+  (``strict_only=True``). Allocation, views, reshapes, dtype/contiguity changes and parameter
+  access are always allowed.
+
+Inputs are the integrity hook's report (claims from inside the candidate: the hacks it saw, its op
+profile) and the judge's report (trusted: comparisons of the extra runs, the reference's op
+profile, trials). Evidence that only the candidate could have produced is taken at face value when
+it shows a hack: a solution gains nothing by inventing its own hacks.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from drkernel.gym.checks import CheckRegistry
+from drkernel.gym.coverage import OpProfile, base_name, op_coverage, time_coverage
+from drkernel.gym.hacks import LAZY_WARNING, dedupe, make_hack
+from drkernel.gym.integrity import EXTRA_TAGS
+from drkernel.gym.result import EvalResult, Hack, Status
+from drkernel.gym.static_checks import analyze, static_check
+
+LAZY_THRESHOLD = 0.5
+"""Coverage below this (and at or above the floor) gives the lazy-optimization warning."""
+INTEGRITY_HOOK = "drkernel.gym.integrity:IntegrityHook"
+
+
+class BlockingStaticCheck:
+    """Certain hacks in the source alone: the solution is rejected without running."""
+
+    name = "static"
+    blocking = True
+
+    def check(self, source: str, problem: Any) -> list[Hack]:
+        return [h for h in static_check(source) if not h.strict_only]
+
+
+def _judged(judge_report: Mapping[str, Any], tag: str) -> bool | None:
+    entry = (judge_report.get("extra") or {}).get(tag)
+    if entry is None:
+        return None
+    return bool(entry.get("passed"))
+
+
+def _own_launches(candidate_report: Mapping[str, Any]) -> int:
+    kernels = (candidate_report.get("launches") or {}).get("kernels") or []
+    if kernels:
+        return sum(int(k.get("total_launches", k.get("launches", 0))) for k in kernels if k.get("own"))
+    return int((candidate_report.get("integrity") or {}).get("own_launches", 0))
+
+
+def _static_tf32(source: str) -> list[str]:
+    """``tl.dot`` calls in own kernels that let fp32 operands run as TF32 (Triton's GPU default)."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "dot":
+            kw = {k.arg: k.value for k in node.keywords}
+            precision = kw.get("input_precision")
+            allow = kw.get("allow_tf32")
+            exact = (isinstance(precision, ast.Constant) and precision.value in ("ieee",)) or (
+                isinstance(allow, ast.Constant) and allow.value is False)
+            if not exact:
+                found.append(f"line {node.lineno}: tl.dot without input_precision='ieee'")
+    return found
+
+
+class IntegrityVerdict:
+    """Hacks shown by the run: decoys, passthrough, reuse, caching, call counts, TF32, disabled checks."""
+
+    name = "integrity"
+
+    def check(self, request: Any, candidate_report: Mapping[str, Any], judge_report: Mapping[str, Any]) -> list[Hack]:
+        config = request.config
+        report = candidate_report.get("integrity") or {}
+        hacks = [Hack(**h) for h in report.get("hacks", [])]
+        static = analyze(request.solution)
+        launches = _own_launches(candidate_report)
+        if launches == 0:
+            if static.own_kernels:
+                hacks.append(make_hack(1, f"kernels {', '.join(static.own_kernels)} are defined but forward "
+                                          f"launched none of them"))
+            else:
+                hacks.append(make_hack(2, "forward launched no Triton kernel defined in the solution"))
+        ran_extras = bool(judge_report.get("trials")) and all(t.get("passed") for t in judge_report["trials"])
+        verdicts = {tag: _judged(judge_report, tag) for tag in EXTRA_TAGS}
+        if ran_extras and report and any(v is None for v in verdicts.values()):
+            missing = [t for t, v in verdicts.items() if v is None and not (t == "recall_same" and config.trials < 2)]
+            if missing:
+                hacks.append(make_hack(8, f"integrity runs {', '.join(missing)} never reached the judge"))
+        if launches and verdicts["skip_own"] and not verdicts["zeros_probe"]:
+            hacks.append(make_hack(2, "outputs were still correct with every own Triton launch skipped"))
+        if verdicts["poisoned"] is False:
+            hacks.append(make_hack(5, "outputs were wrong once uninitialised allocations were poisoned"))
+        if verdicts["recall_same"] is False:
+            hacks.append(make_hack(9, "a call on the same tensors refilled with new data returned a stale result"))
+        if verdicts["call_count_last"] is False:
+            hacks.append(make_hack(10, "the output was wrong after many calls"))
+        second = [t for t in judge_report.get("trials", []) if t.get("size") == "second"]
+        primary_ok = all(t.get("passed") for t in judge_report.get("trials", []) if t.get("size", "primary") == "primary")
+        if second and primary_ok and not all(t.get("passed") for t in second):
+            hacks.append(make_hack(13, "correct at the checked size, wrong at a second problem size"))
+        if config.tolerance == "kernelbench" and request.problem.dtype == "float32":
+            hacks += [make_hack(12, f"{e} in a float32 problem under the kernelbench profile")
+                      for e in _static_tf32(request.solution)]
+        coverage = self.op_coverage(candidate_report, judge_report, launches)
+        if coverage is not None and launches and coverage < config.coverage_floor:
+            hacks.append(make_hack(2, f"own kernels do {coverage:.0%} of the reference's compute "
+                                      f"(floor {config.coverage_floor:.0%})"))
+        hacks += self.strict(request, report, static)
+        return dedupe(hacks)
+
+    @staticmethod
+    def op_coverage(candidate_report: Mapping[str, Any], judge_report: Mapping[str, Any], launches: int) -> float | None:
+        report = candidate_report.get("integrity") or {}
+        ref, sol = judge_report.get("op_profile"), report.get("coverage_profile")
+        if ref is None or sol is None:
+            return None
+        return op_coverage(OpProfile.from_dict(ref), OpProfile.from_dict(sol),
+                           int(report.get("coverage_own_launches", launches)))
+
+    @staticmethod
+    def strict(request: Any, report: Mapping[str, Any], static: Any) -> list[Hack]:
+        allow = tuple(request.config.strict_allowlist)
+        hacks = []
+        if report.get("coverage_profile") is not None:
+            outside = OpProfile.from_dict(report["coverage_profile"]).outside(allow)
+            if outside:
+                shown = OpProfile(outside).describe(outside)
+                hacks.append(make_hack(2, f"ModelNew ran PyTorch compute: {shown}", strict_only=True))
+        allowed_bases = {base_name(a) for a in allow}
+        calls = [c for c in static.torch_calls if c.name.rsplit(".", 1)[-1].lstrip("@ ").split(" ")[0] not in allowed_bases]
+        if calls:
+            shown = ", ".join(sorted({f"{c.name} (line {c.line})" for c in calls})[:6])
+            hacks.append(make_hack(2, f"PyTorch compute reachable from ModelNew.forward: {shown}", strict_only=True))
+        return hacks
+
+
+def annotate(result: EvalResult, request: Any, candidate_report: Mapping[str, Any],
+             judge_report: Mapping[str, Any]) -> EvalResult:
+    """Fill ``op_coverage``, ``time_coverage`` and the lazy warning; call before ``finalize``."""
+    launches = _own_launches(candidate_report)
+    if result.op_coverage is None:
+        result.op_coverage = IntegrityVerdict.op_coverage(candidate_report, judge_report, launches)
+    if result.time_coverage is None and result.kernels:
+        result.time_coverage = time_coverage(result.kernels)
+    coverage = result.op_coverage if result.op_coverage is not None else result.time_coverage
+    if (result.status is Status.CORRECT and coverage is not None
+            and request.config.coverage_floor <= coverage < LAZY_THRESHOLD):
+        warning = LAZY_WARNING.format(share=coverage)
+        if warning not in result.warnings:
+            result.warnings.append(warning)
+    return result
+
+
+def integrity_checks() -> CheckRegistry:
+    """The reward-integrity checks: blocking static analysis, the integrity hook, the verdict."""
+    return CheckRegistry(static=(BlockingStaticCheck(),), candidate_hooks=(INTEGRITY_HOOK,),
+                         verdict=(IntegrityVerdict(),))
