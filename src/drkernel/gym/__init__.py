@@ -5,20 +5,29 @@ drkernel.problems.scaling, both standard-library modules), so a gym worker runs 
 that has nothing else installed.
 """
 
+from drkernel.gym.checks import CandidateHook, CheckRegistry, HookBase, StaticCheck, VerdictCheck, default_checks
 from drkernel.gym.config import EvalConfig, EvalRequest, tolerance_for
+from drkernel.gym.evaluator import InProcessEvaluator
 from drkernel.gym.protocol import Evaluator
 from drkernel.gym.result import SCHEMA_VERSION, EvalResult, Hack, KernelStat, Status, TimingStats, TrialResult
 
 __all__ = [
     "SCHEMA_VERSION",
+    "CandidateHook",
+    "CheckRegistry",
     "EvalConfig",
     "EvalRequest",
     "EvalResult",
     "Evaluator",
     "Hack",
+    "HookBase",
+    "InProcessEvaluator",
     "KernelStat",
+    "StaticCheck",
     "Status",
     "TimingStats",
     "TrialResult",
+    "VerdictCheck",
+    "default_checks",
     "tolerance_for",
 ]

@@ -1,0 +1,307 @@
+"""The candidate: a fresh child per solution, used once (``python -m drkernel.gym.candidate``).
+
+It starts warm (torch and triton imported, CUDA initialised, or the Triton interpreter patched on
+CPU), reports ``ready`` and waits for one job. For that job it
+
+1. loads the reference with harness code and draws every trial's inputs from their seeds on the
+   device, as far as a memory budget allows, *before* the solution is imported;
+2. installs the candidate hooks (launch recording, guards) and pins the backend flags;
+3. imports the solution from a file in a private temp dir, builds ``ModelNew`` with the weight seed,
+   checks that constructor and forward accept the reference's arguments;
+4. runs each trial, synchronises, and exports outputs and post-run inputs (CUDA IPC handles or
+   host bytes) for the judge to copy and compare; stops at the first failing trial;
+5. runs the hooks' extra runs, then (GPU) times the solution inside the exclusive region the
+   orchestrator grants, and reports.
+
+Everything it sends is a claim; the orchestrator decides the status from the judge's comparisons.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import traceback
+from typing import Any
+
+if os.environ.get("DRKERNEL_DEVICE", "cpu") == "cpu":
+    os.environ["TRITON_INTERPRET"] = "1"  # must precede the first triton import
+
+import importlib.util  # noqa: E402
+import inspect  # noqa: E402
+import tempfile  # noqa: E402
+
+import torch  # noqa: E402
+import triton  # noqa: E402,F401
+
+from drkernel.gym import inputs as harness  # noqa: E402
+from drkernel.gym.checks import load_hook  # noqa: E402
+from drkernel.gym.ipc import Channel, child_channel, encode_tree  # noqa: E402
+
+SOLUTION_MODULE = "drkernel_solution"
+
+
+class Failure(Exception):
+    """A stage of the solution failed; carries the stage name and the original exception."""
+
+    def __init__(self, stage: str, exc: BaseException | None, message: str = "") -> None:
+        super().__init__(message or repr(exc))
+        self.stage, self.exc, self.message = stage, exc, message
+
+
+class Context:
+    """What hooks see (`drkernel.gym.checks.HookContext`)."""
+
+    def __init__(self, channel: Channel, device: torch.device, job: dict[str, Any], solution_path: str,
+                 reference: Any) -> None:
+        self.channel = channel
+        self.device = device
+        self.cpu_mode = device.type == "cpu"
+        self.solution_path = solution_path
+        self.reference = reference
+        self.config = job["config"]
+        self.seeds = [t["seed"] for t in job["trials"]]
+        self.ipc = self.device.type == "cuda"
+
+    def export(self, header: dict[str, Any], value: Any) -> dict[str, Any]:
+        """Send ``value`` for the judge to copy; wait for its verdict; then let go of the memory."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        try:
+            tree, blob, keep = encode_tree(value, ipc=self.ipc)
+        except RuntimeError:
+            self.ipc = False  # IPC unavailable (e.g. expandable segments): host copies from now on
+            tree, blob, keep = encode_tree(value, ipc=False)
+        self.channel.send({**header, "tree": tree}, blob)
+        reply = self.channel.recv()
+        del keep
+        return reply.header
+
+    def compare(self, outputs: Any, trial: int, tag: str) -> dict[str, Any]:
+        return self.export({"op": "compare", "trial": int(trial), "tag": str(tag)}, outputs)
+
+
+class Candidate:
+    def __init__(self, channel: Channel, device: torch.device) -> None:
+        self.channel = channel
+        self.device = device
+        self.stages: dict[str, float] = {}
+        self.hooks: list[Any] = []
+
+    def stage(self, name: str, started: float) -> float:
+        now = time.perf_counter()
+        self.stages[name] = self.stages.get(name, 0.0) + now - started
+        return now
+
+    def run(self, job: dict[str, Any]) -> None:
+        t = time.perf_counter()
+        if self.device.type == "cuda":
+            torch.cuda.set_per_process_memory_fraction(float(job["config"]["memory_fraction"]), self.device)
+        refs: dict[str, Any] = {}
+        trials = job["trials"]
+        for spec in trials:
+            if spec["code"] not in refs:
+                refs[spec["code"]] = harness.load_reference(spec["code"])
+        primary = refs[trials[0]["code"]]
+        drawn = self.predraw(job, refs)
+        t = self.stage("inputs", t)
+
+        workdir = tempfile.mkdtemp(prefix="drkernel-solution-")
+        path = os.path.join(workdir, job["solution_name"])
+        with open(path, "w") as f:
+            f.write(job["solution"])
+        ctx = Context(self.channel, self.device, job, path, primary)
+        self.channel.send({"op": "solution_path", "path": path})
+        self.hooks = [load_hook(p) for p in job["hooks"]]
+        for hook in self.hooks:
+            hook.before_import(ctx)
+        harness.pin_backend_flags()
+        module = self.import_solution(path)
+        for hook in self.hooks:
+            hook.after_import(ctx, module)
+        model_cls = getattr(module, "ModelNew", None)
+        if not isinstance(model_cls, type):
+            raise Failure("no_modelnew", None, "the solution defines no class ModelNew")
+        models: dict[str, Any] = {}
+        t = self.stage("import", t)
+
+        passed = self.trials(job, ctx, refs, models, model_cls, drawn)
+        if not passed:
+            return
+        model = models[trials[0]["code"]]
+
+        def make_inputs(trial: int) -> list[Any]:
+            spec = trials[trial]
+            return harness.draw_inputs(refs[spec["code"]], spec["seed"], self.device)
+
+        t = time.perf_counter()
+        for hook in self.hooks:
+            try:
+                extra = hook.extra_runs(ctx, model, make_inputs)
+            except Exception as e:  # a hook failing is recorded, the evaluation goes on
+                extra = {"error": f"{type(e).__name__}: {e}"}
+            self.channel.send({"op": "extra", "hook": hook.name, "result": extra})
+        self.stage("extra_runs", t)
+        if job["timing"] and self.device.type == "cuda":
+            self.time_solution(job, model, primary, drawn.get("timing"))
+
+    def predraw(self, job: dict[str, Any], refs: dict[str, Any]) -> dict[Any, list[Any]]:
+        """Draw inputs before the solution exists, in trial order, while within the byte budget."""
+        drawn: dict[Any, list[Any]] = {}
+        budget = int(job["input_budget_bytes"])
+        used = 0
+        keys: list[tuple[Any, str, int]] = [(i, s["code"], s["seed"]) for i, s in enumerate(job["trials"])]
+        if job["timing"] and self.device.type == "cuda":
+            keys.append(("timing", job["trials"][0]["code"], int(job["timing_seed"])))
+        for key, code, seed in keys:
+            values = harness.draw_inputs(refs[code], seed, self.device)
+            used += harness.tensor_bytes(values)
+            if used > budget and drawn:
+                break  # the rest are drawn when needed
+            drawn[key] = values
+        return drawn
+
+    def import_solution(self, path: str) -> Any:
+        try:
+            with open(path) as f:
+                compile(f.read(), path, "exec")
+        except SyntaxError as e:
+            raise Failure("syntax", e) from e
+        spec = importlib.util.spec_from_file_location(SOLUTION_MODULE, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[SOLUTION_MODULE] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException as e:  # SystemExit and KeyboardInterrupt from the solution included
+            raise Failure("import", e) from e
+        return module
+
+    def build(self, model_cls: type, ref: Any, seed: int) -> Any:
+        init_args = harness.init_inputs(ref, seed, self.device)
+        try:
+            inspect.signature(model_cls).bind(*init_args)
+        except TypeError as e:
+            raise Failure("signature", e, f"ModelNew({_arglist(init_args)}): {e}") from e
+        except ValueError:
+            pass  # no introspectable signature: let the call decide
+        try:
+            return harness.build_model(model_cls, init_args, seed, self.device)
+        except BaseException as e:
+            raise Failure("construct", e) from e
+
+    def trials(self, job: dict[str, Any], ctx: Context, refs: dict[str, Any], models: dict[str, Any],
+               model_cls: type, drawn: dict[Any, list[Any]]) -> bool:
+        weight_seed = int(job["weight_seed"])
+        for i, spec in enumerate(job["trials"]):
+            t = time.perf_counter()
+            ref = refs[spec["code"]]
+            if spec["code"] not in models:
+                models[spec["code"]] = self.build(model_cls, ref, weight_seed)
+            model = models[spec["code"]]
+            args = drawn.pop(i, None)
+            if args is None:
+                args = harness.draw_inputs(ref, spec["seed"], self.device)
+            forward = getattr(model, "forward", model)
+            try:
+                inspect.signature(forward).bind(*args)
+            except TypeError as e:
+                raise Failure("signature", e, f"ModelNew.forward({_arglist(args)}): {e}") from e
+            except ValueError:
+                pass
+            try:
+                with torch.no_grad():
+                    out = model(*args)
+                if self.device.type == "cuda":
+                    torch.cuda.synchronize(self.device)
+            except BaseException as e:
+                raise Failure("forward", e) from e
+            for hook in self.hooks:
+                hook.after_trial(ctx, i, args, out)
+            t = self.stage("compile" if i == 0 else "correctness", t)
+            try:
+                verdict = ctx.export({"op": "outputs", "trial": i}, (out, list(args)))
+            except TypeError as e:  # an output that is not a tensor, scalar, tuple or list
+                raise Failure("output", e) from e
+            del out, args
+            self.stage("correctness", t)
+            if not verdict.get("passed"):
+                return False
+        return True
+
+    def time_solution(self, job: dict[str, Any], model: Any, ref: Any, inputs: list[Any] | None) -> None:
+        from drkernel.gym.timing import time_cuda
+
+        if inputs is None:
+            inputs = harness.draw_inputs(ref, int(job["timing_seed"]), self.device)
+        cfg = job["config"]
+        self.channel.send({"op": "lock"})
+        self.channel.recv()
+        t = time.perf_counter()
+        try:
+            stats = time_cuda(model, inputs, warmup=int(cfg["warmup_calls"]), calls=int(cfg["timed_calls"]),
+                              l2_flush=bool(cfg["l2_flush"]), device=self.device)
+        except BaseException as e:
+            self.channel.send({"op": "unlock"})
+            raise Failure("timing", e) from e
+        self.channel.send({"op": "timing", "stats": stats})
+        self.stage("timing", t)
+
+    def report(self) -> dict[str, Any]:
+        reports = {}
+        for hook in self.hooks:
+            try:
+                reports[hook.name] = hook.report()
+            except Exception as e:
+                reports[hook.name] = {"error": f"{type(e).__name__}: {e}"}
+        return reports
+
+
+def _arglist(args: list[Any]) -> str:
+    def show(a: Any) -> str:
+        if isinstance(a, torch.Tensor):
+            return f"Tensor{tuple(a.shape)}"
+        return repr(a)[:40]
+
+    return ", ".join(show(a) for a in args)
+
+
+def _error_header(f: Failure) -> dict[str, Any]:
+    exc = f.exc
+    tb = "".join(traceback.format_exception(exc)) if exc is not None else ""
+    return {"op": "error", "stage": f.stage, "type": type(exc).__name__ if exc is not None else "",
+            "message": (f.message or (str(exc) if exc is not None else ""))[:4000], "traceback": tb[-20000:]}
+
+
+def warm_up(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+        torch.empty(1, device=device).add_(1)
+        torch.cuda.synchronize(device)
+    else:
+        from drkernel.gym import interpreter
+
+        interpreter.install()
+
+
+def main() -> None:
+    device = torch.device(os.environ.get("DRKERNEL_DEVICE", "cpu"))
+    channel = child_channel()
+    warm_up(device)
+    channel.send({"op": "ready", "pid": os.getpid()})
+    job = channel.recv().header
+    candidate = Candidate(channel, device)
+    try:
+        candidate.run(job)
+    except Failure as f:
+        channel.send(_error_header(f))
+    except BaseException as e:  # a failure of the harness itself, or an escape from the solution
+        channel.send(_error_header(Failure("harness", e)))
+    channel.send({"op": "done", "stages": candidate.stages, "reports": candidate.report(),
+                  "backend_flags": harness.backend_flags()})
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # skip interpreter teardown: the solution may have left threads or atexit hooks
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""Map a failure in the candidate to a `Status`, and trim its error text to the useful part.
+
+The candidate reports the stage that failed (``import``, ``construct``, ``signature``, ``forward``,
+``timing``), the exception's type name and its traceback. The orchestrator classifies; the
+candidate's own claim about the status is never trusted. Runs in the orchestrator: stdlib only.
+"""
+
+from __future__ import annotations
+
+import re
+
+from drkernel.gym.result import Status
+
+MAX_LINES = 30
+MAX_CHARS = 2000
+
+_CRASH_MARKERS = (
+    "illegal memory access", "illegal instruction", "misaligned address", "unspecified launch failure",
+    "device-side assert", "an illegal", "cudaErrorLaunchFailure", "CUDA_ERROR_ILLEGAL_ADDRESS",
+    "hardware exception", "uncorrectable ECC",
+)
+_OOM_MARKERS = ("OutOfMemoryError", "out of memory", "CUDA_ERROR_OUT_OF_MEMORY", "MemoryError")
+_COMPILE_TYPES = ("CompilationError", "CompileTimeAssertionFailure", "UnsupportedLanguageConstruct",
+                  "PTXASError", "MLIRCompilationError")
+_INTERPRETER_ONLY = ("not supported in interpreter mode", "is not supported by the Triton interpreter")
+# A solution that uses these and then fails under the interpreter is not blamed for it.
+_GPU_ONLY_SOURCE = ("libdevice", "tl.extra.cuda", "language.extra.cuda", "inline_asm_elementwise")
+_DOT_SIZE = "tl.dot needs every dimension >= 16 on GPU"
+# Lines of our own harness, dropped from tails shown to humans and models.
+_HARNESS = re.compile(r'File ".*?/drkernel/gym/|File ".*?/(triton|torch)/.*?(runtime/interpreter|jit|autotuner|'
+                      r'nn/modules/module)\.py"')
+
+
+def trim_tail(text: str, solution_path: str | None = None) -> str:
+    """Last ``MAX_LINES`` useful lines (at most ``MAX_CHARS``), harness frames stripped.
+
+    A traceback frame line of our harness (or of Triton's and torch's dispatch plumbing) is dropped
+    together with the source line that follows it. The solution's temp path is shown as
+    ``solution.py``.
+    """
+    lines = text.rstrip().splitlines()
+    kept: list[str] = []
+    skip_next = False
+    for line in lines:
+        if skip_next:
+            skip_next = False
+            if line.startswith("    ") and not line.lstrip().startswith("File "):
+                continue
+        if _HARNESS.search(line):
+            skip_next = True
+            continue
+        kept.append(line)
+    out = "\n".join(kept[-MAX_LINES:])
+    if solution_path:
+        out = out.replace(solution_path, "solution.py")
+    if len(out) > MAX_CHARS:
+        out = "..." + out[-(MAX_CHARS - 3):]
+    return out
+
+
+def classify_error(stage: str, exc_type: str, message: str, traceback: str, *, cpu_mode: bool,
+                   source: str = "") -> Status:
+    """Status for an exception the candidate reported from ``stage`` (``source``: the solution's)."""
+    text = f"{exc_type}: {message}\n{traceback}"
+    if stage == "syntax" or exc_type in ("SyntaxError", "IndentationError", "TabError"):
+        return Status.SYNTAX_ERROR
+    if stage == "no_modelnew":
+        return Status.NO_MODELNEW
+    if stage == "signature":
+        return Status.SIGNATURE_MISMATCH
+    if stage == "output":
+        return Status.INCORRECT
+    if any(m in text for m in _OOM_MARKERS):
+        return Status.OUT_OF_MEMORY
+    if any(m in text for m in _CRASH_MARKERS):
+        return Status.CRASHED
+    if cpu_mode and stage != "import" and (any(m in text for m in _INTERPRETER_ONLY)
+                                           or any(m in source for m in _GPU_ONLY_SOURCE)):
+        return Status.UNSUPPORTED_ON_CPU
+    if _DOT_SIZE in text:
+        return Status.COMPILE_ERROR
+    if any(t in exc_type for t in _COMPILE_TYPES) or any(f"{t}:" in text for t in _COMPILE_TYPES):
+        return Status.COMPILE_ERROR
+    if stage == "import":
+        return Status.IMPORT_ERROR
+    return Status.RUNTIME_ERROR
+
+
+def classify_exit(returncode: int | None, log_tail: str) -> tuple[Status, str]:
+    """Status and message for a candidate that died without reporting an error."""
+    if any(m in log_tail for m in _OOM_MARKERS):
+        return Status.OUT_OF_MEMORY, "the candidate ran out of memory"
+    if returncode is not None and returncode < 0:
+        import signal
+
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return Status.CRASHED, f"the candidate process was killed by {name}"
+    return Status.CRASHED, f"the candidate process exited with code {returncode} before finishing"

@@ -1,0 +1,152 @@
+"""Compare a solution's outputs with the reference's (run by the judge).
+
+An output is a tensor, a scalar, or a tuple/list of them. Per tensor leaf: same shape, same dtype,
+NaN and Inf exactly where the reference has them, and ``|out - ref| <= atol + rtol * |ref|``
+elementwise (``torch.allclose`` semantics). Errors are computed in chunks so a multi-GB output
+needs only a chunk of scratch memory.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from drkernel.gym.config import tolerance_for
+
+CHUNK = 1 << 25
+
+
+@dataclass
+class Comparison:
+    passed: bool
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    message: str = ""
+    atol: float | None = None
+    rtol: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"passed": self.passed, "max_abs_err": self.max_abs_err, "max_rel_err": self.max_rel_err,
+                "message": self.message, "atol": self.atol, "rtol": self.rtol}
+
+
+def _dtype_name(t: torch.Tensor) -> str:
+    return str(t.dtype).removeprefix("torch.")
+
+
+def _leaves(value: Any, path: str = "output") -> list[tuple[str, Any]]:
+    if isinstance(value, (tuple, list)):
+        out = []
+        for i, v in enumerate(value):
+            out += _leaves(v, f"{path}[{i}]")
+        return out
+    return [(path, value)]
+
+
+def compare_outputs(out: Any, ref: Any, profile: str) -> Comparison:
+    """Compare a whole output tree; the first failing leaf decides the message."""
+    if isinstance(ref, (tuple, list)) != isinstance(out, (tuple, list)):
+        return Comparison(False, message=f"output is a {type(out).__name__}, expected a {type(ref).__name__}")
+    ref_leaves, out_leaves = _leaves(ref), _leaves(out)
+    if len(ref_leaves) != len(out_leaves):
+        return Comparison(False, message=f"output has {len(out_leaves)} values, expected {len(ref_leaves)}")
+    worst_abs = worst_rel = 0.0
+    atol = rtol = None
+    for (path, r), (_, o) in zip(ref_leaves, out_leaves):
+        c = compare_leaf(o, r, profile, path)
+        if atol is None:
+            atol, rtol = c.atol, c.rtol
+        if not c.passed:
+            return c
+        worst_abs = max(worst_abs, c.max_abs_err or 0.0)
+        worst_rel = max(worst_rel, c.max_rel_err or 0.0)
+    return Comparison(True, worst_abs, worst_rel, "", atol, rtol)
+
+
+def compare_leaf(out: Any, ref: Any, profile: str, path: str = "output") -> Comparison:
+    if not isinstance(ref, torch.Tensor):
+        return _compare_scalar(out, ref, profile, path)
+    atol, rtol = tolerance_for(profile, _dtype_name(ref))
+    if not isinstance(out, torch.Tensor):
+        return Comparison(False, message=f"{path} is a {type(out).__name__}, expected a tensor", atol=atol, rtol=rtol)
+    if tuple(out.shape) != tuple(ref.shape):
+        return Comparison(False, message=f"{path} has shape {tuple(out.shape)}, expected {tuple(ref.shape)}",
+                          atol=atol, rtol=rtol)
+    if out.dtype != ref.dtype:
+        return Comparison(False, message=f"{path} has dtype {_dtype_name(out)}, expected {_dtype_name(ref)}",
+                          atol=atol, rtol=rtol)
+    return _compare_values(out.to(ref.device), ref, atol, rtol, path)
+
+
+def _compare_values(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: float, path: str) -> Comparison:
+    o, r = out.reshape(-1), ref.reshape(-1)
+    max_abs = max_rel = 0.0
+    bad = 0
+    first_bad = None
+    for start in range(0, o.numel(), CHUNK):
+        oc = o[start:start + CHUNK]
+        rc = r[start:start + CHUNK]
+        if not (oc.is_floating_point() or oc.is_complex()):
+            diff = (oc.long() - rc.long()).abs().double()
+            ok = diff == 0
+            max_abs = max(max_abs, float(diff.max()) if diff.numel() else 0.0)
+        else:
+            oc, rc = oc.float(), rc.float()
+            o_nan, r_nan = torch.isnan(oc), torch.isnan(rc)
+            if not torch.equal(o_nan, r_nan):
+                where = int(torch.nonzero(o_nan != r_nan)[0]) + start
+                what = "NaN" if bool(o_nan.any()) else "a number"
+                return Comparison(False, message=f"{path} has {what} at flat index {where} where the reference "
+                                  f"has {'a number' if what == 'NaN' else 'NaN'}", atol=atol, rtol=rtol)
+            o_inf, r_inf = torch.isinf(oc), torch.isinf(rc)
+            if not torch.equal(o_inf, r_inf) or not torch.equal(oc[r_inf], rc[r_inf]):
+                return Comparison(False, message=f"{path} has Inf where the reference does not (or the reverse)",
+                                  atol=atol, rtol=rtol)
+            finite = ~(r_nan | r_inf)
+            diff = torch.where(finite, (oc - rc).abs(), torch.zeros_like(oc))
+            ok = diff <= atol + rtol * rc.abs()
+            ok |= ~finite
+            if diff.numel():
+                max_abs = max(max_abs, float(diff.max()))
+                rel = diff / rc.abs().clamp_min(1e-12)
+                max_rel = max(max_rel, float(torch.where(finite, rel, torch.zeros_like(rel)).max()))
+        n_bad = int((~ok).sum())
+        if n_bad and first_bad is None:
+            first_bad = int(torch.nonzero(~ok)[0]) + start
+        bad += n_bad
+    if bad:
+        return Comparison(False, max_abs, max_rel, atol=atol, rtol=rtol, message=(
+            f"{path}: {bad} of {o.numel()} values outside atol={atol:g} rtol={rtol:g} "
+            f"(max abs err {max_abs:.4g}, max rel err {max_rel:.4g}; first at flat index {first_bad}: "
+            f"got {float(o[first_bad]):.6g}, expected {float(r[first_bad]):.6g})"))
+    return Comparison(True, max_abs, max_rel, atol=atol, rtol=rtol)
+
+
+def _compare_scalar(out: Any, ref: Any, profile: str, path: str) -> Comparison:
+    atol, rtol = tolerance_for(profile, "float32")
+    if isinstance(out, torch.Tensor) and out.numel() == 1:
+        out = out.item()
+    if isinstance(ref, (int, float)) and isinstance(out, (int, float)) and not isinstance(out, bool):
+        if math.isnan(ref) or math.isnan(out):
+            ok = math.isnan(ref) and math.isnan(out)
+        else:
+            ok = abs(out - ref) <= atol + rtol * abs(ref)
+        err = abs(out - ref) if not (math.isnan(ref) or math.isnan(out)) else None
+        return Comparison(ok, err, None, "" if ok else f"{path} is {out!r}, expected {ref!r}", atol, rtol)
+    ok = out == ref and type(out) is type(ref)
+    return Comparison(ok, None, None, "" if ok else f"{path} is {out!r}, expected {ref!r}", atol, rtol)
+
+
+def inputs_changed(post: list[Any], ref_post: list[Any]) -> list[str]:
+    """Indices of inputs whose post-run values differ from the reference's post-run values."""
+    changed = []
+    for i, (p, r) in enumerate(zip(post, ref_post)):
+        if isinstance(r, torch.Tensor):
+            if not isinstance(p, torch.Tensor) or p.shape != r.shape or p.dtype != r.dtype:
+                changed.append(f"input[{i}]")
+            elif not torch.equal(torch.nan_to_num(p.to(r.device)), torch.nan_to_num(r)):
+                changed.append(f"input[{i}]")
+    return changed

@@ -1,0 +1,281 @@
+"""`InProcessEvaluator`: the orchestrator of the trust boundary.
+
+It never imports solution code and never touches CUDA (it does not even import torch). Per device it
+holds a trusted judge and a warm pool of candidate children (`DeviceRuntime`); per solution it runs
+static checks, hands the job to a fresh candidate (`CandidateSession`), lets the judge compare what
+the candidate exports, times the reference (cached) and the solution inside an exclusive region,
+runs verdict checks, and returns an `EvalResult`. A bad solution is a result; only failures of our
+own machinery raise (`InfrastructureError`, `JudgeError` for a reference that cannot run), and a
+lost judge is restarted and the evaluation retried once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import itertools
+import logging
+import threading
+import time
+from typing import Any, Sequence
+
+from drkernel.errors import InfrastructureError
+from drkernel.gym.checks import CheckRegistry, default_checks
+from drkernel.gym.classify import classify_error, classify_exit, trim_tail
+from drkernel.gym.config import EvalConfig, EvalRequest
+from drkernel.gym.refcache import ReferenceTimingCache, reference_key
+from drkernel.gym.result import EvalResult, Hack, KernelStat, Status, TimingStats, TrialResult
+from drkernel.gym.runtime import DeviceRuntime, JudgeLost
+from drkernel.gym.session import CandidateSession, SessionOutcome
+
+log = logging.getLogger(__name__)
+TIMING_SEED_OFFSET = 10_000
+CPU_INPUT_BUDGET = 1 << 30
+GPU_INPUT_FRACTION = 0.25
+CPU_TIMING_NOTE = "not timed: CPU mode runs kernels in the Triton interpreter, whose times mean nothing"
+
+
+class InProcessEvaluator:
+    """Evaluate solutions on this machine (the `Evaluator` protocol).
+
+    Args:
+        device: ``auto`` (cuda when the judge sees one, else cpu), ``cpu``, ``cuda`` or ``cuda:N``.
+            A request whose config names another device gets a runtime of its own.
+        concurrency: candidates in flight per device (correctness runs share the device; timed
+            regions take it exclusively).
+        pool_size: warm candidate children kept ready per device.
+        triton_cache_dir: ``TRITON_CACHE_DIR`` shared by all children (default: Triton's own).
+        checks: the reward-integrity checks to run (default: `default_checks()`).
+        reference_cache_dir: where reference timings persist (in memory only when None).
+        cache_reference_timings: reuse a reference timing for the same problem, GPU, versions, config.
+    """
+
+    def __init__(self, device: str = "auto", concurrency: int = 2, pool_size: int = 2,
+                 triton_cache_dir: str | None = None, checks: CheckRegistry | None = None,
+                 reference_cache_dir: str | None = None, cache_reference_timings: bool = True) -> None:
+        EvalConfig(device=device)  # validates the device string
+        self.concurrency = max(1, concurrency)
+        self.pool_size = max(0, pool_size)
+        self.env = {"TRITON_CACHE_DIR": triton_cache_dir} if triton_cache_dir else {}
+        self.checks = checks if checks is not None else default_checks()
+        self.ref_cache = ReferenceTimingCache(reference_cache_dir)
+        self.cache_reference_timings = cache_reference_timings
+        self._lock = threading.Lock()
+        self._ids = itertools.count()
+        self._closed = False
+        self.default_device = device
+        self._runtimes: dict[str, DeviceRuntime] = {device: self._new_runtime(device)}
+
+    # -- Evaluator protocol --------------------------------------------------------------------
+
+    def evaluate(self, request: EvalRequest) -> EvalResult:
+        """Evaluate one solution; a bad solution is a result, never an exception."""
+        for attempt in range(2):
+            try:
+                return self._evaluate(request)
+            except JudgeLost as e:
+                if attempt:
+                    raise InfrastructureError(f"the judge was lost twice evaluating {request.problem.key}") from e
+                log.warning("judge lost, retrying %s once: %s", request.problem.key, str(e).splitlines()[0])
+        raise AssertionError("unreachable")
+
+    async def evaluate_batch(self, requests: Sequence[EvalRequest]) -> list[EvalResult]:
+        return list(await asyncio.gather(*(asyncio.to_thread(self.evaluate, r) for r in requests)))
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            runtimes = list(self._runtimes.values())
+            self._runtimes.clear()
+        for rt in runtimes:
+            rt.close()
+
+    def __enter__(self) -> "InProcessEvaluator":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def device_info(self) -> dict[str, Any]:
+        """The default device: name, in-flight candidates, pool size (for the workers endpoint)."""
+        rt = self._runtime(self.default_device)
+        return rt.info()
+
+    # -- runtimes -----------------------------------------------------------------------------
+
+    def _new_runtime(self, device: str) -> DeviceRuntime:
+        return DeviceRuntime(device, pool_size=self.pool_size, concurrency=self.concurrency, env=self.env)
+
+    def _runtime(self, device: str) -> DeviceRuntime:
+        with self._lock:
+            if self._closed:
+                raise InfrastructureError("the evaluator is closed")
+            default = self._runtimes[self.default_device]
+        default.wait_ready()
+        if device in ("auto", self.default_device):
+            return default
+        name = "cuda:0" if device == "cuda" else device
+        if name == default.device:
+            return default
+        with self._lock:
+            if name not in self._runtimes:
+                self._runtimes[name] = self._new_runtime(name)
+            rt = self._runtimes[name]
+        return rt.wait_ready()
+
+    # -- one evaluation -----------------------------------------------------------------------
+
+    def _evaluate(self, request: EvalRequest) -> EvalResult:
+        t0 = time.monotonic()
+        cfg = request.config
+        result = EvalResult(status=Status.CRASHED, problem_key=request.problem.key, request_id=request.request_id,
+                            tolerance_profile=cfg.tolerance, verdict_mode=cfg.verdict_mode, config=cfg.to_dict(),
+                            solution_hash=hashlib.sha256(request.solution.encode()).hexdigest())
+        stages: dict[str, float] = {}
+        blocked = self._static_checks(request, result)
+        stages["static_checks"] = time.monotonic() - t0
+        if blocked:
+            result.status = Status.REJECTED
+            result.error = "; ".join(h.message for h in result.hacks)
+            return self._done(result, stages, t0)
+
+        rt = self._runtime(cfg.device)
+        result.device, result.device_name = rt.device, rt.device_name
+        result.versions = dict(rt.hello.get("versions", {}))
+        result.backend_flags = dict(rt.hello.get("backend_flags", {}))
+        t = time.monotonic()
+        prepared = rt.prepare(request.problem, cfg)
+        stages["prepare"] = time.monotonic() - t
+        job = self._job(request, prepared, rt)
+        job_id = f"{next(self._ids)}-{result.solution_hash[:8]}"
+        with rt.slot():
+            session = CandidateSession(rt, job, job_id, cfg.tolerance, cfg.seed, cfg.timeout_s,
+                                       cfg.rss_limit_mb << 20)
+            out = session.run()
+        stages.update({"child_wait": out.child_wait_s, "candidate": out.wall_s})
+        if out.child_start_s is not None:
+            stages["child_start"] = out.child_start_s
+        for name, seconds in ((out.done or {}).get("stages") or {}).items():
+            if isinstance(seconds, (int, float)):
+                stages[str(name)[:40]] = float(seconds)
+        self._status(result, out, job, request.solution, cpu_mode=not rt.is_cuda)
+        self._kernels(result, out)
+        judge_report = {"trials": out.trials, "extra": out.extra, "sol_wall_s": out.sol_wall_s,
+                        "sol_timing": out.sol_timing, "lock_wait_s": out.lock_wait_s}
+        candidate_report = dict((out.done or {}).get("reports") or {})
+        for hook, extra in out.hook_extra.items():
+            candidate_report.setdefault(hook, {})["extra_runs"] = extra
+        candidate_report["backend_flags_after"] = (out.done or {}).get("backend_flags")
+        for check in self.checks.verdict:
+            result.hacks.extend(check.check(request, candidate_report, judge_report))
+        self._timing(result, out, rt, job, cfg, stages)
+        return self._done(result, stages, t0)
+
+    def _static_checks(self, request: EvalRequest, result: EvalResult) -> bool:
+        blocked = False
+        for check in self.checks.static:
+            found: list[Hack] = check.check(request.solution, request.problem)
+            result.hacks.extend(found)
+            blocked = blocked or (bool(found) and check.blocking)
+        return blocked
+
+    def _job(self, request: EvalRequest, prepared: dict[str, Any], rt: DeviceRuntime) -> dict[str, Any]:
+        cfg = request.config
+        trials = [{"seed": cfg.seed + k, "code": prepared["code"], "size": "primary"} for k in range(cfg.trials)]
+        if prepared.get("second_code"):
+            trials.append({"seed": cfg.seed + cfg.trials, "code": prepared["second_code"], "size": "second"})
+        total = int(rt.hello.get("total_memory") or 0)
+        budget = int(total * GPU_INPUT_FRACTION) if rt.is_cuda else CPU_INPUT_BUDGET
+        digest = hashlib.sha256(request.solution.encode()).hexdigest()[:12]
+        return {"op": "job", "solution": request.solution, "solution_name": f"solution_{digest}.py",
+                "trials": trials, "weight_seed": cfg.seed, "config": cfg.to_dict(),
+                "hooks": list(self.checks.candidate_hooks), "timing": bool(cfg.timing and rt.is_cuda),
+                "timing_seed": cfg.seed + TIMING_SEED_OFFSET, "input_budget_bytes": budget}
+
+    def _status(self, result: EvalResult, out: SessionOutcome, job: dict[str, Any], source: str,
+                cpu_mode: bool) -> None:
+        for verdict in out.trials:
+            spec = job["trials"][verdict["trial"]]
+            result.trials.append(TrialResult(
+                trial=verdict["trial"], seed=spec["seed"], passed=bool(verdict.get("passed")),
+                max_abs_err=verdict.get("max_abs_err"), max_rel_err=verdict.get("max_rel_err"),
+                message=str(verdict.get("message", "")), size=spec["size"]))
+        if out.trials:
+            result.atol, result.rtol = out.trials[0].get("atol"), out.trials[0].get("rtol")
+        failed = next((t for t in result.trials if not t.passed), None)
+        if out.timed_out:
+            result.status = Status.TIMEOUT
+            result.error = f"the solution exceeded the time limit of {job['config']['timeout_s']:g} s"
+        elif out.oom:
+            result.status = Status.OUT_OF_MEMORY
+            result.error = f"the candidate's resident memory exceeded {job['config']['rss_limit_mb']} MB"
+        elif out.violation:
+            result.status = Status.CRASHED
+            result.error = f"the candidate broke the harness protocol: {out.violation}"
+        elif out.error is not None:
+            e = out.error
+            result.status = classify_error(e["stage"], e["type"], e["message"], e["traceback"],
+                                           cpu_mode=cpu_mode, source=source)
+            text = e["traceback"] if e["stage"] not in ("signature", "no_modelnew") else e["message"]
+            result.error = trim_tail(text or f"{e['type']}: {e['message']}", out.solution_path)
+        elif failed is not None:
+            result.status = Status.INCORRECT
+            result.error = f"trial {failed.trial} ({failed.size} size, seed {failed.seed}): {failed.message}"
+        elif out.died or out.done is None:
+            result.status, message = classify_exit(out.returncode, out.log_tail)
+            tail = trim_tail(out.log_tail, out.solution_path)
+            result.error = f"{message}\n{tail}".strip()
+        elif len(result.trials) == len(job["trials"]):
+            result.status = Status.CORRECT
+        else:
+            result.status = Status.CRASHED
+            result.error = "the candidate finished without running every trial"
+
+    def _kernels(self, result: EvalResult, out: SessionOutcome) -> None:
+        report = ((out.done or {}).get("reports") or {}).get("launches") or {}
+        for k in report.get("kernels") or []:
+            try:
+                result.kernels.append(KernelStat(name=str(k["name"])[:200], own=bool(k["own"]),
+                                                 launches=int(k["launches"])))
+            except (KeyError, TypeError, ValueError):
+                continue
+
+    def _timing(self, result: EvalResult, out: SessionOutcome, rt: DeviceRuntime, job: dict[str, Any],
+                cfg: EvalConfig, stages: dict[str, float]) -> None:
+        if not rt.is_cuda:
+            result.timing_note = CPU_TIMING_NOTE
+            return
+        if not cfg.timing:
+            result.timing_note = "not timed: timing is off in the config"
+            return
+        if result.status is not Status.CORRECT:
+            result.timing_note = "not timed: the solution is not correct"
+            return
+        if out.sol_timing is None:
+            result.timing_note = "not timed: the candidate reported no valid timings"
+            return
+        result.sol_timing = TimingStats(**out.sol_timing)
+        code = job["trials"][0]["code"]
+        key = reference_key(code, cfg.seed, job["timing_seed"], rt.device_name, result.versions, cfg.to_dict())
+        stats = self.ref_cache.get(key) if self.cache_reference_timings else None
+        result.reference_cached = stats is not None
+        if stats is None:
+            t = time.monotonic()
+            with rt.rw.exclusive():
+                stats = rt.judge_call({"op": "time_reference", "code": code, "weight_seed": cfg.seed,
+                                       "seed": job["timing_seed"], "reference": cfg.reference,
+                                       "warmup_calls": cfg.warmup_calls, "timed_calls": cfg.timed_calls,
+                                       "l2_flush": cfg.l2_flush})["stats"]
+            stages["reference_timing"] = time.monotonic() - t
+            self.ref_cache.put(key, stats)
+        result.ref_timing = TimingStats(**stats)
+        if result.sol_timing.median_ms > 0:
+            result.speedup = result.ref_timing.median_ms / result.sol_timing.median_ms
+        if out.sol_wall_s is not None:
+            result.timing_note = (f"solution timed region took {out.sol_wall_s:.3f} s wall "
+                                  f"(measured by the orchestrator)")
+
+    def _done(self, result: EvalResult, stages: dict[str, float], t0: float) -> EvalResult:
+        result.stage_seconds = {k: round(v, 6) for k, v in stages.items()}
+        result.elapsed_s = time.monotonic() - t0
+        return result.finalize()

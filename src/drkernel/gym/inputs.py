@@ -1,0 +1,109 @@
+"""Harness code shared by the judge and the candidate: load a reference, draw seeded inputs on the
+device, build a model with seeded weights, pin backend flags.
+
+Both sides run exactly this code with the same seeds, so they hold equal inputs and equal weights
+without ever sharing memory. Inputs are drawn on the device (``get_inputs()`` under the device
+context), never drawn on the host and copied.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any, Sequence
+
+import torch
+
+PROBLEM_MODULE = "drkernel_reference"
+
+
+def load_reference(code: str, filename: str = "<reference>") -> types.ModuleType:
+    """Execute a reference source in a fresh module (it defines Model, get_inputs, get_init_inputs)."""
+    module = types.ModuleType(PROBLEM_MODULE)
+    module.__file__ = filename
+    exec(compile(code, filename, "exec"), module.__dict__)
+    for name in ("Model", "get_inputs"):
+        if not hasattr(module, name):
+            raise ValueError(f"reference defines no {name}")
+    return module
+
+
+def seed_all(seed: int) -> None:
+    torch.manual_seed(seed)  # seeds the CPU and every CUDA generator
+
+
+def to_device(value: Any, device: torch.device) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_device(v, device) for v in value)
+    return value
+
+
+def draw_inputs(reference: types.ModuleType, seed: int, device: torch.device) -> list[Any]:
+    """``get_inputs()`` under the device context with ``seed``; stray host tensors are moved."""
+    seed_all(seed)
+    with torch.device(device):
+        inputs = list(reference.get_inputs())
+    return [to_device(x, device) for x in inputs]
+
+
+def init_inputs(reference: types.ModuleType, seed: int, device: torch.device) -> list[Any]:
+    seed_all(seed)
+    with torch.device(device):
+        values = list(reference.get_init_inputs()) if hasattr(reference, "get_init_inputs") else []
+    return [to_device(x, device) for x in values]
+
+
+def build_model(cls: type, init_args: Sequence[Any], seed: int, device: torch.device) -> torch.nn.Module:
+    """Construct ``cls(*init_args)`` with ``seed`` under the device context, in eval mode.
+
+    Model (judge) and ModelNew (candidate) are built this way with the same seed, so parameters
+    created in the same order get the same values.
+    """
+    seed_all(seed)
+    with torch.device(device):
+        model = cls(*init_args)
+    if isinstance(model, torch.nn.Module):
+        model = model.to(device).eval()
+    return model
+
+
+def tensor_bytes(values: Any) -> int:
+    if isinstance(values, torch.Tensor):
+        return values.numel() * values.element_size()
+    if isinstance(values, (list, tuple)):
+        return sum(tensor_bytes(v) for v in values)
+    return 0
+
+
+def clone_args(values: Sequence[Any]) -> list[Any]:
+    return [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
+
+
+def pin_backend_flags() -> dict[str, Any]:
+    """Pin TF32 / cuDNN flags (full fp32 matmuls and convolutions, no autotuned algorithms)."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.deterministic = False
+    torch.set_float32_matmul_precision("highest")
+    return backend_flags()
+
+
+def backend_flags() -> dict[str, Any]:
+    return {
+        "cuda.matmul.allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+        "cudnn.allow_tf32": bool(torch.backends.cudnn.allow_tf32),
+        "cudnn.benchmark": bool(torch.backends.cudnn.benchmark),
+        "cudnn.deterministic": bool(torch.backends.cudnn.deterministic),
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+    }
+
+
+def versions() -> dict[str, str]:
+    import triton
+
+    out = {"torch": torch.__version__, "triton": triton.__version__}
+    if torch.version.cuda:
+        out["cuda"] = torch.version.cuda
+    return out

@@ -1,0 +1,190 @@
+"""The judge: one trusted, long-lived child per device (``python -m drkernel.gym.judge``).
+
+It never imports solution code and never exports an allocation. It prepares problems (CPU
+scale-down, the second size), builds reference models with the weight seed, draws each trial's
+inputs from its seed on the device, computes reference outputs, copies the candidate's exported
+outputs and post-run inputs (after the candidate synchronised) and compares, and times the
+reference. Requests come one at a time from the orchestrator.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import traceback
+from collections import OrderedDict
+from typing import Any
+
+import torch
+
+from drkernel.gym import inputs as harness
+from drkernel.gym.compare import compare_outputs, inputs_changed
+from drkernel.gym.ipc import Channel, ProtocolViolation, child_channel, decode_tree
+from drkernel.problems.problem import Problem
+
+try:
+    from drkernel.problems.scaling import rewrite_constants, scale_for_cpu, second_size_overrides
+except ImportError:  # until drkernel.problems.scaling lands on main
+    from drkernel.gym._sizes import rewrite_constants, scale_for_cpu, second_size_overrides
+
+MODEL_CACHE = 4
+
+
+class Judge:
+    def __init__(self, channel: Channel, device: torch.device) -> None:
+        self.channel = channel
+        self.device = device
+        self.flags = harness.pin_backend_flags()
+        self.models: OrderedDict[tuple[str, int], Any] = OrderedDict()
+        self.refs: dict[str, OrderedDict[str, Any]] = {}
+        self.current: dict[str, tuple[int, Any, list[Any]]] = {}  # job -> (trial, outputs, post inputs)
+        self.flusher = None
+
+    def hello(self) -> dict[str, Any]:
+        if self.device.type == "cuda":
+            props = torch.cuda.get_device_properties(self.device)
+            name, total = props.name, int(props.total_memory)
+        else:
+            name, total = "cpu (triton interpreter)", 0
+        return {"op": "ready", "pid": os.getpid(), "device": str(self.device), "device_name": name,
+                "total_memory": total, "versions": harness.versions(), "backend_flags": self.flags}
+
+    def reference(self, code: str) -> Any:
+        if code not in self.refs:
+            self.refs[code] = harness.load_reference(code)
+            while len(self.refs) > MODEL_CACHE:
+                self.refs.pop(next(iter(self.refs)))
+        return self.refs[code]
+
+    def model(self, code: str, weight_seed: int) -> Any:
+        key = (code, weight_seed)
+        if key not in self.models:
+            ref = self.reference(code)
+            init = harness.init_inputs(ref, weight_seed, self.device)
+            self.models[key] = harness.build_model(ref.Model, init, weight_seed, self.device)
+            while len(self.models) > MODEL_CACHE:
+                self.models.popitem(last=False)
+        self.models.move_to_end(key)
+        return self.models[key]
+
+    # -- requests -----------------------------------------------------------------------------
+
+    def prepare(self, h: dict[str, Any]) -> dict[str, Any]:
+        problem = Problem.from_dict(h["problem"])
+        if self.device.type == "cpu" and h["cpu_scale"]:
+            problem = scale_for_cpu(problem, int(h["budget"]))
+        code = problem.code
+        self.reference(code)
+        second_code = None
+        if h["second_size"]:
+            overrides = second_size_overrides(code)
+            if overrides:
+                candidate_code = rewrite_constants(code, overrides)
+                try:  # keep the second size only where the reference runs there
+                    self.run_reference(candidate_code, int(h["seed"]), int(h["seed"]))
+                    second_code = candidate_code
+                except Exception:
+                    second_code = None
+        inputs = harness.draw_inputs(self.reference(code), int(h["seed"]), torch.device("meta"))
+        return {"op": "prepared", "code": code, "second_code": second_code,
+                "input_bytes": harness.tensor_bytes(inputs)}
+
+    def run_reference(self, code: str, seed: int, weight_seed: int) -> tuple[Any, list[Any]]:
+        model = self.model(code, weight_seed)
+        args = harness.draw_inputs(self.reference(code), seed, self.device)
+        with torch.no_grad():
+            out = model(*args)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return out, args
+
+    def compare(self, h: dict[str, Any], blob: bytes) -> dict[str, Any]:
+        job, trial = str(h["job"]), int(h["trial"])
+        cur = self.current.get(job)
+        if cur is None or cur[0] != trial:
+            self.current.pop(job, None)
+            out, post = self.run_reference(h["code"], int(h["seed"]), int(h["weight_seed"]))
+            self.current[job] = cur = (trial, out, post)
+        _, ref_out, ref_post = cur
+        try:
+            value = decode_tree(h["tree"], blob, self.device)
+        except (ProtocolViolation, KeyError, TypeError, ValueError, RuntimeError) as e:
+            return {"op": "verdict", "passed": False, "message": f"the solution's outputs could not be read: {e}"}
+        if h.get("tag"):
+            cand_out, cand_post = value, None
+        else:
+            if not (isinstance(value, tuple) and len(value) == 2):
+                raise ProtocolViolation("outputs message is not (outputs, inputs)")
+            cand_out, cand_post = value
+        c = compare_outputs(cand_out, ref_out, str(h["profile"]))
+        reply = {"op": "verdict", **c.to_dict()}
+        if cand_post is not None:
+            reply["inputs_changed"] = inputs_changed(list(cand_post), list(ref_post))
+        return reply
+
+    def time_reference(self, h: dict[str, Any]) -> dict[str, Any]:
+        from drkernel.gym.timing import L2Flusher, time_cuda
+
+        if self.device.type != "cuda":
+            raise RuntimeError("reference timing needs a CUDA device")
+        model = self.model(h["code"], int(h["weight_seed"]))
+        if h["reference"] == "compile":
+            model = torch.compile(model)
+        args = harness.draw_inputs(self.reference(h["code"]), int(h["seed"]), self.device)
+        if self.flusher is None:
+            self.flusher = L2Flusher(self.device)
+        stats = time_cuda(model, args, warmup=int(h["warmup_calls"]), calls=int(h["timed_calls"]),
+                          l2_flush=bool(h["l2_flush"]), device=self.device, flusher=self.flusher)
+        return {"op": "timed", "stats": stats}
+
+    def handle(self, op: str, h: dict[str, Any], blob: bytes) -> dict[str, Any]:
+        if op == "prepare":
+            return self.prepare(h)
+        if op == "compare":
+            return self.compare(h, blob)
+        if op == "time_reference":
+            return self.time_reference(h)
+        if op == "release":
+            self.current.pop(str(h["job"]), None)
+            if self.device.type == "cuda":
+                torch.cuda.empty_cache()
+            return {"op": "released"}
+        raise ValueError(f"unknown request {op!r}")
+
+    def serve(self) -> None:
+        self.channel.send(self.hello())
+        while True:
+            msg = self.channel.recv()
+            if msg.op == "shutdown":
+                return
+            t = time.perf_counter()
+            try:
+                reply = self.handle(msg.op, msg.header, msg.blob)
+            except Exception as e:
+                reply = {"op": "error", "type": type(e).__name__, "message": str(e)[:4000],
+                         "traceback": "".join(traceback.format_exception(e))[-8000:]}
+            reply["seconds"] = time.perf_counter() - t
+            self.channel.send(reply)
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda:0")
+    return device
+
+
+def main() -> None:
+    device = resolve_device(os.environ.get("DRKERNEL_DEVICE", "auto"))
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    Judge(child_channel(), device).serve()
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

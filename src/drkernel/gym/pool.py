@@ -1,0 +1,175 @@
+"""Child processes (judge and candidates) and the warm pool of candidates.
+
+A child is ``python -m <module>`` in its own session, talking over two private pipes (fds named in
+its environment), with stdout and stderr going to a log file whose tail explains crashes. The pool
+keeps ``size`` candidates started and warm (torch and triton imported, CUDA initialised) so a
+solution does not wait for start-up; each is handed out once, then discarded.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import drkernel
+from drkernel.errors import InfrastructureError
+from drkernel.gym.ipc import Channel, ChannelClosed, ChannelTimeout, Message
+
+log = logging.getLogger(__name__)
+START_TIMEOUT_S = 300.0
+LOG_TAIL = 16000
+
+
+class Child:
+    """One child process and its message channel."""
+
+    def __init__(self, module: str, device: str, env: dict[str, str]) -> None:
+        to_child_r, to_child_w = os.pipe()
+        from_child_r, from_child_w = os.pipe()
+        self.log_path = tempfile.NamedTemporaryFile(prefix="drkernel-child-", suffix=".log", delete=False).name
+        src = str(Path(drkernel.__file__).resolve().parents[1])
+        child_env = {**os.environ, **env, "DRKERNEL_FD_IN": str(to_child_r), "DRKERNEL_FD_OUT": str(from_child_w),
+                     "DRKERNEL_DEVICE": device,
+                     "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)}
+        if device == "cpu":
+            child_env["TRITON_INTERPRET"] = "1"
+        else:
+            child_env.pop("TRITON_INTERPRET", None)
+        self.started = time.monotonic()
+        with open(self.log_path, "wb") as logf:
+            self.proc = subprocess.Popen([sys.executable, "-m", module], pass_fds=(to_child_r, from_child_w),
+                                         stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
+                                         env=child_env, start_new_session=True)
+        os.close(to_child_r)
+        os.close(from_child_w)
+        self.channel = Channel(from_child_r, to_child_w)
+        self.hello: dict = {}
+        self.start_s: float | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def wait_ready(self, timeout_s: float = START_TIMEOUT_S) -> dict:
+        try:
+            msg = self.channel.recv(time.monotonic() + timeout_s)
+        except (ChannelClosed, ChannelTimeout) as e:
+            self.kill()
+            raise InfrastructureError(f"child {self.proc.args[-1]} did not start: {e}\n{self.log_tail()}") from e
+        if msg.op != "ready":
+            self.kill()
+            raise InfrastructureError(f"child sent {msg.op!r} instead of ready")
+        self.hello = msg.header
+        self.start_s = time.monotonic() - self.started
+        return self.hello
+
+    def send(self, header: dict, blob: bytes = b"") -> None:
+        self.channel.send(header, blob)
+
+    def recv(self, deadline: float | None = None) -> Message:
+        return self.channel.recv(deadline)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            log.warning("child %d did not exit after SIGKILL", self.proc.pid)
+        self.channel.close()
+
+    def log_tail(self, n: int = LOG_TAIL) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - n))
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def discard(self) -> None:
+        self.kill()
+        try:
+            os.unlink(self.log_path)
+        except OSError:
+            pass
+
+
+class WarmPool:
+    """``size`` candidate children kept started and warm; ``take`` hands one out for one use."""
+
+    def __init__(self, device: str, size: int, env: dict[str, str]) -> None:
+        self.device = device
+        self.size = size
+        self.env = env
+        self._ready: list[Child] = []
+        self._starting = 0
+        self._closed = False
+        self._cond = threading.Condition()
+        for _ in range(size):
+            self._start_one()
+
+    def _start_one(self) -> None:
+        with self._cond:
+            if self._closed:
+                return
+            self._starting += 1
+        threading.Thread(target=self._fill, name="candidate-start", daemon=True).start()
+
+    def _fill(self) -> None:
+        child = None
+        try:
+            child = Child("drkernel.gym.candidate", self.device, self.env)
+            child.wait_ready()
+        except Exception as e:  # recorded; take() starts one in the foreground and raises if that fails too
+            log.error("warm candidate failed to start: %s", e)
+            child = None
+        with self._cond:
+            self._starting -= 1
+            if child is not None and self._closed:
+                child.discard()
+            elif child is not None:
+                self._ready.append(child)
+            self._cond.notify_all()
+
+    def take(self) -> Child:
+        """A warm candidate (waits for one starting, or starts one if none is on its way)."""
+        while True:
+            with self._cond:
+                while not self._ready and self._starting > 0 and not self._closed:
+                    self._cond.wait()
+                if self._closed:
+                    raise InfrastructureError("the pool is closed")
+                child = self._ready.pop(0) if self._ready else None
+            if child is None:
+                child = Child("drkernel.gym.candidate", self.device, self.env)
+                child.wait_ready()
+            if self.size:
+                self._start_one()
+            if child.alive():
+                return child
+            child.discard()
+
+    @property
+    def ready_count(self) -> int:
+        return len(self._ready)
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            ready, self._ready = self._ready, []
+            self._cond.notify_all()
+        for child in ready:
+            child.discard()

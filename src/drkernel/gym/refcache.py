@@ -1,0 +1,55 @@
+"""Cache of reference timings, keyed by what changes them: the problem (as run, after scaling),
+the seeds, the GPU model, the library versions and the timing configuration.
+
+In memory always; also as one JSON file per key under ``directory`` when one is given, so a
+restarted worker does not re-time references.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any, Mapping
+
+TIMING_FIELDS = ("warmup_calls", "timed_calls", "l2_flush", "reference")
+
+
+def reference_key(code: str, weight_seed: int, timing_seed: int, device_name: str, versions: Mapping[str, str],
+                  config: Mapping[str, Any]) -> str:
+    parts = {"code": code, "weight_seed": weight_seed, "timing_seed": timing_seed, "device": device_name,
+             "versions": dict(sorted(versions.items())), **{k: config[k] for k in TIMING_FIELDS}}
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+class ReferenceTimingCache:
+    def __init__(self, directory: str | os.PathLike | None = None) -> None:
+        self.directory = Path(directory) if directory else None
+        self._mem: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+        if self.directory:
+            self.directory.mkdir(parents=True, exist_ok=True)
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        with self._lock:
+            if key in self._mem:
+                return self._mem[key]
+        if self.directory and (self.directory / f"{key}.json").exists():
+            stats = json.loads((self.directory / f"{key}.json").read_text())
+            with self._lock:
+                self._mem[key] = stats
+            return stats
+        return None
+
+    def put(self, key: str, stats: Mapping[str, Any]) -> None:
+        with self._lock:
+            self._mem[key] = dict(stats)
+        if self.directory:
+            tmp = self.directory / f".{key}.{os.getpid()}.tmp"
+            tmp.write_text(json.dumps(dict(stats)))
+            tmp.replace(self.directory / f"{key}.json")
+
+    def __len__(self) -> int:
+        return len(self._mem)

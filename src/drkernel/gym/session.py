@@ -1,0 +1,182 @@
+"""One candidate's run, seen from the orchestrator: hand it the job, relay its exported outputs to
+the judge, grant the exclusive timing region, enforce the wall-clock and memory limits, and
+collect what happened. Nothing the candidate sends is unpickled; headers are validated JSON.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from drkernel.gym.ipc import ChannelClosed, ChannelTimeout, ProtocolViolation
+from drkernel.gym.memory import RssWatch
+from drkernel.gym.runtime import DeviceRuntime
+
+KILL_GRACE_S = 2.0
+
+
+@dataclass
+class SessionOutcome:
+    trials: list[dict[str, Any]] = field(default_factory=list)   # judge verdicts, in trial order
+    extra: dict[str, dict[str, Any]] = field(default_factory=dict)  # tag -> judge verdict
+    error: dict[str, Any] | None = None         # the candidate's error report
+    done: dict[str, Any] | None = None          # the candidate's final report
+    hook_extra: dict[str, Any] = field(default_factory=dict)  # hook name -> extra_runs result (claims)
+    sol_timing: dict[str, Any] | None = None    # claimed by the candidate
+    sol_wall_s: float | None = None             # measured here around the timed region
+    timed_out: bool = False
+    died: bool = False
+    oom: bool = False
+    violation: str | None = None
+    returncode: int | None = None
+    log_tail: str = ""
+    solution_path: str | None = None
+    child_start_s: float | None = None
+    child_wait_s: float = 0.0
+    lock_wait_s: float = 0.0
+    wall_s: float = 0.0
+
+
+class CandidateSession:
+    def __init__(self, runtime: DeviceRuntime, job: dict[str, Any], job_id: str, profile: str,
+                 weight_seed: int, timeout_s: float, rss_limit_bytes: int) -> None:
+        self.rt = runtime
+        self.job = job
+        self.job_id = job_id
+        self.profile = profile
+        self.weight_seed = weight_seed
+        self.timeout_s = timeout_s
+        self.rss_limit = rss_limit_bytes
+        self.out = SessionOutcome()
+        self.hold: str | None = None
+
+    def run(self) -> SessionOutcome:
+        t = time.monotonic()
+        assert self.rt.pool is not None
+        child = self.rt.pool.take()
+        self.out.child_wait_s = time.monotonic() - t
+        self.out.child_start_s = child.start_s
+        started = time.monotonic()
+        self._acquire("shared")
+        try:
+            with RssWatch(child.pid, self.rss_limit) as watch:
+                self._converse(child, started)
+            self.out.oom = watch.fired
+        finally:
+            self._release()
+            self.out.wall_s = time.monotonic() - started
+            self._finish(child)
+            self.rt.judge_call({"op": "release", "job": self.job_id})
+        return self.out
+
+    def _converse(self, child: Any, started: float) -> None:
+        deadline = started + self.timeout_s
+        try:
+            child.send(self.job)
+            while True:
+                msg = child.recv(deadline)
+                h, op = msg.header, msg.op
+                if op == "outputs":
+                    verdict = self._compare(h, msg.blob, tag=None)
+                    self.out.trials.append(verdict)
+                    child.send({"op": "verdict", "passed": bool(verdict["passed"])})
+                elif op == "compare":
+                    tag = str(h.get("tag", ""))[:200] or "extra"
+                    verdict = self._compare(h, msg.blob, tag=tag)
+                    self.out.extra[tag] = verdict
+                    child.send(verdict)
+                elif op == "lock":
+                    wait = self._switch("exclusive")
+                    deadline += wait
+                    self.out.lock_wait_s += wait
+                    lock_t = time.monotonic()
+                    child.send({"op": "locked"})
+                elif op in ("timing", "unlock"):
+                    if self.hold != "exclusive":
+                        raise ProtocolViolation(f"{op} outside the timed region")
+                    if op == "timing":
+                        self.out.sol_wall_s = time.monotonic() - lock_t
+                        self.out.sol_timing = _stats(h.get("stats"))
+                    deadline += self._switch("shared")
+                elif op == "extra":
+                    self.out.hook_extra[str(h.get("hook", ""))[:100]] = h.get("result")
+                elif op == "solution_path":
+                    self.out.solution_path = str(h.get("path", ""))[:4096]
+                elif op == "error":
+                    self.out.error = {k: str(h.get(k, ""))[:20000] for k in ("stage", "type", "message", "traceback")}
+                elif op == "done":
+                    self.out.done = h
+                    return
+                else:
+                    raise ProtocolViolation(f"unknown message {op!r}")
+        except ChannelTimeout:
+            self.out.timed_out = True
+        except ChannelClosed:
+            self.out.died = True
+        except ProtocolViolation as e:
+            self.out.violation = str(e)
+
+    def _compare(self, h: dict[str, Any], blob: bytes, tag: str | None) -> dict[str, Any]:
+        trial = h.get("trial")
+        trials = self.job["trials"]
+        if not isinstance(trial, int) or not 0 <= trial < len(trials):
+            raise ProtocolViolation(f"trial index {trial!r}")
+        spec = trials[trial]
+        verdict = self.rt.judge_call({"op": "compare", "job": self.job_id, "trial": trial, "code": spec["code"],
+                                      "seed": spec["seed"], "weight_seed": self.weight_seed,
+                                      "profile": self.profile, "tree": h.get("tree"), "tag": tag}, blob)
+        verdict.pop("op", None)
+        verdict["trial"] = trial
+        return verdict
+
+    def _acquire(self, mode: str) -> float:
+        t = time.monotonic()
+        (self.rt.rw.acquire_shared if mode == "shared" else self.rt.rw.acquire_exclusive)()
+        self.hold = mode
+        return time.monotonic() - t
+
+    def _release(self) -> None:
+        if self.hold == "shared":
+            self.rt.rw.release_shared()
+        elif self.hold == "exclusive":
+            self.rt.rw.release_exclusive()
+        self.hold = None
+
+    def _switch(self, mode: str) -> float:
+        self._release()
+        return self._acquire(mode)
+
+    def _finish(self, child: Any) -> None:
+        """Let a finished candidate exit on its own for a moment, then kill its process group."""
+        if self.out.done is not None:
+            try:
+                child.proc.wait(timeout=KILL_GRACE_S)
+            except Exception:
+                pass
+        elif self.out.died:
+            try:
+                child.proc.wait(timeout=KILL_GRACE_S)
+            except Exception:
+                pass
+        child.kill()
+        self.out.returncode = child.proc.returncode
+        self.out.log_tail = child.log_tail()
+        child.discard()
+
+
+def _stats(d: Any) -> dict[str, Any] | None:
+    """Claimed timing stats, checked to be finite non-negative numbers."""
+    if not isinstance(d, dict):
+        return None
+    try:
+        out = {k: float(d[k]) for k in ("median_ms", "iqr_ms", "cv", "mean_ms", "min_ms")}
+        out["n"] = int(d["n"])
+        wall = d.get("wall_ms_per_call")
+        out["wall_ms_per_call"] = None if wall is None else float(wall)
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not all(math.isfinite(v) and v >= 0 for k, v in out.items() if isinstance(v, float)):
+        return None
+    return out

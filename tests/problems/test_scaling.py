@@ -1,0 +1,119 @@
+import time
+
+import pytest
+import torch
+
+from drkernel.problems import Problem, load_rows
+from drkernel.problems.scaling import (
+    estimate_device_bytes,
+    integer_constants,
+    measure,
+    rewrite_constants,
+    scale_down,
+    scale_for_cpu,
+    second_size_overrides,
+)
+
+SRC = '''import torch
+N = 2048 * 2  # rows
+M: int = N // 2
+d, h, w = 16, 96, 100
+shape = (32768, 3)
+K = 3
+def get_inputs():
+    return [torch.rand(N, N), torch.rand(M), torch.rand(d, h, w)]
+def get_init_inputs():
+    return []
+class Model(torch.nn.Module):
+    def forward(self, a, b, c):
+        return a.sum() + b.sum() + c.sum()
+'''
+
+
+def test_integer_constants_reads_literals_tuples_and_unpacking():
+    # M = N // 2 refers to a name: it follows N rather than being a slot of its own
+    assert integer_constants(SRC) == {"N": 4096, "d": 16, "h": 96, "w": 100,
+                                      "shape[0]": 32768, "shape[1]": 3, "K": 3}
+
+
+def test_rewrite_keeps_comments_and_derived_constants_follow():
+    out = rewrite_constants(SRC, {"N": 256, "h": 48, "shape[0]": 64})
+    assert "N = 256  # rows" in out and "M: int = N // 2" in out
+    assert "d, h, w = 16, 48, 100" in out and "shape = (64, 3)" in out
+    with pytest.raises(KeyError):
+        rewrite_constants(SRC, {"Q": 1})
+
+
+def test_scale_down_meets_budget_preserving_alignment():
+    # elements: N*N + N/2 + d*h*w = 16.8M; halve the largest constant until <= 2**16
+    chosen = scale_down(SRC, {}, budget=1 << 16)
+    m = measure(rewrite_constants(SRC, chosen))
+    assert m["elements"] <= 1 << 16 and m["runs"] is True
+    assert chosen["N"] % 16 == 0           # 4096 is a multiple of 16: so is its scaled value
+    assert chosen.get("w", 100) % 4 == 0   # 100 = 4 * 25: alignment 4 kept
+    assert "K" not in chosen               # small constants (kernel sizes) are left alone
+
+
+def test_overrides_win_and_tied_sizes_halve_together():
+    tied = '''import torch
+batch_size = 4096
+shape = (4096,)
+def get_inputs():
+    return [torch.rand(batch_size, *shape), torch.rand(batch_size)]
+def get_init_inputs():
+    return []
+class Model(torch.nn.Module):
+    def forward(self, p, t):
+        return (p * t).mean()   # (B, S) * (B,) broadcasts only when S == B
+'''
+    chosen = scale_down(tied, {}, budget=1 << 12)
+    assert chosen["batch_size"] == chosen["shape[0]"] < 4096
+    assert scale_down(tied, {"batch_size": 4096, "shape[0]": 4096}, budget=10) == {"batch_size": 4096, "shape[0]": 4096}
+
+
+def test_second_size_prefers_batch():
+    assert second_size_overrides("batch_size = 64\ndim = 1024\n") == {"batch_size": 32}
+    assert second_size_overrides("N = 4096\nK = 3\n") == {"N": 2048}
+    assert second_size_overrides("K = 3\n") is None
+
+
+def test_estimate_device_bytes_counts_inputs_and_parameters():
+    src = '''import torch
+def get_inputs():
+    return [torch.rand(1024, 256)]
+def get_init_inputs():
+    return [256, 128]
+class Model(torch.nn.Module):
+    def __init__(self, i, o):
+        super().__init__()
+        self.lin = torch.nn.Linear(i, o)
+    def forward(self, x):
+        return self.lin(x)
+'''
+    # (1024*256 + 256*128 + 128) fp32 values, times the default activation factor 4
+    assert estimate_device_bytes(src) == (1024 * 256 + 256 * 128 + 128) * 4 * 4
+
+
+def test_every_shared_reference_runs_scaled_down_on_cpu_under_two_seconds(kernelbench_rows):
+    torch.set_num_threads(2)
+    slow = []
+    for p in load_rows(kernelbench_rows):
+        scaled = scale_for_cpu(p)
+        ns = {"__name__": "ref"}
+        exec(compile(scaled.code, p.name, "exec"), ns)
+        torch.manual_seed(0)
+        model = ns["Model"](*ns["get_init_inputs"]())
+        inputs = ns["get_inputs"]()
+        start = time.perf_counter()
+        with torch.no_grad():
+            model(*inputs)
+        if time.perf_counter() - start > 2.0:
+            slow.append(p.name)
+    assert not slow
+
+
+def test_scale_for_cpu_records_what_it_did():
+    p = Problem(name="x", level=1, code=SRC, cpu_overrides={"N": 64})
+    q = scale_for_cpu(p)
+    assert q.metadata["scaled_to"]["N"] == 64 and q.metadata["scaled_from"]["N"] == 4096
+    assert "N = 64" in q.code
