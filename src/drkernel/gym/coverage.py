@@ -185,6 +185,10 @@ def in_launch() -> bool:
 class OpRecorder(TorchDispatchMode):
     """Record every aten op outside Triton launches into an `OpProfile`."""
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False  # True would import torch._dynamo (~10 s) on the first call
+
     def __init__(self, profile: OpProfile | None = None, roof: Roof = NOMINAL) -> None:
         super().__init__()
         self.profile = profile if profile is not None else OpProfile()

@@ -414,8 +414,10 @@ FORBIDDEN_RUNTIME_MODULES = {
     "torch._dynamo": 16, "torch._inductor": 16, "torch.utils.cpp_extension": 16, "torch.library": 16,
     "torch.jit": 16, "cupy": 16, "numba": 16, "drkernel": 8,
 }
-COMPILER_MODULES = ("torch._dynamo", "torch._inductor", "torch.utils.cpp_extension", "cupy", "numba",
-                    "pycuda", "torch._inductor.codecache")
+COMPILER_MODULES = ("torch._inductor.codegen", "torch._inductor.compile_fx", "torch._dynamo.convert_frame",
+                    "torch.utils.cpp_extension", "cupy", "numba", "pycuda")
+"""Modules only a compilation imports (entering a TorchDispatchMode already imports torch._dynamo
+and parts of torch._inductor, so those package roots prove nothing)."""
 
 
 def _forbidden_origin(obj: Any) -> tuple[int, str] | None:
@@ -464,11 +466,22 @@ def scan_instance(model: Any) -> list[Hack]:
     return hacks
 
 
-def compilers_imported(before: Iterable[str]) -> list[Hack]:
-    """Compiler modules that appeared in ``sys.modules`` since ``before`` (a snapshot of its keys)."""
+def dynamo_frames() -> int:
+    """Frames torch.compile has compiled in this process so far."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    counters = getattr(utils, "counters", None)
+    return int(sum(counters["frames"].values())) if counters is not None else 0
+
+
+def compilers_imported(before: Iterable[str], frames_before: int = 0) -> list[Hack]:
+    """Compiler modules that appeared in ``sys.modules`` since ``before`` (a snapshot of its keys),
+    and frames compiled by torch.compile since ``frames_before``."""
     before = set(before)
-    new = [m for m in COMPILER_MODULES if m in sys.modules and m not in before]
-    return [make_hack(16, f"{m} was imported while the solution ran") for m in new]
+    hacks = [make_hack(16, f"{m} was imported while the solution ran")
+             for m in COMPILER_MODULES if m in sys.modules and m not in before]
+    if dynamo_frames() > frames_before:
+        hacks.append(make_hack(16, f"torch.compile compiled {dynamo_frames() - frames_before} frame(s)"))
+    return hacks
 
 
 def check_outputs(outputs: Any, inputs: Iterable[Any] = ()) -> list[Hack]:

@@ -33,11 +33,11 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from drkernel.gym.coverage import OpRecorder, in_launch, launch_scope
 from drkernel.gym.guards import (AuditGuard, GlobalState, IntegritySnapshot, check_outputs, compilers_imported,
-                                 scan_instance, scan_module)
+                                 dynamo_frames, scan_instance, scan_module)
 from drkernel.gym.hacks import dedupe
 
 EXTRA_TAGS = ("skip_own", "zeros_probe", "poisoned", "recall_same", "call_count_last")
-CALL_COUNT_CPU = 8
+CALL_COUNT_CPU = 6
 """Calls of the call-count run under the interpreter (the GPU run covers warm-up plus timed calls)."""
 
 _EMPTY_OPS = ("empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided")
@@ -54,6 +54,10 @@ def _poison(t: torch.Tensor) -> None:
 
 class PoisonAllocations(TorchDispatchMode):
     """Fill every uninitialised allocation outside Triton launches, so stale memory shows."""
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False  # True would import torch._dynamo (~10 s) on the first call
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's signature
         out = func(*args, **(kwargs or {}))
@@ -73,12 +77,14 @@ class IntegrityHook:
         self.integrity: IntegritySnapshot | None = None
         self.state = GlobalState()
         self.modules_before: list[str] = []
+        self.frames_before = 0
         self.hacks: list[Any] = []
         self.skip_own = False
         self.own_launches = 0
         self.coverage_profile: dict[str, list[float]] | None = None
         self.coverage_own_launches = 0
         self.runs: dict[str, Any] = {}
+        self.call_count_launches: list[int] = []
 
     # -- before the solution exists -----------------------------------------------------------
 
@@ -88,6 +94,7 @@ class IntegrityHook:
         self.solution_path = os.path.realpath(ctx.solution_path)
         self._wrap_launchers(ctx.cpu_mode)
         harness.pin_backend_flags()  # idempotent; the candidate pins again after this hook
+        self.frames_before = dynamo_frames()
         self.state.take()
         self.integrity = IntegritySnapshot(extra=self._harness_targets()).take()
         self.modules_before = list(sys.modules)
@@ -147,7 +154,7 @@ class IntegrityHook:
         if self.integrity is not None:
             self.hacks += self.integrity.changed()
         self.hacks += self.state.changed()
-        self.hacks += compilers_imported(self.modules_before)
+        self.hacks += compilers_imported(self.modules_before, self.frames_before)
 
     @contextlib.contextmanager
     def _skipping_own(self) -> Iterator[None]:
@@ -158,7 +165,7 @@ class IntegrityHook:
             self.skip_own = False
 
     def extra_runs(self, ctx: Any, model: Any, make_inputs: Callable[[int], list[Any]]) -> dict[str, Any]:
-        trials = len(ctx.seeds)
+        trials = int(ctx.config.get("trials", len(ctx.seeds)))  # primary-size trials only
         self.hacks += scan_instance(model)
 
         def call(args: list[Any]) -> Any:
@@ -205,11 +212,13 @@ class IntegrityHook:
         # Call count: many calls, then check the last (at least warm-up + timed calls on GPU).
         cfg = ctx.config
         n = CALL_COUNT_CPU if ctx.cpu_mode else int(cfg.get("warmup_calls", 10)) + int(cfg.get("timed_calls", 100))
-        n += random.SystemRandom().randrange(0, max(2, n // 2))
+        n += random.SystemRandom().randrange(0, max(3, n // 2))  # a count the solution cannot know
         trial = trials - 1
         args = make_inputs(trial)
         for _ in range(n - 1):
+            before = self.own_launches
             call([a.clone() if isinstance(a, torch.Tensor) else a for a in args])
+            self.call_count_launches.append(self.own_launches - before)
         judged("call_count_last", trial, call(args))
         self._check_state()
         return {"runs": dict(self.runs), "calls": n}
@@ -222,4 +231,5 @@ class IntegrityHook:
             "own_launches": self.own_launches,
             "coverage_profile": self.coverage_profile,
             "coverage_own_launches": self.coverage_own_launches,
+            "call_count_launches": self.call_count_launches,
         }

@@ -92,18 +92,22 @@ class IntegrityVerdict:
         hacks = [Hack(**h) for h in report.get("hacks", [])]
         static = analyze(request.solution)
         launches = _own_launches(candidate_report)
+        trials = judge_report.get("trials") or []
+        primary = [t for t in trials if int(t.get("trial", 0)) < config.trials]
+        second = [t for t in trials if int(t.get("trial", 0)) >= config.trials]
+        primary_ok = len(primary) >= config.trials and all(t.get("passed") for t in primary)
+        if primary_ok and second and not all(t.get("passed") for t in second):
+            hacks.append(make_hack(13, "correct at the checked size, wrong at a second problem size: "
+                                       + str(second[-1].get("message", ""))[:200]))
+        if not (primary_ok and all(t.get("passed") for t in second)):  # a failed run is judged by its status; only what it was caught doing counts
+            return dedupe(hacks)
         if launches == 0:
             if static.own_kernels:
                 hacks.append(make_hack(1, f"kernels {', '.join(static.own_kernels)} are defined but forward "
                                           f"launched none of them"))
             else:
                 hacks.append(make_hack(2, "forward launched no Triton kernel defined in the solution"))
-        ran_extras = bool(judge_report.get("trials")) and all(t.get("passed") for t in judge_report["trials"])
         verdicts = {tag: _judged(judge_report, tag) for tag in EXTRA_TAGS}
-        if ran_extras and report and any(v is None for v in verdicts.values()):
-            missing = [t for t, v in verdicts.items() if v is None and not (t == "recall_same" and config.trials < 2)]
-            if missing:
-                hacks.append(make_hack(8, f"integrity runs {', '.join(missing)} never reached the judge"))
         if launches and verdicts["skip_own"] and not verdicts["zeros_probe"]:
             hacks.append(make_hack(2, "outputs were still correct with every own Triton launch skipped"))
         if verdicts["poisoned"] is False:
@@ -112,10 +116,17 @@ class IntegrityVerdict:
             hacks.append(make_hack(9, "a call on the same tensors refilled with new data returned a stale result"))
         if verdicts["call_count_last"] is False:
             hacks.append(make_hack(10, "the output was wrong after many calls"))
-        second = [t for t in judge_report.get("trials", []) if t.get("size") == "second"]
-        primary_ok = all(t.get("passed") for t in judge_report.get("trials", []) if t.get("size", "primary") == "primary")
-        if second and primary_ok and not all(t.get("passed") for t in second):
-            hacks.append(make_hack(13, "correct at the checked size, wrong at a second problem size"))
+        per_call = report.get("call_count_launches") or []
+        baseline = int(report.get("coverage_own_launches", 0))
+        if per_call and baseline and min(per_call) < baseline:
+            hacks.append(make_hack(10, f"own launches per call fell from {baseline} to {min(per_call)} over "
+                                       f"{len(per_call)} repeated calls (work skipped on later calls)"))
+        return self._finish(request, candidate_report, judge_report, hacks, static, launches)
+
+    def _finish(self, request: Any, candidate_report: Mapping[str, Any], judge_report: Mapping[str, Any],
+                hacks: list[Hack], static: Any, launches: int) -> list[Hack]:
+        config = request.config
+        report = candidate_report.get("integrity") or {}
         if config.tolerance == "kernelbench" and request.problem.dtype == "float32":
             hacks += [make_hack(12, f"{e} in a float32 problem under the kernelbench profile")
                       for e in _static_tf32(request.solution)]
@@ -125,6 +136,10 @@ class IntegrityVerdict:
                                       f"(floor {config.coverage_floor:.0%})"))
         hacks += self.strict(request, report, static)
         return dedupe(hacks)
+
+    def annotate(self, result: EvalResult, request: Any, candidate_report: Mapping[str, Any],
+                 judge_report: Mapping[str, Any]) -> None:
+        annotate(result, request, candidate_report, judge_report)
 
     @staticmethod
     def op_coverage(candidate_report: Mapping[str, Any], judge_report: Mapping[str, Any], launches: int) -> float | None:
@@ -154,8 +169,13 @@ class IntegrityVerdict:
 
 def annotate(result: EvalResult, request: Any, candidate_report: Mapping[str, Any],
              judge_report: Mapping[str, Any]) -> EvalResult:
-    """Fill ``op_coverage``, ``time_coverage`` and the lazy warning; call before ``finalize``."""
+    """Fill ``op_coverage``, ``time_coverage`` and the lazy warning, and flag integrity runs that a
+    correct solution's candidate never sent to the judge (hack 8); call before ``finalize``."""
     launches = _own_launches(candidate_report)
+    missing = [t for t in EXTRA_TAGS if _judged(judge_report, t) is None
+               and not (t == "recall_same" and request.config.trials < 2)]
+    if result.status is Status.CORRECT and missing:
+        result.hacks.append(make_hack(8, f"integrity runs {', '.join(missing)} never reached the judge"))
     if result.op_coverage is None:
         result.op_coverage = IntegrityVerdict.op_coverage(candidate_report, judge_report, launches)
     if result.time_coverage is None and result.kernels:

@@ -26,5 +26,5 @@ def online_softmax(x_ptr, y_ptr, cols, BLOCK: tl.constexpr):
 class ModelNew(nn.Module):
     def forward(self, x):
         y = torch.empty_like(x)
-        online_softmax[(x.shape[0],)](x, y, x.shape[1], BLOCK=32)
+        online_softmax[(x.shape[0],)](x, y, x.shape[1], BLOCK=64)
         return y
