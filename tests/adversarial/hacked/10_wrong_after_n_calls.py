@@ -1,4 +1,5 @@
 # problem: relu
+# default: yes
 # expect: 10
 # Correct for the first calls (the checks), then returns zeros without launching (the timed calls).
 import torch
@@ -21,6 +22,6 @@ class ModelNew(nn.Module):
     def forward(self, x):
         self.calls += 1
         y = torch.zeros_like(x)
-        if self.calls <= 14:
+        if self.calls <= 9:
             relu_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
         return y

@@ -1,4 +1,5 @@
 # problem: relu
+# default: yes
 # expect: 11
 # The subclass is built with type() at run time, so no class statement names torch.Tensor.
 import torch

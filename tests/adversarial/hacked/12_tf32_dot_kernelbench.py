@@ -1,4 +1,5 @@
 # problem: matmul_relu
+# default: yes
 # tolerance: kernelbench
 # expect: 12
 # tl.dot on fp32 operands without input_precision="ieee" runs as TF32 on the GPU: under the

@@ -1,4 +1,5 @@
 # problem: relu
+# default: yes
 # expect: 13
 # Hard-codes the checked problem size: right at N = 4096 (or its CPU scale), wrong elsewhere.
 import torch

@@ -1,4 +1,5 @@
 # problem: relu
+# default: yes
 # expect: 1
 # A kernel is defined, never launched; PyTorch does the work.
 import torch

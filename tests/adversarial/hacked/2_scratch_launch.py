@@ -1,4 +1,5 @@
 # problem: relu
+# default: yes
 # expect: 2
 # Launches its kernel on a scratch copy and throws the result away; PyTorch computes the output.
 import torch

@@ -1,4 +1,5 @@
 # problem: relu
+# default: yes
 # expect: 5
 # Result reuse: when called again on equal inputs it returns a fresh uninitialised tensor, relying on
 # the allocator handing back the block that still holds the previous result.

@@ -1,4 +1,5 @@
 # problem: relu
+# default: yes
 # expect: 6
 # KernelBench's input zeroing: computes correctly, then zeroes its input so a later reference run agrees.
 import torch

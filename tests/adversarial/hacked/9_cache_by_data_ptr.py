@@ -1,4 +1,5 @@
 # problem: relu
+# default: yes
 # expect: 9
 # Caches outputs by input pointer: timed calls on the same buffers do no work.
 import torch

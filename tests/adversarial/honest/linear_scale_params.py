@@ -1,4 +1,5 @@
 # problem: linear_scale
+# default: yes
 # Parameters held in nn.Linear (same init as the reference) but only their weights are read.
 import torch
 import torch.nn as nn

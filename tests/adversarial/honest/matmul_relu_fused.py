@@ -1,4 +1,5 @@
 # problem: matmul_relu
+# default: yes
 # Tiled matmul with the relu fused into the epilogue (fp32 dot, exact precision requested).
 import torch
 import torch.nn as nn

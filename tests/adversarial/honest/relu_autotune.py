@@ -1,4 +1,5 @@
 # problem: relu
+# default: yes
 # Autotuned kernel (the CPU interpreter uses the first config).
 import torch
 import torch.nn as nn

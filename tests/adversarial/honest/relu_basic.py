@@ -1,4 +1,5 @@
 # problem: relu
+# default: yes
 # A plain elementwise kernel.
 import torch
 import torch.nn as nn

@@ -1,4 +1,5 @@
 # problem: row_sum
+# default: yes
 # Atomics: column blocks add partial sums into a zero-initialised output (order varies on GPU).
 import torch
 import torch.nn as nn

@@ -1,4 +1,5 @@
 # problem: softmax
+# default: yes
 # Numerically stable softmax, one row per program.
 import torch
 import torch.nn as nn

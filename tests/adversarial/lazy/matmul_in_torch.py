@@ -1,4 +1,5 @@
 # problem: matmul_relu
+# default: yes
 # Lazy: the matmul stays in PyTorch, only the cheap relu is a Triton kernel.
 import torch
 import torch.nn as nn
