@@ -202,6 +202,15 @@ class AuditGuard:
             frame = frame.f_back
         return frame is not None and self.is_solution_file(frame.f_code.co_filename)
 
+    def _quietly(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run a check outside the hook with the hook muted (its own frame reads are not events)."""
+        busy = getattr(self._local, "busy", False)
+        self._local.busy = True
+        try:
+            return fn(*args)
+        finally:
+            self._local.busy = busy
+
     def _violate(self, code: int, evidence: str) -> None:
         self.violations.append(make_hack(code, evidence))
         raise PermissionError(f"blocked by the KernelGym sandbox: {evidence}")
@@ -273,7 +282,7 @@ class AuditGuard:
                 continue
 
             def start(*args: Any, __original: Callable = original, **kwargs: Any) -> Any:
-                if guard.armed and guard._caller_is_solution(skip_pass_through=True):
+                if guard.armed and guard._quietly(guard._caller_is_solution, True):
                     guard.violations.append(make_hack(7, "started a thread"))
                     raise PermissionError("blocked by the KernelGym sandbox: threads are not allowed")
                 return __original(*args, **kwargs)

@@ -186,7 +186,7 @@ class _Names:
                 if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                     target = node.targets[0].id
                     resolved = self.resolve(node.value)
-                    if resolved and "." in resolved and target not in self.alias:
+                    if resolved and target not in self.alias:
                         self.alias[target] = resolved
 
     def resolve(self, node: ast.AST) -> str | None:
