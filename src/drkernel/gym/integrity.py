@@ -14,6 +14,9 @@ ask the judge to compare (trusted comparisons, recorded under the tags below):
     call_count_last   the last of many calls                                   10 if it fails
     coverage          one forward under the op recorder                        (op coverage)
 
+On the GPU it adds a profiler pass (kernels, streams, device times: time coverage) and the event /
+wall-clock cross-check of `drkernel.gym.profiling` (hack 7).
+
 Everything this hook reports is a claim made inside untrusted code; the verdict reads the judge's
 comparisons for the tags, and treats a missing comparison as a disabled check (hack 8).
 """
@@ -34,7 +37,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from drkernel.gym.coverage import OpRecorder, in_launch, launch_scope
 from drkernel.gym.guards import (AuditGuard, GlobalState, IntegritySnapshot, check_outputs, compilers_imported,
                                  dynamo_frames, scan_instance, scan_module)
-from drkernel.gym.hacks import dedupe
+from drkernel.gym.hacks import dedupe, make_hack
+from drkernel.gym.profiling import hidden_work, is_hidden, output_bytes, profile_forward
 
 EXTRA_TAGS = ("skip_own", "zeros_probe", "poisoned", "recall_same", "call_count_last")
 CALL_COUNT_CPU = 6
@@ -85,6 +89,8 @@ class IntegrityHook:
         self.coverage_own_launches = 0
         self.runs: dict[str, Any] = {}
         self.call_count_launches: list[int] = []
+        self.own_names: set[str] = set()
+        self.gpu: dict[str, Any] = {}
 
     # -- before the solution exists -----------------------------------------------------------
 
@@ -133,6 +139,7 @@ class IntegrityHook:
                 own = code is not None and os.path.realpath(code.co_filename) == hook.solution_path
                 if own:
                     hook.own_launches += 1
+                    hook.own_names.add(getattr(fn, "__name__", ""))
                     if hook.skip_own:
                         return None
                 with launch_scope():
@@ -220,8 +227,23 @@ class IntegrityHook:
             call([a.clone() if isinstance(a, torch.Tensor) else a for a in args])
             self.call_count_launches.append(self.own_launches - before)
         judged("call_count_last", trial, call(args))
+        if not ctx.cpu_mode:
+            self._gpu_checks(call, model, make_inputs(0))
         self._check_state()
         return {"runs": dict(self.runs), "calls": n}
+
+    def _gpu_checks(self, call: Callable[[list[Any]], Any], model: Any, args: list[Any]) -> None:
+        """Profiler pass (kernels, streams, time coverage) and the event / wall-clock cross-check."""
+        out = call(args)
+        prof = profile_forward(lambda *a: model(*a), args, set(self.own_names))
+        if prof["off_stream"]:
+            self.hacks.append(make_hack(7, f"kernels {', '.join(prof['off_stream'][:4])} ran on another "
+                                           f"stream than forward's caller"))
+        measure = hidden_work(lambda *a: model(*a), args)
+        if is_hidden(measure):
+            self.hacks.append(make_hack(7, f"synchronised wall time {measure['wall_ms']:.3f} ms per call against "
+                                           f"{measure['event_ms']:.3f} ms between the stream's events"))
+        self.gpu = {"kernels": prof["kernels"], **measure, "out_bytes": output_bytes(out)}
 
     def report(self) -> dict[str, Any]:
         violations = self.guard.violations if self.guard is not None else []
@@ -232,4 +254,5 @@ class IntegrityHook:
             "coverage_profile": self.coverage_profile,
             "coverage_own_launches": self.coverage_own_launches,
             "call_count_launches": self.call_count_launches,
+            "gpu": self.gpu,
         }

@@ -28,6 +28,7 @@ from drkernel.gym.checks import CheckRegistry
 from drkernel.gym.coverage import OpProfile, base_name, op_coverage, time_coverage
 from drkernel.gym.hacks import LAZY_WARNING, dedupe, make_hack
 from drkernel.gym.integrity import EXTRA_TAGS
+from drkernel.gym.profiling import implausible, kernel_stats, roof_for
 from drkernel.gym.result import EvalResult, Hack, Status
 from drkernel.gym.static_checks import analyze, static_check
 
@@ -178,8 +179,15 @@ def annotate(result: EvalResult, request: Any, candidate_report: Mapping[str, An
         result.hacks.append(make_hack(8, f"integrity runs {', '.join(missing)} never reached the judge"))
     if result.op_coverage is None:
         result.op_coverage = IntegrityVerdict.op_coverage(candidate_report, judge_report, launches)
-    if result.time_coverage is None and result.kernels:
+    gpu = (candidate_report.get("integrity") or {}).get("gpu") or {}
+    if gpu.get("kernels"):  # the profiler's view of one forward: every kernel, with device times
+        result.kernels = kernel_stats(gpu)
         result.time_coverage = time_coverage(result.kernels)
+    sol = judge_report.get("sol_timing") or {}
+    if sol.get("median_ms") is not None and implausible(float(sol["median_ms"]), int(gpu.get("out_bytes", 0)),
+                                                        roof_for(result.device_name)):
+        result.hacks.append(make_hack(7, f"timed at {sol['median_ms']:.4f} ms, below the time needed to write "
+                                         f"its {gpu['out_bytes']} output bytes once at peak bandwidth"))
     coverage = result.op_coverage if result.op_coverage is not None else result.time_coverage
     if (result.status is Status.CORRECT and coverage is not None
             and request.config.coverage_floor <= coverage < LAZY_THRESHOLD):
