@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import typer
 
+from drkernel.cli import gym as gym_cli
 from drkernel.cli import problems as problems_cli
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="drkernel: KernelGym, kernel agents and Dr. Kernel RL for Triton kernels.")
 app.add_typer(problems_cli.app, name="problems")
+app.add_typer(gym_cli.app, name="gym")
+app.command("demo")(gym_cli.demo)
 
 
 def main() -> None:

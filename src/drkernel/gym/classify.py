@@ -27,6 +27,7 @@ _INTERPRETER_ONLY = ("not supported in interpreter mode", "is not supported by t
 _GPU_ONLY_SOURCE = ("libdevice", "tl.extra.cuda", "language.extra.cuda", "inline_asm_elementwise")
 _DOT_SIZE = "tl.dot needs every dimension >= 16 on GPU"
 # Lines of our own harness, dropped from tails shown to humans and models.
+_CARETS = re.compile(r"^\s*[\^~]+\s*$")
 _HARNESS = re.compile(r'File ".*?/drkernel/gym/|File ".*?/(triton|torch)/.*?(runtime/interpreter|jit|autotuner|'
                       r'nn/modules/module)\.py"')
 
@@ -34,21 +35,23 @@ _HARNESS = re.compile(r'File ".*?/drkernel/gym/|File ".*?/(triton|torch)/.*?(run
 def trim_tail(text: str, solution_path: str | None = None) -> str:
     """Last ``MAX_LINES`` useful lines (at most ``MAX_CHARS``), harness frames stripped.
 
-    A traceback frame line of our harness (or of Triton's and torch's dispatch plumbing) is dropped
-    together with the source line that follows it. The solution's temp path is shown as
-    ``solution.py``.
+    A traceback frame of our harness (or of Triton's and torch's dispatch plumbing) is dropped
+    with its source lines; caret-only marker lines are dropped everywhere. The solution's temp
+    path is shown as ``solution.py``.
     """
-    lines = text.rstrip().splitlines()
     kept: list[str] = []
-    skip_next = False
-    for line in lines:
-        if skip_next:
-            skip_next = False
-            if line.startswith("    ") and not line.lstrip().startswith("File "):
-                continue
-        if _HARNESS.search(line):
-            skip_next = True
+    in_harness_frame = False
+    for line in text.rstrip().splitlines():
+        if _CARETS.match(line):
             continue
+        if line.lstrip().startswith("File "):
+            in_harness_frame = bool(_HARNESS.search(line))
+            if in_harness_frame:
+                continue
+        elif in_harness_frame and line.startswith("    "):
+            continue
+        else:
+            in_harness_frame = False
         kept.append(line)
     out = "\n".join(kept[-MAX_LINES:])
     if solution_path:
@@ -56,6 +59,14 @@ def trim_tail(text: str, solution_path: str | None = None) -> str:
     if len(out) > MAX_CHARS:
         out = "..." + out[-(MAX_CHARS - 3):]
     return out
+
+
+def _raised_in_triton_language(traceback: str) -> bool:
+    """Whether the innermost frame of the first exception is Triton's language layer (where the
+    interpreter runs the checks that the compiler runs on GPU)."""
+    first = traceback.split("The above exception was the direct cause")[0]
+    frames = [line for line in first.splitlines() if line.lstrip().startswith("File ")]
+    return bool(frames) and "/triton/language/" in frames[-1]
 
 
 def classify_error(stage: str, exc_type: str, message: str, traceback: str, *, cpu_mode: bool,
@@ -77,7 +88,7 @@ def classify_error(stage: str, exc_type: str, message: str, traceback: str, *, c
     if cpu_mode and stage != "import" and (any(m in text for m in _INTERPRETER_ONLY)
                                            or any(m in source for m in _GPU_ONLY_SOURCE)):
         return Status.UNSUPPORTED_ON_CPU
-    if _DOT_SIZE in text:
+    if _DOT_SIZE in text or (cpu_mode and stage == "forward" and _raised_in_triton_language(traceback)):
         return Status.COMPILE_ERROR
     if any(t in exc_type for t in _COMPILE_TYPES) or any(f"{t}:" in text for t in _COMPILE_TYPES):
         return Status.COMPILE_ERROR

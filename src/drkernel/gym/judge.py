@@ -23,11 +23,7 @@ from drkernel.gym.compare import compare_outputs, inputs_changed
 from drkernel.gym.coverage import record_ops
 from drkernel.gym.ipc import Channel, ProtocolViolation, child_channel, decode_tree
 from drkernel.problems.problem import Problem
-
-try:
-    from drkernel.problems.scaling import rewrite_constants, scale_for_cpu, second_size_overrides
-except ImportError:  # until drkernel.problems.scaling lands on main
-    from drkernel.gym._sizes import rewrite_constants, scale_for_cpu, second_size_overrides
+from drkernel.problems.scaling import rewrite_constants, scale_for_cpu, second_size_overrides
 
 MODEL_CACHE = 4
 

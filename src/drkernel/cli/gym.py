@@ -1,0 +1,172 @@
+"""`drkernel gym eval` (one solution) and `drkernel demo` (the built-in suite's solutions).
+
+Exit codes follow `drkernel.cli`: 0 valid, 1 not valid, 2 bad usage or input, 3 infrastructure.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import Sequence
+
+import typer
+from rich.console import Console
+from rich.panel import Panel
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from drkernel.errors import ConfigError, DrKernelError, InfrastructureError
+from drkernel.gym import EvalConfig, EvalRequest, EvalResult, InProcessEvaluator, Status
+from drkernel.problems import Problem, builtin_solution, load_builtin, resolve_problem
+
+app = typer.Typer(no_args_is_help=True, help="KernelGym: evaluate Triton solutions against PyTorch references.")
+console = Console()
+STATUS_STYLE = {Status.CORRECT: "green", Status.INCORRECT: "red", Status.REJECTED: "magenta",
+                Status.UNSUPPORTED_ON_CPU: "yellow", Status.TIMEOUT: "yellow"}
+
+
+def _fmt_ms(stats) -> str:
+    return f"{stats.median_ms:.4g} ms (cv {stats.cv:.1%})" if stats else "-"
+
+
+def _verdict(r: EvalResult) -> str:
+    style = STATUS_STYLE.get(r.status, "red")
+    hacked = " [magenta]hacked[/]" if r.hacks else ""
+    return f"[{style}]{r.status.value}[/]{hacked}"
+
+
+def result_table(rows: Sequence[tuple[str, str, EvalResult]], title: str) -> Table:
+    """One row per (problem, solution label, result)."""
+    table = Table(title=title)
+    for col in ("problem", "solution", "status", "valid", "speedup", "solution time", "own kernels",
+                "hacks", "seconds"):
+        table.add_column(col, overflow="fold")
+    for problem, label, r in rows:
+        own = [f"{k.name}x{k.launches}" for k in r.kernels if k.own]
+        table.add_row(problem, label, _verdict(r), "yes" if r.valid else "no",
+                      f"{r.speedup:.2f}x" if r.speedup is not None else "-", _fmt_ms(r.sol_timing),
+                      ", ".join(own) or "-", ", ".join(h.name for h in r.hacks) or "-", f"{r.elapsed_s or 0:.1f}")
+    return table
+
+
+def markdown_table(rows: Sequence[tuple[str, str, EvalResult]]) -> str:
+    lines = ["| problem | solution | status | valid | speedup | solution ms | own kernels | hacks | error |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for problem, label, r in rows:
+        own = ", ".join(f"{k.name}x{k.launches}" for k in r.kernels if k.own) or "-"
+        err = (r.error or "").strip().splitlines()
+        lines.append(f"| {problem} | {label} | {r.status.value} | {'yes' if r.valid else 'no'} | "
+                     f"{f'{r.speedup:.2f}x' if r.speedup is not None else '-'} | "
+                     f"{f'{r.sol_timing.median_ms:.4g}' if r.sol_timing else '-'} | {own} | "
+                     f"{', '.join(h.name for h in r.hacks) or '-'} | {(err[-1] if err else '').replace('|', '/')[:160]} |")
+    return "\n".join(lines) + "\n"
+
+
+def _print_one(r: EvalResult) -> None:
+    console.print(result_table([(r.problem_key, "solution", r)], title=f"{r.problem_key} on {r.device_name}"))
+    trials = ", ".join(f"{t.trial}{'' if t.passed else '!'}({t.size}, err {t.max_abs_err:.2g})"
+                       if t.max_abs_err is not None else f"{t.trial}{'' if t.passed else '!'}" for t in r.trials)
+    console.print(f"trials: {trials or '-'}   tolerance: {r.tolerance_profile} (atol {r.atol}, rtol {r.rtol})")
+    if r.ref_timing:
+        console.print(f"reference: {_fmt_ms(r.ref_timing)}{' (cached)' if r.reference_cached else ''}")
+    if r.timing_note:
+        console.print(f"timing: {r.timing_note}")
+    console.print("stages: " + ", ".join(f"{k} {v:.2f}s" for k, v in r.stage_seconds.items()))
+    for h in r.hacks:
+        console.print(f"[magenta]hack {h.code} {h.name}[/]: {h.message} ({h.evidence})")
+    if r.error:
+        console.print(Panel(r.error, title="error", border_style="red"))
+
+
+@app.command("eval")
+def eval_cmd(
+    problem: str = typer.Option(..., "--problem", help="problem key/name/id within --problems, or a reference .py"),
+    solution: Path = typer.Option(..., "--solution", help="solution source file defining ModelNew"),
+    problems: str = typer.Option("builtin", "--problems", "-p", help="problem source: builtin[:N], rows.jsonl, dir"),
+    device: str = typer.Option("auto", "--device", help="auto, cuda, cuda:N or cpu"),
+    profile: str = typer.Option("kernelgym", "--profile", help="tolerance profile: kernelgym or kernelbench"),
+    trials: int = typer.Option(5, "--trials", help="correctness trials"),
+    timeout: float = typer.Option(300.0, "--timeout", help="wall-clock limit of the candidate (s)"),
+    as_json: bool = typer.Option(False, "--json", help="print the EvalResult as JSON"),
+) -> None:
+    """Evaluate one solution against one problem."""
+    try:
+        prob = resolve_problem(problem, problems)
+        source = solution.read_text()
+        config = EvalConfig(device=device, tolerance=profile, trials=trials, timeout_s=timeout)
+    except (DrKernelError, OSError) as e:
+        console.print(f"[red]error:[/] {e}")
+        raise typer.Exit(2)
+    try:
+        with InProcessEvaluator(device=device, concurrency=1, pool_size=1) as ev:
+            result = ev.evaluate(EvalRequest(problem=prob, solution=source, config=config))
+    except InfrastructureError as e:
+        console.print(f"[red]infrastructure failure:[/] {e}")
+        raise typer.Exit(3)
+    if as_json:
+        typer.echo(result.to_json())
+    else:
+        _print_one(result)
+    raise typer.Exit(0 if result.valid else 1)
+
+
+def demo_requests(problems: Sequence[Problem], config: EvalConfig) -> list[tuple[str, str, EvalRequest]]:
+    """Every solution file of every built-in problem: gold, and the broken, lazy and slow ones."""
+    out = []
+    for p in problems:
+        for filename in sorted(p.metadata.get("solutions", {})):
+            out.append((p.key, filename.removesuffix(".py"),
+                        EvalRequest(problem=p, solution=builtin_solution(p, filename), config=config,
+                                    request_id=f"{p.key}/{filename}")))
+    return out
+
+
+def demo(
+    out: Path = typer.Option(Path("demo_results"), "--out", help="folder for results.md and results.json"),
+    device: str = typer.Option("auto", "--device", help="auto, cuda, cuda:N or cpu"),
+    level: int = typer.Option(0, "--level", help="only this level of the suite (0: all)"),
+    limit: int = typer.Option(0, "--limit", help="at most this many problems (0: all)"),
+    concurrency: int = typer.Option(2, "--concurrency", help="candidates in flight"),
+) -> None:
+    """Evaluate the built-in suite's gold and broken solutions; print and save the table."""
+    try:
+        problems = load_builtin([level] if level else None)
+        config = EvalConfig(device=device)
+    except (DrKernelError, ConfigError) as e:
+        console.print(f"[red]error:[/] {e}")
+        raise typer.Exit(2)
+    if limit:
+        problems = problems[:limit]
+    jobs = demo_requests(problems, config)
+    if not jobs:
+        console.print("[red]error:[/] the built-in suite has no problems with solutions")
+        raise typer.Exit(2)
+    rows: list[tuple[str, str, EvalResult] | None] = [None] * len(jobs)
+    t0 = time.monotonic()
+    try:
+        with InProcessEvaluator(device=device, concurrency=concurrency, pool_size=concurrency) as ev, \
+                Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                         console=console) as progress:
+            task = progress.add_task("evaluating", total=len(jobs))
+            with ThreadPoolExecutor(max_workers=concurrency) as pool:
+                futures = {pool.submit(ev.evaluate, req): i for i, (_, _, req) in enumerate(jobs)}
+                for fut in as_completed(futures):
+                    i = futures[fut]
+                    key, label, _ = jobs[i]
+                    rows[i] = (key, label, fut.result())
+                    progress.update(task, advance=1, description=f"{key} {label}: {rows[i][2].status.value}")
+            device_name = ev.device_info()["name"]
+    except InfrastructureError as e:
+        console.print(f"[red]infrastructure failure:[/] {e}")
+        raise typer.Exit(3)
+    done = [r for r in rows if r is not None]
+    title = f"{len(done)} solutions of {len(problems)} built-in problems on {device_name}"
+    console.print(result_table(done, title))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.md").write_text(f"# drkernel demo\n\n{title}, {time.monotonic() - t0:.0f} s.\n\n"
+                                    + markdown_table(done))
+    (out / "results.json").write_text(json.dumps(
+        [{"problem": k, "solution": label, "result": r.to_dict()} for k, label, r in done], indent=1))
+    console.print(f"wrote {out / 'results.md'} and {out / 'results.json'}")

@@ -1,0 +1,128 @@
+"""One evaluation per `Status`, on the CPU evaluator (Triton interpreter): every failure is a value
+with a useful, trimmed error, and none takes the evaluator down."""
+
+from __future__ import annotations
+
+import pytest
+
+from drkernel.gym import Status
+from gym_cases import RELU_SOLUTION, request
+
+
+def mutate(old: str, new: str) -> str:
+    assert old in RELU_SOLUTION
+    return RELU_SOLUTION.replace(old, new)
+
+
+def test_correct(evaluator):
+    r = evaluator.evaluate(request(RELU_SOLUTION))
+    assert r.status is Status.CORRECT and r.valid and r.correct and r.compiled
+    assert [t.passed for t in r.trials] == [True, True]
+    assert [(t.trial, t.seed) for t in r.trials] == [(0, 0), (1, 1)]
+    assert r.trials[0].max_abs_err == 0.0
+    assert (r.atol, r.rtol, r.tolerance_profile) == (1e-2, 1e-2, "kernelgym")
+    assert r.backend_flags["cuda.matmul.allow_tf32"] is False
+    assert r.device == "cpu" and r.sol_timing is None and r.speedup is None
+    assert "interpreter" in r.timing_note
+    assert [(k.name, k.own, k.launches) for k in r.kernels] == [("relu_kernel", True, 1)]
+    assert {"child_start", "inputs", "import", "compile", "correctness"} <= set(r.stage_seconds)
+    assert r.error is None
+
+
+def test_incorrect_names_the_first_bad_value(evaluator):
+    r = evaluator.evaluate(request(mutate("tl.maximum(x, 0.0)", "x")))
+    assert r.status is Status.INCORRECT and not r.valid and r.compiled
+    assert r.trials[0].passed is False and len(r.trials) == 1  # stops at the first failing trial
+    assert "outside atol=0.01 rtol=0.01" in r.error and "trial 0" in r.error
+
+
+def test_wrong_shape_is_incorrect(evaluator):
+    r = evaluator.evaluate(request(mutate("return y", "return y[:4]")))
+    assert r.status is Status.INCORRECT
+    assert "shape (4, 96), expected (8, 96)" in r.error
+
+
+def test_nan_is_incorrect(evaluator):
+    r = evaluator.evaluate(request(mutate("return y", "y[0, 0] = float('nan')\n        return y")))
+    assert r.status is Status.INCORRECT and "NaN" in r.error
+
+
+def test_syntax_error(evaluator):
+    r = evaluator.evaluate(request(mutate("def forward(self, x):", "def forward(self, x:")))
+    assert r.status is Status.SYNTAX_ERROR and r.compiled is False
+    assert "SyntaxError" in r.error and "solution.py" in r.error
+
+
+def test_no_modelnew(evaluator):
+    r = evaluator.evaluate(request(mutate("class ModelNew", "class Model2")))
+    assert r.status is Status.NO_MODELNEW and "ModelNew" in r.error
+
+
+def test_constructor_signature_mismatch(evaluator):
+    r = evaluator.evaluate(request(mutate("def __init__(self):", "def __init__(self, channels):")))
+    assert r.status is Status.SIGNATURE_MISMATCH and "ModelNew()" in r.error
+
+
+def test_forward_signature_mismatch(evaluator):
+    r = evaluator.evaluate(request(mutate("def forward(self, x):", "def forward(self, x, y):")))
+    assert r.status is Status.SIGNATURE_MISMATCH and "forward(Tensor(8, 96))" in r.error
+
+
+def test_import_error(evaluator):
+    r = evaluator.evaluate(request("import definitely_not_a_module_xyz\n" + RELU_SOLUTION))
+    assert r.status is Status.IMPORT_ERROR
+    assert "definitely_not_a_module_xyz" in r.error and "drkernel/gym" not in r.error
+
+
+def test_compile_error(evaluator):
+    r = evaluator.evaluate(request(mutate("tl.arange(0, BLOCK)", "tl.arange(0, BLOCK - 1)")))
+    assert r.status is Status.COMPILE_ERROR and r.compiled is False
+    assert "power of 2" in r.error
+
+
+def test_runtime_error_keeps_the_solutions_frame(evaluator):
+    r = evaluator.evaluate(request(mutate("y = torch.empty_like(x)", "y = torch.empty_like(x) @ x")))
+    assert r.status is Status.RUNTIME_ERROR and r.compiled
+    assert "solution.py" in r.error and "y = torch.empty_like(x) @ x" in r.error
+    assert len(r.error) <= 2000 and "drkernel/gym/candidate.py" not in r.error
+
+
+def test_out_of_bounds_store_is_caught(evaluator):
+    r = evaluator.evaluate(request(mutate("tl.store(y_ptr + offs,", "tl.store(y_ptr + offs + 8,")))
+    assert r.status is Status.RUNTIME_ERROR and "out-of-bounds store" in r.error
+
+
+def test_timeout(evaluator):
+    r = evaluator.evaluate(request(mutate("y = torch.empty_like(x)", "while True:\n            pass"),
+                                   timeout_s=4.0))
+    assert r.status is Status.TIMEOUT and "time limit of 4 s" in r.error
+    assert r.elapsed_s < 30
+
+
+@pytest.mark.parametrize("body, expect", [
+    ("import os\n        os._exit(3)", "exited with code 3"),
+    ("import ctypes\n        ctypes.string_at(0)", "SIGSEGV"),
+])
+def test_crashed(evaluator, body, expect):
+    r = evaluator.evaluate(request(mutate("y = torch.empty_like(x)", body)))
+    assert r.status is Status.CRASHED and expect in r.error
+
+
+def test_out_of_memory_by_resident_size_watch(evaluator):
+    r = evaluator.evaluate(request(mutate("y = torch.empty_like(x)",
+                                          "hog = bytearray(3 << 30)\n        y = torch.empty_like(x)"),
+                                   rss_limit_mb=2048))
+    assert r.status is Status.OUT_OF_MEMORY and "2048 MB" in r.error
+
+
+def test_unsupported_on_cpu_for_libdevice(evaluator):
+    src = mutate("tl.maximum(x, 0.0)", "libdevice.tanh(x)").replace(
+        "import triton.language as tl", "import triton.language as tl\nfrom triton.language.extra import libdevice")
+    r = evaluator.evaluate(request(src))
+    assert r.status is Status.UNSUPPORTED_ON_CPU
+
+
+def test_the_evaluator_survives_all_of_the_above(evaluator):
+    assert evaluator.evaluate(request(RELU_SOLUTION)).status is Status.CORRECT
+    info = evaluator.device_info()
+    assert info["device"] == "cpu" and info["in_flight"] == 0 and info["pool_size"] == 2
