@@ -134,6 +134,20 @@ def triton_cache_dir() -> str:
     return os.path.join(os.environ.get("TRITON_HOME", os.path.expanduser("~")), ".triton", "cache")
 
 
+def _executable(event: str, args: tuple) -> str:
+    """Base name of the program an audited process event starts (``subprocess.Popen`` passes
+    ``executable=None`` unless given: then it is ``argv[0]``)."""
+    exe = args[1] if event == "os.spawn" else args[0]
+    if exe is None and event == "subprocess.Popen" and len(args) > 1:
+        argv = args[1]
+        exe = argv if isinstance(argv, (str, bytes)) else (list(argv)[:1] or [""])[0]
+        if isinstance(exe, (str, bytes)):
+            exe = os.fsdecode(exe).split()[0] if os.fsdecode(exe).strip() else ""
+    if not isinstance(exe, (str, bytes, os.PathLike)):
+        return str(exe)
+    return os.path.basename(os.fsdecode(exe))
+
+
 def _open_writes(args: tuple) -> bool:
     mode, flags = (args[1] if len(args) > 1 else "r"), (args[2] if len(args) > 2 else 0)
     if isinstance(mode, str) and any(c in mode for c in "wax+"):
@@ -243,7 +257,7 @@ class AuditGuard:
         if not self._solution_role():
             return
         if event in PROCESS_EVENTS:
-            exe = os.path.basename(os.fsdecode(args[0] if event != "os.spawn" else args[1]))
+            exe = _executable(event, args)
             if exe in FOREIGN_TOOLCHAIN:
                 self._violate(16, f"{event}: {exe} (a foreign compiler)")
             if exe not in TOOLCHAIN:

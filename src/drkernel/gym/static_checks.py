@@ -265,9 +265,21 @@ def _assigned_name(tree: ast.Module, name: str) -> bool:
                for n in tree.body)
 
 
+INTROSPECTION_ATTRS = frozenset((
+    "__globals__", "__builtins__", "__subclasses__", "__closure__", "__code__", "__mro__", "__bases__",
+    "__getattribute__", "f_back", "f_locals", "f_globals", "f_builtins", "tb_frame", "gi_frame", "cr_frame",
+    "ag_frame", "__loader__", "__spec__", "co_consts",
+))
+"""Attributes that walk the object graph or frames whatever they are read from (hack 14)."""
+
+
 def _forbidden_references(tree: ast.Module, names: _Names) -> list[Hack]:
     hacks = []
     for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and (node.attr in INTROSPECTION_ATTRS or (
+                node.attr == "__dict__" and names.resolve(node.value) is not None)):
+            hacks.append(make_hack(14, f"line {node.lineno}: reads .{node.attr} (object-graph introspection)"))
+            continue
         found: list[str] = []
         if isinstance(node, ast.Import):
             found = [a.name for a in node.names]
