@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Every GPU check of the project, in one run: `make gpu-check` or `bash scripts/gpu_check.sh`.
+# Needs only torch, triton and numpy (`PYTHONPATH=src python3`); each section prints PASS/FAIL lines
+# and writes JSON under ${OUT:-out}. Exit status 1 if any section failed.
+set -u
+cd "$(dirname "$0")/.."
+export OUT="${OUT:-out}"
+export PYTHONPATH="src${PYTHONPATH:+:$PYTHONPATH}"
+PY="${PYTHON:-python3}"
+mkdir -p "$OUT"
+failed=()
+
+section() {
+    local name="$1"; shift
+    echo
+    echo "=================== $name ==================="
+    local t0=$SECONDS
+    if "$@"; then
+        echo "--- $name: ok ($((SECONDS - t0)) s)"
+    else
+        echo "--- $name: FAILED ($((SECONDS - t0)) s)"
+        failed+=("$name")
+    fi
+}
+
+section "environment" "$PY" -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'NO GPU')"
+section "gym: GPU checks (IPC, timing, statuses, gold solutions)" "$PY" scripts/gym_gpu_checks.py --out "$OUT"
+section "gym: evaluation cost and speedup stability" "$PY" benchmarks/gym_eval_cost.py --out "$OUT"
+
+echo
+if [ ${#failed[@]} -eq 0 ]; then
+    echo "ALL GPU CHECKS PASSED"
+else
+    echo "FAILED SECTIONS: ${failed[*]}"
+    exit 1
+fi
