@@ -26,6 +26,9 @@ section() {
 section "environment" "$PY" -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'NO GPU')"
 section "gym: GPU checks (IPC, timing, statuses, gold solutions)" "$PY" scripts/gym_gpu_checks.py --out "$OUT"
 section "gym: evaluation cost and speedup stability" "$PY" benchmarks/gym_eval_cost.py --out "$OUT"
+# --- reward integrity (branch hacks): adversarial corpus + GPU-only hacks; CAUGHT/MISSED, OK/FLAGGED ---
+section "integrity: adversarial corpus on GPU" "$PY" scripts/adversarial_gpu.py --out "$OUT"
+# --- end reward integrity ---
 
 echo
 if [ ${#failed[@]} -eq 0 ]; then
