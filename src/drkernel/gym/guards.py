@@ -1,10 +1,12 @@
 """Run-time guards inside the candidate process: names built at run time escape any static check.
 
 * `AuditGuard`: a ``sys.addaudithook`` installed before the solution is imported. Audit hooks
-  cannot be removed, so the guard is armed and disarmed by a flag. Armed, it blocks (raises
-  ``PermissionError``) and records:
+  cannot be removed, so the guard is armed and disarmed by a flag. Armed, and only while solution
+  code is on the stack (the harness is never blocked), it blocks (raises ``PermissionError``) and
+  records:
     - file access outside the allowed roots (`FileRoots`), resolved through symlinks;
-    - process creation other than the compiler toolchain (`TOOLCHAIN`); ``os.system`` always;
+    - process creation other than the compiler toolchain (`TOOLCHAIN`) run by a library on the
+      solution's behalf; any process the solution's own code starts; ``os.system`` always;
     - sockets; ``os.fork``;
     - ctypes, frame and gc introspection, ``exec``/``compile``, new audit hooks and thread starts,
       when the solution's own code is the caller (libraries use ctypes and frames internally:
@@ -23,6 +25,7 @@ from __future__ import annotations
 import builtins
 import math
 import os
+import re
 import sys
 import sysconfig
 import tempfile
@@ -132,6 +135,13 @@ def triton_cache_dir() -> str:
     if os.environ.get("TRITON_CACHE_DIR"):
         return os.environ["TRITON_CACHE_DIR"]
     return os.path.join(os.environ.get("TRITON_HOME", os.path.expanduser("~")), ".triton", "cache")
+
+
+def _is_toolchain(exe: str) -> bool:
+    """The allowlist, plus host C compilers under their packaged names (``x86_64-linux-gnu-gcc-12``,
+    ``$CC``): Triton builds its launcher stubs with whatever C compiler it finds."""
+    return (exe in TOOLCHAIN or exe == os.path.basename(os.environ.get("CC", "")) or
+            re.fullmatch(r"([\w.+]+-)*(gcc|cc|clang)(-\d+(\.\d+)*)?", exe) is not None)
 
 
 def _executable(event: str, args: tuple) -> str:
@@ -254,13 +264,14 @@ class AuditGuard:
             return
         if not (event in PROCESS_EVENTS or event.startswith(("socket.", "os.system", "os.fork"))):
             return
-        if not self._solution_role():
+        role = self._solution_role()
+        if not role:
             return
         if event in PROCESS_EVENTS:
             exe = _executable(event, args)
             if exe in FOREIGN_TOOLCHAIN:
                 self._violate(16, f"{event}: {exe} (a foreign compiler)")
-            if exe not in TOOLCHAIN:
+            if role == "direct" or not _is_toolchain(exe):  # only a library (Triton) may run the toolchain
                 self._violate(14, f"{event}: {exe}")
         elif event == "os.system":
             self._violate(14, f"os.system: {str(args[0])[:80]}")

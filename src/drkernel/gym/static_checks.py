@@ -56,7 +56,7 @@ FORBIDDEN: dict[str, tuple[int, str]] = {
         "torch.compile", "torch._dynamo", "torch._inductor", "torch.jit", "torch.fx",
         "torch.export", "torch.utils.cpp_extension", "torch.library", "torch.ops.load_library",
         "torch.classes", "torch.cuda.jiterator", "torch._C._jit", "triton.compile",
-        "triton.runtime.driver", "triton.tools", "triton.compiler", "cupy", "numba", "pycuda",
+        "triton.runtime.driver", "triton.runtime.build", "triton.backends", "triton.tools", "triton.compiler", "cupy", "numba", "pycuda",
         "tvm", "jax", "tilelang", "cuda", "cutlass", "thunderkittens", "tensorrt", "torch_tensorrt",
         "apex", "flash_attn", "xformers", "liger_kernel", "bitsandbytes", "deepspeed", "transformer_engine")},
     **{m: (12, "precision flags") for m in (
