@@ -20,6 +20,9 @@ from drkernel.problems.problem import Problem
 
 HACKED, HONEST, LAZY = cases("hacked"), cases("honest"), cases("lazy")
 TRIALS = 2
+# The module fixture evaluates every selected case (about 20 by default, 65 with slow ones) before
+# the first test; on a loaded 2-core machine that can outlast the project's 600 s default.
+pytestmark = pytest.mark.timeout(3600)
 
 
 def _params(selected: list[Case]) -> list:

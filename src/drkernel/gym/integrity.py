@@ -91,6 +91,7 @@ class IntegrityHook:
         self.call_count_launches: list[int] = []
         self.own_names: set[str] = set()
         self.gpu: dict[str, Any] = {}
+        self.scoped = False  # inside a recording or poisoning pass: launches suspend them
 
     # -- before the solution exists -----------------------------------------------------------
 
@@ -128,22 +129,27 @@ class IntegrityHook:
 
             targets.append(InterpretedFunction)
         hook = self
+        own_of: dict[int, bool] = {}  # id(code) -> own; a launch must stay cheap: it is timed on GPU
+
         for cls in targets:
             original = cls.run
 
             def run(fn_self: Any, *args: Any, __original: Callable = original, **kwargs: Any) -> Any:
-                if kwargs.get("warmup", False):
-                    return __original(fn_self, *args, **kwargs)
                 fn = getattr(fn_self, "fn", None)
                 code = getattr(fn, "__code__", None)
-                own = code is not None and os.path.realpath(code.co_filename) == hook.solution_path
-                if own:
+                own = own_of.get(id(code))
+                if own is None:
+                    own = own_of[id(code)] = (code is not None and
+                                              os.path.realpath(code.co_filename) == hook.solution_path)
+                if own and not kwargs.get("warmup", False):
                     hook.own_launches += 1
-                    hook.own_names.add(getattr(fn, "__name__", ""))
+                    hook.own_names.add(fn.__name__)
                     if hook.skip_own:
                         return None
-                with launch_scope():
-                    return __original(fn_self, *args, **kwargs)
+                if hook.scoped:
+                    with launch_scope():
+                        return __original(fn_self, *args, **kwargs)
+                return __original(fn_self, *args, **kwargs)
 
             cls.run = run
 
@@ -186,26 +192,33 @@ class IntegrityHook:
             self.runs[tag] = bool(ctx.compare(out, trial, tag).get("passed"))
 
         # Coverage: one forward under the op recorder, suspended inside Triton launches.
-        args = make_inputs(0)
-        before = self.own_launches
-        recorder = OpRecorder()
-        with recorder:
-            call(args)
-        self.coverage_profile = recorder.profile.to_dict()
-        self.coverage_own_launches = self.own_launches - before
+        self.scoped = True
+        try:
+            args = make_inputs(0)
+            before = self.own_launches
+            recorder = OpRecorder()
+            with recorder:
+                call(args)
+            self.coverage_profile = recorder.profile.to_dict()
+            self.coverage_own_launches = self.own_launches - before
 
-        # Passthrough: outputs still right without the solution's own launches?
-        with self._skipping_own(), PoisonAllocations():
-            out = call(make_inputs(0))
-        judged("skip_own", 0, out)
-        zeros = torch.utils._pytree.tree_map(lambda t: torch.zeros_like(t) if isinstance(t, torch.Tensor) else t, out)
-        judged("zeros_probe", 0, zeros)
+            # Passthrough: outputs still right without the solution's own launches?
+            args = make_inputs(0)
+            with self._skipping_own(), PoisonAllocations():
+                out = call(args)
+            judged("skip_own", 0, out)
+            zeros = torch.utils._pytree.tree_map(
+                lambda t: torch.zeros_like(t) if isinstance(t, torch.Tensor) else t, out)
+            judged("zeros_probe", 0, zeros)
 
-        # Result reuse: two calls with every uninitialised allocation poisoned.
-        with PoisonAllocations():
-            call(make_inputs(trials - 1))
-            out = call(make_inputs(trials - 1))
-        judged("poisoned", trials - 1, out)
+            # Result reuse: two calls with every uninitialised allocation poisoned.
+            first, second = make_inputs(trials - 1), make_inputs(trials - 1)
+            with PoisonAllocations():
+                call(first)
+                out = call(second)
+            judged("poisoned", trials - 1, out)
+        finally:
+            self.scoped = False
 
         # Caching: the same tensor objects (same id, data_ptr, shape) refilled with other data.
         if trials >= 2:
