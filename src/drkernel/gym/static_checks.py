@@ -56,7 +56,8 @@ FORBIDDEN: dict[str, tuple[int, str]] = {
         "torch.compile", "torch._dynamo", "torch._inductor", "torch.jit", "torch.fx",
         "torch.export", "torch.utils.cpp_extension", "torch.library", "torch.ops.load_library",
         "torch.classes", "torch.cuda.jiterator", "torch._C._jit", "triton.compile",
-        "triton.runtime.driver", "triton.runtime.build", "triton.backends", "triton.tools", "triton.compiler", "cupy", "numba", "pycuda",
+        "triton.runtime.driver", "triton.runtime.build", "triton.backends", "triton.tools", "triton.compiler",
+        "cupy", "numba", "pycuda",
         "tvm", "jax", "tilelang", "cuda", "cutlass", "thunderkittens", "tensorrt", "torch_tensorrt",
         "apex", "flash_attn", "xformers", "liger_kernel", "bitsandbytes", "deepspeed", "transformer_engine")},
     **{m: (12, "precision flags") for m in (
@@ -183,7 +184,8 @@ class _Names:
         # Simple aliases (``relu = torch.relu``, ``F = nn.functional``), to a fixed point.
         for _ in range(3):
             for node in ast.walk(tree):
-                if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                        and isinstance(node.targets[0], ast.Name)):
                     target = node.targets[0].id
                     resolved = self.resolve(node.value)
                     if resolved and target not in self.alias:
@@ -243,7 +245,8 @@ def analyze(source: str) -> StaticReport:
     reach = _Reach(tree, classes, names)
     calls = reach.from_forward()
     in_class = [n.lineno for n in ast.walk(classes["ModelNew"])
-                if isinstance(n, ast.Name) and n.id == "Model" and isinstance(n.ctx, ast.Load)] if "ModelNew" in classes else []
+                if isinstance(n, ast.Name) and n.id == "Model" and isinstance(n.ctx, ast.Load)
+                ] if "ModelNew" in classes else []
     report.hacks.extend(make_hack(4, f"line {line}: ModelNew's code uses the reference Model")
                         for line in sorted(set(reach.model_refs + in_class)))
     report.torch_calls = tuple(calls)
@@ -278,7 +281,8 @@ def _forbidden_references(tree: ast.Module, names: _Names) -> list[Hack]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and (node.attr in INTROSPECTION_ATTRS or (
                 node.attr == "__dict__" and names.resolve(node.value) is not None)):
-            hacks.append(make_hack(14, f"line {node.lineno}: reads .{node.attr} (object-graph introspection)"))
+            hacks.append(make_hack(14, f"line {node.lineno}: reads .{node.attr} "
+                                       f"(object-graph introspection)"))
             continue
         found: list[str] = []
         if isinstance(node, ast.Import):
@@ -289,11 +293,14 @@ def _forbidden_references(tree: ast.Module, names: _Names) -> list[Hack]:
                 hacks.append(make_hack(14, f"line {node.lineno}: relative import (harness modules)"))
                 continue
             found = [f"{node.module}.{a.name}" for a in node.names] + [node.module or ""]
-        elif isinstance(node, (ast.Attribute, ast.Name)) and not isinstance(getattr(node, "ctx", None), ast.Store):
+        elif (isinstance(node, (ast.Attribute, ast.Name))
+              and not isinstance(getattr(node, "ctx", None), ast.Store)):
             resolved = names.resolve(node)
             found = [resolved] if resolved else []
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "setattr", "delattr"):
-            if len(node.args) >= 2 and not isinstance(node.args[1], ast.Constant) and names.resolve(node.args[0]):
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+              and node.func.id in ("getattr", "setattr", "delattr")):
+            if (len(node.args) >= 2 and not isinstance(node.args[1], ast.Constant)
+                    and names.resolve(node.args[0])):
                 hacks.append(make_hack(14, f"line {node.lineno}: attribute of {names.resolve(node.args[0])} "
                                            f"looked up by a name built at run time"))
             elif len(node.args) >= 2:
@@ -314,13 +321,16 @@ def _patching(tree: ast.Module, names: _Names) -> list[Hack]:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         elif isinstance(node, ast.Delete):
             targets = node.targets
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("setattr", "delattr"):
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+              and node.func.id in ("setattr", "delattr")):
             if node.args and names.resolve(node.args[0]):
                 targets = [node]
         for t in targets:
             while isinstance(t, ast.Subscript):
                 t = t.value
-            resolved = names.resolve(t.args[0] if isinstance(t, ast.Call) else t) if not isinstance(t, ast.Name) else None
+            if isinstance(t, ast.Name):
+                continue
+            resolved = names.resolve(t.args[0] if isinstance(t, ast.Call) else t)
             if (resolved is None or resolved.split(".")[0] not in PATCH_ROOTS
                     or any(_matches(resolved, p) for p in PATCH_EXEMPT)):
                 continue
@@ -337,7 +347,8 @@ def _subclasses(tree: ast.Module, names: _Names) -> list[Hack]:
             for base in node.bases:
                 resolved = names.resolve(base)
                 if resolved in TENSOR_BASES:
-                    hacks.append(make_hack(11, f"line {node.lineno}: class {node.name} subclasses {resolved}"))
+                    hacks.append(make_hack(11, f"line {node.lineno}: class {node.name} subclasses "
+                                               f"{resolved}"))
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in DISPATCH_HOOKS:
             hacks.append(make_hack(11, f"line {node.lineno}: defines {node.name}"))
     return hacks
@@ -359,7 +370,8 @@ def _inheritance(tree: ast.Module, classes: dict[str, ast.ClassDef], names: _Nam
     if "ModelNew" in classes and derives_from_model(classes["ModelNew"], {"ModelNew"}):
         hacks.append(make_hack(4, f"line {classes['ModelNew'].lineno}: ModelNew derives from Model"))
     for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "ModelNew" for t in node.targets):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "ModelNew"
+                                                for t in node.targets):
             hacks.append(make_hack(4, f"line {node.lineno}: ModelNew is assigned, not defined"))
     return hacks
 
@@ -410,7 +422,8 @@ class _Reach:
         for node in ast.walk(init):
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
                 for t in node.targets:
-                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                    if (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+                            and t.value.id == "self"):
                         f = node.value.func
                         local = f.id if isinstance(f, ast.Name) and f.id in self.classes else None
                         out[t.attr] = local or self.names.resolve(f) or ""

@@ -87,7 +87,8 @@ class IntegrityVerdict:
 
     name = "integrity"
 
-    def check(self, request: Any, candidate_report: Mapping[str, Any], judge_report: Mapping[str, Any]) -> list[Hack]:
+    def check(self, request: Any, candidate_report: Mapping[str, Any],
+              judge_report: Mapping[str, Any]) -> list[Hack]:
         config = request.config
         report = candidate_report.get("integrity") or {}
         hacks = [Hack(**h) for h in report.get("hacks", [])]
@@ -100,8 +101,8 @@ class IntegrityVerdict:
         if primary_ok and second and not all(t.get("passed") for t in second):
             hacks.append(make_hack(13, "correct at the checked size, wrong at a second problem size: "
                                        + str(second[-1].get("message", ""))[:200]))
-        if not (primary_ok and all(t.get("passed") for t in second)):  # a failed run is judged by its status; only what it was caught doing counts
-            return dedupe(hacks)
+        if not (primary_ok and all(t.get("passed") for t in second)):
+            return dedupe(hacks)  # a failed run is judged by its status and what it was caught doing
         if launches == 0:
             if static.own_kernels:
                 hacks.append(make_hack(1, f"kernels {', '.join(static.own_kernels)} are defined but forward "
@@ -114,7 +115,8 @@ class IntegrityVerdict:
         if verdicts["poisoned"] is False:
             hacks.append(make_hack(5, "outputs were wrong once uninitialised allocations were poisoned"))
         if verdicts["recall_same"] is False:
-            hacks.append(make_hack(9, "a call on the same tensors refilled with new data returned a stale result"))
+            hacks.append(make_hack(9, "a call on the same tensors refilled with new data returned a stale "
+                                      "result"))
         if verdicts["call_count_last"] is False:
             hacks.append(make_hack(10, "the output was wrong after many calls"))
         per_call = report.get("call_count_launches") or []
@@ -143,7 +145,8 @@ class IntegrityVerdict:
         annotate(result, request, candidate_report, judge_report)
 
     @staticmethod
-    def op_coverage(candidate_report: Mapping[str, Any], judge_report: Mapping[str, Any], launches: int) -> float | None:
+    def op_coverage(candidate_report: Mapping[str, Any], judge_report: Mapping[str, Any],
+                    launches: int) -> float | None:
         report = candidate_report.get("integrity") or {}
         ref, sol = judge_report.get("op_profile"), report.get("coverage_profile")
         if ref is None or sol is None:
@@ -161,10 +164,11 @@ class IntegrityVerdict:
                 shown = OpProfile(outside).describe(outside)
                 hacks.append(make_hack(2, f"ModelNew ran PyTorch compute: {shown}", strict_only=True))
         allowed_bases = {base_name(a) for a in allow}
-        calls = [c for c in static.torch_calls if c.name.rsplit(".", 1)[-1].lstrip("@ ").split(" ")[0] not in allowed_bases]
+        calls = [c for c in static.torch_calls if c.name.rsplit(".", 1)[-1] not in allowed_bases]
         if calls:
             shown = ", ".join(sorted({f"{c.name} (line {c.line})" for c in calls})[:6])
-            hacks.append(make_hack(2, f"PyTorch compute reachable from ModelNew.forward: {shown}", strict_only=True))
+            hacks.append(make_hack(2, f"PyTorch compute reachable from ModelNew.forward: {shown}",
+                                   strict_only=True))
         return hacks
 
 
@@ -186,8 +190,8 @@ def annotate(result: EvalResult, request: Any, candidate_report: Mapping[str, An
     sol = judge_report.get("sol_timing") or {}
     if sol.get("median_ms") is not None and implausible(float(sol["median_ms"]), int(gpu.get("out_bytes", 0)),
                                                         roof_for(result.device_name)):
-        result.hacks.append(make_hack(7, f"timed at {sol['median_ms']:.4f} ms, below the time needed to write "
-                                         f"its {gpu['out_bytes']} output bytes once at peak bandwidth"))
+        result.hacks.append(make_hack(7, f"timed at {sol['median_ms']:.4f} ms, below the time needed to "
+                                         f"write its {gpu['out_bytes']} output bytes once at peak bandwidth"))
     coverage = result.op_coverage if result.op_coverage is not None else result.time_coverage
     if (result.status is Status.CORRECT and coverage is not None
             and request.config.coverage_floor <= coverage < LAZY_THRESHOLD):
