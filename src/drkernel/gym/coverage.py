@@ -100,7 +100,8 @@ def _bytes(tensors: list[torch.Tensor]) -> int:
     return total
 
 
-def op_cost(func: Any, args: tuple, kwargs: Mapping[str, Any], out: Any, roof: Roof = NOMINAL) -> tuple[float, float, int]:
+def op_cost(func: Any, args: tuple, kwargs: Mapping[str, Any], out: Any,
+            roof: Roof = NOMINAL) -> tuple[float, float, int]:
     """(roofline seconds, flops, bytes) of one aten op call."""
     ins, outs = _tensors((args, kwargs)), _tensors(out)
     packet = getattr(func, "overloadpacket", None)
@@ -146,7 +147,8 @@ class OpProfile:
     def outside(self, allowlist: tuple[str, ...]) -> dict[str, list[float]]:
         """Compute ops not in a strict-mode allowlist (entries match ``aten::add.Tensor`` or ``add``)."""
         allowed = set(allowlist) | {base_name(a) for a in allowlist if "." not in a.split("::")[-1]}
-        return {k: v for k, v in self.compute_ops().items() if k not in allowed and base_name(k) not in allowed}
+        return {k: v for k, v in self.compute_ops().items()
+                if k not in allowed and base_name(k) not in allowed}
 
     def describe(self, ops: Mapping[str, list[float]] | None = None, limit: int = 5) -> str:
         ops = self.compute_ops() if ops is None else ops

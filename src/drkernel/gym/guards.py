@@ -55,11 +55,11 @@ INTROSPECTION_EVENTS = frozenset((
     "sys._getframe", "sys._current_frames", "gc.get_objects", "gc.get_referrers", "gc.get_referents",
     "object.__getattr__", "sys.settrace", "sys.setprofile", "sys._getframemodulename",
 ))
-CALLER_EVENTS = INTROSPECTION_EVENTS | frozenset(("exec", "compile", "sys.addaudithook", "ctypes.dlopen",
-                                                  "ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.addressof",
-                                                  "ctypes.cdata", "ctypes.cdata/buffer", "ctypes.call_function",
-                                                  "ctypes.string_at", "ctypes.wstring_at", "ctypes.PyObj_FromPtr",
-                                                  "ctypes.memoryview_at", "ctypes.create_string_buffer"))
+CALLER_EVENTS = INTROSPECTION_EVENTS | frozenset((
+    "exec", "compile", "sys.addaudithook", "ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle",
+    "ctypes.addressof", "ctypes.cdata", "ctypes.cdata/buffer", "ctypes.call_function", "ctypes.string_at",
+    "ctypes.wstring_at", "ctypes.PyObj_FromPtr", "ctypes.memoryview_at", "ctypes.create_string_buffer",
+))
 PATH_EVENTS = {  # event -> (index of the path argument, writes?)
     "os.listdir": (0, False), "os.scandir": (0, False), "os.remove": (0, True), "os.rmdir": (0, True),
     "os.rename": (0, True), "os.mkdir": (0, True), "os.chmod": (0, True), "os.chown": (0, True),
@@ -88,7 +88,8 @@ class FileRoots:
     """Roots (temp dir, Triton cache) that only library code may touch, not the solution directly."""
 
     @classmethod
-    def default(cls, solution_dir: str, extra_read: Iterable[str] = (), extra_write: Iterable[str] = ()) -> "FileRoots":
+    def default(cls, solution_dir: str, extra_read: Iterable[str] = (),
+                extra_write: Iterable[str] = ()) -> "FileRoots":
         """Reads: the Python installation, import paths (not the working directory), system and CUDA
         libraries, this process's /proc entries, device nodes, the temp and Triton cache dirs.
         Writes: the solution's directory, the temp dir, Triton's cache, /dev/null, /dev/shm."""
@@ -168,7 +169,8 @@ def _open_writes(args: tuple) -> bool:
 class AuditGuard:
     """The candidate's audit hook (see the module docstring). One per process: install once."""
 
-    def __init__(self, solution_dir: str, solution_files: Iterable[str] = (), roots: FileRoots | None = None) -> None:
+    def __init__(self, solution_dir: str, solution_files: Iterable[str] = (),
+                 roots: FileRoots | None = None) -> None:
         self.solution_dir = os.path.realpath(solution_dir)
         self.solution_files = {os.path.realpath(f) for f in solution_files}
         self.roots = roots or FileRoots.default(self.solution_dir)
@@ -222,7 +224,8 @@ class AuditGuard:
         frame = sys._getframe(2)
         while frame is not None and frame.f_code.co_filename == __file__:
             frame = frame.f_back
-        while skip_pass_through and frame is not None and any(p in frame.f_code.co_filename for p in PASS_THROUGH):
+        while (skip_pass_through and frame is not None
+               and any(p in frame.f_code.co_filename for p in PASS_THROUGH)):
             frame = frame.f_back
         return frame is not None and self.is_solution_file(frame.f_code.co_filename)
 
@@ -285,7 +288,9 @@ class AuditGuard:
             return
         if event == "import":
             name = str(args[0])
-            if name.split(".")[0] not in ("torch", "ctypes", "_ctypes", "drkernel") or not self._caller_is_solution(True):
+            if name.split(".")[0] not in ("torch", "ctypes", "_ctypes", "drkernel"):
+                return
+            if not self._caller_is_solution(True):
                 return
             if name.startswith(("torch._dynamo", "torch._inductor", "torch.utils.cpp_extension")):
                 self._violate(16, f"imports {name}")
@@ -342,7 +347,8 @@ def _integrity_targets() -> list[tuple[str, Any, str]]:
                        "process_time", "sleep"))
     add("builtins", builtins, ("isinstance", "type", "float", "len", "id", "getattr", "setattr", "hasattr",
                                "repr", "str", "min", "max", "abs", "sum", "all", "any", "open", "__import__",
-                               "print", "range", "zip", "iter", "next", "bool", "int", "tuple", "list", "dict"))
+                               "print", "range", "zip", "iter", "next", "bool", "int", "tuple", "list",
+                               "dict"))
     add("math", math, ("isclose", "isnan", "isfinite", "inf"))
     add("sys", sys, ("exit", "stdout", "stderr"))
     add("os", os, ("_exit", "kill", "getpid"))
@@ -431,7 +437,8 @@ class GlobalState:
 
     def changed(self) -> list[Hack]:
         now = self.read()
-        return [make_hack(12 if k in PRECISION_FLAGS else 15, f"{k} changed from {self.saved[k]!r} to {now[k]!r}")
+        return [make_hack(12 if k in PRECISION_FLAGS else 15,
+                          f"{k} changed from {self.saved[k]!r} to {now[k]!r}")
                 for k in self.saved if now[k] != self.saved[k]]
 
     def restore(self) -> None:
@@ -531,7 +538,9 @@ def check_outputs(outputs: Any, inputs: Iterable[Any] = ()) -> list[Hack]:
             if type(o) is not torch.Tensor and type(o) is not torch.nn.Parameter:
                 hacks.append(make_hack(11, f"output {i} is a {type(o).__module__}.{type(o).__qualname__}"))
             elif o.numel() and o.untyped_storage().data_ptr() in storages:
-                hacks.append(make_hack(6, f"output {i} shares memory with input {storages[o.untyped_storage().data_ptr()]}"))
+                hacks.append(make_hack(6, f"output {i} shares memory with input "
+                                          f"{storages[o.untyped_storage().data_ptr()]}"))
         elif o is not None and not isinstance(o, (int, float, bool)):
-            hacks.append(make_hack(11, f"output {i} is a {type(o).__module__}.{type(o).__qualname__}, not a tensor"))
+            hacks.append(make_hack(11, f"output {i} is a {type(o).__module__}.{type(o).__qualname__}, "
+                                       f"not a tensor"))
     return hacks

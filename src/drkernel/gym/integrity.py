@@ -35,8 +35,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from drkernel.gym.coverage import OpRecorder, in_launch, launch_scope
-from drkernel.gym.guards import (AuditGuard, GlobalState, IntegritySnapshot, check_outputs, compilers_imported,
-                                 dynamo_frames, scan_instance, scan_module)
+from drkernel.gym.guards import (AuditGuard, GlobalState, IntegritySnapshot, check_outputs,
+                                 compilers_imported, dynamo_frames, scan_instance, scan_module)
 from drkernel.gym.hacks import dedupe, make_hack
 from drkernel.gym.profiling import hidden_work, is_hidden, output_bytes, profile_forward
 
@@ -66,9 +66,9 @@ class PoisonAllocations(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's signature
         out = func(*args, **(kwargs or {}))
         packet = getattr(func, "overloadpacket", None)
-        if packet is not None and packet.__name__ in _EMPTY_OPS and not in_launch() and isinstance(out, torch.Tensor):
-            if out.numel():
-                _poison(out)
+        fresh = packet is not None and packet.__name__ in _EMPTY_OPS and isinstance(out, torch.Tensor)
+        if fresh and out.numel() and not in_launch():
+            _poison(out)
         return out
 
 
@@ -118,7 +118,8 @@ class IntegrityHook:
                 + [("drkernel.gym.ipc", ipc, n) for n in ("encode_tree",)]
                 + [("drkernel.gym.ipc.Channel", ipc.Channel, n) for n in ("send", "recv")]
                 + [("drkernel.gym.compare", compare, n) for n in ("compare_outputs",)]
-                + [("drkernel.gym.integrity", sys.modules[__name__], n) for n in ("IntegrityHook", "PoisonAllocations")]
+                + [("drkernel.gym.integrity", sys.modules[__name__], n)
+                   for n in ("IntegrityHook", "PoisonAllocations")]
                 + [("IntegrityHook", IntegrityHook, n) for n in ("extra_runs", "report", "after_trial")])
 
     def _wrap_launchers(self, cpu_mode: bool) -> None:
@@ -234,7 +235,8 @@ class IntegrityHook:
 
         # Call count: many calls, then check the last (at least warm-up + timed calls on GPU).
         cfg = ctx.config
-        n = CALL_COUNT_CPU if ctx.cpu_mode else int(cfg.get("warmup_calls", 10)) + int(cfg.get("timed_calls", 100))
+        n = (CALL_COUNT_CPU if ctx.cpu_mode
+             else int(cfg.get("warmup_calls", 10)) + int(cfg.get("timed_calls", 100)))
         n += random.SystemRandom().randrange(0, max(3, n // 2))  # a count the solution cannot know
         trial = trials - 1
         args = make_inputs(trial)
@@ -258,8 +260,9 @@ class IntegrityHook:
                                            f"stream than forward's caller"))
         measure = hidden_work(lambda *a: model(*a), args)
         if is_hidden(measure):
-            self.hacks.append(make_hack(7, f"synchronised wall time {measure['wall_ms']:.3f} ms per call against "
-                                           f"{measure['event_ms']:.3f} ms between the stream's events"))
+            self.hacks.append(make_hack(7, f"synchronised wall time {measure['wall_ms']:.3f} ms per call "
+                                           f"against {measure['event_ms']:.3f} ms between the stream's "
+                                           f"events"))
         self.gpu = {"kernels": prof["kernels"], **measure, "out_bytes": output_bytes(out)}
 
     def report(self) -> dict[str, Any]:
