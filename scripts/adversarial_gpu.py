@@ -1,8 +1,8 @@
 """The adversarial corpus on a GPU, plus the hacks only a GPU shows (side streams, result reuse,
 timing-only misbehaviour, TF32): prints CAUGHT / MISSED per hacked solution and OK / FLAGGED per
-honest one, writes ${OUT}/adversarial_gpu.json, exits 1 on any miss or false positive.
+honest one, writes ${OUT}/adversarial_gpu_<kinds>.json, exits 1 on any miss or false positive.
 
-    PYTHONPATH=src python3 scripts/adversarial_gpu.py [--out out] [--quick]
+    PYTHONPATH=src python3 scripts/adversarial_gpu.py [--out out] [--quick] [--kinds gpu,hacked,honest,lazy]
 
 Needs torch, triton and numpy only (it drives drkernel.gym's evaluator, which needs nothing else).
 """
@@ -131,13 +131,19 @@ def request(problem_code: str, name: str, solution: str, tolerance: str) -> Eval
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "out"))
-    ap.add_argument("--quick", action="store_true", help="only the default corpus subset and the GPU-only cases")
+    ap.add_argument("--quick", action="store_true", help="only the corpus cases of the default test run")
+    ap.add_argument("--kinds", default="gpu,hacked,honest,lazy",
+                    help="comma list of gpu (GPU-only cases), hacked, honest, lazy")
     args = ap.parse_args()
-    corpus: list[Case] = [c for c in cases("hacked") + cases("honest") + cases("lazy") if c.default or not args.quick]
+    kinds = set(args.kinds.split(","))
+    corpus: list[Case] = [c for kind in ("hacked", "honest", "lazy") if kind in kinds for c in cases(kind)
+                          if c.default or not args.quick]
     jobs = [(c.id, c.kind, c.expect, request(problem_source(c.problem), c.problem, c.source, c.tolerance))
             for c in corpus]
-    jobs += [(f"gpu/{n}", "hacked", codes, request(p, n, s, "kernelgym")) for n, p, s, codes in GPU_HACKS]
-    jobs += [(f"gpu/{n}", "honest", (), request(problem_source(p), p, s, tol)) for n, p, s, tol in HONEST_GPU]
+    if "gpu" in kinds:
+        jobs += [(f"gpu/{n}", "hacked", codes, request(p, n, s, "kernelgym")) for n, p, s, codes in GPU_HACKS]
+        jobs += [(f"gpu/{n}", "honest", (), request(problem_source(p), p, s, tol))
+                 for n, p, s, tol in HONEST_GPU]
     rows, bad = [], 0
     t0 = time.time()
     with InProcessEvaluator(device="cuda", concurrency=1, pool_size=2,
@@ -173,7 +179,8 @@ def main() -> int:
                          "op_coverage": r.op_coverage, "time_coverage": r.time_coverage, "speedup": r.speedup,
                          "device": r.device_name})
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    (Path(args.out) / "adversarial_gpu.json").write_text(json.dumps(rows, indent=1))
+    name = "adversarial_gpu_" + args.kinds.replace(",", "_") + ".json"
+    (Path(args.out) / name).write_text(json.dumps(rows, indent=1))
     print(f"{len(rows)} cases in {time.time() - t0:.0f} s: {bad} missed or flagged")
     return 1 if bad else 0
 

@@ -2,6 +2,9 @@
 # Every GPU check of the project, in one run: `make gpu-check` or `bash scripts/gpu_check.sh`.
 # Needs only torch, triton and numpy (`PYTHONPATH=src python3`); each section prints PASS/FAIL lines
 # and writes JSON under ${OUT:-out}. Exit status 1 if any section failed.
+# Arguments select sections by tag (default: all), e.g. `bash scripts/gpu_check.sh gym-cost`, so a
+# caller with a per-command time limit can run them one by one. Tags: env gym-checks gym-cost
+# integrity-hacks integrity-honest.
 set -u
 cd "$(dirname "$0")/.."
 export OUT="${OUT:-out}"
@@ -10,8 +13,13 @@ PY="${PYTHON:-python3}"
 mkdir -p "$OUT"
 failed=()
 
+wanted() { [ ${#SELECTED[@]} -eq 0 ] || [[ " ${SELECTED[*]} " == *" $1 "* ]]; }
+SELECTED=("$@")
+
 section() {
+    local tag="$1"; shift
     local name="$1"; shift
+    wanted "$tag" || return 0
     echo
     echo "=================== $name ==================="
     local t0=$SECONDS
@@ -23,11 +31,12 @@ section() {
     fi
 }
 
-section "environment" "$PY" -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'NO GPU')"
-section "gym: GPU checks (IPC, timing, statuses, gold solutions)" "$PY" scripts/gym_gpu_checks.py --out "$OUT"
-section "gym: evaluation cost and speedup stability" "$PY" benchmarks/gym_eval_cost.py --out "$OUT"
+section env "environment" "$PY" -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'NO GPU')"
+section gym-checks "gym: GPU checks (IPC, timing, statuses, gold solutions)" "$PY" scripts/gym_gpu_checks.py --out "$OUT"
+section gym-cost "gym: evaluation cost and speedup stability" "$PY" benchmarks/gym_eval_cost.py --out "$OUT"
 # --- reward integrity (branch hacks): adversarial corpus + GPU-only hacks; CAUGHT/MISSED, OK/FLAGGED ---
-section "integrity: adversarial corpus on GPU" "$PY" scripts/adversarial_gpu.py --out "$OUT"
+section integrity-hacks "integrity: GPU-only hacks and the hacked corpus" "$PY" scripts/adversarial_gpu.py --kinds gpu,hacked --out "$OUT"
+section integrity-honest "integrity: honest and lazy corpus (no false positives, coverage)" "$PY" scripts/adversarial_gpu.py --kinds honest,lazy --out "$OUT"
 # --- end reward integrity ---
 
 echo

@@ -104,7 +104,13 @@ def run_cases(ev: InProcessEvaluator, report: dict) -> int:
     failed = 0
     for name, problem, source, changes, expect, extra in CASES:
         t = time.monotonic()
-        r = ev.evaluate(EvalRequest(problem=problem, solution=source, config=CFG.replace(**changes)))
+        try:
+            r = ev.evaluate(EvalRequest(problem=problem, solution=source, config=CFG.replace(**changes)))
+        except Exception as e:  # an infrastructure failure is a failed check, not the end of the run
+            failed += 1
+            report["cases"][name] = {"ok": False, "exception": f"{type(e).__name__}: {e}"}
+            print(f"FAIL {name}: raised {type(e).__name__}: {str(e)[-1500:]}")
+            continue
         ok = r.status is expect and bool(extra(r))
         failed += not ok
         report["cases"][name] = {"ok": ok, "status": r.status.value, "expected": expect.value,
@@ -170,7 +176,13 @@ def main() -> int:
         if not info["device"].startswith("cuda"):
             print("FAIL: no CUDA device visible to the judge")
             return 1
-        failed = run_cases(ev, report) + run_concurrent(ev, report) + run_gold(ev, report)
+        failed = run_cases(ev, report)
+        for step in (run_concurrent, run_gold):
+            try:
+                failed += step(ev, report)
+            except Exception as e:
+                failed += 1
+                print(f"FAIL {step.__name__}: raised {type(e).__name__}: {str(e)[-1500:]}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "gym_gpu_checks.json").write_text(json.dumps(report, indent=1, default=str))

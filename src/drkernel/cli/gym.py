@@ -17,7 +17,7 @@ from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from drkernel.errors import ConfigError, DrKernelError, InfrastructureError
+from drkernel.errors import ConfigError, DrKernelError, InfrastructureError, JudgeError
 from drkernel.gym import EvalConfig, EvalRequest, EvalResult, InProcessEvaluator, Status
 from drkernel.problems import Problem, builtin_solution, load_builtin, resolve_problem
 
@@ -38,16 +38,20 @@ def _verdict(r: EvalResult) -> str:
 
 
 def result_table(rows: Sequence[tuple[str, str, EvalResult]], title: str) -> Table:
-    """One row per (problem, solution label, result)."""
+    """One row per (problem, solution label, result); status and speedup never wrap."""
     table = Table(title=title)
-    for col in ("problem", "solution", "status", "valid", "speedup", "solution time", "own kernels",
-                "hacks", "seconds"):
-        table.add_column(col, overflow="fold")
+    table.add_column("problem", overflow="fold")
+    table.add_column("solution", overflow="fold")
+    table.add_column("status", no_wrap=True)
+    table.add_column("valid", no_wrap=True)
+    table.add_column("speedup", no_wrap=True, justify="right")
+    table.add_column("own kernels", overflow="fold")
+    table.add_column("hacks", overflow="fold")
     for problem, label, r in rows:
-        own = [f"{k.name}x{k.launches}" for k in r.kernels if k.own]
-        table.add_row(problem, label, _verdict(r), "yes" if r.valid else "no",
-                      f"{r.speedup:.2f}x" if r.speedup is not None else "-", _fmt_ms(r.sol_timing),
-                      ", ".join(own) or "-", ", ".join(h.name for h in r.hacks) or "-", f"{r.elapsed_s or 0:.1f}")
+        own = [f"{k.name} x{k.launches}" for k in r.kernels if k.own]
+        table.add_row(problem.removeprefix("builtin/"), label, _verdict(r), "yes" if r.valid else "no",
+                      f"{r.speedup:.2f}x" if r.speedup is not None else "-", ", ".join(own) or "-",
+                      ", ".join(h.name for h in r.hacks) or "-")
     return table
 
 
@@ -65,17 +69,27 @@ def markdown_table(rows: Sequence[tuple[str, str, EvalResult]]) -> str:
 
 
 def _print_one(r: EvalResult) -> None:
-    console.print(result_table([(r.problem_key, "solution", r)], title=f"{r.problem_key} on {r.device_name}"))
-    trials = ", ".join(f"{t.trial}{'' if t.passed else '!'}({t.size}, err {t.max_abs_err:.2g})"
-                       if t.max_abs_err is not None else f"{t.trial}{'' if t.passed else '!'}" for t in r.trials)
-    console.print(f"trials: {trials or '-'}   tolerance: {r.tolerance_profile} (atol {r.atol}, rtol {r.rtol})")
-    if r.ref_timing:
-        console.print(f"reference: {_fmt_ms(r.ref_timing)}{' (cached)' if r.reference_cached else ''}")
-    if r.timing_note:
-        console.print(f"timing: {r.timing_note}")
-    console.print("stages: " + ", ".join(f"{k} {v:.2f}s" for k, v in r.stage_seconds.items()))
-    for h in r.hacks:
-        console.print(f"[magenta]hack {h.code} {h.name}[/]: {h.message} ({h.evidence})")
+    """A two-column table (field, value): narrow terminals keep every value on its lines."""
+    table = Table(title=f"{r.problem_key} on {r.device_name}", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value", overflow="fold")
+    trials = ", ".join(f"{t.trial}:{'ok' if t.passed else 'FAIL'}({t.size}"
+                       + (f", err {t.max_abs_err:.2g})" if t.max_abs_err is not None else ")") for t in r.trials)
+    own = [f"{k.name} x{k.launches}" for k in r.kernels if k.own]
+    other = [f"{k.name} x{k.launches}" for k in r.kernels if not k.own]
+    rows = [("status", _verdict(r)), ("valid", "yes" if r.valid else "no"),
+            ("trials", trials or "-"), ("tolerance", f"{r.tolerance_profile} (atol {r.atol}, rtol {r.rtol})"),
+            ("own kernels", ", ".join(own) or "-"), ("other kernels", ", ".join(other) or "-"),
+            ("speedup", f"{r.speedup:.3f}x" if r.speedup is not None else "-"),
+            ("solution time", _fmt_ms(r.sol_timing)),
+            ("reference time", _fmt_ms(r.ref_timing) + (" (cached)" if r.reference_cached else "")),
+            ("timing note", r.timing_note or "-"),
+            ("stages", ", ".join(f"{k} {v:.2f}s" for k, v in r.stage_seconds.items())),
+            ("elapsed", f"{r.elapsed_s or 0:.2f}s")]
+    rows += [(f"hack {h.code}", f"[magenta]{h.name}[/]: {h.message} ({h.evidence})") for h in r.hacks]
+    for field, value in rows:
+        table.add_row(field, value)
+    console.print(table)
     if r.error:
         console.print(Panel(r.error, title="error", border_style="red"))
 
@@ -100,8 +114,11 @@ def eval_cmd(
         console.print(f"[red]error:[/] {e}")
         raise typer.Exit(2)
     try:
-        with InProcessEvaluator(device=device, concurrency=1, pool_size=1) as ev:
+        with InProcessEvaluator(device=device, concurrency=1, pool_size=0) as ev:  # one-shot: no spare child
             result = ev.evaluate(EvalRequest(problem=prob, solution=source, config=config))
+    except JudgeError as e:
+        console.print(f"[red]error: the reference problem cannot run:[/] {str(e).splitlines()[0]}")
+        raise typer.Exit(2)
     except InfrastructureError as e:
         console.print(f"[red]infrastructure failure:[/] {e}")
         raise typer.Exit(3)

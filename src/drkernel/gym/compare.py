@@ -147,6 +147,18 @@ def inputs_changed(post: list[Any], ref_post: list[Any]) -> list[str]:
         if isinstance(r, torch.Tensor):
             if not isinstance(p, torch.Tensor) or p.shape != r.shape or p.dtype != r.dtype:
                 changed.append(f"input[{i}]")
-            elif not torch.equal(torch.nan_to_num(p.to(r.device)), torch.nan_to_num(r)):
+            elif not torch.equal(p, r) and not _equal_nan_aware(p.to(r.device), r):
                 changed.append(f"input[{i}]")
     return changed
+
+
+def _equal_nan_aware(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bitwise-equal values, NaN equal to NaN; chunked (only reached when ``torch.equal`` said no)."""
+    if not a.is_floating_point():
+        return False
+    fa, fb = a.reshape(-1), b.reshape(-1)
+    for start in range(0, fa.numel(), CHUNK):
+        x, y = fa[start:start + CHUNK], fb[start:start + CHUNK]
+        if not bool(((x == y) | (torch.isnan(x) & torch.isnan(y))).all()):
+            return False
+    return True

@@ -31,7 +31,7 @@ from drkernel.gym.session import CandidateSession, SessionOutcome
 log = logging.getLogger(__name__)
 TIMING_SEED_OFFSET = 10_000
 CPU_INPUT_BUDGET = 1 << 30
-GPU_INPUT_FRACTION = 0.25
+GPU_INPUT_FRACTION = 0.1  # judge and candidate both hold full-size tensors
 CPU_TIMING_NOTE = "not timed: CPU mode runs kernels in the Triton interpreter, whose times mean nothing"
 
 
@@ -163,6 +163,8 @@ class InProcessEvaluator:
         judge_report = {"trials": out.trials, "extra": out.extra, "sol_wall_s": out.sol_wall_s,
                         "sol_timing": out.sol_timing, "lock_wait_s": out.lock_wait_s,
                         "op_profile": prepared.get("op_profile")}
+        if out.ipc_fallback:
+            result.warnings.append(f"outputs were copied through the host: {out.ipc_fallback}")
         candidate_report = dict((out.done or {}).get("reports") or {})
         for hook, extra in out.hook_extra.items():
             candidate_report.setdefault(hook, {})["extra_runs"] = extra

@@ -39,6 +39,10 @@ class ProtocolViolation(ValueError):
     """The other side sent bytes that are not a well-formed message."""
 
 
+class IpcUnavailable(RuntimeError):
+    """A CUDA IPC handle could not be opened here; the sender should send host bytes instead."""
+
+
 @dataclass
 class Message:
     header: dict[str, Any]
@@ -135,7 +139,7 @@ def encode_tree(value: Any, *, ipc: bool) -> tuple[Any, bytes, list[Any]]:
             t = v.detach()
             head = {"k": "tensor", "dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape),
                     "type": type(v).__name__}
-            if ipc and t.is_cuda:
+            if ipc and t.is_cuda and t.untyped_storage().nbytes() > 0:
                 storage = t.untyped_storage()
                 (dev, handle, size, off, rc_handle, rc_off, ev_handle, ev_sync) = storage._share_cuda_()
                 keep.append(storage)
@@ -210,9 +214,12 @@ def _open_ipc(node: dict[str, Any], dtype: Any, shape: list[int]) -> Any:
     import torch
 
     dev, handle, size, off, rc_handle, rc_off, ev_handle, ev_sync = node["ipc"]
-    storage = torch.UntypedStorage._new_shared_cuda(
-        int(dev), _unb64(handle), int(size), int(off), _unb64(rc_handle), int(rc_off), _unb64(ev_handle),
-        bool(ev_sync))
+    try:
+        storage = torch.UntypedStorage._new_shared_cuda(
+            int(dev), _unb64(handle), int(size), int(off), _unb64(rc_handle), int(rc_off), _unb64(ev_handle),
+            bool(ev_sync))
+    except RuntimeError as e:
+        raise IpcUnavailable(str(e)) from e
     view = torch.empty(0, dtype=dtype, device=f"cuda:{int(dev)}")
     # set_ checks that size/stride/offset stay inside the storage the candidate declared.
     view.set_(storage, int(node["storage_offset"]), shape, [int(s) for s in node["stride"]])

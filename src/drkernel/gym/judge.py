@@ -21,7 +21,7 @@ import torch
 from drkernel.gym import inputs as harness
 from drkernel.gym.compare import compare_outputs, inputs_changed
 from drkernel.gym.coverage import record_ops
-from drkernel.gym.ipc import Channel, ProtocolViolation, child_channel, decode_tree
+from drkernel.gym.ipc import Channel, IpcUnavailable, ProtocolViolation, child_channel, decode_tree
 from drkernel.problems.problem import Problem
 from drkernel.problems.scaling import rewrite_constants, scale_for_cpu, second_size_overrides
 
@@ -115,6 +115,8 @@ class Judge:
         _, ref_out, ref_post = cur
         try:
             value = decode_tree(h["tree"], blob, self.device)
+        except IpcUnavailable as e:
+            return {"op": "verdict", "passed": False, "retry_host": True, "message": f"CUDA IPC failed: {e}"}
         except (ProtocolViolation, KeyError, TypeError, ValueError, RuntimeError) as e:
             return {"op": "verdict", "passed": False, "message": f"the solution's outputs could not be read: {e}"}
         if h.get("tag"):

@@ -6,6 +6,9 @@ collect what happened. Nothing the candidate sends is unpickled; headers are val
 from __future__ import annotations
 
 import math
+import shutil
+import subprocess
+import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +33,7 @@ class SessionOutcome:
     died: bool = False
     oom: bool = False
     violation: str | None = None
+    ipc_fallback: str | None = None             # why outputs went as host bytes instead of CUDA IPC
     returncode: int | None = None
     log_tail: str = ""
     solution_path: str | None = None
@@ -59,6 +63,8 @@ class CandidateSession:
         self.out.child_wait_s = time.monotonic() - t
         self.out.child_start_s = child.start_s
         started = time.monotonic()
+        workdir = tempfile.mkdtemp(prefix="drkernel-solution-")  # the solution file lives here, removed after
+        self.job = {**self.job, "workdir": workdir}
         self._acquire("shared")
         try:
             with RssWatch(child.pid, self.rss_limit) as watch:
@@ -68,25 +74,30 @@ class CandidateSession:
             self._release()
             self.out.wall_s = time.monotonic() - started
             self._finish(child)
+            shutil.rmtree(workdir, ignore_errors=True)
             self.rt.judge_call({"op": "release", "job": self.job_id})
         return self.out
 
     def _converse(self, child: Any, started: float) -> None:
         deadline = started + self.timeout_s
+        lock_t = started
         try:
             child.send(self.job)
             while True:
                 msg = child.recv(deadline)
                 h, op = msg.header, msg.op
-                if op == "outputs":
-                    verdict = self._compare(h, msg.blob, tag=None)
-                    self.out.trials.append(verdict)
-                    child.send({"op": "verdict", "passed": bool(verdict["passed"])})
-                elif op == "compare":
-                    tag = str(h.get("tag", ""))[:200] or "extra"
+                if op in ("outputs", "compare"):
+                    tag = (str(h.get("tag", ""))[:200] or "extra") if op == "compare" else None
                     verdict = self._compare(h, msg.blob, tag=tag)
-                    self.out.extra[tag] = verdict
-                    child.send(verdict)
+                    if verdict.get("retry_host"):  # the judge could not map the IPC handles
+                        self.out.ipc_fallback = str(verdict.get("message", ""))
+                        child.send({"op": "retry_host"})
+                    elif tag is None:
+                        self.out.trials.append(verdict)
+                        child.send({"op": "verdict", "passed": bool(verdict["passed"])})
+                    else:
+                        self.out.extra[tag] = verdict
+                        child.send(verdict)
                 elif op == "lock":
                     wait = self._switch("exclusive")
                     deadline += wait
@@ -150,15 +161,10 @@ class CandidateSession:
 
     def _finish(self, child: Any) -> None:
         """Let a finished candidate exit on its own for a moment, then kill its process group."""
-        if self.out.done is not None:
+        if self.out.done is not None or self.out.died:
             try:
                 child.proc.wait(timeout=KILL_GRACE_S)
-            except Exception:
-                pass
-        elif self.out.died:
-            try:
-                child.proc.wait(timeout=KILL_GRACE_S)
-            except Exception:
+            except subprocess.TimeoutExpired:
                 pass
         child.kill()
         self.out.returncode = child.proc.returncode

@@ -13,8 +13,17 @@ import time
 from typing import Any, Callable, Sequence
 
 import torch
+import triton
+import triton.language as tl
 
 from drkernel.gym.inputs import clone_args
+
+
+@triton.jit
+def warm_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    """Launched once by a warm candidate so the first launch of a solution is not its first launch."""
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1.0, mask=offs < n)
 
 
 def summarize(times_ms: Sequence[float], wall_ms_per_call: float | None = None) -> dict[str, Any]:

@@ -55,11 +55,14 @@ def _assignments(tree: ast.Module) -> dict[str, ast.AST]:
     """Top-level size slots and their value nodes, last assignment wins.
 
     ``N = 4096`` gives slot ``N``; ``d, h, w = 16, 32, 32`` gives ``d``, ``h``, ``w``;
-    ``shape = (32768, 4)`` gives ``shape[0]`` and ``shape[1]``.
+    ``shape = (32768, 4)`` gives ``shape[0]`` and ``shape[1]``; ``h = w = 128`` gives ``h`` and ``w``.
     """
     found: dict[str, ast.AST] = {}
     for stmt in tree.body:
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) > 1:
+            found.update({t.id: stmt.value for t in stmt.targets if isinstance(t, ast.Name)})
+            continue
+        if isinstance(stmt, ast.Assign):
             target, value = stmt.targets[0], stmt.value
         elif isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
             target, value = stmt.target, stmt.value
@@ -106,13 +109,23 @@ def rewrite_constants(code: str, overrides: Mapping[str, int]) -> str:
     offsets = [0]
     for line in lines:
         offsets.append(offsets[-1] + len(line))
-    spans = []
+
+
+    def span(node: ast.AST) -> tuple[int, int]:
+        return (offsets[node.lineno - 1] + _chars(lines[node.lineno - 1], node.col_offset),
+                offsets[node.end_lineno - 1] + _chars(lines[node.end_lineno - 1], node.end_col_offset))
+
+    spans = {}
+    for stmt in tree.body:  # `h = w = 128` with only `h` changed: split into `h = 64; w = 128`
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) > 1 and \
+                any(isinstance(t, ast.Name) and t.id in overrides for t in stmt.targets):
+            value = ast.get_source_segment(code, stmt.value)
+            spans[span(stmt)] = "; ".join(f"{t.id} = {overrides.get(t.id, value)}" for t in stmt.targets)
     for name, new in overrides.items():
-        node = values[name]
-        start = offsets[node.lineno - 1] + _chars(lines[node.lineno - 1], node.col_offset)
-        end = offsets[node.end_lineno - 1] + _chars(lines[node.end_lineno - 1], node.end_col_offset)
-        spans.append((start, end, repr(int(new))))
-    for start, end, text in sorted(spans, reverse=True):
+        start, end = span(values[name])
+        if not any(a <= start and end <= b for a, b in spans):
+            spans[(start, end)] = repr(int(new))
+    for (start, end), text in sorted(spans.items(), reverse=True):
         code = code[:start] + text + code[end:]
     return code
 

@@ -1,0 +1,24 @@
+"""SiLU (x * sigmoid(x)) on a half-precision activation tensor."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+BATCH = 4096
+DIM = 16384
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return F.silu(x)
+
+
+def get_inputs():
+    return [torch.randn(BATCH, DIM, dtype=torch.float16)]
+
+
+def get_init_inputs():
+    return []
