@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import typer
 
+from drkernel.cli import agent as agent_cli
+from drkernel.cli import bench as bench_cli
 from drkernel.cli import gym as gym_cli
 from drkernel.cli import problems as problems_cli
 
@@ -19,6 +21,8 @@ app = typer.Typer(no_args_is_help=True, add_completion=False,
 app.add_typer(problems_cli.app, name="problems")
 app.add_typer(gym_cli.app, name="gym")
 app.command("demo")(gym_cli.demo)
+app.add_typer(agent_cli.app, name="agent")
+app.add_typer(bench_cli.app, name="bench")
 
 
 def main() -> None:
