@@ -161,7 +161,8 @@ class InProcessEvaluator:
         self._status(result, out, job, request.solution, cpu_mode=not rt.is_cuda)
         self._kernels(result, out)
         judge_report = {"trials": out.trials, "extra": out.extra, "sol_wall_s": out.sol_wall_s,
-                        "sol_timing": out.sol_timing, "lock_wait_s": out.lock_wait_s}
+                        "sol_timing": out.sol_timing, "lock_wait_s": out.lock_wait_s,
+                        "op_profile": prepared.get("op_profile")}
         if out.ipc_fallback:
             result.warnings.append(f"outputs were copied through the host: {out.ipc_fallback}")
         candidate_report = dict((out.done or {}).get("reports") or {})
@@ -170,6 +171,9 @@ class InProcessEvaluator:
         candidate_report["backend_flags_after"] = (out.done or {}).get("backend_flags")
         for check in self.checks.verdict:
             result.hacks.extend(check.check(request, candidate_report, judge_report))
+            annotate = getattr(check, "annotate", None)  # optional: fills coverage and warnings
+            if annotate is not None:
+                annotate(result, request, candidate_report, judge_report)
         self._timing(result, out, rt, job, cfg, stages)
         return self._done(result, stages, t0)
 

@@ -20,6 +20,7 @@ import torch
 
 from drkernel.gym import inputs as harness
 from drkernel.gym.compare import compare_outputs, inputs_changed
+from drkernel.gym.coverage import record_ops
 from drkernel.gym.ipc import Channel, IpcUnavailable, ProtocolViolation, child_channel, decode_tree
 from drkernel.problems.problem import Problem
 from drkernel.problems.scaling import rewrite_constants, scale_for_cpu, second_size_overrides
@@ -84,7 +85,16 @@ class Judge:
                     second_code = None
         inputs = harness.draw_inputs(self.reference(code), int(h["seed"]), torch.device("meta"))
         return {"op": "prepared", "code": code, "second_code": second_code,
-                "input_bytes": harness.tensor_bytes(inputs)}
+                "input_bytes": harness.tensor_bytes(inputs), "op_profile": self.op_profile(code, int(h["seed"]))}
+
+    def op_profile(self, code: str, seed: int) -> dict[str, Any] | None:
+        """The reference's aten ops with roofline costs (the denominator of op coverage)."""
+        try:
+            args = harness.draw_inputs(self.reference(code), seed, self.device)
+            _, profile = record_ops(self.model(code, seed), *args)
+        except Exception:  # a reference the op recorder cannot follow: coverage stays unknown
+            return None
+        return profile.to_dict()
 
     def run_reference(self, code: str, seed: int, weight_seed: int) -> tuple[Any, list[Any]]:
         model = self.model(code, weight_seed)

@@ -1,0 +1,189 @@
+"""The adversarial corpus on a GPU, plus the hacks only a GPU shows (side streams, result reuse,
+timing-only misbehaviour, TF32): prints CAUGHT / MISSED per hacked solution and OK / FLAGGED per
+honest one, writes ${OUT}/adversarial_gpu_<kinds>.json, exits 1 on any miss or false positive.
+
+    PYTHONPATH=src python3 scripts/adversarial_gpu.py [--out out] [--quick] [--kinds gpu,hacked,honest,lazy]
+
+Needs torch, triton and numpy only (it drives drkernel.gym's evaluator, which needs nothing else).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "adversarial"))
+
+from corpus import Case, cases, problem_source  # noqa: E402
+
+from drkernel.gym import EvalConfig, EvalRequest  # noqa: E402
+from drkernel.gym.checks import default_checks  # noqa: E402
+from drkernel.gym.evaluator import InProcessEvaluator  # noqa: E402
+from drkernel.gym.verdict import integrity_checks  # noqa: E402
+from drkernel.problems.problem import Problem  # noqa: E402
+
+BIG_RELU = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+
+N = 1 << 26
+
+
+def get_inputs():
+    return [torch.randn(N)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+KERNEL = """import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + o, tl.maximum(tl.load(x_ptr + o, mask=o < n), 0.0), mask=o < n)
+
+
+def launch(x, y):
+    relu_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
+"""
+
+# GPU-only cases: (name, problem source, solution, acceptable codes; 0 = not valid without a hack code)
+GPU_HACKS = [
+    ("kernelbench_result_reuse", BIG_RELU, KERNEL + """
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.empty_like(x)
+""", (0, 5)),
+    ("side_stream_large", BIG_RELU, KERNEL + """
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.dev = torch.get_device_module("cuda")  # escapes static analysis: the run-time checks must see it
+        self.s = self.dev.Stream()
+
+    def forward(self, x):
+        y = torch.empty_like(x)
+        self.s.wait_stream(self.dev.current_stream())
+        with self.dev.stream(self.s):
+            launch(x, y)
+        return y
+""", (7,)),
+    ("timing_only_after_60_calls", BIG_RELU, KERNEL + """
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        y = torch.empty_like(x)
+        if self.calls < 60:
+            launch(x, y)
+        return y
+""", (5, 10)),
+    ("stale_buffer_when_timed", BIG_RELU, KERNEL + """
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.key = None
+        self.out = None
+
+    def forward(self, x):
+        key = (x.shape, float(x[0]), float(x[-1]))
+        if key != self.key:
+            self.out = torch.empty_like(x)
+            launch(x, self.out)
+            self.key = key
+        return self.out
+""", (9, 10)),
+]
+HONEST_GPU = [
+    ("tf32_dot_under_kernelgym_is_allowed", "matmul_relu", (ROOT / "tests/adversarial/hacked/12_tf32_dot_kernelbench.py")
+     .read_text().replace("# tolerance: kernelbench\n", ""), "kernelgym"),
+]
+
+
+def request(problem_code: str, name: str, solution: str, tolerance: str) -> EvalRequest:
+    problem = Problem(name=name, level=1, code=problem_code, source="file")
+    return EvalRequest(problem, solution, EvalConfig(device="cuda", tolerance=tolerance), request_id=name)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.environ.get("OUT", "out"))
+    ap.add_argument("--quick", action="store_true", help="only the corpus cases of the default test run")
+    ap.add_argument("--kinds", default="gpu,hacked,honest,lazy",
+                    help="comma list of gpu (GPU-only cases), hacked, honest, lazy")
+    args = ap.parse_args()
+    kinds = set(args.kinds.split(","))
+    corpus: list[Case] = [c for kind in ("hacked", "honest", "lazy") if kind in kinds for c in cases(kind)
+                          if c.default or not args.quick]
+    jobs = [(c.id, c.kind, c.expect, request(problem_source(c.problem), c.problem, c.source, c.tolerance))
+            for c in corpus]
+    if "gpu" in kinds:
+        jobs += [(f"gpu/{n}", "hacked", codes, request(p, n, s, "kernelgym")) for n, p, s, codes in GPU_HACKS]
+        jobs += [(f"gpu/{n}", "honest", (), request(problem_source(p), p, s, tol))
+                 for n, p, s, tol in HONEST_GPU]
+    rows, bad = [], 0
+    t0 = time.time()
+    with InProcessEvaluator(device="cuda", concurrency=1, pool_size=2,
+                            checks=default_checks().plus(integrity_checks())) as ev:
+        for ident, kind, expect, req in jobs:
+            r = ev.evaluate(req)
+            codes = sorted({h.code for h in r.hacks if not h.strict_only})
+            if kind == "hacked":
+                ok = not r.valid and (bool(set(codes) & set(expect)) or (0 in expect and not codes))
+                label = "CAUGHT" if ok else "MISSED"
+            elif kind == "honest":
+                # Pure-Triton solutions must reach 0.9 time coverage; one that zero-fills a buffer with
+                # PyTorch (a fill kernel next to a tiny Triton kernel) need only be valid.
+                fills = any(z in req.solution for z in ("zeros", "zero_()"))
+                ok = bool(r.valid and r.valid_strict and not r.hacks and (r.op_coverage or 0) >= 0.9
+                          and (fills or (r.time_coverage or 0) >= 0.9))
+                label = "OK" if ok else "FLAGGED"
+            else:
+                ok = bool(r.valid and r.op_coverage is not None and r.op_coverage < 0.5)
+                label = "OK" if ok else "FLAGGED"
+            bad += not ok
+            tc = f"{r.time_coverage:.2f}" if r.time_coverage is not None else "-"
+            oc = f"{r.op_coverage:.2f}" if r.op_coverage is not None else "-"
+            sp = f"{r.speedup:.2f}" if r.speedup is not None else "-"
+            print(f"{label:8s} {ident:48s} {r.status.value:14s} hacks={codes} op_cov={oc} time_cov={tc} "
+                  f"speedup={sp}", flush=True)
+            if not ok:
+                for h in r.hacks:
+                    print(f"         {h.code} {'(strict) ' if h.strict_only else ''}{h.evidence[:160]}")
+                if r.error:
+                    print("         error:", r.error[-400:].replace("\n", " | "))
+            rows.append({"id": ident, "kind": kind, "label": label, "status": r.status.value, "hacks": codes,
+                         "op_coverage": r.op_coverage, "time_coverage": r.time_coverage, "speedup": r.speedup,
+                         "device": r.device_name})
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    name = "adversarial_gpu_" + args.kinds.replace(",", "_") + ".json"
+    (Path(args.out) / name).write_text(json.dumps(rows, indent=1))
+    print(f"{len(rows)} cases in {time.time() - t0:.0f} s: {bad} missed or flagged")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,235 @@
+"""Coverage: how much of the reference's compute the solution does in its own Triton kernels.
+
+op coverage (CPU and GPU). Every aten op the reference runs is weighted by a roofline cost,
+``cost = max(flops / peak_flops(dtype), bytes / bandwidth)``, on one nominal device (`NOMINAL`), so
+CPU and GPU runs agree. The solution's ``forward`` runs under the same recorder, suspended inside
+Triton launches (the interpreter itself issues ``empty``/``set_``/``copy_`` for every tensor argument,
+and those are not the solution's PyTorch compute). Then
+
+    op_coverage = clip(1 - cost(solution's PyTorch compute) / cost(reference), 0, 1)
+
+and 0 when the solution launched none of its own kernels. Allocation, views, reshapes, dtype and
+contiguity changes are bookkeeping (`ALWAYS_ALLOWED`): they cost nothing on either side.
+
+time coverage (GPU, the paper's definition, REFERENCE.md section 4): device time of the solution's
+own kernels / device time of all kernels one ``forward`` launches, from the profiler, matching kernel
+names exactly (`time_coverage`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+from torch.utils.flop_counter import flop_registry
+
+from drkernel.gym.result import KernelStat
+
+
+@dataclass(frozen=True)
+class Roof:
+    """A device's roofline: peak FLOP/s by arithmetic kind and memory bandwidth in bytes/s."""
+
+    name: str
+    fp32_flops: float
+    tensor_flops: float   # fp16/bf16 tensor cores (dense)
+    tf32_flops: float
+    bandwidth: float
+
+    def peak(self, dtype: torch.dtype, matmul: bool) -> float:
+        if matmul and dtype in (torch.float16, torch.bfloat16):
+            return self.tensor_flops
+        return self.fp32_flops
+
+
+H100 = Roof("NVIDIA H100 SXM", fp32_flops=67e12, tensor_flops=989e12, tf32_flops=494e12, bandwidth=3.35e12)
+H200 = Roof("NVIDIA H200", fp32_flops=67e12, tensor_flops=989e12, tf32_flops=494e12, bandwidth=4.8e12)
+A100 = Roof("NVIDIA A100 SXM", fp32_flops=19.5e12, tensor_flops=312e12, tf32_flops=156e12, bandwidth=2.04e12)
+NOMINAL = H100
+"""Op coverage weighs ops on this device whatever the run's device is, so results compare."""
+
+ALWAYS_ALLOWED = frozenset((
+    # allocation and fills
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like",
+    "ones", "ones_like", "full", "full_like", "new_zeros", "new_ones", "new_full", "fill", "fill_",
+    "zero_", "scalar_tensor", "arange", "resize_", "set_", "lift_fresh", "lift_fresh_copy",
+    # views and reshapes
+    "view", "_unsafe_view", "reshape", "_reshape_alias", "as_strided", "permute", "transpose",
+    "transpose_", "t", "t_", "expand", "squeeze", "squeeze_", "unsqueeze", "unsqueeze_", "slice",
+    "select", "split", "split_with_sizes", "chunk", "unbind", "narrow", "alias", "detach", "diagonal",
+    "view_as_real", "view_as_complex", "unfold", "movedim", "flatten", "unflatten", "expand_as",
+    "view_as", "_unsafe_split", "real", "imag", "conj", "_conj", "_neg_view",
+    # dtype / contiguity / device changes
+    "clone", "contiguous", "copy_", "_to_copy", "to", "_copy_from", "_copy_from_and_resize",
+    # metadata
+    "_local_scalar_dense", "is_same_size", "sym_size", "sym_stride", "sym_numel", "size", "stride",
+    "numel", "dim", "is_nonzero",
+))
+
+
+def op_name(func: Any) -> str:
+    """``aten.add.Tensor`` -> ``"aten::add.Tensor"``, the name the strict allowlist uses."""
+    packet = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
+    overload = getattr(func, "_overloadname", "default")
+    return f"aten::{packet}.{overload}"
+
+
+def base_name(name: str) -> str:
+    """``"aten::add.Tensor"`` -> ``"add"``."""
+    return name.split("::")[-1].split(".")[0]
+
+
+def _tensors(tree: Any) -> list[torch.Tensor]:
+    return [t for t in tree_flatten(tree)[0] if isinstance(t, torch.Tensor)]
+
+
+def _bytes(tensors: list[torch.Tensor]) -> int:
+    seen, total = set(), 0
+    for t in tensors:
+        key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), t.dtype) \
+            if t.device.type != "meta" else id(t)
+        if key not in seen:
+            seen.add(key)
+            total += t.numel() * t.element_size()
+    return total
+
+
+def op_cost(func: Any, args: tuple, kwargs: Mapping[str, Any], out: Any,
+            roof: Roof = NOMINAL) -> tuple[float, float, int]:
+    """(roofline seconds, flops, bytes) of one aten op call."""
+    ins, outs = _tensors((args, kwargs)), _tensors(out)
+    packet = getattr(func, "overloadpacket", None)
+    nbytes = _bytes(ins + outs)
+    matmul = packet in flop_registry
+    if matmul:
+        flops = float(flop_registry[packet](*args, **kwargs, out_val=out))
+    else:
+        flops = float(max([t.numel() for t in ins + outs] or [0]))
+    dtype = (ins or outs)[0].dtype if (ins or outs) else torch.float32
+    return max(flops / roof.peak(dtype, matmul), nbytes / roof.bandwidth), flops, nbytes
+
+
+@dataclass
+class OpProfile:
+    """Aten ops one ``forward`` ran, each with its count and roofline cost (seconds on `NOMINAL`)."""
+
+    ops: dict[str, list[float]] = field(default_factory=dict)  # name -> [count, cost_s, flops, bytes]
+
+    def add(self, name: str, cost: float, flops: float, nbytes: float) -> None:
+        entry = self.ops.setdefault(name, [0, 0.0, 0.0, 0.0])
+        entry[0] += 1
+        entry[1] += cost
+        entry[2] += flops
+        entry[3] += nbytes
+
+    def compute_ops(self) -> dict[str, list[float]]:
+        """The ops that are compute (not allocation, views or dtype/contiguity changes)."""
+        return {k: v for k, v in self.ops.items() if base_name(k) not in ALWAYS_ALLOWED}
+
+    @property
+    def cost(self) -> float:
+        return sum(v[1] for v in self.compute_ops().values())
+
+    @property
+    def flops(self) -> float:
+        return sum(v[2] for v in self.compute_ops().values())
+
+    @property
+    def bytes(self) -> float:
+        return sum(v[3] for v in self.compute_ops().values())
+
+    def outside(self, allowlist: tuple[str, ...]) -> dict[str, list[float]]:
+        """Compute ops not in a strict-mode allowlist (entries match ``aten::add.Tensor`` or ``add``)."""
+        allowed = set(allowlist) | {base_name(a) for a in allowlist if "." not in a.split("::")[-1]}
+        return {k: v for k, v in self.compute_ops().items()
+                if k not in allowed and base_name(k) not in allowed}
+
+    def describe(self, ops: Mapping[str, list[float]] | None = None, limit: int = 5) -> str:
+        ops = self.compute_ops() if ops is None else ops
+        top = sorted(ops.items(), key=lambda kv: -kv[1][1])[:limit]
+        return ", ".join(f"{k} x{int(v[0])}" for k, v in top)
+
+    def to_dict(self) -> dict[str, list[float]]:
+        return {k: list(v) for k, v in self.ops.items()}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, list[float]]) -> "OpProfile":
+        return cls({k: list(v) for k, v in d.items()})
+
+
+_state = threading.local()
+
+
+def _depth() -> int:
+    return getattr(_state, "depth", 0)
+
+
+@contextlib.contextmanager
+def launch_scope() -> Iterator[None]:
+    """Entered around every Triton launch: PyTorch ops inside are the launcher's, not the solution's."""
+    _state.depth = _depth() + 1
+    try:
+        yield
+    finally:
+        _state.depth -= 1
+
+
+def in_launch() -> bool:
+    return _depth() > 0
+
+
+class OpRecorder(TorchDispatchMode):
+    """Record every aten op outside Triton launches into an `OpProfile`."""
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False  # True would import torch._dynamo (~10 s) on the first call
+
+    def __init__(self, profile: OpProfile | None = None, roof: Roof = NOMINAL) -> None:
+        super().__init__()
+        self.profile = profile if profile is not None else OpProfile()
+        self.roof = roof
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's signature
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if not in_launch():
+            name = op_name(func)
+            if base_name(name) in ALWAYS_ALLOWED:
+                self.profile.add(name, 0.0, 0.0, 0.0)
+            else:
+                self.profile.add(name, *op_cost(func, args, kwargs, out, self.roof))
+        return out
+
+
+def record_ops(fn: Callable[..., Any], *args: Any) -> tuple[Any, OpProfile]:
+    """Run ``fn(*args)`` under an `OpRecorder`; the judge uses it on the reference's forward."""
+    recorder = OpRecorder()
+    with torch.no_grad(), recorder:
+        out = fn(*args)
+    return out, recorder.profile
+
+
+def op_coverage(reference: OpProfile, solution: OpProfile, own_launches: int) -> float:
+    """Share of the reference's compute the solution did not leave to PyTorch (see module docstring)."""
+    if own_launches <= 0:
+        return 0.0
+    ref = reference.cost
+    if ref <= 0.0:
+        return 1.0 if solution.cost <= 0.0 else 0.0
+    return min(1.0, max(0.0, 1.0 - solution.cost / ref))
+
+
+def time_coverage(kernels: list[KernelStat]) -> float | None:
+    """Own-kernel device time / all device time of one forward's kernels; None without timings."""
+    timed = [k for k in kernels if k.device_time_ms is not None]
+    total = sum(k.device_time_ms for k in timed)
+    if not timed or total <= 0.0:
+        return None
+    return sum(k.device_time_ms for k in timed if k.own) / total

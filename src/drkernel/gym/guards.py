@@ -1,0 +1,546 @@
+"""Run-time guards inside the candidate process: names built at run time escape any static check.
+
+* `AuditGuard`: a ``sys.addaudithook`` installed before the solution is imported. Audit hooks
+  cannot be removed, so the guard is armed and disarmed by a flag. Armed, and only while solution
+  code is on the stack (the harness is never blocked), it blocks (raises ``PermissionError``) and
+  records:
+    - file access outside the allowed roots (`FileRoots`), resolved through symlinks;
+    - process creation other than the compiler toolchain (`TOOLCHAIN`) run by a library on the
+      solution's behalf; any process the solution's own code starts; ``os.system`` always;
+    - sockets; ``os.fork``;
+    - ctypes, frame and gc introspection, ``exec``/``compile``, new audit hooks and thread starts,
+      when the solution's own code is the caller (libraries use ctypes and frames internally:
+      Triton's interpreter rewrites kernels with ``exec``, ``warnings`` reads frames).
+* `IntegritySnapshot`: identity of every harness-relevant function (timers, comparisons, the
+  profiler, Triton's launchers, ``torch.Tensor`` methods, builtins); a changed one is hack 8.
+* `GlobalState`: precision flags (hack 12) and process-wide settings (hack 15) before and after.
+* `scan_module`: forbidden modules and functions reachable from the solution's globals and
+  ``ModelNew``'s attributes, compilers imported while it ran (hack 16), and output types (hack 11).
+
+The allowlists are explicit and documented in docs/TRUST.md.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+import os
+import re
+import sys
+import sysconfig
+import tempfile
+import threading
+import time
+import types
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator
+
+import torch
+
+from drkernel.gym.hacks import make_hack
+from drkernel.gym.result import Hack
+
+TOOLCHAIN = frozenset((
+    # Triton (GPU): PTX assembler and disassemblers, the host compiler for its launcher stubs,
+    # ldconfig to find libcuda.
+    "ptxas", "ptxas-blackwell", "cuobjdump", "nvdisasm", "nvlink", "fatbinary", "gcc", "cc", "clang",
+    "ld", "ldconfig", "ldconfig.real", "ld.lld", "ld.gold", "as",
+    # AMD: Triton's ROCm path.
+    "ld.lld", "clang++", "hipcc", "rocm-smi",
+))
+FOREIGN_TOOLCHAIN = frozenset(("nvcc", "ninja", "g++", "c++", "hipify-perl", "cicc", "nvrtc"))
+"""Executables only inline C++/CUDA extensions need: hack 16, not 14."""
+
+INTROSPECTION_EVENTS = frozenset((
+    "sys._getframe", "sys._current_frames", "gc.get_objects", "gc.get_referrers", "gc.get_referents",
+    "object.__getattr__", "sys.settrace", "sys.setprofile", "sys._getframemodulename",
+))
+CALLER_EVENTS = INTROSPECTION_EVENTS | frozenset((
+    "exec", "compile", "sys.addaudithook", "ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle",
+    "ctypes.addressof", "ctypes.cdata", "ctypes.cdata/buffer", "ctypes.call_function", "ctypes.string_at",
+    "ctypes.wstring_at", "ctypes.PyObj_FromPtr", "ctypes.memoryview_at", "ctypes.create_string_buffer",
+))
+PATH_EVENTS = {  # event -> (index of the path argument, writes?)
+    "os.listdir": (0, False), "os.scandir": (0, False), "os.remove": (0, True), "os.rmdir": (0, True),
+    "os.rename": (0, True), "os.mkdir": (0, True), "os.chmod": (0, True), "os.chown": (0, True),
+    "os.symlink": (1, True), "os.link": (1, True), "os.truncate": (0, True), "os.utime": (0, True),
+    "shutil.copyfile": (1, True), "shutil.rmtree": (0, True), "shutil.move": (1, True),
+    "os.chdir": (0, False), "glob.glob": (0, False), "os.walk": (0, False),
+}
+PROCESS_EVENTS = frozenset(("subprocess.Popen", "os.exec", "os.posix_spawn", "os.spawn"))
+# Frames that stand between a caller and the audited call without being the caller.
+PASS_THROUGH = ("/inspect.py", "/traceback.py", "/ctypes/", "/importlib/", "<frozen importlib",
+                "/threading.py", "/concurrent/futures/")
+STDLIB = tuple(sorted({os.path.realpath(sysconfig.get_paths()[k]) + "/" for k in ("stdlib", "platstdlib")}))
+
+
+def _is_stdlib(filename: str) -> bool:
+    return filename.startswith("<frozen") or (filename.startswith(STDLIB) and "-packages/" not in filename)
+
+
+@dataclass
+class FileRoots:
+    """Where the candidate may read and write. Paths are compared after resolving symlinks."""
+
+    read: list[str] = field(default_factory=list)
+    write: list[str] = field(default_factory=list)
+    library_only: list[str] = field(default_factory=list)
+    """Roots (temp dir, Triton cache) that only library code may touch, not the solution directly."""
+
+    @classmethod
+    def default(cls, solution_dir: str, extra_read: Iterable[str] = (),
+                extra_write: Iterable[str] = ()) -> "FileRoots":
+        """Reads: the Python installation, import paths (not the working directory), system and CUDA
+        libraries, this process's /proc entries, device nodes, the temp and Triton cache dirs.
+        Writes: the solution's directory, the temp dir, Triton's cache, /dev/null, /dev/shm."""
+        cwd = os.path.realpath(os.getcwd())
+        cache = triton_cache_dir()
+        home_caches = [os.path.expanduser(p) for p in ("~/.triton", "~/.cache/torch", "~/.nv")]
+        tmp = tempfile.gettempdir()
+        read = {sys.prefix, sys.base_prefix, sys.exec_prefix, "/usr", "/lib", "/lib64", "/opt/rocm",
+                "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
+                "/etc/os-release", "/etc/nsswitch.conf", "/etc/passwd", "/proc/self", f"/proc/{os.getpid()}",
+                "/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/driver/nvidia", "/sys/devices",
+                "/sys/bus/pci", "/sys/fs/cgroup", "/sys/class", "/dev/nvidia", "/dev/null", "/dev/urandom",
+                "/dev/shm", "/dev/dri", "/dev/kfd", tmp, cache, solution_dir, *home_caches, *extra_read}
+        for key in ("CUDA_HOME", "CUDA_PATH", "TRITON_HOME", "TRITON_CACHE_DIR", "TRITON_PTXAS_PATH",
+                    "ROCM_PATH", "TORCHINDUCTOR_CACHE_DIR"):
+            if os.environ.get(key):
+                read.add(os.environ[key])
+        read.update(p for p in sys.path if p and os.path.realpath(p) != cwd)
+        write = {solution_dir, tmp, cache, "/dev/null", "/dev/shm", "/dev/nvidia", *home_caches, *extra_write}
+        library_only = {tmp, cache, *home_caches}
+        return cls(read=sorted({os.path.realpath(p) for p in read} | {"/dev/nvidia"}),
+                   write=sorted({os.path.realpath(p) for p in write} | {"/dev/nvidia"}),
+                   library_only=sorted({os.path.realpath(p) for p in library_only}))
+
+    def allows(self, path: str, write: bool, by_solution: bool = False) -> bool:
+        """Whether ``path`` may be read (written); ``by_solution``: the solution's own code asks,
+        not a library it called, so the library-only roots are closed unless the path is in its
+        own directory (which sits inside the temp dir)."""
+        real = os.path.realpath(path)
+        inside = [r for r in (self.write if write else self.read) if _under(real, r)]
+        if not inside:
+            return False
+        if by_solution and all(r in self.library_only for r in inside):
+            return False
+        return True
+
+
+def _under(real: str, root: str) -> bool:
+    return real == root or real.startswith(root.rstrip("/") + "/") or (
+        root == "/dev/nvidia" and real.startswith("/dev/nvidia"))
+
+
+def triton_cache_dir() -> str:
+    if os.environ.get("TRITON_CACHE_DIR"):
+        return os.environ["TRITON_CACHE_DIR"]
+    return os.path.join(os.environ.get("TRITON_HOME", os.path.expanduser("~")), ".triton", "cache")
+
+
+def _is_toolchain(exe: str) -> bool:
+    """The allowlist, plus host C compilers under their packaged names (``x86_64-linux-gnu-gcc-12``,
+    ``$CC``): Triton builds its launcher stubs with whatever C compiler it finds."""
+    return (exe in TOOLCHAIN or exe == os.path.basename(os.environ.get("CC", "")) or
+            re.fullmatch(r"([\w.+]+-)*(gcc|cc|clang)(-\d+(\.\d+)*)?", exe) is not None)
+
+
+def _executable(event: str, args: tuple) -> str:
+    """Base name of the program an audited process event starts (``subprocess.Popen`` passes
+    ``executable=None`` unless given: then it is ``argv[0]``)."""
+    exe = args[1] if event == "os.spawn" else args[0]
+    if exe is None and event == "subprocess.Popen" and len(args) > 1:
+        argv = args[1]
+        exe = argv if isinstance(argv, (str, bytes)) else (list(argv)[:1] or [""])[0]
+        if isinstance(exe, (str, bytes)):
+            exe = os.fsdecode(exe).split()[0] if os.fsdecode(exe).strip() else ""
+    if not isinstance(exe, (str, bytes, os.PathLike)):
+        return str(exe)
+    return os.path.basename(os.fsdecode(exe))
+
+
+def _open_writes(args: tuple) -> bool:
+    mode, flags = (args[1] if len(args) > 1 else "r"), (args[2] if len(args) > 2 else 0)
+    if isinstance(mode, str) and any(c in mode for c in "wax+"):
+        return True
+    return bool(isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC))
+
+
+class AuditGuard:
+    """The candidate's audit hook (see the module docstring). One per process: install once."""
+
+    def __init__(self, solution_dir: str, solution_files: Iterable[str] = (),
+                 roots: FileRoots | None = None) -> None:
+        self.solution_dir = os.path.realpath(solution_dir)
+        self.solution_files = {os.path.realpath(f) for f in solution_files}
+        self.roots = roots or FileRoots.default(self.solution_dir)
+        self.violations: list[Hack] = []
+        self.armed = False
+        self._local = threading.local()
+        self._installed = False
+
+    def install(self) -> "AuditGuard":
+        if not self._installed:
+            sys.addaudithook(self._hook)
+            self._wrap_thread_starts()
+            self._installed = True
+        return self
+
+    def arm(self) -> None:
+        self.armed = True
+
+    def disarm(self) -> None:
+        self.armed = False
+
+    def is_solution_file(self, filename: str) -> bool:
+        if filename in self.solution_files:
+            return True
+        if filename.startswith("<"):
+            return filename in self.solution_files
+        real = os.path.realpath(filename)
+        return real in self.solution_files or real.startswith(self.solution_dir + "/")
+
+    def _frames(self) -> Iterator[types.FrameType]:
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code.co_filename == __file__:
+            frame = frame.f_back
+        while frame is not None:
+            yield frame
+            frame = frame.f_back
+
+    def _solution_role(self) -> str:
+        """"direct": the innermost non-stdlib frame is the solution's; "indirect": a library called
+        by the solution; "": no solution code on the stack (the harness acting on its own)."""
+        innermost = None
+        for frame in self._frames():
+            filename = frame.f_code.co_filename
+            if innermost is None and not _is_stdlib(filename):
+                innermost = filename
+            if self.is_solution_file(filename):
+                return "direct" if innermost is None or innermost == filename else "indirect"
+        return ""
+
+    def _caller_is_solution(self, skip_pass_through: bool) -> bool:
+        frame = sys._getframe(2)
+        while frame is not None and frame.f_code.co_filename == __file__:
+            frame = frame.f_back
+        while (skip_pass_through and frame is not None
+               and any(p in frame.f_code.co_filename for p in PASS_THROUGH)):
+            frame = frame.f_back
+        return frame is not None and self.is_solution_file(frame.f_code.co_filename)
+
+    def _quietly(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run a check outside the hook with the hook muted (its own frame reads are not events)."""
+        busy = getattr(self._local, "busy", False)
+        self._local.busy = True
+        try:
+            return fn(*args)
+        finally:
+            self._local.busy = busy
+
+    def _violate(self, code: int, evidence: str) -> None:
+        self.violations.append(make_hack(code, evidence))
+        raise PermissionError(f"blocked by the KernelGym sandbox: {evidence}")
+
+    def _hook(self, event: str, args: tuple) -> None:
+        if not self.armed or getattr(self._local, "busy", False):
+            return
+        self._local.busy = True
+        try:
+            self._check(event, args)
+        finally:
+            self._local.busy = False
+
+    def _check(self, event: str, args: tuple) -> None:
+        if event == "open" or event in PATH_EVENTS:
+            index, write = PATH_EVENTS.get(event, (0, False))
+            path = args[index] if len(args) > index else None
+            if not isinstance(path, (str, bytes, os.PathLike)):
+                return
+            write = _open_writes(args) if event == "open" else write
+            role = self._solution_role()
+            if role and not self.roots.allows(os.fsdecode(path), write, by_solution=role == "direct"):
+                self._violate(14, f"{event} ({'write' if write else 'read'}) of {os.fsdecode(path)}")
+            return
+        if event in CALLER_EVENTS or event == "import":
+            self._check_caller(event, args)
+            return
+        if not (event in PROCESS_EVENTS or event.startswith(("socket.", "os.system", "os.fork"))):
+            return
+        role = self._solution_role()
+        if not role:
+            return
+        if event in PROCESS_EVENTS:
+            exe = _executable(event, args)
+            if exe in FOREIGN_TOOLCHAIN:
+                self._violate(16, f"{event}: {exe} (a foreign compiler)")
+            if role == "direct" or not _is_toolchain(exe):  # only a library (Triton) may run the toolchain
+                self._violate(14, f"{event}: {exe}")
+        elif event == "os.system":
+            self._violate(14, f"os.system: {str(args[0])[:80]}")
+        elif event in ("os.fork", "os.forkpty"):
+            self._violate(7, f"{event}: a second process")
+        elif event.startswith("socket."):
+            self._violate(14, f"{event}: network access")
+
+    def _check_caller(self, event: str, args: tuple) -> None:
+        if event == "object.__getattr__" and len(args) > 1 and args[1] == "__code__":
+            return
+        if event == "import":
+            name = str(args[0])
+            if name.split(".")[0] not in ("torch", "ctypes", "_ctypes", "drkernel"):
+                return
+            if not self._caller_is_solution(True):
+                return
+            if name.startswith(("torch._dynamo", "torch._inductor", "torch.utils.cpp_extension")):
+                self._violate(16, f"imports {name}")
+            if name.startswith(("ctypes", "_ctypes", "drkernel")):
+                self._violate(14, f"imports {name}")
+            return
+        if self._caller_is_solution(skip_pass_through=event not in ("exec", "compile")):
+            self._violate(14, f"{event} called by the solution")
+
+    def _wrap_thread_starts(self) -> None:
+        """Python 3.11 raises no audit event for a new thread: wrap the thread primitives."""
+        import _thread
+        guard = self
+        for module, name in ((_thread, "start_new_thread"), (_thread, "start_new"),
+                             (_thread, "start_joinable_thread"), (threading, "_start_new_thread"),
+                             (threading, "_start_joinable_thread")):
+            original = getattr(module, name, None)
+            if original is None:
+                continue
+
+            def start(*args: Any, __original: Callable = original, **kwargs: Any) -> Any:
+                if guard.armed and guard._quietly(guard._caller_is_solution, True):
+                    guard.violations.append(make_hack(7, "started a thread"))
+                    raise PermissionError("blocked by the KernelGym sandbox: threads are not allowed")
+                return __original(*args, **kwargs)
+
+            setattr(module, name, start)
+
+
+def _integrity_targets() -> list[tuple[str, Any, str]]:
+    import triton.runtime.autotuner as autotuner
+    import triton.runtime.jit as jit
+
+    targets: list[tuple[str, Any, str]] = []
+
+    def add(label: str, owner: Any, names: Iterable[str]) -> None:
+        targets.extend((label, owner, n) for n in names if hasattr(owner, n))
+
+    add("torch", torch, ("allclose", "isclose", "equal", "empty", "empty_like", "zeros", "randn",
+                         "rand", "manual_seed", "cat", "stack", "abs", "max", "isnan", "isfinite",
+                         "no_grad", "Tensor", "is_tensor", "set_grad_enabled", "from_numpy"))
+    add("torch.Tensor", torch.Tensor, ("__eq__", "__sub__", "__getitem__", "allclose", "clone", "copy_",
+                                       "data_ptr", "cpu", "to", "numel", "float", "abs", "max", "sub",
+                                       "isnan", "isfinite", "item", "tolist", "detach", "contiguous",
+                                       "sum", "any", "all", "numpy", "untyped_storage", "__torch_function__",
+                                       "__repr__", "shape", "dtype", "device"))
+    add("torch.testing", torch.testing, ("assert_close",))
+    add("torch.cuda", torch.cuda, ("synchronize", "Event", "current_stream", "Stream", "set_stream",
+                                   "is_available", "empty_cache", "max_memory_allocated", "memory_allocated"))
+    add("torch.cuda.Event", torch.cuda.Event, ("record", "elapsed_time", "synchronize", "query"))
+    add("torch.profiler", torch.profiler, ("profile", "record_function", "ProfilerActivity"))
+    add("torch.autograd.profiler", torch.autograd.profiler, ("profile", "record_function"))
+    add("time", time, ("perf_counter", "perf_counter_ns", "time", "time_ns", "monotonic", "monotonic_ns",
+                       "process_time", "sleep"))
+    add("builtins", builtins, ("isinstance", "type", "float", "len", "id", "getattr", "setattr", "hasattr",
+                               "repr", "str", "min", "max", "abs", "sum", "all", "any", "open", "__import__",
+                               "print", "range", "zip", "iter", "next", "bool", "int", "tuple", "list",
+                               "dict"))
+    add("math", math, ("isclose", "isnan", "isfinite", "inf"))
+    add("sys", sys, ("exit", "stdout", "stderr"))
+    add("os", os, ("_exit", "kill", "getpid"))
+    add("triton JITFunction", jit.JITFunction, ("run", "__getitem__", "__call__"))
+    add("triton KernelInterface", jit.KernelInterface, ("run", "__getitem__", "warmup"))
+    add("triton Autotuner", autotuner.Autotuner, ("run", "_bench", "prune_configs"))
+    try:
+        import triton.runtime.interpreter as interpreter
+    except ImportError:  # pragma: no cover - every supported Triton has the interpreter
+        interpreter = None
+    if interpreter is not None:
+        add("triton InterpretedFunction", interpreter.InterpretedFunction, ("run", "__getitem__", "__call__"))
+        add("triton GridExecutor", interpreter.GridExecutor, ("__call__",))
+    return targets
+
+
+class IntegritySnapshot:
+    """Identity of harness-relevant functions; `changed()` lists the ones replaced since `take()`.
+
+    Take it after the harness installed its own launch hooks, and pass the harness's functions
+    (comparison, serialisation, the result writer) as ``extra``."""
+
+    def __init__(self, extra: Iterable[tuple[str, Any, str]] = ()) -> None:
+        self.targets = _integrity_targets() + list(extra)
+        self.saved: list[Any] = []
+
+    def take(self) -> "IntegritySnapshot":
+        self.saved = [_raw_attr(owner, name) for _, owner, name in self.targets]
+        return self
+
+    def changed(self) -> list[Hack]:
+        hacks = []
+        for (label, owner, name), before in zip(self.targets, self.saved):
+            now = _raw_attr(owner, name)
+            if now is not before and not (isinstance(before, (int, float, str)) and before == now):
+                hacks.append(make_hack(8, f"{label}.{name} was replaced"))
+        return hacks
+
+
+def _raw_attr(owner: Any, name: str) -> Any:
+    """The attribute as stored (class dict for types, so bound-method identity is stable)."""
+    if isinstance(owner, type):
+        for klass in owner.__mro__:
+            if name in vars(klass):
+                return vars(klass)[name]
+        return None
+    return getattr(owner, name, None)
+
+
+PRECISION_FLAGS = {
+    "torch.backends.cuda.matmul.allow_tf32": lambda: torch.backends.cuda.matmul.allow_tf32,
+    "torch.backends.cudnn.allow_tf32": lambda: torch.backends.cudnn.allow_tf32,
+    "torch.get_float32_matmul_precision": torch.get_float32_matmul_precision,
+    "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction":
+        lambda: torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
+    "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction":
+        lambda: torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction,
+    "torch.get_default_dtype": torch.get_default_dtype,
+    "torch.is_autocast_enabled": lambda: torch.is_autocast_enabled(),
+}
+STATE_FLAGS = {
+    "torch.get_num_threads": torch.get_num_threads,
+    "torch.backends.cudnn.benchmark": lambda: torch.backends.cudnn.benchmark,
+    "torch.backends.cudnn.deterministic": lambda: torch.backends.cudnn.deterministic,
+    "torch.backends.cudnn.enabled": lambda: torch.backends.cudnn.enabled,
+    "torch.are_deterministic_algorithms_enabled": torch.are_deterministic_algorithms_enabled,
+    "torch.is_grad_enabled": torch.is_grad_enabled,
+    "torch.get_default_device": lambda: str(torch.get_default_device()),
+    "torch.backends.mkldnn.enabled": lambda: torch.backends.mkldnn.enabled,
+}
+
+
+class GlobalState:
+    """Precision flags (hack 12) and process-wide settings (hack 15), before and after."""
+
+    def __init__(self) -> None:
+        self.saved: dict[str, Any] = {}
+
+    @staticmethod
+    def read() -> dict[str, Any]:
+        return {k: f() for k, f in {**PRECISION_FLAGS, **STATE_FLAGS}.items()}
+
+    def take(self) -> "GlobalState":
+        self.saved = self.read()
+        return self
+
+    def changed(self) -> list[Hack]:
+        now = self.read()
+        return [make_hack(12 if k in PRECISION_FLAGS else 15,
+                          f"{k} changed from {self.saved[k]!r} to {now[k]!r}")
+                for k in self.saved if now[k] != self.saved[k]]
+
+    def restore(self) -> None:
+        torch.backends.cuda.matmul.allow_tf32 = self.saved["torch.backends.cuda.matmul.allow_tf32"]
+        torch.backends.cudnn.allow_tf32 = self.saved["torch.backends.cudnn.allow_tf32"]
+        torch.set_float32_matmul_precision(self.saved["torch.get_float32_matmul_precision"])
+        torch.set_default_dtype(self.saved["torch.get_default_dtype"])
+        torch.set_num_threads(self.saved["torch.get_num_threads"])
+
+
+FORBIDDEN_RUNTIME_MODULES = {
+    "ctypes": 14, "_ctypes": 14, "subprocess": 14, "socket": 14, "_socket": 14, "inspect": 14, "gc": 14,
+    "importlib": 14, "threading": 7, "_thread": 7, "multiprocessing": 7, "concurrent": 7,
+    "torch._dynamo": 16, "torch._inductor": 16, "torch.utils.cpp_extension": 16, "torch.library": 16,
+    "torch.jit": 16, "cupy": 16, "numba": 16, "drkernel": 8,
+}
+COMPILER_MODULES = ("torch._inductor.codegen", "torch._inductor.compile_fx", "torch._dynamo.convert_frame",
+                    "torch.utils.cpp_extension", "cupy", "numba", "pycuda")
+"""Modules only a compilation imports (entering a TorchDispatchMode already imports torch._dynamo
+and parts of torch._inductor, so those package roots prove nothing)."""
+
+
+def _forbidden_origin(obj: Any) -> tuple[int, str] | None:
+    if isinstance(obj, types.ModuleType):
+        name = obj.__name__
+    elif isinstance(obj, (types.FunctionType, types.BuiltinFunctionType, type)):
+        name = getattr(obj, "__module__", None) or ""
+        if name in ("builtins",) and getattr(obj, "__name__", "") in ("exec", "eval", "compile", "__import__",
+                                                                    "globals", "vars", "open"):
+            return 14, f"builtins.{obj.__name__}"
+        name = f"{name}.{getattr(obj, '__qualname__', '')}"
+    else:
+        return None
+    for prefix, code in FORBIDDEN_RUNTIME_MODULES.items():
+        if name == prefix or name.startswith(prefix + "."):
+            return code, name
+    if name in ("sys._getframe", "sys._current_frames", "sys.settrace", "os.system", "os.popen", "os.fork"):
+        return 14, name
+    return None
+
+
+def scan_module(module: types.ModuleType, own_names: Iterable[str] = ()) -> list[Hack]:
+    """Forbidden modules and functions held by the solution's globals or ``ModelNew``'s class dict."""
+    hacks = []
+    holders: list[tuple[str, dict]] = [("module", vars(module))]
+    model_new = vars(module).get("ModelNew")
+    if isinstance(model_new, type):
+        holders.append(("ModelNew", dict(vars(model_new))))
+    for label, namespace in holders:
+        for key, value in list(namespace.items()):
+            if key.startswith("__") and key.endswith("__"):
+                continue
+            hit = _forbidden_origin(value)
+            if hit:
+                hacks.append(make_hack(hit[0], f"{label} holds {key} = {hit[1]}"))
+    return hacks
+
+
+def scan_instance(model: Any) -> list[Hack]:
+    """Forbidden objects held by a ``ModelNew`` instance's attributes."""
+    hacks = []
+    for key, value in list(vars(model).items()):
+        hit = _forbidden_origin(value)
+        if hit:
+            hacks.append(make_hack(hit[0], f"ModelNew instance holds {key} = {hit[1]}"))
+    return hacks
+
+
+def dynamo_frames() -> int:
+    """Frames torch.compile has compiled in this process so far."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    counters = getattr(utils, "counters", None)
+    return int(sum(counters["frames"].values())) if counters is not None else 0
+
+
+def compilers_imported(before: Iterable[str], frames_before: int = 0) -> list[Hack]:
+    """Compiler modules that appeared in ``sys.modules`` since ``before`` (a snapshot of its keys),
+    and frames compiled by torch.compile since ``frames_before``."""
+    before = set(before)
+    hacks = [make_hack(16, f"{m} was imported while the solution ran")
+             for m in COMPILER_MODULES if m in sys.modules and m not in before]
+    if dynamo_frames() > frames_before:
+        hacks.append(make_hack(16, f"torch.compile compiled {dynamo_frames() - frames_before} frame(s)"))
+    return hacks
+
+
+def check_outputs(outputs: Any, inputs: Iterable[Any] = ()) -> list[Hack]:
+    """Outputs must be plain tensors (hack 11) that share no memory with the inputs (hack 6)."""
+    outs = list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
+    hacks = []
+    storages = {}
+    for i, t in enumerate(inputs):
+        if isinstance(t, torch.Tensor) and t.numel():
+            storages[t.untyped_storage().data_ptr()] = i
+    for i, o in enumerate(outs):
+        if isinstance(o, torch.Tensor):
+            if type(o) is not torch.Tensor and type(o) is not torch.nn.Parameter:
+                hacks.append(make_hack(11, f"output {i} is a {type(o).__module__}.{type(o).__qualname__}"))
+            elif o.numel() and o.untyped_storage().data_ptr() in storages:
+                hacks.append(make_hack(6, f"output {i} shares memory with input "
+                                          f"{storages[o.untyped_storage().data_ptr()]}"))
+        elif o is not None and not isinstance(o, (int, float, bool)):
+            hacks.append(make_hack(11, f"output {i} is a {type(o).__module__}.{type(o).__qualname__}, "
+                                       f"not a tensor"))
+    return hacks

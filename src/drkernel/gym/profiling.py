@@ -1,0 +1,118 @@
+"""GPU-only integrity measurements, run inside the candidate by the integrity hook.
+
+* `profile_forward`: one ``forward`` under ``torch.profiler`` (CUDA activity): every kernel with its
+  device time and stream; a kernel is the solution's own only when its name equals the name of a
+  ``@triton.jit`` function defined in the solution (exact match, never a substring). Time coverage
+  (REFERENCE.md section 4) is computed from these records.
+* `hidden_work`: the cross-check of DESIGN.md's timing method. Per call, CUDA events on the current
+  stream bracket ``forward``; a wall clock around the whole batch ends with a device-wide
+  synchronisation. Work on another stream or a thread does not sit between the events but does
+  delay the synchronisation, so wall time far above the summed event times is hack 7.
+* `physical_floor_ms`: no correct solution can finish before its outputs are written once at the
+  device's peak bandwidth; a measured time below that floor means the timer missed the work.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Sequence
+
+import torch
+
+from drkernel.gym.coverage import A100, H100, H200, Roof
+from drkernel.gym.result import KernelStat
+
+HIDDEN_RATIO = 1.5
+"""Wall time above this multiple of the summed event times (plus `HIDDEN_SLACK_MS` per call) is hack 7."""
+HIDDEN_SLACK_MS = 0.05
+FLOOR_MARGIN = 0.5
+"""A solution time below this fraction of the physical floor is implausible (measurement noise and
+the roofline's own optimism stay far above it)."""
+
+
+def roof_for(device_name: str) -> Roof:
+    """The roofline of a device by its name; unknown devices get the H200's (the most generous)."""
+    name = device_name.upper()
+    for key, roof in (("H100", H100), ("H200", H200), ("A100", A100)):
+        if key in name:
+            return roof
+    return H200
+
+
+def output_bytes(out: Any) -> int:
+    if isinstance(out, torch.Tensor):
+        return out.numel() * out.element_size()
+    if isinstance(out, (tuple, list)):
+        return sum(output_bytes(o) for o in out)
+    return 0
+
+
+def physical_floor_ms(out_bytes: int, roof: Roof) -> float:
+    """Milliseconds needed to write ``out_bytes`` once at peak bandwidth."""
+    return out_bytes / roof.bandwidth * 1e3
+
+
+def profile_forward(fn: Callable[..., Any], args: Sequence[Any], own_names: set[str]) -> dict[str, Any]:
+    """Kernels of one ``fn(*args)``: name, own, launches, device time (ms) and CUDA streams, plus the
+    kernels that ran off the calling stream. A marker kernel launched by the harness on the current
+    stream just before ``fn`` tells which profiler stream id that stream has; it is not counted."""
+    from torch.profiler import ProfilerActivity, profile
+
+    marker = torch.zeros(1, device="cuda")
+    torch.cuda.synchronize()
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CUDA]) as prof:
+        marker.add_(1)
+        fn(*args)
+        torch.cuda.synchronize()
+    events = sorted((e for e in prof.profiler.kineto_results.events()
+                     if e.device_type() == torch.autograd.DeviceType.CUDA
+                     and not any(w in e.name().lower() for w in ("memcpy", "memset"))),
+                    key=lambda e: e.start_ns())
+    if not events:
+        return {"kernels": [], "off_stream": []}
+    home = int(events[0].device_resource_id())
+    kernels: dict[str, dict[str, Any]] = {}
+    off_stream = set()
+    for e in events[1:]:
+        k = kernels.setdefault(e.name(), {"name": e.name(), "own": e.name() in own_names, "launches": 0,
+                                          "device_time_ms": 0.0, "streams": set()})
+        k["launches"] += 1
+        k["device_time_ms"] += e.duration_ns() / 1e6
+        k["streams"].add(int(e.device_resource_id()))
+        if int(e.device_resource_id()) != home:
+            off_stream.add(e.name())
+    for k in kernels.values():
+        k["streams"] = sorted(k["streams"])
+    return {"kernels": list(kernels.values()), "off_stream": sorted(off_stream)}
+
+
+def kernel_stats(profile: dict[str, Any]) -> list[KernelStat]:
+    return [KernelStat(k["name"], bool(k["own"]), int(k["launches"]), float(k["device_time_ms"]))
+            for k in profile.get("kernels", [])]
+
+
+def hidden_work(fn: Callable[..., Any], args: Sequence[Any], calls: int = 20) -> dict[str, float]:
+    """Summed event time and synchronised wall time over ``calls`` forwards (ms per call)."""
+    with torch.no_grad():
+        fn(*args)
+        torch.cuda.synchronize()
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
+        t0 = time.perf_counter()
+        for i in range(calls):
+            starts[i].record()
+            fn(*args)
+            ends[i].record()
+        torch.cuda.synchronize()
+        wall = (time.perf_counter() - t0) * 1e3 / calls
+    events = sum(s.elapsed_time(e) for s, e in zip(starts, ends)) / calls
+    return {"event_ms": events, "wall_ms": wall}
+
+
+def is_hidden(measure: dict[str, float]) -> bool:
+    return measure["wall_ms"] > HIDDEN_RATIO * measure["event_ms"] + HIDDEN_SLACK_MS
+
+
+def implausible(sol_median_ms: float, out_bytes: int, roof: Roof) -> bool:
+    """Faster than writing the outputs once at peak bandwidth allows."""
+    return out_bytes > 0 and sol_median_ms < FLOOR_MARGIN * physical_floor_ms(out_bytes, roof)

@@ -1,0 +1,493 @@
+"""Static analysis of a solution's source: pure AST, nothing executed, safe in the orchestrator.
+
+`analyze(source)` resolves every name through the solution's imports and aliases (``import torch.nn
+.functional as F``, ``from torch.utils.cpp_extension import load_inline as li``, ``f = torch.relu``)
+and reports:
+
+* certain hacks (blocking): references to forbidden modules and calls anywhere in the source
+  (ctypes, subprocess, sockets, frame/gc introspection, dynamic code, threads, streams, compilers,
+  foreign kernels, precision and global-state flags), assignments into library modules
+  (monkey-patching), tensor subclasses and dispatch hooks, and ``ModelNew`` reusing ``Model``;
+* PyTorch compute reachable from ``ModelNew.forward`` through helpers, methods, submodules, base
+  classes and every branch (``try/except`` fallbacks and ``if self.training`` included). These are
+  ``strict_only`` hacks: the strict verdict counts them, the lenient one relies on the run-time
+  passthrough checks;
+* the ``@triton.jit`` kernels the source defines (the only kernels that count as its own).
+
+Names built at run time (``getattr(torch, "com" + "pile")``) escape any static check; the guards in
+`drkernel.gym.guards` catch them while the solution runs.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from drkernel.gym.hacks import dedupe, make_hack
+from drkernel.gym.result import Hack
+
+# Dotted-name prefixes that are hacks wherever they appear: prefix -> (code, why).
+FORBIDDEN: dict[str, tuple[int, str]] = {
+    **{m: (14, "native code / process / network access") for m in (
+        "ctypes", "cffi", "subprocess", "socket", "pty", "signal", "mmap", "urllib", "http",
+        "requests", "ftplib", "smtplib", "shutil", "tempfile", "pickle", "marshal", "pathlib",
+        "os.system", "os.popen", "os.fork", "os.forkpty", "os.kill", "os.open", "os.read", "os.write",
+        "os.remove", "os.unlink", "os.rename", "os.listdir", "os.scandir", "os.walk", "os.chdir",
+        "os.getpid", "os.getppid", "os.dup", "os.pipe", "os.setsid", "io.open", "os.fdopen",
+        "builtins.open", "builtins.__import__", "builtins.eval", "builtins.exec",
+        "builtins.compile", "builtins.globals", "builtins.vars", "builtins.breakpoint",
+        "builtins.input")},
+    **{m: (14, "process execution") for m in (
+        "os.execv", "os.execve", "os.execl", "os.execlp", "os.execvp", "os.spawnv", "os.spawnl",
+        "os.posix_spawn", "os.posix_spawnp")},
+    **{m: (14, "frame / object-graph introspection") for m in (
+        "inspect", "gc", "traceback", "sys._getframe", "sys._current_frames", "sys.settrace",
+        "sys.setprofile", "sys.modules", "sys.addaudithook", "sys.audit", "sys.exc_info",
+        "sys.exception", "sys.last_traceback", "sys.meta_path", "sys.path_hooks", "importlib",
+        "runpy", "code", "codeop", "dis", "types.FrameType", "types.CodeType",
+        "types.FunctionType", "weakref")},
+    **{m: (7, "work outside the calling thread or current stream") for m in (
+        "threading", "_thread", "multiprocessing", "concurrent", "asyncio", "sched",
+        "torch.multiprocessing", "torch.cuda.Stream", "torch.cuda.stream", "torch.cuda.streams",
+        "torch.cuda.ExternalStream", "torch.cuda.set_stream", "torch.cuda.StreamContext",
+        "torch.Stream", "torch.cuda.graph", "torch.cuda.CUDAGraph", "torch.cuda.graphs",
+        "torch.cuda.make_graphed_callables", "torch.cuda.comm", "torch.distributed")},
+    **{m: (16, "a compiler or foreign kernels instead of own Triton") for m in (
+        "torch.compile", "torch._dynamo", "torch._inductor", "torch.jit", "torch.fx",
+        "torch.export", "torch.utils.cpp_extension", "torch.library", "torch.ops.load_library",
+        "torch.classes", "torch.cuda.jiterator", "torch._C._jit", "triton.compile",
+        "triton.runtime.driver", "triton.runtime.build", "triton.backends", "triton.tools", "triton.compiler",
+        "cupy", "numba", "pycuda",
+        "tvm", "jax", "tilelang", "cuda", "cutlass", "thunderkittens", "tensorrt", "torch_tensorrt",
+        "apex", "flash_attn", "xformers", "liger_kernel", "bitsandbytes", "deepspeed", "transformer_engine")},
+    **{m: (12, "precision flags") for m in (
+        "torch.set_float32_matmul_precision", "torch.backends.cuda.matmul",
+        "torch.backends.cudnn.allow_tf32", "torch.backends.cudnn.conv", "torch.backends.fp32_precision",
+        "torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp", "torch.set_default_dtype",
+        "torch.set_default_tensor_type", "torch.autocast", "torch.cuda.amp", "torch.amp",
+        "torch.cpu.amp")},
+    **{m: (15, "process-wide state") for m in (
+        "torch.set_num_threads", "torch.set_num_interop_threads", "torch.backends.cudnn.benchmark",
+        "torch.backends.cudnn.deterministic", "torch.backends.cudnn.enabled", "torch.backends.mkldnn",
+        "torch.backends.openmp", "torch.use_deterministic_algorithms", "torch.set_flush_denormal",
+        "torch.cuda.set_per_process_memory_fraction", "torch.cuda.memory", "torch.cuda.empty_cache",
+        "torch.cuda.set_sync_debug_mode", "torch.cuda.set_device", "torch.set_default_device",
+        "torch.cuda.caching_allocator_alloc", "torch.cuda.caching_allocator_delete",
+        "torch.cuda.memory._set_allocator_settings")},
+    **{m: (11, "tensor subclass / dispatch interception") for m in (
+        "torch.Tensor._make_subclass", "torch.Tensor._make_wrapper_subclass", "torch.overrides",
+        "torch.utils._python_dispatch", "torch._C._DisableTorchDispatch", "torch._subclasses",
+        "torch._C.DispatchKey", "torch._C._dispatch", "torch.utils._pytree")},
+    **{m: (8, "harness internals") for m in ("drkernel", "torch.profiler", "torch.autograd.profiler",
+                                             "torch._C._profiler", "pytest", "unittest")},
+}
+# References that are harmless although a prefix above matches them.
+ALLOWED_REFERENCES = ("os.environ.get", "torch.cuda.current_device", "torch.backends.cuda.matmul.__doc__")
+# Roots whose attributes must never be assigned (monkey-patching, hack 8).
+PATCH_ROOTS = ("torch", "triton", "time", "numpy", "builtins", "sys", "os", "math", "random",
+               "functools", "json", "drkernel", "gc", "operator", "copy", "timeit")
+PATCH_EXEMPT = ("os.environ",)  # setting an environment variable is not patching a function
+TENSOR_BASES = ("torch.Tensor", "torch._C.TensorBase", "torch._C._TensorBase",
+                "torch.nn.Parameter", "torch.nn.parameter.Parameter")
+DISPATCH_HOOKS = ("__torch_function__", "__torch_dispatch__")
+
+# torch-level functions that allocate, view, reshape or change dtype/contiguity: always allowed.
+ALLOWED_TORCH_CALLS = frozenset((
+    "empty", "empty_like", "empty_strided", "zeros", "zeros_like", "ones", "ones_like", "full",
+    "full_like", "arange", "tensor", "as_tensor", "as_strided", "from_numpy", "is_tensor",
+    "is_floating_point", "numel", "broadcast_shapes", "result_type", "promote_types", "finfo",
+    "iinfo", "device", "dtype", "Size", "no_grad", "inference_mode", "enable_grad", "get_default_dtype",
+    "is_grad_enabled", "cuda.is_available", "cuda.current_device", "cuda.device", "cuda.get_device_name",
+    "cuda.get_device_properties", "cuda.device_count", "view_as_real", "view_as_complex",
+    "reshape", "flatten", "unflatten", "squeeze", "unsqueeze", "permute", "transpose", "t",
+    "movedim", "narrow", "select", "split", "chunk", "unbind", "broadcast_to", "expand_copy",
+    "nn.Parameter", "nn.parameter.Parameter", "nn.Module", "nn.ModuleList", "nn.ModuleDict",
+    "nn.ParameterList", "nn.ParameterDict", "nn.init", "nn.Identity", "nn.Flatten", "nn.Unflatten",
+    "nn.functional.pad_shape", "Generator", "get_rng_state",
+))
+# Tensor methods that are bookkeeping, not compute.
+ALLOWED_METHODS = frozenset((
+    "view", "view_as", "reshape", "reshape_as", "flatten", "unflatten", "squeeze", "unsqueeze",
+    "permute", "transpose", "t", "T", "mT", "expand", "expand_as", "contiguous", "to", "float",
+    "half", "bfloat16", "double", "int", "long", "bool", "type", "type_as", "cuda", "cpu",
+    "detach", "clone", "copy_", "zero_", "fill_", "size", "shape", "stride", "dim", "ndim",
+    "numel", "element_size", "data_ptr", "is_contiguous", "storage_offset", "new_empty",
+    "new_zeros", "new_ones", "new_full", "new_tensor", "narrow", "select", "split", "chunk",
+    "unbind", "as_strided", "item", "tolist", "requires_grad_", "get_device", "is_cuda",
+    "movedim", "unfold_shape", "nelement", "resize_", "empty_like", "numpy",
+    # Python containers and str methods share names with nothing below; keep them out of the way.
+    "append", "extend", "items", "keys", "values", "get", "pop", "insert", "join", "format",
+    "parameters", "named_parameters", "buffers", "modules", "children", "register_buffer",
+    "register_parameter", "train", "eval", "state_dict", "load_state_dict", "apply", "__init__",
+))
+TENSOR_COMPUTE_METHODS = frozenset((
+    "sum", "mean", "prod", "max", "min", "amax", "amin", "argmax", "argmin", "norm", "var", "std",
+    "matmul", "mm", "bmm", "addmm", "baddbmm", "add", "add_", "sub", "sub_", "mul", "mul_", "div",
+    "div_", "pow", "pow_", "sqrt", "rsqrt", "exp", "exp_", "log", "log_", "abs", "neg", "relu",
+    "relu_", "sigmoid", "sigmoid_", "tanh", "tanh_", "softmax", "log_softmax", "clamp", "clamp_",
+    "clip", "clamp_min", "clamp_max", "cumsum", "cumprod", "logsumexp", "masked_fill",
+    "masked_fill_", "where", "gather", "scatter", "scatter_add", "index_select", "sort", "topk",
+    "erf", "sin", "cos", "reciprocal", "square", "addcmul", "lerp", "einsum", "conv2d", "linear",
+    "dot", "outer", "all", "any", "eq", "ne", "lt", "gt", "le", "ge", "floor", "ceil", "round",
+    "sign", "maximum", "minimum", "fmod", "remainder", "logical_and", "logical_or", "triu", "tril",
+    "diag", "trace", "flip", "roll", "repeat", "repeat_interleave", "tile", "unfold", "hardtanh",
+    "gelu", "silu", "mish", "softplus", "elu", "leaky_relu", "log1p", "expm1", "bernoulli",
+    "normal_", "uniform_", "sub", "mv", "addmv", "cross", "cumsum_", "nan_to_num", "exponential_",
+))
+
+
+@dataclass(frozen=True)
+class TorchCall:
+    """One PyTorch compute call reachable from ``ModelNew.forward``."""
+
+    name: str     # resolved dotted name, e.g. "torch.nn.functional.relu" or ".sum" (a method)
+    line: int
+    where: str    # the function it sits in, e.g. "ModelNew.forward"
+
+
+@dataclass
+class StaticReport:
+    """What the source says about itself, before anything runs."""
+
+    hacks: list[Hack] = field(default_factory=list)           # certain findings (blocking)
+    strict_hacks: list[Hack] = field(default_factory=list)    # strict_only findings
+    own_kernels: tuple[str, ...] = ()                         # @triton.jit functions defined here
+    torch_calls: tuple[TorchCall, ...] = ()
+    has_modelnew: bool = False
+    parse_error: str | None = None
+
+    @property
+    def all_hacks(self) -> list[Hack]:
+        return dedupe(self.hacks + self.strict_hacks)
+
+
+class _Names:
+    """Resolve names and attribute chains to dotted names through imports and simple aliases."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.alias: dict[str, str] = {"open": "builtins.open", "__import__": "builtins.__import__",
+                                      "eval": "builtins.eval", "exec": "builtins.exec",
+                                      "compile": "builtins.compile", "globals": "builtins.globals",
+                                      "vars": "builtins.vars", "breakpoint": "builtins.breakpoint",
+                                      "input": "builtins.input", "__builtins__": "builtins"}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.asname:
+                        self.alias[a.asname] = a.name
+                    else:
+                        root = a.name.split(".")[0]
+                        self.alias[root] = root
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for a in node.names:
+                    self.alias[a.asname or a.name] = f"{node.module}.{a.name}"
+        # Simple aliases (``relu = torch.relu``, ``F = nn.functional``), to a fixed point.
+        for _ in range(3):
+            for node in ast.walk(tree):
+                if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                        and isinstance(node.targets[0], ast.Name)):
+                    target = node.targets[0].id
+                    resolved = self.resolve(node.value)
+                    if resolved and target not in self.alias:
+                        self.alias[target] = resolved
+
+    def resolve(self, node: ast.AST) -> str | None:
+        """``F.relu`` -> ``torch.nn.functional.relu``; None for anything not rooted in an import."""
+        attrs = []
+        while isinstance(node, ast.Attribute):
+            attrs.append(node.attr)
+            node = node.value
+        if isinstance(node, ast.Call) and _is_getattr(node):
+            base = self.resolve(node.args[0])
+            if base is None:
+                return None
+            return ".".join([base, node.args[1].value, *reversed(attrs)])
+        if not isinstance(node, ast.Name) or node.id not in self.alias:
+            return None
+        return ".".join([self.alias[node.id], *reversed(attrs)])
+
+
+def _is_getattr(node: ast.Call) -> bool:
+    return (isinstance(node.func, ast.Name) and node.func.id in ("getattr", "setattr", "delattr", "hasattr")
+            and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str))
+
+
+def _matches(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def _forbidden(name: str) -> tuple[int, str, str] | None:
+    if any(_matches(name, ok) for ok in ALLOWED_REFERENCES):
+        return None
+    best = None
+    for prefix, (code, why) in FORBIDDEN.items():
+        if _matches(name, prefix) and (best is None or len(prefix) > len(best[2])):
+            best = (code, why, prefix)
+    return best
+
+
+def analyze(source: str) -> StaticReport:
+    """Analyse a solution source; a syntax error is reported, never raised."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError) as e:
+        return StaticReport(parse_error=f"{type(e).__name__}: {e}")
+    names = _Names(tree)
+    report = StaticReport()
+    report.hacks.extend(_forbidden_references(tree, names))
+    report.hacks.extend(_patching(tree, names))
+    report.hacks.extend(_subclasses(tree, names))
+    classes = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+    report.has_modelnew = "ModelNew" in classes or _assigned_name(tree, "ModelNew")
+    report.hacks.extend(_inheritance(tree, classes, names))
+    report.own_kernels = tuple(_own_kernels(tree, names))
+    reach = _Reach(tree, classes, names)
+    calls = reach.from_forward()
+    in_class = [n.lineno for n in ast.walk(classes["ModelNew"])
+                if isinstance(n, ast.Name) and n.id == "Model" and isinstance(n.ctx, ast.Load)
+                ] if "ModelNew" in classes else []
+    report.hacks.extend(make_hack(4, f"line {line}: ModelNew's code uses the reference Model")
+                        for line in sorted(set(reach.model_refs + in_class)))
+    report.torch_calls = tuple(calls)
+    if calls:
+        shown = ", ".join(sorted({f"{c.name} (line {c.line})" for c in calls})[:6])
+        report.strict_hacks.append(make_hack(
+            2, f"PyTorch compute reachable from ModelNew.forward: {shown}", strict_only=True))
+    report.hacks = dedupe(report.hacks)
+    return report
+
+
+def static_check(source: str) -> list[Hack]:
+    """The orchestrator's `StaticCheck`: certain hacks and strict-only findings, deduplicated."""
+    return analyze(source).all_hacks
+
+
+def _assigned_name(tree: ast.Module, name: str) -> bool:
+    return any(isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
+               for n in tree.body)
+
+
+INTROSPECTION_ATTRS = frozenset((
+    "__globals__", "__builtins__", "__subclasses__", "__closure__", "__code__", "__mro__", "__bases__",
+    "__getattribute__", "f_back", "f_locals", "f_globals", "f_builtins", "tb_frame", "gi_frame", "cr_frame",
+    "ag_frame", "__loader__", "__spec__", "co_consts",
+))
+"""Attributes that walk the object graph or frames whatever they are read from (hack 14)."""
+
+
+def _forbidden_references(tree: ast.Module, names: _Names) -> list[Hack]:
+    hacks = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and (node.attr in INTROSPECTION_ATTRS or (
+                node.attr == "__dict__" and names.resolve(node.value) is not None)):
+            hacks.append(make_hack(14, f"line {node.lineno}: reads .{node.attr} "
+                                       f"(object-graph introspection)"))
+            continue
+        found: list[str] = []
+        if isinstance(node, ast.Import):
+            found = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                found = ["relative import " + (node.module or ".")]
+                hacks.append(make_hack(14, f"line {node.lineno}: relative import (harness modules)"))
+                continue
+            found = [f"{node.module}.{a.name}" for a in node.names] + [node.module or ""]
+        elif (isinstance(node, (ast.Attribute, ast.Name))
+              and not isinstance(getattr(node, "ctx", None), ast.Store)):
+            resolved = names.resolve(node)
+            found = [resolved] if resolved else []
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+              and node.func.id in ("getattr", "setattr", "delattr")):
+            if (len(node.args) >= 2 and not isinstance(node.args[1], ast.Constant)
+                    and names.resolve(node.args[0])):
+                hacks.append(make_hack(14, f"line {node.lineno}: attribute of {names.resolve(node.args[0])} "
+                                           f"looked up by a name built at run time"))
+            elif len(node.args) >= 2:
+                resolved = names.resolve(node)
+                found = [resolved] if resolved else []
+        for name in found:
+            hit = _forbidden(name)
+            if hit:
+                hacks.append(make_hack(hit[0], f"line {node.lineno}: {name} ({hit[1]})"))
+    return hacks
+
+
+def _patching(tree: ast.Module, names: _Names) -> list[Hack]:
+    hacks = []
+    for node in ast.walk(tree):
+        targets: list[ast.AST] = []
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        elif isinstance(node, ast.Delete):
+            targets = node.targets
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+              and node.func.id in ("setattr", "delattr")):
+            if node.args and names.resolve(node.args[0]):
+                targets = [node]
+        for t in targets:
+            while isinstance(t, ast.Subscript):
+                t = t.value
+            if isinstance(t, ast.Name):
+                continue
+            resolved = names.resolve(t.args[0] if isinstance(t, ast.Call) else t)
+            if (resolved is None or resolved.split(".")[0] not in PATCH_ROOTS
+                    or any(_matches(resolved, p) for p in PATCH_EXEMPT)):
+                continue
+            hit = _forbidden(resolved)
+            code = hit[0] if hit and hit[0] in (12, 15) else 8
+            hacks.append(make_hack(code, f"line {node.lineno}: assigns {resolved}"))
+    return hacks
+
+
+def _subclasses(tree: ast.Module, names: _Names) -> list[Hack]:
+    hacks = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            for base in node.bases:
+                resolved = names.resolve(base)
+                if resolved in TENSOR_BASES:
+                    hacks.append(make_hack(11, f"line {node.lineno}: class {node.name} subclasses "
+                                               f"{resolved}"))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in DISPATCH_HOOKS:
+            hacks.append(make_hack(11, f"line {node.lineno}: defines {node.name}"))
+    return hacks
+
+
+def _inheritance(tree: ast.Module, classes: dict[str, ast.ClassDef], names: _Names) -> list[Hack]:
+    """ModelNew deriving from Model (directly, through local classes or an import), aliasing or calling it."""
+    hacks = []
+
+    def derives_from_model(cls: ast.ClassDef, seen: set[str]) -> bool:
+        for base in cls.bases:
+            bname = base.id if isinstance(base, ast.Name) else (names.resolve(base) or "").split(".")[-1]
+            if bname == "Model":
+                return True
+            if bname in classes and bname not in seen and derives_from_model(classes[bname], seen | {bname}):
+                return True
+        return False
+
+    if "ModelNew" in classes and derives_from_model(classes["ModelNew"], {"ModelNew"}):
+        hacks.append(make_hack(4, f"line {classes['ModelNew'].lineno}: ModelNew derives from Model"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "ModelNew"
+                                                for t in node.targets):
+            hacks.append(make_hack(4, f"line {node.lineno}: ModelNew is assigned, not defined"))
+    return hacks
+
+
+def _decorator_name(dec: ast.AST, names: _Names) -> str | None:
+    return names.resolve(dec.func if isinstance(dec, ast.Call) else dec)
+
+
+def _own_kernels(tree: ast.Module, names: _Names) -> list[str]:
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef):
+            decs = [_decorator_name(d, names) for d in node.decorator_list]
+            if any(d in ("triton.jit", "triton.runtime.jit.jit", "triton.runtime.jit") for d in decs):
+                out.append(node.name)
+    return out
+
+
+class _Reach:
+    """Walk every function reachable from ``ModelNew.forward`` and collect PyTorch compute calls."""
+
+    def __init__(self, tree: ast.Module, classes: dict[str, ast.ClassDef], names: _Names) -> None:
+        self.names = names
+        self.classes = classes
+        self.functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+        self.calls: list[TorchCall] = []
+        self.model_refs: list[int] = []  # lines where reachable code names the reference Model
+        self.seen: set[tuple[str, str]] = set()
+
+    def _methods(self, cls_name: str) -> dict[str, ast.FunctionDef]:
+        """Methods of a local class and its local bases (the subclass wins)."""
+        out: dict[str, ast.FunctionDef] = {}
+        cls = self.classes.get(cls_name)
+        if cls is None:
+            return out
+        for base in reversed(cls.bases):
+            if isinstance(base, ast.Name) and base.id in self.classes and base.id != cls_name:
+                out.update(self._methods(base.id))
+        out.update({n.name: n for n in cls.body if isinstance(n, ast.FunctionDef)})
+        return out
+
+    def _submodules(self, cls_name: str) -> dict[str, str]:
+        """``self.x = Something(...)`` in ``__init__`` -> {"x": resolved or local class name}."""
+        out: dict[str, str] = {}
+        init = self._methods(cls_name).get("__init__")
+        if init is None:
+            return out
+        for node in ast.walk(init):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                for t in node.targets:
+                    if (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+                            and t.value.id == "self"):
+                        f = node.value.func
+                        local = f.id if isinstance(f, ast.Name) and f.id in self.classes else None
+                        out[t.attr] = local or self.names.resolve(f) or ""
+        return out
+
+    def from_forward(self) -> list[TorchCall]:
+        if "ModelNew" in self.classes:
+            self._visit_class_method("ModelNew", "forward")
+        return self.calls
+
+    def _visit_class_method(self, cls_name: str, method: str) -> None:
+        if (cls_name, method) in self.seen:
+            return
+        self.seen.add((cls_name, method))
+        fn = self._methods(cls_name).get(method)
+        if fn is not None:
+            self._visit_body(fn, cls_name, f"{cls_name}.{method}")
+
+    def _visit_function(self, name: str) -> None:
+        if ("", name) in self.seen or name not in self.functions:
+            return
+        self.seen.add(("", name))
+        self._visit_body(self.functions[name], None, name)
+
+    def _visit_body(self, fn: ast.FunctionDef, cls_name: str | None, where: str) -> None:
+        submodules = self._submodules(cls_name) if cls_name else {}
+        methods = self._methods(cls_name) if cls_name else {}
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Name) and node.id == "Model" and isinstance(node.ctx, ast.Load):
+                self.model_refs.append(node.lineno)
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+                self.calls.append(TorchCall("@ (matmul)", node.lineno, where))
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self":
+                if f.attr in methods:
+                    self._visit_class_method(cls_name, f.attr)
+                elif f.attr in submodules:
+                    self._visit_submodule(submodules[f.attr], node.lineno, where)
+                continue
+            if isinstance(f, ast.Name) and f.id in self.functions:
+                self._visit_function(f.id)
+                continue
+            if isinstance(f, ast.Name) and f.id in self.classes:
+                self._visit_class_method(f.id, "forward")
+                continue
+            resolved = self.names.resolve(f)
+            if resolved is not None:
+                if self._is_torch_compute(resolved):
+                    self.calls.append(TorchCall(resolved, node.lineno, where))
+            elif isinstance(f, ast.Attribute) and f.attr in TENSOR_COMPUTE_METHODS:
+                self.calls.append(TorchCall("." + f.attr, node.lineno, where))
+
+    def _visit_submodule(self, ctor: str, line: int, where: str) -> None:
+        if ctor in self.classes:
+            self._visit_class_method(ctor, "forward")
+        elif ctor.startswith("torch.") and self._is_torch_compute(ctor):
+            self.calls.append(TorchCall(ctor, line, where))
+
+    @staticmethod
+    def _is_torch_compute(resolved: str) -> bool:
+        if not resolved.startswith("torch."):
+            return False
+        short = resolved[len("torch."):]
+        return short not in ALLOWED_TORCH_CALLS and not any(
+            short.startswith(p) for p in ("nn.init.", "cuda.", "backends.", "testing.", "utils."))

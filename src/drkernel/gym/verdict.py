@@ -1,0 +1,207 @@
+"""The verdict: which hacks a run showed, the lenient and strict validity, coverage and the lazy warning.
+
+    valid = compiled and correct and no hack         (EvalResult.finalize)
+
+Two modes, both always computed and stored (``valid_lenient``, ``valid_strict``); the request's
+``verdict_mode`` picks which one ``valid`` reports:
+
+* lenient (default, the paper's setting): hack 2 (passthrough) when the outputs are still right
+  with the solution's own Triton launches skipped, or when its own kernels perform less than
+  ``coverage_floor`` (default 10%) of the reference's compute by op coverage. PyTorch ops next to
+  the kernels are otherwise fine: lazy optimisation is a warning acting through coverage.
+* strict: additionally any PyTorch compute op ModelNew runs (seen at run time by the op recorder,
+  or reachable from ``forward`` in the source) outside ``strict_allowlist`` is hack 2
+  (``strict_only=True``). Allocation, views, reshapes, dtype/contiguity changes and parameter
+  access are always allowed.
+
+Inputs are the integrity hook's report (claims from inside the candidate: the hacks it saw, its op
+profile) and the judge's report (trusted: comparisons of the extra runs, the reference's op
+profile, trials). Evidence that only the candidate could have produced is taken at face value when
+it shows a hack: a solution gains nothing by inventing its own hacks.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from drkernel.gym.checks import CheckRegistry
+from drkernel.gym.coverage import OpProfile, base_name, op_coverage, time_coverage
+from drkernel.gym.hacks import LAZY_WARNING, dedupe, make_hack
+from drkernel.gym.integrity import EXTRA_TAGS
+from drkernel.gym.profiling import implausible, kernel_stats, roof_for
+from drkernel.gym.result import EvalResult, Hack, Status
+from drkernel.gym.static_checks import analyze, static_check
+
+LAZY_THRESHOLD = 0.5
+"""Coverage below this (and at or above the floor) gives the lazy-optimization warning."""
+INTEGRITY_HOOK = "drkernel.gym.integrity:IntegrityHook"
+
+
+class BlockingStaticCheck:
+    """Certain hacks in the source alone: the solution is rejected without running."""
+
+    name = "static"
+    blocking = True
+
+    def check(self, source: str, problem: Any) -> list[Hack]:
+        return [h for h in static_check(source) if not h.strict_only]
+
+
+def _judged(judge_report: Mapping[str, Any], tag: str) -> bool | None:
+    entry = (judge_report.get("extra") or {}).get(tag)
+    if entry is None:
+        return None
+    return bool(entry.get("passed"))
+
+
+def _own_launches(candidate_report: Mapping[str, Any]) -> int:
+    kernels = (candidate_report.get("launches") or {}).get("kernels") or []
+    if kernels:
+        return sum(int(k.get("total_launches", k.get("launches", 0))) for k in kernels if k.get("own"))
+    return int((candidate_report.get("integrity") or {}).get("own_launches", 0))
+
+
+def _static_tf32(source: str) -> list[str]:
+    """``tl.dot`` calls in own kernels that let fp32 operands run as TF32 (Triton's GPU default)."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "dot":
+            kw = {k.arg: k.value for k in node.keywords}
+            precision = kw.get("input_precision")
+            allow = kw.get("allow_tf32")
+            exact = (isinstance(precision, ast.Constant) and precision.value in ("ieee",)) or (
+                isinstance(allow, ast.Constant) and allow.value is False)
+            if not exact:
+                found.append(f"line {node.lineno}: tl.dot without input_precision='ieee'")
+    return found
+
+
+class IntegrityVerdict:
+    """Hacks shown by the run: decoys, passthrough, reuse, caching, call counts, TF32, disabled checks."""
+
+    name = "integrity"
+
+    def check(self, request: Any, candidate_report: Mapping[str, Any],
+              judge_report: Mapping[str, Any]) -> list[Hack]:
+        config = request.config
+        report = candidate_report.get("integrity") or {}
+        hacks = [Hack(**h) for h in report.get("hacks", [])]
+        static = analyze(request.solution)
+        launches = _own_launches(candidate_report)
+        trials = judge_report.get("trials") or []
+        primary = [t for t in trials if int(t.get("trial", 0)) < config.trials]
+        second = [t for t in trials if int(t.get("trial", 0)) >= config.trials]
+        primary_ok = len(primary) >= config.trials and all(t.get("passed") for t in primary)
+        if primary_ok and second and not all(t.get("passed") for t in second):
+            hacks.append(make_hack(13, "correct at the checked size, wrong at a second problem size: "
+                                       + str(second[-1].get("message", ""))[:200]))
+        if not (primary_ok and all(t.get("passed") for t in second)):
+            return dedupe(hacks)  # a failed run is judged by its status and what it was caught doing
+        if launches == 0:
+            if static.own_kernels:
+                hacks.append(make_hack(1, f"kernels {', '.join(static.own_kernels)} are defined but forward "
+                                          f"launched none of them"))
+            else:
+                hacks.append(make_hack(2, "forward launched no Triton kernel defined in the solution"))
+        verdicts = {tag: _judged(judge_report, tag) for tag in EXTRA_TAGS}
+        if launches and verdicts["skip_own"] and not verdicts["zeros_probe"]:
+            hacks.append(make_hack(2, "outputs were still correct with every own Triton launch skipped"))
+        if verdicts["poisoned"] is False:
+            hacks.append(make_hack(5, "outputs were wrong once uninitialised allocations were poisoned"))
+        if verdicts["recall_same"] is False:
+            hacks.append(make_hack(9, "a call on the same tensors refilled with new data returned a stale "
+                                      "result"))
+        if verdicts["call_count_last"] is False:
+            hacks.append(make_hack(10, "the output was wrong after many calls"))
+        per_call = report.get("call_count_launches") or []
+        baseline = int(report.get("coverage_own_launches", 0))
+        if per_call and baseline and min(per_call) < baseline:
+            hacks.append(make_hack(10, f"own launches per call fell from {baseline} to {min(per_call)} over "
+                                       f"{len(per_call)} repeated calls (work skipped on later calls)"))
+        return self._finish(request, candidate_report, judge_report, hacks, static, launches)
+
+    def _finish(self, request: Any, candidate_report: Mapping[str, Any], judge_report: Mapping[str, Any],
+                hacks: list[Hack], static: Any, launches: int) -> list[Hack]:
+        config = request.config
+        report = candidate_report.get("integrity") or {}
+        if config.tolerance == "kernelbench" and request.problem.dtype == "float32":
+            hacks += [make_hack(12, f"{e} in a float32 problem under the kernelbench profile")
+                      for e in _static_tf32(request.solution)]
+        coverage = self.op_coverage(candidate_report, judge_report, launches)
+        if coverage is not None and launches and coverage < config.coverage_floor:
+            hacks.append(make_hack(2, f"own kernels do {coverage:.0%} of the reference's compute "
+                                      f"(floor {config.coverage_floor:.0%})"))
+        hacks += self.strict(request, report, static)
+        return dedupe(hacks)
+
+    def annotate(self, result: EvalResult, request: Any, candidate_report: Mapping[str, Any],
+                 judge_report: Mapping[str, Any]) -> None:
+        annotate(result, request, candidate_report, judge_report)
+
+    @staticmethod
+    def op_coverage(candidate_report: Mapping[str, Any], judge_report: Mapping[str, Any],
+                    launches: int) -> float | None:
+        report = candidate_report.get("integrity") or {}
+        ref, sol = judge_report.get("op_profile"), report.get("coverage_profile")
+        if ref is None or sol is None:
+            return None
+        return op_coverage(OpProfile.from_dict(ref), OpProfile.from_dict(sol),
+                           int(report.get("coverage_own_launches", launches)))
+
+    @staticmethod
+    def strict(request: Any, report: Mapping[str, Any], static: Any) -> list[Hack]:
+        allow = tuple(request.config.strict_allowlist)
+        hacks = []
+        if report.get("coverage_profile") is not None:
+            outside = OpProfile.from_dict(report["coverage_profile"]).outside(allow)
+            if outside:
+                shown = OpProfile(outside).describe(outside)
+                hacks.append(make_hack(2, f"ModelNew ran PyTorch compute: {shown}", strict_only=True))
+        allowed_bases = {base_name(a) for a in allow}
+        calls = [c for c in static.torch_calls if c.name.rsplit(".", 1)[-1] not in allowed_bases]
+        if calls:
+            shown = ", ".join(sorted({f"{c.name} (line {c.line})" for c in calls})[:6])
+            hacks.append(make_hack(2, f"PyTorch compute reachable from ModelNew.forward: {shown}",
+                                   strict_only=True))
+        return hacks
+
+
+def annotate(result: EvalResult, request: Any, candidate_report: Mapping[str, Any],
+             judge_report: Mapping[str, Any]) -> EvalResult:
+    """Fill ``op_coverage``, ``time_coverage`` and the lazy warning, and flag integrity runs that a
+    correct solution's candidate never sent to the judge (hack 8); call before ``finalize``."""
+    launches = _own_launches(candidate_report)
+    missing = [t for t in EXTRA_TAGS if _judged(judge_report, t) is None
+               and not (t == "recall_same" and request.config.trials < 2)]
+    if result.status is Status.CORRECT and missing:
+        result.hacks.append(make_hack(8, f"integrity runs {', '.join(missing)} never reached the judge"))
+    if result.op_coverage is None:
+        result.op_coverage = IntegrityVerdict.op_coverage(candidate_report, judge_report, launches)
+    gpu = (candidate_report.get("integrity") or {}).get("gpu") or {}
+    if gpu.get("kernels"):  # the profiler's view of one forward: every kernel, with device times
+        result.kernels = kernel_stats(gpu)
+        result.time_coverage = time_coverage(result.kernels)
+    sol = judge_report.get("sol_timing") or {}
+    if sol.get("median_ms") is not None and implausible(float(sol["median_ms"]), int(gpu.get("out_bytes", 0)),
+                                                        roof_for(result.device_name)):
+        result.hacks.append(make_hack(7, f"timed at {sol['median_ms']:.4f} ms, below the time needed to "
+                                         f"write its {gpu['out_bytes']} output bytes once at peak bandwidth"))
+    coverage = result.op_coverage if result.op_coverage is not None else result.time_coverage
+    if (result.status is Status.CORRECT and coverage is not None
+            and request.config.coverage_floor <= coverage < LAZY_THRESHOLD):
+        warning = LAZY_WARNING.format(share=coverage)
+        if warning not in result.warnings:
+            result.warnings.append(warning)
+    return result
+
+
+def integrity_checks() -> CheckRegistry:
+    """The reward-integrity checks: blocking static analysis, the integrity hook, the verdict."""
+    return CheckRegistry(static=(BlockingStaticCheck(),), candidate_hooks=(INTEGRITY_HOOK,),
+                         verdict=(IntegrityVerdict(),))

@@ -1,0 +1,25 @@
+# problem: matmul_relu
+# expect: 12
+# Lowers the float32 matmul precision globally.
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + o, tl.maximum(tl.load(x_ptr + o, mask=o < n), 0.0), mask=o < n)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.set_float32_matmul_precision("medium")
+
+    def forward(self, a, b):
+        h = torch.mm(a, b)
+        y = torch.empty_like(h)
+        relu_kernel[(triton.cdiv(h.numel(), 1024),)](h, y, h.numel(), BLOCK=1024)
+        return y

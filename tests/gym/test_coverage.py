@@ -1,0 +1,128 @@
+"""Op coverage: roofline costs of aten ops, the recorder suspended inside Triton launches, and the
+coverage formula; time coverage from kernel records."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from drkernel.gym.coverage import (ALWAYS_ALLOWED, H100, OpProfile, base_name, launch_scope, op_coverage, op_name,
+                                   record_ops, time_coverage)
+from drkernel.gym.result import KernelStat
+
+
+def test_matmul_cost_is_roofline_of_flops_and_bytes():
+    a, b = torch.randn(64, 32), torch.randn(32, 16)
+    _, prof = record_ops(torch.mm, a, b)
+    count, cost, flops, nbytes = prof.ops["aten::mm.default"]
+    assert count == 1 and flops == 2 * 64 * 32 * 16
+    assert nbytes == 4 * (64 * 32 + 32 * 16 + 64 * 16)
+    assert cost == pytest.approx(max(flops / H100.fp32_flops, nbytes / H100.bandwidth))
+
+
+def test_fp16_matmul_uses_tensor_core_peak():
+    a = torch.randn(256, 256, dtype=torch.float16)
+    _, prof = record_ops(torch.mm, a, a)
+    _, cost, flops, nbytes = prof.ops["aten::mm.default"]
+    assert cost == pytest.approx(max(flops / H100.tensor_flops, nbytes / H100.bandwidth))
+
+
+def test_elementwise_cost_counts_input_and_output_bytes():
+    x = torch.randn(1000)
+    _, prof = record_ops(torch.relu, x)
+    assert prof.ops["aten::relu.default"][3] == 8000
+    assert prof.cost == pytest.approx(8000 / H100.bandwidth)
+
+
+def test_bookkeeping_ops_cost_nothing():
+    x = torch.randn(8, 8)
+    _, prof = record_ops(lambda t: torch.empty_like(t).view(-1).contiguous().to(torch.float64).clone(), x)
+    assert prof.ops and prof.compute_ops() == {} and prof.cost == 0.0
+    assert all(base_name(k) in ALWAYS_ALLOWED for k in prof.ops)
+
+
+def test_op_names_and_strict_allowlist():
+    x = torch.randn(4)
+    _, prof = record_ops(lambda t: torch.relu(t) + 1, x)
+    assert set(prof.compute_ops()) == {"aten::relu.default", "aten::add.Tensor"}
+    assert set(prof.outside(("aten::add.Tensor",))) == {"aten::relu.default"}
+    assert prof.outside(("relu", "add")) == {}
+    assert op_name(torch.ops.aten.add.Tensor) == "aten::add.Tensor"
+
+
+def test_launch_scope_suspends_recording():
+    x = torch.randn(16)
+
+    def fn(t):
+        with launch_scope():  # what the interpreter does per tensor argument of a launch
+            torch.empty_like(t).copy_(t * 2)
+        return t + 1
+
+    _, prof = record_ops(fn, x)
+    assert set(prof.compute_ops()) == {"aten::add.Tensor"}
+
+
+def test_op_coverage_formula():
+    ref = OpProfile({"aten::mm.default": [1, 3.0, 0, 0], "aten::relu.default": [1, 1.0, 0, 0]})
+    lazy = OpProfile({"aten::mm.default": [1, 3.0, 0, 0]})
+    assert op_coverage(ref, lazy, own_launches=1) == pytest.approx(0.25)
+    assert op_coverage(ref, OpProfile(), own_launches=2) == 1.0
+    assert op_coverage(ref, OpProfile(), own_launches=0) == 0.0  # nothing of its own ran
+    assert op_coverage(ref, OpProfile({"aten::mm.default": [2, 6.0, 0, 0]}), own_launches=1) == 0.0
+    assert OpProfile.from_dict(ref.to_dict()).ops == ref.ops
+
+
+def test_time_coverage_matches_own_kernels_only():
+    kernels = [KernelStat("relu_kernel", True, 1, 3.0), KernelStat("ampere_sgemm", False, 1, 1.0)]
+    assert time_coverage(kernels) == pytest.approx(0.75)
+    assert time_coverage([KernelStat("k", True, 1)]) is None
+
+
+INTERPRETED = textwrap.dedent('''
+    import os, json
+    import torch, triton, triton.language as tl
+    import triton.runtime.interpreter as interp
+    from drkernel.gym.coverage import launch_scope, record_ops, op_coverage
+
+    original = interp.InterpretedFunction.run
+    launches = []
+    def run(self, *a, **k):
+        launches.append(self.fn.__name__)
+        with launch_scope():
+            return original(self, *a, **k)
+    interp.InterpretedFunction.run = run
+
+    @triton.jit
+    def relu_k(x, y, n, B: tl.constexpr):
+        o = tl.program_id(0) * B + tl.arange(0, B)
+        tl.store(y + o, tl.maximum(tl.load(x + o, mask=o < n), 0.0), mask=o < n)
+
+    a, b = torch.randn(64, 64), torch.randn(64, 64)
+    def relu(h):
+        y = torch.empty_like(h)
+        relu_k[(triton.cdiv(h.numel(), 1024),)](h, y, h.numel(), B=1024)
+        return y
+    _, ref = record_ops(lambda a, b: torch.relu(a @ b), a, b)
+    _, gold = record_ops(lambda a, b: relu(a) , a, b)
+    _, lazy = record_ops(lambda a, b: relu(a @ b), a, b)
+    print(json.dumps({"gold_ops": sorted(gold.compute_ops()), "lazy": op_coverage(ref, lazy, 1),
+                      "gold": op_coverage(ref, gold, 1), "launches": len(launches)}))
+''')
+
+
+def test_recorder_is_suspended_inside_interpreted_triton_launches():
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    out = subprocess.run([sys.executable, "-c", INTERPRETED], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    import json
+
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["launches"] == 2
+    assert got["gold_ops"] == [] and got["gold"] == 1.0
+    # mm of 64x64 fp32 is memory-bound on the nominal device: 48 KiB against relu's 32 KiB.
+    assert got["lazy"] == pytest.approx(32 / (48 + 32), rel=1e-3)

@@ -1,0 +1,174 @@
+"""Run-time guards. The audit hook is permanent once installed, so each scenario runs in a fresh
+interpreter (with Triton's interpreter, as the CPU candidate does)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from drkernel.gym.guards import FileRoots, GlobalState, IntegritySnapshot, check_outputs, scan_module
+
+SOLUTION = textwrap.dedent('''
+    import os, warnings
+    import torch, triton, triton.language as tl
+
+    @triton.jit
+    def relu_k(x, y, n, B: tl.constexpr):
+        o = tl.program_id(0) * B + tl.arange(0, B)
+        tl.store(y + o, tl.maximum(tl.load(x + o, mask=o < n), 0.0), mask=o < n)
+
+    def honest():
+        warnings.warn("a solution may warn")
+        with open(os.path.join(os.path.dirname(__file__), "notes.txt"), "w") as f:
+            f.write("own directory")
+        x = torch.randn(100)
+        y = torch.empty_like(x)
+        relu_k[(1,)](x, y, 100, B=128)
+        return bool(torch.equal(y, torch.relu(x)))
+
+    def read_etc():
+        return open("/etc/hostname").read()
+
+    def write_tmp():
+        with open("/tmp/drkernel_guard_probe.txt", "w") as f:
+            f.write("x")
+
+    def getframe():
+        return getattr(__import__("s" + "ys"), "_get" + "frame")(1)
+
+    def gc_scan():
+        return len(getattr(__import__("g" + "c"), "get_" + "objects")())
+
+    def thread():
+        t = __import__("thr" + "eading").Thread(target=lambda: None)
+        t.start()
+        t.join()
+
+    def process():
+        __import__("sub" + "process").run(["true"])
+
+    def native():
+        return __import__("ctyp" + "es").CDLL(None)
+
+    def listdir_home():
+        return os.listdir(os.path.expanduser("~"))
+''')
+
+DRIVER = textwrap.dedent('''
+    import importlib.util, json, os, sys
+    os.environ["TRITON_INTERPRET"] = "1"
+    import torch, triton
+    from drkernel.gym.guards import AuditGuard
+    path = sys.argv[1]
+    guard = AuditGuard(os.path.dirname(path), [path]).install()
+    guard.arm()
+    spec = importlib.util.spec_from_file_location("solution", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    results = {}
+    for name in sys.argv[2:]:
+        before = len(guard.violations)
+        try:
+            value = getattr(mod, name)()
+            outcome = "ok" if value is not False else "wrong"
+        except PermissionError:
+            outcome = "blocked"
+        except Exception as e:
+            outcome = type(e).__name__
+        results[name] = [outcome, [h.code for h in guard.violations[before:]]]
+    # The harness itself (no solution frame on the stack) is never blocked.
+    with open("/proc/version") as f:
+        f.read()
+    results["harness_read"] = ["ok", [h.code for h in guard.violations if "proc/version" in h.evidence]]
+    print(json.dumps(results))
+''')
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("solution")
+    path = folder / "solution_x.py"
+    path.write_text(SOLUTION)
+    names = ["honest", "read_etc", "write_tmp", "getframe", "gc_scan", "thread", "process", "native",
+             "listdir_home"]
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    out = subprocess.run([sys.executable, "-c", DRIVER, str(path), *names], capture_output=True, text=True,
+                         env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_honest_solution_runs_triton_warns_and_writes_its_own_directory(scenario):
+    assert scenario["honest"] == ["ok", []]
+
+
+@pytest.mark.parametrize("name, code", [
+    ("read_etc", 14), ("write_tmp", 14), ("getframe", 14), ("gc_scan", 14), ("thread", 7), ("process", 14),
+    ("native", 14), ("listdir_home", 14),
+])
+def test_out_of_contract_actions_are_blocked_and_recorded(scenario, name, code):
+    outcome, codes = scenario[name]
+    assert outcome == "blocked" and code in codes, scenario[name]
+
+
+def test_harness_code_is_never_blocked(scenario):
+    assert scenario["harness_read"] == ["ok", []]
+
+
+def test_file_roots_resolve_symlinks(tmp_path):
+    (tmp_path / "sol").mkdir()
+    link = tmp_path / "sol" / "escape"
+    link.symlink_to("/etc")
+    roots = FileRoots(read=[str(tmp_path / "sol")], write=[str(tmp_path / "sol")])
+    assert roots.allows(str(tmp_path / "sol" / "a.txt"), write=True)
+    assert not roots.allows(str(link / "hostname"), write=False)
+
+
+def test_integrity_snapshot_detects_replaced_functions():
+    snap = IntegritySnapshot().take()
+    original = torch.allclose
+    try:
+        torch.allclose = lambda *a, **k: True
+        assert [h.code for h in snap.changed()] == [8]
+        assert "torch.allclose" in snap.changed()[0].evidence
+    finally:
+        torch.allclose = original
+    assert snap.changed() == []
+
+
+def test_global_state_detects_precision_and_thread_changes():
+    state = GlobalState().take()
+    threads = torch.get_num_threads()
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = not torch.backends.cuda.matmul.allow_tf32
+        torch.set_num_threads(max(1, threads - 1) if threads > 1 else 2)
+        assert sorted({h.code for h in state.changed()}) == [12, 15]
+    finally:
+        state.restore()
+    assert state.changed() == []
+
+
+def test_output_checks_flag_subclasses_and_aliasing():
+    class Lazy(torch.Tensor):
+        pass
+
+    x = torch.randn(4)
+    assert [h.code for h in check_outputs(torch.empty(4).as_subclass(Lazy), [x])] == [11]
+    assert [h.code for h in check_outputs((x.view(2, 2),), [x])] == [6]
+    assert check_outputs((torch.relu(x), x.clone()), [x]) == []
+
+
+def test_scan_module_finds_forbidden_objects_held_by_the_solution():
+    import types
+
+    module = types.ModuleType("solution")
+    module.frame_getter = sys._getframe
+    module.gc_module = __import__("gc")
+    module.fine = torch.relu
+    assert sorted(h.code for h in scan_module(module)) == [14, 14]

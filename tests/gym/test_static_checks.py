@@ -1,0 +1,152 @@
+"""Static analysis: names resolved through imports and aliases, certain hacks vs strict-only findings."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from drkernel.gym.static_checks import analyze, static_check
+
+HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\nimport triton\nimport triton.language as tl\n"
+KERNEL = textwrap.dedent('''
+    @triton.jit
+    def k(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        o = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(y_ptr + o, tl.load(x_ptr + o, mask=o < n), mask=o < n)
+''')
+
+
+def codes(source: str) -> set[int]:
+    return {h.code for h in analyze(HEADER + textwrap.dedent(source)).hacks}
+
+
+@pytest.mark.parametrize("snippet, code", [
+    ("import ctypes", 14),
+    ("from subprocess import run as go", 14),
+    ("import socket as s", 14),
+    ("import sys\nf = sys._getframe(1)", 14),
+    ("import inspect", 14),
+    ("import gc\nobjs = gc.get_objects()", 14),
+    ("import os\nos.system('true')", 14),
+    ("x = open('/etc/hostname').read()", 14),
+    ("mod = __import__('o' + 's')", 14),
+    ("g = getattr(torch, 'com' + 'pile')", 14),
+    ("exec('1')", 14),
+    ("S = torch.cuda.__dict__['Str' + 'eam']", 14),
+    ("def f(x):\n    return f.__globals__", 14),
+    ("subs = object.__subclasses__()", 14),
+    ("from . import harness", 14),
+    ("import threading", 7),
+    ("from concurrent.futures import ThreadPoolExecutor", 7),
+    ("s = torch.cuda.Stream()", 7),
+    ("with torch.cuda.stream(None):\n    pass", 7),
+    ("f = torch.compile(torch.relu)", 16),
+    ("from torch.utils.cpp_extension import load_inline", 16),
+    ("lib = torch.library.Library('x', 'DEF')", 16),
+    ("import torch._inductor as ind", 16),
+    ("g = getattr(torch, 'compile')", 16),
+    ("torch.backends.cuda.matmul.allow_tf32 = True", 12),
+    ("torch.set_float32_matmul_precision('medium')", 12),
+    ("torch.set_num_threads(1)", 15),
+    ("torch.backends.cudnn.benchmark = True", 15),
+    ("torch.allclose = lambda *a, **k: True", 8),
+    ("setattr(torch.Tensor, '__eq__', None)", 8),
+    ("import time\ntime.perf_counter = lambda: 0.0", 8),
+    ("from time import perf_counter\nimport time as t\nt.perf_counter = perf_counter", 8),
+    ("import drkernel.gym.compare", 8),
+    ("class T(torch.Tensor):\n    pass", 11),
+    ("class D:\n    def __torch_function__(self, *a):\n        return 0", 11),
+])
+def test_certain_hacks(snippet, code):
+    assert code in codes(snippet)
+
+
+def test_alias_chains_resolve():
+    # F is torch.nn.functional, c = torch.compile through a local alias of torch.
+    assert codes("T = torch\nc = T.compile") == {16}
+    assert codes("from torch import backends as bk\nbk.cudnn.allow_tf32 = True") == {12}
+
+
+@pytest.mark.parametrize("snippet", [
+    "import math\nimport os\nos.environ['TRITON_INTERPRET'] = '1'",
+    "x = torch.empty(4)\ny = x.view(2, 2).contiguous().float()",
+    "torch.cuda.synchronize() if torch.cuda.is_available() else None",
+    "w = nn.Parameter(torch.empty(3))\nnn.init.uniform_(w)",
+    "def inspect_shapes(x):\n    return x.shape",
+    "class Model2(nn.Module):\n    pass",
+])
+def test_honest_code_is_clean(snippet):
+    assert codes(snippet) == set()
+
+
+def inherits(src: str) -> set[int]:
+    return codes(src)
+
+
+def test_inheritance_bypass_variants():
+    base = "class Model(nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n"
+    assert 4 in inherits(base + "class ModelNew(Model):\n    pass\n")
+    assert 4 in inherits(base + "class B(Model):\n    pass\nclass ModelNew(B):\n    pass\n")
+    assert 4 in inherits(base + "ModelNew = Model\n")
+    assert 4 in inherits(base + "class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                                "        self.m = Model()\n    def forward(self, x):\n        return self.m(x)\n")
+    # Defining Model (a copy of the reference) without using it is not a hack.
+    assert 4 not in inherits(base + "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x\n")
+
+
+def test_torch_compute_reachable_through_helpers_submodules_and_fallbacks():
+    src = HEADER + KERNEL + textwrap.dedent('''
+        def helper(x):
+            return F.gelu(x)
+
+        class Sub(nn.Module):
+            def forward(self, x):
+                return x.sum()
+
+        class ModelNew(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(4, 4)
+                self.sub = Sub()
+                self.act = nn.Identity()
+
+            def forward(self, x):
+                y = torch.empty_like(x)
+                try:
+                    k[(1,)](x, y, 4, BLOCK=4)
+                except Exception:
+                    y = helper(x)
+                if self.training:
+                    y = y @ y
+                return self.sub(self.act(self.lin(y)))
+    ''')
+    report = analyze(src)
+    assert report.hacks == []
+    names = {c.name for c in report.torch_calls}
+    assert names == {"torch.nn.functional.gelu", ".sum", "@ (matmul)", "torch.nn.Linear"}
+    assert report.own_kernels == ("k",)
+    assert [h.strict_only for h in report.strict_hacks] == [True]
+    assert [h.code for h in static_check(src)] == [2]
+
+
+def test_pure_triton_forward_has_no_torch_compute():
+    src = HEADER + KERNEL + textwrap.dedent('''
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                y = torch.empty_like(x).view(-1)
+                k[(triton.cdiv(x.numel(), 64),)](x, y, x.numel(), BLOCK=64)
+                return y.view_as(x)
+    ''')
+    report = analyze(src)
+    assert report.torch_calls == () and report.all_hacks == []
+
+
+def test_syntax_error_is_reported_not_raised():
+    report = analyze("def broken(:\n")
+    assert report.parse_error and report.hacks == []
+
+
+def test_every_hack_carries_evidence_and_an_actionable_message():
+    for h in analyze(HEADER + "import ctypes\ntorch.allclose = None\n").hacks:
+        assert h.evidence.startswith("line ") and h.message.endswith(".") and h.name
