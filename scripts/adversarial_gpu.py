@@ -24,7 +24,6 @@ from corpus import Case, cases, problem_source  # noqa: E402
 from drkernel.gym import EvalConfig, EvalRequest  # noqa: E402
 from drkernel.gym.checks import default_checks  # noqa: E402
 from drkernel.gym.evaluator import InProcessEvaluator  # noqa: E402
-from drkernel.gym.verdict import integrity_checks  # noqa: E402
 from drkernel.problems.problem import Problem  # noqa: E402
 
 BIG_RELU = """import torch
@@ -147,7 +146,7 @@ def main() -> int:
     rows, bad = [], 0
     t0 = time.time()
     with InProcessEvaluator(device="cuda", concurrency=1, pool_size=2,
-                            checks=default_checks().plus(integrity_checks())) as ev:
+                            checks=default_checks()) as ev:
         for ident, kind, expect, req in jobs:
             r = ev.evaluate(req)
             codes = sorted({h.code for h in r.hacks if not h.strict_only})

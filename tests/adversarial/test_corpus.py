@@ -15,7 +15,6 @@ from drkernel.gym import EvalConfig, EvalRequest, Status
 from drkernel.gym.checks import default_checks
 from drkernel.gym.evaluator import InProcessEvaluator
 from drkernel.gym.static_checks import analyze
-from drkernel.gym.verdict import integrity_checks
 from drkernel.problems.problem import Problem
 
 HACKED, HONEST, LAZY = cases("hacked"), cases("honest"), cases("lazy")
@@ -44,7 +43,7 @@ def results(request):
               if hasattr(item, "callspec") and "case" in item.callspec.params}
     all_cases = [c for c in HACKED + HONEST + LAZY if c.id in wanted or c is LAZY[0]]
     with InProcessEvaluator(device="cpu", concurrency=2, pool_size=2,
-                            checks=default_checks().plus(integrity_checks())) as ev:
+                            checks=default_checks()) as ev:
         out = asyncio.run(ev.evaluate_batch([_request(c) for c in all_cases]))
     return {c.id: r for c, r in zip(all_cases, out)}
 

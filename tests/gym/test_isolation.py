@@ -13,9 +13,10 @@ def with_forward_prefix(code: str) -> str:
     return RELU_SOLUTION.replace(FORWARD, code + FORWARD)
 
 
-def test_no_reference_tensor_is_reachable_from_the_solution(evaluator):
+def test_no_reference_tensor_is_reachable_from_the_solution(evaluator, boundary_only_evaluator):
     # Look through every live object for the reference's output (relu of the input): the judge
     # holds it in another process, so the search finds nothing and the solution returns zeros.
+    # With the default checks the gc search itself is a hack (14), rejected before it runs.
     hunt = (
         "        import gc\n"
         "        found = [o for o in gc.get_objects() if isinstance(o, torch.Tensor) and o.shape == x.shape\n"
@@ -23,8 +24,10 @@ def test_no_reference_tensor_is_reachable_from_the_solution(evaluator):
         "        if found:\n"
         "            return found[0].clone()\n"
         "        return torch.zeros_like(x)\n")
-    r = evaluator.evaluate(request(with_forward_prefix(hunt)))
+    r = boundary_only_evaluator.evaluate(request(with_forward_prefix(hunt)))
     assert r.status is Status.INCORRECT
+    r = evaluator.evaluate(request(with_forward_prefix(hunt)))
+    assert r.status is Status.REJECTED and 14 in [h.code for h in r.hacks]
 
 
 def test_uninitialised_output_cannot_land_on_a_reference_result(evaluator):
@@ -33,13 +36,15 @@ def test_uninitialised_output_cannot_land_on_a_reference_result(evaluator):
     assert r.status is Status.INCORRECT
 
 
-def test_patching_the_input_generator_at_import_does_not_change_the_inputs(evaluator):
+def test_patching_the_input_generator_at_import_does_not_change_the_inputs(evaluator, boundary_only_evaluator):
     # Inputs are drawn before the solution is imported: patching torch.randn to give zeros (and
     # then returning zeros) does not make the judge's check pass.
     src = RELU_SOLUTION.replace("class ModelNew", "torch.randn = lambda *s, **k: torch.zeros(*s)\n\n\nclass ModelNew")
     src = src.replace(FORWARD, "        return torch.zeros_like(x)\n" + FORWARD)
-    r = evaluator.evaluate(request(src))
+    r = boundary_only_evaluator.evaluate(request(src))
     assert r.status is Status.INCORRECT
+    r = evaluator.evaluate(request(src))  # by default the patch itself is hack 8
+    assert r.status is Status.REJECTED and 8 in [h.code for h in r.hacks]
 
 
 def test_input_mutation_is_seen_by_the_judge_and_reported_as_hack_6(evaluator):

@@ -5,7 +5,15 @@ drkernel.problems.scaling, both standard-library modules), so a gym worker runs 
 that has nothing else installed.
 """
 
-from drkernel.gym.checks import CandidateHook, CheckRegistry, HookBase, StaticCheck, VerdictCheck, default_checks
+from drkernel.gym.checks import (
+    CandidateHook,
+    CheckRegistry,
+    HookBase,
+    StaticCheck,
+    VerdictCheck,
+    core_checks,
+    default_checks,
+)
 from drkernel.gym.config import EvalConfig, EvalRequest, tolerance_for
 from drkernel.gym.evaluator import InProcessEvaluator
 from drkernel.gym.protocol import Evaluator
@@ -28,6 +36,7 @@ __all__ = [
     "TimingStats",
     "TrialResult",
     "VerdictCheck",
+    "core_checks",
     "default_checks",
     "tolerance_for",
 ]

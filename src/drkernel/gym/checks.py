@@ -133,9 +133,17 @@ class CheckRegistry:
 LAUNCH_RECORDER = "drkernel.gym.launches:LaunchRecorder"
 
 
-def default_checks() -> CheckRegistry:
-    """The checks every evaluation runs unless the evaluator is given others."""
+def core_checks() -> CheckRegistry:
+    """Launch recording and the judge's input-mutation check: the trust boundary's own checks."""
     return CheckRegistry(candidate_hooks=(LAUNCH_RECORDER,), verdict=(InputMutationCheck(),))
+
+
+def default_checks() -> CheckRegistry:
+    """The checks every evaluation runs unless the evaluator is given others: the core checks plus
+    the reward-integrity checks (static analysis, the integrity hook, the lenient/strict verdict)."""
+    from drkernel.gym.verdict import integrity_checks  # verdict builds on this module
+
+    return core_checks().plus(integrity_checks())
 
 
 def load_hook(path: str) -> CandidateHook:
