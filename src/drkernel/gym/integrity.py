@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import importlib
 import os
 import random
 import sys
@@ -104,7 +105,7 @@ class IntegrityHook:
             # On the GPU the harness's own profiler and launch paths import torch._dynamo, which
             # rewraps torch.manual_seed: import it before the snapshots, so neither reads as the
             # solution's doing (hacks 8 and 16).
-            import torch._dynamo.convert_frame  # noqa: F401
+            importlib.import_module("torch._dynamo.convert_frame")
         self._wrap_launchers(ctx.cpu_mode)
         harness.pin_backend_flags()  # idempotent; the candidate pins again after this hook
         self.frames_before = dynamo_frames()
