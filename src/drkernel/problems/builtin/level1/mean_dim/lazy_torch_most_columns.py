@@ -28,5 +28,6 @@ class ModelNew(nn.Module):
         y = torch.empty_like(part)
         n_rows = part.numel()
         BLOCK = triton.next_power_of_2(n_cols - split)
-        finish_mean_kernel[(n_rows,)](x, part, y, n_cols, split, n_cols, 1.0 / n_cols, BLOCK=BLOCK, num_warps=4)
+        finish_mean_kernel[(n_rows,)](x, part, y, n_cols, split, n_cols, 1.0 / n_cols, BLOCK=BLOCK,
+                                      num_warps=4)
         return y
