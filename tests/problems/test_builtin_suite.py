@@ -2,8 +2,7 @@
 says (``builtin_check.EXPECTATIONS``).
 
 Solutions run through the real gym on CPU (Triton interpreter): one ``InProcessEvaluator`` for the
-module evaluates all selected solutions concurrently with ``evaluate_batch``. The ``slow``-label
-solutions (naive kernels, the longest under the interpreter) run in ``make test-slow``.
+module evaluates all selected solutions concurrently with ``evaluate_batch``.
 """
 
 from __future__ import annotations
@@ -138,8 +137,7 @@ def suite_results(request):
     return {_case_id(case): result for case, result in zip(selected, results)}
 
 
-@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow if c[2] == "slow" else ())
-                                  for c in CASES], ids=_case_id)
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
 def test_solution_gets_the_verdict_its_label_says(case, suite_results):
     result = suite_results[_case_id(case)]
     found = check.violations(case[2], result)
