@@ -127,6 +127,16 @@ class FileRoots:
         return True
 
 
+def _resolve_dir_fd(path: str, dir_fd: Any) -> str:
+    """A path relative to ``dir_fd`` (as ``shutil.rmtree`` removes files) made absolute."""
+    if os.path.isabs(path) or not isinstance(dir_fd, int) or dir_fd < 0:
+        return path
+    try:
+        return os.path.join(os.readlink(f"/proc/self/fd/{dir_fd}"), path)
+    except OSError:
+        return path
+
+
 def _under(real: str, root: str) -> bool:
     return real == root or real.startswith(root.rstrip("/") + "/") or (
         root == "/dev/nvidia" and real.startswith("/dev/nvidia"))
@@ -258,6 +268,8 @@ class AuditGuard:
             if not isinstance(path, (str, bytes, os.PathLike)):
                 return
             write = _open_writes(args) if event == "open" else write
+            dir_fd = args[index + 1] if event != "open" and len(args) > index + 1 else None
+            path = _resolve_dir_fd(os.fsdecode(path), dir_fd)
             role = self._solution_role()
             if role and not self.roots.allows(os.fsdecode(path), write, by_solution=role == "direct"):
                 self._violate(14, f"{event} ({'write' if write else 'read'}) of {os.fsdecode(path)}")
