@@ -16,9 +16,9 @@ def test_bench_run_against_the_real_gym_on_cpu(tmp_path):
     (kb / "1_gelu.py").write_text(gelu.code)
     answers = [
         f"<answer>\n```python\n{builtin_solution(gelu, f)}```\n</answer>"
-        for f in ("broken_syntax.py", "lazy_torch_gelu_tail.py", "gold.py")
+        for f in ("broken_syntax.py", "lazy_torch_most_rows.py", "gold.py")
     ]
-    answers[1] = "<think>the tail can stay in PyTorch</think>\n" + answers[1]
+    answers[1] = "<think>most rows can stay in PyTorch</think>\n" + answers[1]
     script = tmp_path / "script.jsonl"
     script.write_text(json.dumps({"problem": "1_gelu", "responses": answers}) + "\n")
     out = tmp_path / "run"

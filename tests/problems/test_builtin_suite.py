@@ -1,22 +1,25 @@
-"""The built-in problem suite: layout, metadata, and every solution behaving as its label says.
+"""The built-in problem suite: layout, metadata, and every solution getting the gym verdict its label
+says (``builtin_check.EXPECTATIONS``).
 
-Solutions run on CPU under the Triton interpreter (``builtin_check`` runs them in child processes,
-a few problems per child, as many children at once as there are cores). What each label must show
-is ``builtin_check.EXPECTATIONS``.
+Solutions run through the real gym on CPU (Triton interpreter): one ``InProcessEvaluator`` for the
+module evaluates all selected solutions concurrently with ``evaluate_batch``.
 """
 
 from __future__ import annotations
 
 import ast
+import asyncio
 import importlib.util
 import json
-import math
-import os
 import sys
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+
+from drkernel.gym import EvalConfig, EvalRequest
+from drkernel.gym.evaluator import InProcessEvaluator
+from drkernel.problems import builtin_solution, load_builtin
+from drkernel.problems.loaders import builtin_root
 
 
 def _load_checker():
@@ -30,22 +33,23 @@ def _load_checker():
 
 check = _load_checker()
 
-PROBLEM_DIRS = check.problem_dirs()
-CASES = [(d, f) for d in PROBLEM_DIRS for f in check.solution_files(d)]
+PROBLEMS = load_builtin()
+CASES = [(p, f, label) for p in PROBLEMS for f, label in sorted(p.metadata["solutions"].items(),
+                                                                key=lambda kv: (kv[0] != "gold.py", kv[0]))]
 META_KEYS = {"level", "dtype", "cpu_overrides", "description", "notes"}
 DTYPES = {"float32", "float16", "bfloat16"}
 MIN_PROBLEMS = 40
 # Minimum number of lazy and of slow solutions per level.
 MIN_LABELLED = {1: 4, 2: 4, 3: 2}
+pytestmark = pytest.mark.timeout(1800)
 
 
-def _case_id(case) -> str:
-    problem_dir, filename = case
-    return f"{problem_dir.parent.name}/{problem_dir.name}/{filename}"
+def _problem_id(problem) -> str:
+    return f"level{problem.level}/{problem.name}"
 
 
-def _meta(problem_dir: Path) -> dict:
-    return json.loads((problem_dir / "meta.json").read_text())
+def _meta(problem) -> dict:
+    return json.loads((Path(problem.metadata["dir"]) / "meta.json").read_text())
 
 
 def _module_int_constants(source: str) -> dict[str, int]:
@@ -62,17 +66,18 @@ def _module_int_constants(source: str) -> dict[str, int]:
 
 
 def test_suite_has_enough_problems_and_labelled_solutions():
-    assert len(PROBLEM_DIRS) >= MIN_PROBLEMS
+    assert len(PROBLEMS) >= MIN_PROBLEMS
     for level, minimum in MIN_LABELLED.items():
-        files = [f for d in PROBLEM_DIRS if _meta(d)["level"] == level for f in check.solution_files(d)]
+        labels = [label for p in PROBLEMS if p.level == level for label in p.metadata["solutions"].values()]
         for label in ("lazy", "slow"):
-            count = sum(check.label_of(f) == label for f in files)
+            count = labels.count(label)
             assert count >= minimum, f"level {level} has {count} {label} solutions, wants {minimum}"
 
 
-@pytest.mark.parametrize("problem_dir", PROBLEM_DIRS, ids=lambda d: f"{d.parent.name}/{d.name}")
-def test_problem_layout_and_metadata(problem_dir: Path):
-    meta = _meta(problem_dir)
+@pytest.mark.parametrize("problem", PROBLEMS, ids=_problem_id)
+def test_problem_layout_and_metadata(problem):
+    problem_dir = Path(problem.metadata["dir"])
+    meta = _meta(problem)
     assert META_KEYS <= set(meta), f"missing keys {META_KEYS - set(meta)}"
     assert problem_dir.parent.name == f"level{meta['level']}"
     assert meta["dtype"] in DTYPES
@@ -93,10 +98,11 @@ def test_problem_layout_and_metadata(problem_dir: Path):
                if kw.arg == "device"]
     assert not devices, "get_inputs must not pick a device: the harness runs it under a device context"
 
+    solutions = problem.metadata["solutions"]
     files = {p.name for p in problem_dir.glob("*.py")}
     assert "gold.py" in files
-    assert files == {"reference.py", *check.solution_files(problem_dir)}, "unlabelled python file"
-    for filename in check.solution_files(problem_dir):
+    assert files == {"reference.py", *solutions}, "unlabelled python file"
+    for filename in solutions:
         text = (problem_dir / filename).read_text()
         assert "class ModelNew" in text and "@triton.jit" in text
 
@@ -106,61 +112,35 @@ def test_readme_table_is_current():
     spec = importlib.util.spec_from_file_location("suite_readme", path)
     readme_script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(readme_script)
-    readme = (check.SUITE_DIR / "README.md").read_text()
+    readme = (builtin_root() / "README.md").read_text()
     assert readme_script.table() in readme, "README.md is out of date: run python scripts/suite_readme.py"
 
 
-# --- solutions under the Triton interpreter ------------------------------------------------------
+# --- every solution through the gym --------------------------------------------------------------
 
 
-class _SuiteRunner:
-    """Checks the selected problems in child processes, a few problems per child, in the background."""
-
-    def __init__(self, dirs: list[Path]):
-        workers = max(1, os.cpu_count() or 1)
-        n_chunks = min(len(dirs), 3 * workers) or 1
-        size = math.ceil(len(dirs) / n_chunks) if dirs else 1
-        self._pool = ThreadPoolExecutor(max_workers=workers)
-        self._futures: dict[Path, Future] = {}
-        for start in range(0, len(dirs), size):
-            chunk = dirs[start:start + size]
-            future = self._pool.submit(check.check_problems, chunk)
-            self._futures.update({d: future for d in chunk})
-
-    def report(self, problem_dir: Path, filename: str):
-        reports = self._futures[problem_dir].result()
-        tag = f"{problem_dir.parent.name}_{problem_dir.name}"
-        matches = [r for r in reports if r.problem == tag and r.solution == filename]
-        assert matches, f"the checker returned no report for {tag}/{filename}"
-        return matches[0]
-
-    def close(self):
-        self._pool.shutdown(cancel_futures=True)
+def _case_id(case) -> str:
+    problem, filename, _ = case
+    return f"{_problem_id(problem)}/{filename}"
 
 
-@pytest.fixture(scope="session")
-def suite_runner(request):
-    selected = []
-    for item in request.session.items:
-        case = getattr(item, "callspec", None) and item.callspec.params.get("case")
-        if case and case[0] not in selected:
-            selected.append(case[0])
-    runner = _SuiteRunner(selected)
-    yield runner
-    runner.close()
+@pytest.fixture(scope="module")
+def suite_results(request):
+    """EvalResults of the solutions the session selected, keyed by case id, from one batch."""
+    items = [i for i in request.session.items if i.module.__name__ == __name__ and hasattr(i, "callspec")]
+    selected = [i.callspec.params["case"] for i in items if "case" in i.callspec.params]
+    config = EvalConfig(device="cpu", trials=2, timing=False)
+    reqs = [EvalRequest(problem, builtin_solution(problem, filename), config)
+            for problem, filename, _ in selected]
+    with InProcessEvaluator(device="cpu", concurrency=2, pool_size=2) as evaluator:
+        results = asyncio.run(evaluator.evaluate_batch(reqs))
+    return {_case_id(case): result for case, result in zip(selected, results)}
 
 
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
-def test_solution_behaves_as_labelled(case, suite_runner):
-    problem_dir, filename = case
-    report = suite_runner.report(problem_dir, filename)
-    expect = check.EXPECTATIONS[report.label]
-    details = json.dumps({k: v for k, v in vars(report).items() if v not in (None, {}, False)}, indent=1)
-    if expect.correct is not None:
-        assert report.correct == expect.correct, details
-    if expect.torch_compute is not None:
-        assert bool(report.torch_ops) == expect.torch_compute, details
-    if report.label != "broken":
-        assert report.error is None, details
-        assert report.launches > 0, details
-    assert not report.mutated_inputs, details
+def test_solution_gets_the_verdict_its_label_says(case, suite_results):
+    result = suite_results[_case_id(case)]
+    found = check.violations(case[2], result)
+    details = {"status": result.status.value, "op_coverage": result.op_coverage, "error": result.error,
+               "hacks": [(h.code, h.evidence) for h in result.hacks], "warnings": result.warnings}
+    assert not found, f"{found}\n{json.dumps(details, indent=1)}"

@@ -5,12 +5,12 @@ import triton.language as tl
 
 
 @triton.jit
-def scale_mask_kernel(s_ptr, y_ptr, n, seq, scale, BLOCK: tl.constexpr):
+def causal_mask_kernel(s_ptr, y_ptr, n, seq, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
     col = offs % seq
     row = (offs // seq) % seq
-    s = tl.load(s_ptr + offs, mask=mask) * scale
+    s = tl.load(s_ptr + offs, mask=mask)
     tl.store(y_ptr + offs, tl.where(col <= row, s, float("-inf")), mask=mask)
 
 
@@ -20,9 +20,9 @@ class ModelNew(nn.Module):
         self.scale = scale
 
     def forward(self, scores):
-        # Triton scales and masks; the softmax (two reductions per row) is PyTorch's.
-        scores = scores.contiguous()
-        s = torch.empty_like(scores)
+        # PyTorch scales and takes the softmax (two reductions per row); Triton only applies the mask.
+        s = (scores * self.scale).contiguous()
+        masked = torch.empty_like(s)
         n = s.numel()
-        scale_mask_kernel[(triton.cdiv(n, 1024),)](scores, s, n, scores.shape[-1], self.scale, BLOCK=1024)
-        return torch.softmax(s, dim=-1)
+        causal_mask_kernel[(triton.cdiv(n, 1024),)](s, masked, n, s.shape[-1], BLOCK=1024)
+        return torch.softmax(masked, dim=-1)
