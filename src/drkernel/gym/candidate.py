@@ -18,7 +18,6 @@ Everything it sends is a claim; the orchestrator decides the status from the jud
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 import time
