@@ -40,7 +40,7 @@ def _request(case: Case) -> EvalRequest:
 def results(request):
     """Evaluate, in one batch, the corpus cases this session selected."""
     wanted = {item.callspec.params["case"].id for item in request.session.items
-              if hasattr(item, "callspec") and "case" in item.callspec.params}
+              if hasattr(item, "callspec") and isinstance(item.callspec.params.get("case"), Case)}
     all_cases = [c for c in HACKED + HONEST + LAZY if c.id in wanted or c is LAZY[0]]
     with InProcessEvaluator(device="cpu", concurrency=2, pool_size=2,
                             checks=default_checks()) as ev:
