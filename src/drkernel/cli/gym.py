@@ -34,8 +34,11 @@ def _fmt_ms(stats) -> str:
 
 def _verdict(r: EvalResult) -> str:
     style = STATUS_STYLE.get(r.status, "red")
-    hacked = " [magenta]hacked[/]" if r.hacks else ""
-    return f"[{style}]{r.status.value}[/]{hacked}"
+    if r.hacked:  # a hack the verdict mode counts
+        return f"[{style}]{r.status.value}[/] [magenta]hacked[/]"
+    if any("lazy" in w for w in r.warnings):
+        return f"[{style}]{r.status.value}[/] [yellow]lazy[/]"
+    return f"[{style}]{r.status.value}[/]"
 
 
 def result_table(rows: Sequence[tuple[str, str, EvalResult]], title: str) -> Table:
