@@ -22,7 +22,7 @@ from drkernel.rl.integrations.verl.dataset import AGENT_NAME, verl_row
 from drkernel.rl.integrations.verl.reward import URL_ENV
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "service"))
-from server import ServerProcess  # noqa: E402
+from service_server import ServerProcess  # noqa: E402
 
 REFERENCE = (
     "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n\n"
@@ -56,7 +56,7 @@ def service(tmp_path_factory):
         "--devices",
         "cpu:1",
         "--evaluator",
-        "evaluators:DirectiveEvaluator",
+        "service_evaluators:DirectiveEvaluator",
     )
     srv.start()
     yield srv

@@ -26,8 +26,8 @@ from drkernel.rl.integrations.verl.reward import URL_ENV, compute_score
 
 SERVICE_TESTS = Path(__file__).resolve().parents[2] / "service"
 sys.path.insert(0, str(SERVICE_TESTS))
-from evaluators import DirectiveEvaluator  # noqa: E402  (the service tests' deterministic evaluator)
-from server import ServerProcess  # noqa: E402
+from service_evaluators import DirectiveEvaluator  # noqa: E402  (the service tests' deterministic evaluator)
+from service_server import ServerProcess  # noqa: E402
 
 REFERENCE = """import torch
 import torch.nn as nn
@@ -53,7 +53,7 @@ def service(tmp_path_factory):
         "--devices",
         "cpu:1",
         "--evaluator",
-        "evaluators:DirectiveEvaluator",
+        "service_evaluators:DirectiveEvaluator",
     )
     srv.start()
     yield srv
