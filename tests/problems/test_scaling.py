@@ -4,7 +4,6 @@ import torch
 from drkernel.problems import Problem, load_rows
 from drkernel.problems.scaling import (
     FLOP_BUDGET,
-    estimate_device_bytes,
     integer_constants,
     measure,
     rewrite_constants,
@@ -74,23 +73,6 @@ def test_second_size_prefers_batch():
     assert second_size_overrides("batch_size = 64\ndim = 1024\n") == {"batch_size": 32}
     assert second_size_overrides("N = 4096\nK = 3\n") == {"N": 2048}
     assert second_size_overrides("K = 3\n") is None
-
-
-def test_estimate_device_bytes_counts_inputs_and_parameters():
-    src = '''import torch
-def get_inputs():
-    return [torch.rand(1024, 256)]
-def get_init_inputs():
-    return [256, 128]
-class Model(torch.nn.Module):
-    def __init__(self, i, o):
-        super().__init__()
-        self.lin = torch.nn.Linear(i, o)
-    def forward(self, x):
-        return self.lin(x)
-'''
-    # (1024*256 + 256*128 + 128) fp32 values, times the default activation factor 4
-    assert estimate_device_bytes(src) == (1024 * 256 + 256 * 128 + 128) * 4 * 4
 
 
 def test_chained_assignments_are_separate_slots():

@@ -237,9 +237,3 @@ def second_size_overrides(code: str) -> dict[str, int] | None:
     name = batch[0] if batch else max(consts, key=consts.get)
     new = _halve(consts[name])
     return {name: new} if new != consts[name] else None
-
-
-def estimate_device_bytes(code: str, activation_factor: float = 4.0) -> int:
-    """Rough device memory of one evaluation: inputs and parameters, times a factor for outputs,
-    clones and intermediates. Used to admit work onto a device."""
-    return int(measure(code)["bytes"] * activation_factor)
