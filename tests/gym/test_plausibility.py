@@ -52,7 +52,8 @@ def test_a_wrong_timed_output_is_hack_10():
 
 
 def test_missing_samples_or_remeasurement_is_hack_8():
-    assert _codes(_report(1.0, {99: True})) == [8]
+    assert _codes(_report(1.0, {99: True})) == []  # large outputs: only the last call is kept
+    assert _codes(_report(1.0, {7: True})) == [8]
     assert _codes(_report(0.01, {7: True, 99: True})) == [8]  # suspicious, and no re-measurement came
 
 

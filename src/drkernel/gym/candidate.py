@@ -35,7 +35,7 @@ import triton  # noqa: E402,F401
 
 from drkernel.gym import inputs as harness  # noqa: E402
 from drkernel.gym.checks import load_hook  # noqa: E402
-from drkernel.gym.ipc import Channel, child_channel, encode_tree  # noqa: E402
+from drkernel.gym.ipc import Channel, StagingBuffer, child_channel, encode_tree  # noqa: E402
 
 SOLUTION_MODULE = "drkernel_solution"
 
@@ -61,13 +61,14 @@ class Context:
         self.config = job["config"]
         self.seeds = [t["seed"] for t in job["trials"]]
         self.ipc = self.device.type == "cuda"
+        self.staging = StagingBuffer(device) if self.ipc else None
 
     def export(self, header: dict[str, Any], value: Any) -> dict[str, Any]:
         """Send ``value`` for the judge to copy; wait for its verdict; then let go of the memory."""
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         try:
-            tree, blob, keep = encode_tree(value, ipc=self.ipc)
+            tree, blob, keep = encode_tree(value, ipc=self.ipc, staging=self.staging)
         except RuntimeError:
             self.ipc = False  # IPC unavailable (e.g. expandable segments): host copies from now on
             tree, blob, keep = encode_tree(value, ipc=False)
@@ -91,6 +92,7 @@ class Candidate:
         self.device = device
         self.stages: dict[str, float] = {}
         self.hooks: list[Any] = []
+        self.out_bytes = 0
 
     def stage(self, name: str, started: float) -> float:
         now = time.perf_counter()
@@ -220,6 +222,8 @@ class Candidate:
                 raise Failure("forward", e) from e
             for hook in self.hooks:
                 hook.after_trial(ctx, i, args, out)
+            if i == 0:
+                self.out_bytes = harness.tensor_bytes(out)
             t = self.stage("compile" if i == 0 else "correctness", t)
             try:
                 verdict = ctx.export({"op": "outputs", "trial": i}, (out, list(args)))
@@ -240,6 +244,9 @@ class Candidate:
         if inputs is None:
             inputs = harness.draw_inputs(ref, int(job["timing_seed"]), self.device)
         cfg, plan = job["config"], job["timing_plan"]
+        keep = set(plan["keep"])
+        if 2 * self.out_bytes > int(job["input_budget_bytes"]):
+            keep = {max(keep)}  # large outputs: only the last call's, which costs no memory to keep
         kept: dict[int, Any] = {}
         self.channel.send({"op": "lock"})
         self.channel.recv()
@@ -247,7 +254,7 @@ class Candidate:
         try:
             stats = time_cuda(model, inputs, warmup=int(cfg["warmup_calls"]) + int(plan["extra_warmup"]),
                               calls=int(cfg["timed_calls"]), l2_flush=bool(cfg["l2_flush"]), device=self.device,
-                              keep=set(plan["keep"]), kept=kept)
+                              keep=keep, kept=kept)
             self.channel.send({"op": "timing", "stats": stats})
             if self.channel.recv().op == "remeasure":
                 stats = time_synchronized(model, inputs, calls=int(plan["remeasure_calls"]),

@@ -121,17 +121,64 @@ def child_channel() -> Channel:
 # ---------------------------------------------------------------------------------------------
 # Tensor trees: outputs (tensor, tuple/list of tensors, scalars) <-> JSON tree + blob.
 
-def encode_tree(value: Any, *, ipc: bool) -> tuple[Any, bytes, list[Any]]:
+class StagingBuffer:
+    """One CUDA allocation of the candidate through which every export travels.
+
+    Exporting each output's own allocation would leave it, once freed, in PyTorch's IPC limbo until
+    the judge's release is seen, so full-size trials (gigabytes each) would pile up in the
+    candidate. Instead, outputs are copied into this buffer (a device-to-device copy) and the judge
+    copies them out; the buffer lives as long as the candidate and grows only when an export needs
+    more room."""
+
+    ALIGN = 256
+
+    def __init__(self, device: Any) -> None:
+        self.device = device
+        self.buf: Any = None
+        self.handle: list[Any] | None = None
+
+    def reserve(self, nbytes: int) -> None:
+        import torch
+
+        if self.buf is None or self.buf.numel() < nbytes:
+            self.buf = self.handle = None
+            self.buf = torch.empty(max(nbytes, self.ALIGN), dtype=torch.uint8, device=self.device)
+            (dev, handle, size, off, rc_handle, rc_off, ev_handle, ev_sync) = \
+                self.buf.untyped_storage()._share_cuda_()
+            self.handle = [dev, _b64(handle), size, off, _b64(rc_handle), rc_off, _b64(ev_handle), bool(ev_sync)]
+
+    @classmethod
+    def layout(cls, tensors: list[Any]) -> tuple[list[int], int]:
+        """Byte offsets of ``tensors`` packed with `ALIGN`, and the total."""
+        offsets, end = [], 0
+        for t in tensors:
+            offsets.append(end)
+            end += -(-t.numel() * t.element_size() // cls.ALIGN) * cls.ALIGN
+        return offsets, end
+
+
+def encode_tree(value: Any, *, ipc: bool, staging: StagingBuffer | None = None) -> tuple[Any, bytes, list[Any]]:
     """Encode an output tree. Returns (tree, blob, keepalive).
 
-    ``ipc`` exports CUDA tensors as IPC handles (the caller keeps ``keepalive`` alive until the
-    judge has copied them); otherwise every tensor is copied to host bytes.
+    ``ipc`` exports CUDA tensors as IPC handles: through ``staging`` when given (copied into the
+    candidate's `StagingBuffer`), else as handles of their own storages (the caller keeps
+    ``keepalive`` alive until the judge has copied them). Without ``ipc`` every tensor is copied
+    to host bytes.
     """
     import torch
 
     chunks: list[bytes] = []
     offset = 0
     keep: list[Any] = []
+    staged: dict[int, int] = {}  # id(tensor) -> byte offset in the staging buffer
+    if ipc and staging is not None:
+        leaves = [t for t in _tensor_leaves(value) if t.is_cuda and t.numel() > 0]
+        offsets, total = StagingBuffer.layout(leaves)
+        staging.reserve(total)
+        for t, start in zip(leaves, offsets):
+            n = t.numel() * t.element_size()
+            staging.buf[start:start + n].view(t.dtype).view(t.shape).copy_(t.detach())
+            staged[id(t)] = start
 
     def enc(v: Any) -> Any:
         nonlocal offset
@@ -139,7 +186,11 @@ def encode_tree(value: Any, *, ipc: bool) -> tuple[Any, bytes, list[Any]]:
             t = v.detach()
             head = {"k": "tensor", "dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape),
                     "type": type(v).__name__}
-            if ipc and t.is_cuda and t.untyped_storage().nbytes() > 0:
+            if id(v) in staged:
+                head.update(ipc=list(staging.handle), stride=_contiguous_strides(list(t.shape)),
+                            storage_offset=staged[id(v)] // t.element_size())
+                return head
+            if ipc and staging is None and t.is_cuda and t.untyped_storage().nbytes() > 0:
                 storage = t.untyped_storage()
                 (dev, handle, size, off, rc_handle, rc_off, ev_handle, ev_sync) = storage._share_cuda_()
                 keep.append(storage)
@@ -161,6 +212,24 @@ def encode_tree(value: Any, *, ipc: bool) -> tuple[Any, bytes, list[Any]]:
 
     tree = enc(value)
     return tree, b"".join(chunks), keep
+
+
+def _contiguous_strides(shape: list[int]) -> list[int]:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return strides[::-1]
+
+
+def _tensor_leaves(value: Any) -> list[Any]:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _tensor_leaves(v)]
+    return []
 
 
 def _b64(b: bytes | None) -> str | None:

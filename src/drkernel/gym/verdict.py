@@ -211,8 +211,8 @@ def timing_hacks(result: EvalResult, judge_report: Mapping[str, Any]) -> list[Ha
     if wrong:
         message = next(str(v.get("message", "")) for v in samples.values() if not v.get("passed"))
         hacks.append(make_hack(10, f"the output of timed call {', '.join(wrong)} was wrong: {message[:200]}"))
-    elif len(samples) < len(plan.get("keep") or ()):
-        hacks.append(make_hack(8, "the sampled outputs of the timed calls never reached the judge"))
+    elif f"timed_call_{max(plan.get('keep') or [0])}" not in samples:  # the last timed call is always sent
+        hacks.append(make_hack(8, "the output of the last timed call never reached the judge"))
     event_ms, out_bytes = float(sol["median_ms"]), int(judge_report.get("out_bytes") or 0)
     sync = judge_report.get("sol_timing_sync")
     if sync is None:
