@@ -11,6 +11,7 @@ set -u
 cd "$(dirname "$0")/.."
 export OUT="${OUT:-out}"
 export PYTHONPATH="src${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1  # a section killed at its timeout still shows what it printed
 PY="${PYTHON:-python3}"
 SECTION_TIMEOUT="${SECTION_TIMEOUT:-560}"
 mkdir -p "$OUT"
