@@ -47,6 +47,7 @@ from drkernel.service.scheduler import Scheduler, Submission
 from drkernel.service.store import JobStore
 from drkernel.service.workers import LocalWorker
 
+FRESH_TIMEOUT_S = 120.0  # a fresh gold evaluation should take ~20 s on an H100 (judge and candidate start)
 FRESH_SNIPPET = """
 import json, sys
 from drkernel.gym import InProcessEvaluator
@@ -113,11 +114,11 @@ async def run_pool(
 def run_fresh(
     requests: list[EvalRequest], device: str, budget_s: float
 ) -> tuple[list[EvalResult | None], float]:
-    """Each request in a fresh process, one at a time, until ``budget_s`` is spent."""
+    """Each request in a fresh process, one at a time, while the next one should end within ``budget_s``."""
     results, total = [], 0.0
     for r in requests:
-        if total >= budget_s:
-            print(f"!! fresh budget of {budget_s:.0f} s reached after {len(results)} of {len(requests)} evaluations")
+        if results and total + total / len(results) > budget_s:
+            print(f"!! fresh budget of {budget_s:.0f} s: stopped after {len(results)} of {len(requests)} evaluations")
             break
         t0 = time.perf_counter()
         try:
@@ -126,11 +127,11 @@ def run_fresh(
                 input=json.dumps(r.to_dict()),
                 capture_output=True,
                 text=True,
-                timeout=300,
+                timeout=FRESH_TIMEOUT_S,
             )
         except subprocess.TimeoutExpired:
             total += time.perf_counter() - t0
-            print(f"!! fresh evaluation of {r.request_id} timed out after 300 s")
+            print(f"!! fresh evaluation of {r.request_id} timed out after {FRESH_TIMEOUT_S:.0f} s")
             results.append(None)
             continue
         seconds = time.perf_counter() - t0
