@@ -7,7 +7,8 @@ to ``--out``.
 
 1. sanity: a randomly initialised Llama (``--hidden`` x ``--layers``, built on the spot with a locally
    trained tokenizer) learns to answer in digits; 16 prompts x 16 samples per step, fp32, shared
-   weights (so MRS must keep everything). Check: mean reward rises by >= 0.3.
+   weights (so MRS must keep everything). Check: the mean reward of the last 5 steps is >= 0.3 above
+   step 1's (sampled before any update).
 2. bf16 mismatch: two steps with bf16 weights; reports the rollout-vs-trainer log-ratio and what MRS
    rejects at the paper's bounds (KV-cached decoding vs one full forward differ in bf16).
 3. kernel: steps of the kernel task with the in-process gym on the GPU (timing and profiling on): the
@@ -103,11 +104,14 @@ def run_sanity(args: argparse.Namespace) -> dict:
             f"step {m['perf/step_s']:.2f}s",
             flush=True,
         )
-    first, last = sum(rewards[:5]) / len(rewards[:5]), sum(rewards[-5:]) / len(rewards[-5:])
+    # The baseline is step 1's rollout, sampled before any update: the 8 x 512 model can learn the task
+    # within 3-4 steps (on CPU: 0.01, 0.05, 0.66, 0.96), so a first-5 mean would already include learning.
+    first, first5 = rewards[0], sum(rewards[:5]) / len(rewards[:5])
+    last = sum(rewards[-5:]) / len(rewards[-5:])
     check(
         "sanity reward rises",
         last - first >= 0.3,
-        f"first 5 steps {first:.3f} -> last 5 {last:.3f}",
+        f"step 1 (before any update) {first:.3f} -> mean of the last 5 steps {last:.3f}",
         skip="fewer than 10 steps" if len(rewards) < 10 else "",
     )
     check(
@@ -125,7 +129,8 @@ def run_sanity(args: argparse.Namespace) -> dict:
     return {
         "wall_s": wall,
         "reward_mean": rewards,
-        "first5": first,
+        "step1": first,
+        "first5": first5,
         "last5": last,
         "gen_tokens_per_s_median": sorted(m["perf/tokens_per_s"] for m in history)[len(history) // 2],
         "train_tokens_per_s_median": sorted(m["perf/train_tokens_per_s"] for m in history)[len(history) // 2],
@@ -358,7 +363,8 @@ def main() -> None:
     if "sanity" in report:
         r = report["sanity"]
         print(
-            f"SUMMARY sanity: reward {r['first5']:.3f} (first 5 steps) -> {r['last5']:.3f} (last 5), "
+            f"SUMMARY sanity: reward {r['step1']:.3f} (step 1) / {r['first5']:.3f} (first 5 steps) -> "
+            f"{r['last5']:.3f} (last 5), "
             f"curve {[round(x, 2) for x in r['reward_mean']]}; generated tokens/s {r['gen_tokens_per_s_median']:.0f}, "
             f"trainer tokens/s {r['train_tokens_per_s_median']:.0f} (medians); {r['wall_s']:.0f} s"
         )
