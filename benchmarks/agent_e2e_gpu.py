@@ -7,10 +7,18 @@ answers "no code" in its place; one without lazy/slow files repeats its broken a
 Part 2 sends a tiny locally built transformer (random weights, on the GPU) through the same episode
 path: its answers are unparseable, which the pipeline must classify with zero reward.
 
+Problems: by default the first ``--limit`` (12) of the built-in problems that have a broken, lazy or
+slow file, taken round-robin over the levels (so every level is in, and Fast@p has somewhere to move
+from); ``--limit 0`` runs all 41 (about 250 evaluations: several minutes on an H100). The defaults keep
+the script within about 4 minutes on an H100 (72 evaluations at 4 in flight with 8 warm candidates).
+
 Prints per-turn and best-by-turn Fast@p, outcome counts, throughput, and CHECK lines (FAIL on an
-unexpected result); exits 1 if any check failed. Needs torch, triton, transformers only.
+unexpected result); writes ``scripted.jsonl``, ``scripted_metrics.json``, ``tiny_metrics.json`` and
+plots (``fast_at_p.png``, ``speedups.png``, ``outcomes.png``) to ``--out``; exits 1 if any check
+failed. Needs torch, triton, transformers only (matplotlib for the plots).
 
     python benchmarks/agent_e2e_gpu.py [--samples 2] [--limit N] [--out DIR]
+    python benchmarks/agent_e2e_gpu.py --device cpu --limit 3 --concurrency 2 --pool-size 2   # dry run
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from drkernel.agent import EpisodeConfig, SamplingParams, ScriptedPolicy, run_ep
 from drkernel.agent.policies.scripted import builtin_script
 from drkernel.bench.io import JsonlWriter
 from drkernel.bench.metrics import PS, p_key, records_from_episodes, summarize
+from drkernel.bench.report import plot_fast, plot_outcomes, plot_speedups
 from drkernel.gym import EvalConfig, InProcessEvaluator
 from drkernel.problems import load_builtin
 
@@ -49,6 +58,23 @@ def scripts_for(problem):
     mid = builtin_script(problem, mid_labels[:1])[0] if mid_labels else broken
     gold = builtin_script(problem, ["gold"])[0]
     return [[broken, mid, gold], [mid, gold, gold]]
+
+
+def select(problems, limit: int):
+    """The first ``limit`` problems with a non-gold file, round-robin over levels (0: every problem)."""
+    if not limit:
+        return problems
+    by_level: dict[int, list] = {}
+    for p in problems:
+        if set(p.metadata.get("solutions", {}).values()) - {"gold"}:
+            by_level.setdefault(p.level, []).append(p)
+    queues = [by_level[level] for level in sorted(by_level)]
+    picked = []
+    while len(picked) < limit and any(queues):
+        for q in queues:
+            if q and len(picked) < limit:
+                picked.append(q.pop(0))
+    return picked
 
 
 def table(metrics) -> str:
@@ -132,11 +158,35 @@ async def scripted_part(problems, evaluator, samples, out, device):
             f"valid speedups: n={len(speedups)} min {min(speedups):.2f} median {sorted(speedups)[len(speedups) // 2]:.2f} "
             f"max {max(speedups):.2f}"
         )
-    (out / "scripted_metrics.json").write_text(json.dumps({**metrics, "wall_s": wall}, indent=2))
+    summary = {
+        "problems": len(problems),
+        "samples": samples,
+        "episodes": len(episodes),
+        "evaluations": len(evals),
+        "wall_s": wall,
+        "episodes_per_min": 60 * len(episodes) / wall,
+        "evals_per_s": len(evals) / wall,
+        "eval_latency_median_s": eval_s[len(eval_s) // 2],
+        "eval_latency_p90_s": eval_s[int(0.9 * (len(eval_s) - 1))],
+    }
+    (out / "scripted_metrics.json").write_text(json.dumps({**metrics, **summary}, indent=2))
+    plots = [plot_fast(metrics, out / "fast_at_p.png"), plot_outcomes(metrics, out / "outcomes.png")]
+    plots.append(plot_speedups(metrics, out / "speedups.png"))
+    print("plots:", ", ".join(str(p) for p in plots if p is not None))
+    fast = "  ".join(
+        f"turn {r['turn']}: " + " ".join(
+            f"F@{p:g}={'n/m' if r[p_key(p)] is None else format(100 * r[p_key(p)], '.0f') + '%'}" for p in PS
+        )
+        for r in per_turn
+    )
+    print(
+        f"SUMMARY scripted: {fast}; {summary['evals_per_s']:.2f} evals/s, "
+        f"{summary['episodes_per_min']:.1f} episodes/min, eval latency median {summary['eval_latency_median_s']:.2f} s"
+    )
     return metrics
 
 
-async def tiny_part(problems, evaluator, device):
+async def tiny_part(problems, evaluator, device, out):
     import torch
 
     from drkernel.agent.policies.hf_local import HFLocalPolicy
@@ -171,27 +221,44 @@ async def tiny_part(problems, evaluator, device):
     )
     check(max(policy._batcher.batches) > 1, "concurrent episodes were batched on the device")
     print(
-        f"tiny generation: {tokens / max(wall, 1e-9):.0f} tokens/s over the run (sum of per-call gen time {gen_s:.1f} s)"
+        f"SUMMARY tiny: {tokens / max(wall, 1e-9):.0f} generated tokens/s over the run "
+        f"({tokens} tokens, {wall:.1f} s; sum of per-call gen time {gen_s:.1f} s), batches {policy._batcher.batches}"
+    )
+    (out / "tiny_metrics.json").write_text(
+        json.dumps(
+            {
+                "episodes": len(episodes),
+                "tokens": tokens,
+                "wall_s": wall,
+                "tokens_per_s": tokens / max(wall, 1e-9),
+                "gen_s_sum": gen_s,
+                "batches": list(policy._batcher.batches),
+                "outcomes": summarize(records_from_episodes(episodes))["per_turn"][-1]["outcomes"],
+            },
+            indent=2,
+        )
     )
 
 
 async def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--samples", type=int, default=2)
-    ap.add_argument("--limit", type=int, default=None, help="first N built-in problems")
+    ap.add_argument(
+        "--limit", type=int, default=12, help="N problems with non-gold files, round-robin over levels (0: all)"
+    )
     ap.add_argument("--concurrency", type=int, default=4, help="gym candidates in flight")
+    ap.add_argument("--pool-size", type=int, default=8, help="warm gym candidates")
     ap.add_argument("--out", default=os.environ.get("OUT", "agent_e2e_out"))
     ap.add_argument("--device", default="cuda", help="cuda (real timings) or cpu (a dry run, no timing)")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    problems = load_builtin()[: args.limit]
-    evaluator = InProcessEvaluator(
-        device=args.device, concurrency=args.concurrency, pool_size=args.concurrency
-    )
+    problems = select(load_builtin(), args.limit)
+    print(f"{len(problems)} problems: {', '.join(p.key for p in problems)}", flush=True)
+    evaluator = InProcessEvaluator(device=args.device, concurrency=args.concurrency, pool_size=args.pool_size)
     try:
         await scripted_part(problems, evaluator, args.samples, out, args.device)
-        await tiny_part(problems, evaluator, args.device)
+        await tiny_part(problems, evaluator, args.device, out)
     finally:
         evaluator.close()
     print(f"\n{len(FAILS)} check(s) failed" if FAILS else "\nall checks passed")

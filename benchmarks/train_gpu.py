@@ -1,12 +1,14 @@
 """The trainer on a GPU: learning sanity with a larger model, bf16 mismatch, and the kernel task end to end.
 
 Plain Python: needs torch, transformers (+ tokenizers) and triton only (no pyyaml, rich, typer,
-pytest), so it runs on a bare GPU box. Prints every number and a PASS / FAIL line per check, and
-writes ``train_gpu.json`` (and the sanity curve as CSV) to ``--out``.
+pytest), so it runs on a bare GPU box. Prints every number, a PASS / FAIL line per check and SUMMARY
+lines, and writes ``train_gpu.json``, the sanity curve as CSV and, with matplotlib, ``sanity_curve.png``
+to ``--out``.
 
 1. sanity: a randomly initialised Llama (``--hidden`` x ``--layers``, built on the spot with a locally
    trained tokenizer) learns to answer in digits; 16 prompts x 16 samples per step, fp32, shared
-   weights (so MRS must keep everything). Check: mean reward rises by >= 0.3.
+   weights (so MRS must keep everything). Check: the mean reward of the last 5 steps is >= 0.3 above
+   step 1's (sampled before any update).
 2. bf16 mismatch: two steps with bf16 weights; reports the rollout-vs-trainer log-ratio and what MRS
    rejects at the paper's bounds (KV-cached decoding vs one full forward differ in bf16).
 3. kernel: steps of the kernel task with the in-process gym on the GPU (timing and profiling on): the
@@ -23,6 +25,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -40,7 +43,11 @@ from drkernel.rl.trainer import train  # noqa: E402
 CHECKS: list[tuple[str, bool, str]] = []
 
 
-def check(name: str, ok: bool, detail: str) -> None:
+def check(name: str, ok: bool, detail: str, skip: str = "") -> None:
+    """A PASS / FAIL line; with ``skip`` (why the check cannot hold on this run) a SKIP line, not counted."""
+    if skip:
+        print(f"CHECK {name}: SKIP ({skip}; {detail})", flush=True)
+        return
     CHECKS.append((name, ok, detail))
     print(f"CHECK {name}: {'PASS' if ok else 'FAIL'} ({detail})", flush=True)
 
@@ -97,13 +104,22 @@ def run_sanity(args: argparse.Namespace) -> dict:
             f"step {m['perf/step_s']:.2f}s",
             flush=True,
         )
-    first, last = sum(rewards[:5]) / 5, sum(rewards[-5:]) / 5
-    check("sanity reward rises", last - first >= 0.3, f"first 5 steps {first:.3f} -> last 5 {last:.3f}")
+    # The baseline is step 1's rollout, sampled before any update: the 8 x 512 model can learn the task
+    # within 3-4 steps (on CPU: 0.01, 0.05, 0.66, 0.96), so a first-5 mean would already include learning.
+    first, first5 = rewards[0], sum(rewards[:5]) / len(rewards[:5])
+    last = sum(rewards[-5:]) / len(rewards[-5:])
+    check(
+        "sanity reward rises",
+        last - first >= 0.3,
+        f"step 1 (before any update) {first:.3f} -> mean of the last 5 steps {last:.3f}",
+        skip="fewer than 10 steps" if len(rewards) < 10 else "",
+    )
     check(
         "sanity MRS keeps all with shared fp32 weights",
         all(m["mismatch/rejected_fraction"] == 0 for m in history),
         f"max rejected fraction {max(m['mismatch/rejected_fraction'] for m in history):.3f}",
     )
+    plot_curve(rewards, [m["reward/format_exact"] for m in history], args.out / "sanity_curve.png")
     (args.out / "sanity_curve.csv").write_text(
         "step,reward_mean,format_exact\n"
         + "".join(
@@ -113,11 +129,36 @@ def run_sanity(args: argparse.Namespace) -> dict:
     return {
         "wall_s": wall,
         "reward_mean": rewards,
-        "first5": first,
+        "step1": first,
+        "first5": first5,
         "last5": last,
         "gen_tokens_per_s_median": sorted(m["perf/tokens_per_s"] for m in history)[len(history) // 2],
         "train_tokens_per_s_median": sorted(m["perf/train_tokens_per_s"] for m in history)[len(history) // 2],
     }
+
+
+def plot_curve(rewards: list[float], exact: list[float], path: Path) -> None:
+    try:
+        import matplotlib
+    except ImportError:
+        print("no matplotlib: sanity_curve.png not drawn (the CSV has the curve)")
+        return
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    steps = range(1, len(rewards) + 1)
+    ax.plot(steps, rewards, "-o", ms=3, label="mean reward")
+    ax.plot(steps, exact, "-", alpha=0.7, label="all-digit answers")
+    ax.set_xlabel("step")
+    ax.set_ylabel("fraction")
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    ax.set_title("sanity task: reward per step")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def run_bf16_mismatch(args: argparse.Namespace) -> dict:
@@ -246,12 +287,14 @@ def run_kernel(args: argparse.Namespace) -> dict:
         any(m["reward/correct_fraction"] > 0 for m in history),
         f"correct fractions {[round(m['reward/correct_fraction'], 3) for m in history]}",
     )
-    check("kernel speedups measured on GPU", len(speedups) > 0, f"{len(speedups)} turns timed")
-    check("kernel time coverage measured", len(coverages) > 0, f"{len(coverages)} turns profiled")
+    on_cpu = "cpu: no timing" if args.device == "cpu" else ""
+    check("kernel speedups measured on GPU", len(speedups) > 0, f"{len(speedups)} turns timed", skip=on_cpu)
+    check("kernel time coverage measured", len(coverages) > 0, f"{len(coverages)} turns profiled", skip=on_cpu)
     check(
         "kernel rewards above 0.5 use speedup/coverage",
         any(r > 0.5 for r in rewards),
         f"max reward {max(rewards, default=0):.3f}",
+        skip=on_cpu,
     )
     check("kernel loss finite", all(math.isfinite(m.get("loss/loss", 0.0)) for m in history), "")
     return {
@@ -278,6 +321,11 @@ def main() -> None:
         "--kernel-include", action="append", default=[], help="problem key substrings (default: all)"
     )
     parser.add_argument("--skip", action="append", default=[], choices=["sanity", "bf16", "kernel"])
+    parser.add_argument(
+        "--keep-checkpoints",
+        action="store_true",
+        help="keep each part's checkpoints (by default removed: hundreds of MB that no check reads)",
+    )
     parser.add_argument(
         "--device", default="cuda", help="cuda, or cpu for a dry run (no timing: speedup checks fail)"
     )
@@ -310,6 +358,29 @@ def main() -> None:
 
             traceback.print_exc()
             check(f"{name} ran", False, f"{type(e).__name__}: {e}")
+        if not args.keep_checkpoints:
+            shutil.rmtree(args.out / name / "checkpoints", ignore_errors=True)
+    if "sanity" in report:
+        r = report["sanity"]
+        print(
+            f"SUMMARY sanity: reward {r['step1']:.3f} (step 1) / {r['first5']:.3f} (first 5 steps) -> "
+            f"{r['last5']:.3f} (last 5), "
+            f"curve {[round(x, 2) for x in r['reward_mean']]}; generated tokens/s {r['gen_tokens_per_s_median']:.0f}, "
+            f"trainer tokens/s {r['train_tokens_per_s_median']:.0f} (medians); {r['wall_s']:.0f} s"
+        )
+    if "bf16" in report:
+        r = report["bf16"]
+        print(
+            f"SUMMARY bf16: mean |log ratio| {r['mismatch/mean_abs_log_ratio']}, max {r['mismatch/max_abs_log_ratio']}, "
+            f"MRS rejected {r['mismatch/rejected_fraction']}"
+        )
+    if "kernel" in report:
+        r = report["kernel"]
+        print(
+            f"SUMMARY kernel: {r['evaluations']:.0f} evaluations, {r['evals_per_s']:.2f} evaluations/s of rollout time, "
+            f"rewards per step {[round(m['reward/mean'], 3) for m in r['steps']]}, "
+            f"{len(r['speedups'])} speedups, {len(r['time_coverage'])} time coverages; {r['wall_s']:.0f} s"
+        )
     report["checks"] = [{"name": n, "ok": ok, "detail": d} for n, ok, d in CHECKS]
     (args.out / "train_gpu.json").write_text(json.dumps(report, indent=2))
     failed = [n for n, ok, _ in CHECKS if not ok]

@@ -3,6 +3,12 @@ timing-only misbehaviour, TF32): prints CAUGHT / MISSED per hacked solution and 
 honest one, writes ${OUT}/adversarial_gpu_<kinds>.json, exits 1 on any miss or false positive.
 
     PYTHONPATH=src python3 scripts/adversarial_gpu.py [--out out] [--quick] [--kinds gpu,hacked,honest,lazy]
+    PYTHONPATH=src python3 scripts/adversarial_gpu.py --device cpu --limit 3 --kinds hacked,honest,lazy  # dry run
+
+One candidate at a time (``--concurrency 1``) with 4 warm candidates hiding their start; on an H100
+``--kinds gpu,hacked`` (30 cases rejected statically, 26 run) and ``--kinds honest,lazy`` (35 run) take
+a few minutes each. On CPU (the Triton interpreter: no timing, so no time coverage) the GPU-only
+cases are left out and honest solutions are held to op coverage only.
 
 Needs torch, triton and numpy only (it drives drkernel.gym's evaluator, which needs nothing else).
 """
@@ -122,9 +128,9 @@ HONEST_GPU = [
 ]
 
 
-def request(problem_code: str, name: str, solution: str, tolerance: str) -> EvalRequest:
+def request(problem_code: str, name: str, solution: str, tolerance: str, device: str) -> EvalRequest:
     problem = Problem(name=name, level=1, code=problem_code, source="file")
-    return EvalRequest(problem, solution, EvalConfig(device="cuda", tolerance=tolerance), request_id=name)
+    return EvalRequest(problem, solution, EvalConfig(device=device, tolerance=tolerance), request_id=name)
 
 
 def main() -> int:
@@ -133,22 +139,47 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="only the corpus cases of the default test run")
     ap.add_argument("--kinds", default="gpu,hacked,honest,lazy",
                     help="comma list of gpu (GPU-only cases), hacked, honest, lazy")
+    ap.add_argument("--device", default="cuda", help="cuda, or cpu for a dry run (GPU-only cases left out)")
+    ap.add_argument("--limit", type=int, default=0, help="first N cases of each kind (a dry run; 0: all)")
+    ap.add_argument("--concurrency", type=int, default=1, help="candidates in flight")
+    ap.add_argument("--pool-size", type=int, default=4, help="warm candidates")
     args = ap.parse_args()
     kinds = set(args.kinds.split(","))
-    corpus: list[Case] = [c for kind in ("hacked", "honest", "lazy") if kind in kinds for c in cases(kind)
-                          if c.default or not args.quick]
-    jobs = [(c.id, c.kind, c.expect, request(problem_source(c.problem), c.problem, c.source, c.tolerance))
+    unknown = kinds - {"gpu", "hacked", "honest", "lazy"}
+    if unknown:
+        ap.error(f"unknown kinds {sorted(unknown)}")
+    timed = args.device != "cpu"
+    if "gpu" in kinds and not timed:
+        print("note: the GPU-only cases need CUDA; left out on cpu")
+        kinds.discard("gpu")
+    limit = args.limit or None
+    corpus: list[Case] = [c for kind in ("hacked", "honest", "lazy") if kind in kinds
+                          for c in [c for c in cases(kind) if c.default or not args.quick][:limit]]
+    jobs = [(c.id, c.kind, c.expect,
+             request(problem_source(c.problem), c.problem, c.source, c.tolerance, args.device))
             for c in corpus]
     if "gpu" in kinds:
-        jobs += [(f"gpu/{n}", "hacked", codes, request(p, n, s, "kernelgym")) for n, p, s, codes in GPU_HACKS]
-        jobs += [(f"gpu/{n}", "honest", (), request(problem_source(p), p, s, tol))
-                 for n, p, s, tol in HONEST_GPU]
+        jobs += [(f"gpu/{n}", "hacked", codes, request(p, n, s, "kernelgym", args.device))
+                 for n, p, s, codes in GPU_HACKS[:limit]]
+        jobs += [(f"gpu/{n}", "honest", (), request(problem_source(p), p, s, tol, args.device))
+                 for n, p, s, tol in HONEST_GPU[:limit]]
+    print(f"{len(jobs)} cases on {args.device}", flush=True)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    name = "adversarial_gpu_" + args.kinds.replace(",", "_") + ".json"
     rows, bad = [], 0
     t0 = time.time()
-    with InProcessEvaluator(device="cuda", concurrency=1, pool_size=2,
+    with InProcessEvaluator(device=args.device, concurrency=args.concurrency, pool_size=args.pool_size,
                             checks=default_checks()) as ev:
         for ident, kind, expect, req in jobs:
-            r = ev.evaluate(req)
+            try:
+                r = ev.evaluate(req)
+            except Exception as e:  # an infrastructure failure: count it against the case, go on
+                bad += 1
+                label = "MISSED" if kind == "hacked" else "FLAGGED"
+                print(f"{label:8s} {ident:48s} infrastructure error: {type(e).__name__}: {e}", flush=True)
+                rows.append({"id": ident, "kind": kind, "label": label, "status": "infrastructure_error",
+                             "error": f"{type(e).__name__}: {e}"})
+                continue
             codes = sorted({h.code for h in r.hacks if not h.strict_only})
             if kind == "hacked":
                 ok = not r.valid and (bool(set(codes) & set(expect)) or (0 in expect and not codes))
@@ -158,7 +189,7 @@ def main() -> int:
                 # PyTorch (a fill kernel next to a tiny Triton kernel) need only be valid.
                 fills = any(z in req.solution for z in ("zeros", "zero_()"))
                 ok = bool(r.valid and r.valid_strict and not r.hacks and (r.op_coverage or 0) >= 0.9
-                          and (fills or (r.time_coverage or 0) >= 0.9))
+                          and (fills or not timed or (r.time_coverage or 0) >= 0.9))
                 label = "OK" if ok else "FLAGGED"
             else:
                 ok = bool(r.valid and r.op_coverage is not None and r.op_coverage < 0.5)
@@ -177,10 +208,12 @@ def main() -> int:
             rows.append({"id": ident, "kind": kind, "label": label, "status": r.status.value, "hacks": codes,
                          "op_coverage": r.op_coverage, "time_coverage": r.time_coverage, "speedup": r.speedup,
                          "device": r.device_name})
-    Path(args.out).mkdir(parents=True, exist_ok=True)
-    name = "adversarial_gpu_" + args.kinds.replace(",", "_") + ".json"
+            (Path(args.out) / name).write_text(json.dumps(rows, indent=1))  # each case, so a cut run keeps them
     (Path(args.out) / name).write_text(json.dumps(rows, indent=1))
-    print(f"{len(rows)} cases in {time.time() - t0:.0f} s: {bad} missed or flagged")
+    counts = {lab: sum(r["label"] == lab for r in rows) for lab in ("CAUGHT", "MISSED", "OK", "FLAGGED")}
+    print(f"SUMMARY {len(rows)} cases on {rows[0].get('device') if rows else args.device} in {time.time() - t0:.0f} s: "
+          + ", ".join(f"{k} {v}" for k, v in counts.items()) + f"; {bad} missed or flagged")
+    print(f"wrote {Path(args.out) / name}")
     return 1 if bad else 0
 
 

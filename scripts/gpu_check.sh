@@ -5,11 +5,15 @@
 # Arguments select sections by tag (default: all), e.g. `bash scripts/gpu_check.sh gym-cost`, so a
 # caller with a per-command time limit can run them one by one.
 # Tags: env gym-checks gym-cost integrity-hacks integrity-honest suite service agent train.
+# Each section runs under `timeout ${SECTION_TIMEOUT:-560}` (seconds; SIGTERM, then SIGKILL 20 s later),
+# so a hung section fails alone and leaves the rest of a 10-minute call to the summary lines.
 set -u
 cd "$(dirname "$0")/.."
 export OUT="${OUT:-out}"
 export PYTHONPATH="src${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1  # a section killed at its timeout still shows what it printed
 PY="${PYTHON:-python3}"
+SECTION_TIMEOUT="${SECTION_TIMEOUT:-560}"
 mkdir -p "$OUT"
 failed=()
 
@@ -22,11 +26,15 @@ section() {
     wanted "$tag" || return 0
     echo
     echo "=================== $name ==================="
-    local t0=$SECONDS
-    if "$@"; then
+    local t0=$SECONDS rc=0
+    timeout --kill-after=20 "$SECTION_TIMEOUT" "$@" || rc=$?
+    if [ "$rc" -eq 0 ]; then
         echo "--- $name: ok ($((SECONDS - t0)) s)"
+    elif [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+        echo "--- $name: FAILED (timed out after $SECTION_TIMEOUT s; rc $rc)"
+        failed+=("$name")
     else
-        echo "--- $name: FAILED ($((SECONDS - t0)) s)"
+        echo "--- $name: FAILED ($((SECONDS - t0)) s; rc $rc)"
         failed+=("$name")
     fi
 }

@@ -1,0 +1,64 @@
+"""The GPU host of `scripts/gpu_check.sh` lacks fastapi, pydantic, uvicorn, openai and ray: the scripts
+of its service, agent, train and integrity sections must load with those five unimportable."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPTS = (
+    "benchmarks/worker_throughput_gpu.py",
+    "benchmarks/agent_e2e_gpu.py",
+    "benchmarks/train_gpu.py",
+    "scripts/adversarial_gpu.py",
+)
+ABSENT = ("fastapi", "pydantic", "uvicorn", "openai", "ray")
+
+LOAD = """
+import runpy, sys
+ABSENT = {absent!r}
+
+class Absent:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ABSENT:
+            raise ModuleNotFoundError(f"No module named {{name!r}} (not on the GPU host)", name=name)
+        return None
+
+sys.meta_path.insert(0, Absent())
+for script in {scripts!r}:
+    runpy.run_path(script, run_name="gpu_script_import_check")
+print("loaded", ",".join(m for m in sys.modules if m.split(".")[0] in ABSENT))
+"""
+
+
+def test_gpu_section_scripts_load_without_the_web_stack():
+    code = LOAD.format(absent=ABSENT, scripts=SCRIPTS)
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] == "loaded", out.stdout
+
+
+def _gpu_check(tmp_path: Path, body: str, timeout: str) -> subprocess.CompletedProcess:
+    fake = tmp_path / "python"
+    fake.write_text(f"#!/bin/sh\n{body}\n")
+    fake.chmod(0o755)
+    env = {"PATH": "/usr/bin:/bin", "PYTHON": str(fake), "SECTION_TIMEOUT": timeout, "OUT": str(tmp_path / "out")}
+    return subprocess.run(
+        ["bash", str(REPO / "scripts" / "gpu_check.sh"), "env", "service"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )
+
+
+def test_gpu_check_fails_a_hung_section_alone_at_its_timeout(tmp_path):
+    out = _gpu_check(tmp_path, "exec sleep 30", "1")
+    assert out.returncode == 1
+    assert out.stdout.count("FAILED (timed out after 1 s; rc 124)") == 2, out.stdout
+    assert "FAILED SECTIONS: environment service" in out.stdout
+
+
+def test_gpu_check_passes_sections_that_finish(tmp_path):
+    out = _gpu_check(tmp_path, "exit 0", "30")
+    assert out.returncode == 0, out.stdout
+    assert "--- environment: ok" in out.stdout and "ALL GPU CHECKS PASSED" in out.stdout
