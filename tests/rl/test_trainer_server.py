@@ -2,7 +2,8 @@
 
 After every update the trainer saves its weights and POSTs the folder to the server's
 ``/update_weights_from_disk`` (SGLang's route), so the next step samples from the new policy and the
-trainer's log-probs agree with the server's (MRS keeps everything).
+trainer's log-probs agree with the server's (MRS keeps everything). With LoRA the trainer pushes the
+merged full weights under the base model's names.
 """
 
 import socket
@@ -14,6 +15,7 @@ import pytest
 import torch
 
 from drkernel.rl.config import load_config
+from drkernel.rl.modeling import rollout_state_dict
 from drkernel.rl.trainer import Trainer
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "train"
@@ -62,6 +64,7 @@ def _train_through(url, tmp_path, *extra):
             "rollout.prompts_per_step=2",
             "rollout.samples_per_prompt=4",
             "rollout.max_tokens=4",
+            "task.sanity_target=abcdefghijklmnopqrstuvwxyz",  # random answers earn different rewards
             *extra,
         ],
     )
@@ -89,6 +92,20 @@ def test_openai_server_rollouts_with_weight_reload(tiny_server, tmp_path):
     for k, v in trainer.model.state_dict().items():
         assert torch.equal(v, pushed[k]), k
     _assert_server_agrees(history)
+
+
+def test_lora_pushes_merged_weights_to_server(tiny_server, tmp_path):
+    served, url = tiny_server
+    initial = {k: v.clone() for k, v in served.state_dict().items()}
+    trainer, history = _train_through(url, tmp_path, "model.lora.enabled=true", "model.lora.r=4", "optim.lr=1e-2")
+    merged, pushed = rollout_state_dict(trainer.model), served.state_dict()
+    assert set(merged) == set(pushed)  # the base model's names, no adapter tensors
+    changed = {k for k in pushed if not torch.equal(initial[k], pushed[k])}
+    assert changed and all(k.split(".")[-2].endswith("_proj") for k in changed), sorted(changed)[:5]
+    for k, v in merged.items():
+        assert torch.equal(v, pushed[k]), k
+    _assert_server_agrees(history)
+    assert not (tmp_path / "pushed_weights" / "adapter_config.json").exists()
 
 
 def test_reload_route_rejects_bad_folders_and_loads_good_ones(tmp_path):
