@@ -45,7 +45,8 @@ def tiny_server():
     from drkernel.agent.tiny import build_tiny
 
     model, tokenizer = build_tiny(seed=0, hidden=32)
-    server, thread, url = _serve(create_app(HFLocalPolicy(model, tokenizer, batch_size=16, name="tiny"), "tiny"))
+    policy = HFLocalPolicy(model, tokenizer, batch_size=16, name="tiny")
+    server, thread, url = _serve(create_app(policy, "tiny"))
     yield model, url
     server.should_exit = True
     thread.join(timeout=10)
@@ -97,7 +98,8 @@ def test_openai_server_rollouts_with_weight_reload(tiny_server, tmp_path):
 def test_lora_pushes_merged_weights_to_server(tiny_server, tmp_path):
     served, url = tiny_server
     initial = {k: v.clone() for k, v in served.state_dict().items()}
-    trainer, history = _train_through(url, tmp_path, "model.lora.enabled=true", "model.lora.r=4", "optim.lr=1e-2")
+    lora = ["model.lora.enabled=true", "model.lora.r=4", "optim.lr=1e-2"]
+    trainer, history = _train_through(url, tmp_path, *lora)
     merged, pushed = rollout_state_dict(trainer.model), served.state_dict()
     assert set(merged) == set(pushed)  # the base model's names, no adapter tensors
     changed = {k for k in pushed if not torch.equal(initial[k], pushed[k])}

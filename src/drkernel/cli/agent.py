@@ -21,7 +21,7 @@ def serve_model(
     batch_size: int = typer.Option(8, "--batch-size", help="requests generated together"),
     dtype: str = typer.Option("float32", "--dtype"),
     reload: bool = typer.Option(
-        True, "--reload/--no-reload", help="offer POST /update_weights_from_disk (an RL trainer's weight push)"
+        True, "--reload/--no-reload", help="offer POST /update_weights_from_disk (a trainer's weight push)"
     ),
 ) -> None:
     """Serve MODEL at http://HOST:PORT/v1 (chat completions with token ids and log-probs); a trainer pushes
