@@ -40,8 +40,8 @@ CASES = {
     "47_Sum_reduction_over_a_dimension": "sum_reduction_47.py",
     "9_Matmul_Subtract_Multiply_ReLU": "matmul_subtract_multiply_relu_9.py",
 }
-STAGES = ("child_wait", "child_start", "prepare", "inputs", "import", "compile", "correctness", "timing",
-          "reference_timing", "candidate")
+STAGES = ("child_wait", "child_start", "prepare", "inputs", "import", "compile", "correctness", "extra_runs",
+          "timing", "timing_samples", "reference_timing", "candidate")
 
 
 def gpu_seconds(r, cfg: EvalConfig) -> float | None:
@@ -103,6 +103,8 @@ def main() -> int:
                 row["run"] = run
                 report["cold"].append(row)
                 stages = " ".join(f"{k}={row['stages'][k]:.2f}" for k in STAGES if k in row["stages"])
+                stages += "  [" + " ".join(f"{k.split('.', 1)[1]}={v:.2f}" for k, v in row["stages"].items()
+                                           if k.startswith("integrity.")) + "]"
                 print(f"{name:36} {run:6} {row['status']:9} {row['wall_s']:7.2f} {row['gpu_s'] or 0:7.2f} "
                       f"{row.get('target_s', float('nan')):7.2f} {'yes' if row.get('meets_target') else '-':>3} "
                       f"{row['speedup'] or 0:8.3f}  {stages}")

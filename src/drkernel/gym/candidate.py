@@ -79,8 +79,10 @@ class Context:
             return self.export(header, value)
         return reply.header
 
-    def compare(self, outputs: Any, trial: int, tag: str) -> dict[str, Any]:
-        return self.export({"op": "compare", "trial": int(trial), "tag": str(tag)}, outputs)
+    def compare(self, outputs: Any, trial: int | str, tag: str) -> dict[str, Any]:
+        """``trial``: a correctness trial's index, or ``"timing"`` for the timed calls' inputs."""
+        return self.export({"op": "compare", "trial": trial if trial == "timing" else int(trial), "tag": str(tag)},
+                           outputs)
 
 
 class Candidate:
@@ -144,7 +146,7 @@ class Candidate:
             self.channel.send({"op": "extra", "hook": hook.name, "result": extra})
         self.stage("extra_runs", t)
         if job["timing"] and self.device.type == "cuda":
-            self.time_solution(job, model, primary, drawn.get("timing"))
+            self.time_solution(job, ctx, model, primary, drawn.pop("timing", None))
 
     def predraw(self, job: dict[str, Any], refs: dict[str, Any]) -> dict[Any, list[Any]]:
         """Draw inputs before the solution exists, in trial order, while within the byte budget."""
@@ -229,23 +231,36 @@ class Candidate:
                 return False
         return True
 
-    def time_solution(self, job: dict[str, Any], model: Any, ref: Any, inputs: list[Any] | None) -> None:
-        from drkernel.gym.timing import time_cuda
+    def time_solution(self, job: dict[str, Any], ctx: Context, model: Any, ref: Any,
+                      inputs: list[Any] | None) -> None:
+        """Time inside the exclusive region; re-measure with device-wide synchronisation when the
+        orchestrator finds the time implausible; then send the sampled timed outputs to the judge."""
+        from drkernel.gym.timing import time_cuda, time_synchronized
 
         if inputs is None:
             inputs = harness.draw_inputs(ref, int(job["timing_seed"]), self.device)
-        cfg = job["config"]
+        cfg, plan = job["config"], job["timing_plan"]
+        kept: dict[int, Any] = {}
         self.channel.send({"op": "lock"})
         self.channel.recv()
         t = time.perf_counter()
         try:
-            stats = time_cuda(model, inputs, warmup=int(cfg["warmup_calls"]), calls=int(cfg["timed_calls"]),
-                              l2_flush=bool(cfg["l2_flush"]), device=self.device)
+            stats = time_cuda(model, inputs, warmup=int(cfg["warmup_calls"]) + int(plan["extra_warmup"]),
+                              calls=int(cfg["timed_calls"]), l2_flush=bool(cfg["l2_flush"]), device=self.device,
+                              keep=set(plan["keep"]), kept=kept)
+            self.channel.send({"op": "timing", "stats": stats})
+            if self.channel.recv().op == "remeasure":
+                stats = time_synchronized(model, inputs, calls=int(plan["remeasure_calls"]),
+                                          l2_flush=bool(cfg["l2_flush"]), device=self.device)
+                self.channel.send({"op": "timing_sync", "stats": stats})
         except BaseException as e:
             self.channel.send({"op": "unlock"})
             raise Failure("timing", e) from e
-        self.channel.send({"op": "timing", "stats": stats})
-        self.stage("timing", t)
+        t = self.stage("timing", t)
+        del inputs
+        for index in sorted(kept):
+            ctx.compare(kept.pop(index), "timing", f"timed_call_{index}")
+        self.stage("timing_samples", t)
 
     def report(self) -> dict[str, Any]:
         reports = {}

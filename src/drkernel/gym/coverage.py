@@ -29,6 +29,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
 
+from drkernel.gym.plausibility import BANDWIDTH
 from drkernel.gym.result import KernelStat
 
 
@@ -48,9 +49,8 @@ class Roof:
         return self.fp32_flops
 
 
-H100 = Roof("NVIDIA H100 SXM", fp32_flops=67e12, tensor_flops=989e12, tf32_flops=494e12, bandwidth=3.35e12)
-H200 = Roof("NVIDIA H200", fp32_flops=67e12, tensor_flops=989e12, tf32_flops=494e12, bandwidth=4.8e12)
-A100 = Roof("NVIDIA A100 SXM", fp32_flops=19.5e12, tensor_flops=312e12, tf32_flops=156e12, bandwidth=2.04e12)
+H100 = Roof("NVIDIA H100 SXM", fp32_flops=67e12, tensor_flops=989e12, tf32_flops=494e12,
+            bandwidth=BANDWIDTH["H100"])
 NOMINAL = H100
 """Op coverage weighs ops on this device whatever the run's device is, so results compare."""
 

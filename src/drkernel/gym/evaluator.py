@@ -15,6 +15,7 @@ import asyncio
 import hashlib
 import itertools
 import logging
+import random
 import threading
 import time
 from typing import Any, Sequence
@@ -33,6 +34,18 @@ TIMING_SEED_OFFSET = 10_000
 CPU_INPUT_BUDGET = 1 << 30
 GPU_INPUT_FRACTION = 0.1  # judge and candidate both hold full-size tensors
 CPU_TIMING_NOTE = "not timed: CPU mode runs kernels in the Triton interpreter, whose times mean nothing"
+REMEASURE_CALLS = 30
+
+
+def timing_plan(cfg: EvalConfig) -> dict[str, Any]:
+    """What the candidate's timed region does beyond the config, drawn here where the solution cannot
+    see it being drawn: a random number of extra warm-up calls (so the timed calls' positions in
+    the call sequence are unknown), the timed calls whose outputs the judge checks (the last one and
+    one at random: hack 10 when they are wrong), and how many calls a re-measurement takes."""
+    rng = random.SystemRandom()
+    calls = max(1, cfg.timed_calls)
+    return {"extra_warmup": rng.randrange(0, cfg.warmup_calls + 1),
+            "keep": sorted({rng.randrange(0, calls), calls - 1}), "remeasure_calls": REMEASURE_CALLS}
 
 
 class InProcessEvaluator:
@@ -161,11 +174,19 @@ class InProcessEvaluator:
         self._status(result, out, job, request.solution, cpu_mode=not rt.is_cuda)
         self._kernels(result, out)
         judge_report = {"trials": out.trials, "extra": out.extra, "sol_wall_s": out.sol_wall_s,
-                        "sol_timing": out.sol_timing, "lock_wait_s": out.lock_wait_s,
+                        "sol_timing": out.sol_timing, "sol_timing_sync": out.sol_timing_sync,
+                        "out_bytes": out.out_bytes, "timing_plan": job["timing_plan"] if job["timing"] else None,
+                        "roofline_ms": job["roofline_ms"],
+                        "lock_wait_s": out.lock_wait_s,
                         "op_profile": prepared.get("op_profile")}
         if out.ipc_fallback:
             result.warnings.append(f"outputs were copied through the host: {out.ipc_fallback}")
         candidate_report = dict((out.done or {}).get("reports") or {})
+        for hook, report in candidate_report.items():  # hooks may account for their own runs' cost
+            seconds = report.get("seconds") if isinstance(report, dict) else None
+            for name, value in (seconds if isinstance(seconds, dict) else {}).items():
+                if isinstance(value, (int, float)):
+                    stages[f"{hook}.{str(name)[:40]}"] = float(value)
         for hook, extra in out.hook_extra.items():
             candidate_report.setdefault(hook, {})["extra_runs"] = extra
         candidate_report["backend_flags_after"] = (out.done or {}).get("backend_flags")
@@ -196,7 +217,8 @@ class InProcessEvaluator:
         return {"op": "job", "solution": request.solution, "solution_name": f"solution_{digest}.py",
                 "trials": trials, "weight_seed": cfg.seed, "config": cfg.to_dict(),
                 "hooks": list(self.checks.candidate_hooks), "timing": bool(cfg.timing and rt.is_cuda),
-                "timing_seed": cfg.seed + TIMING_SEED_OFFSET, "input_budget_bytes": budget}
+                "timing_seed": cfg.seed + TIMING_SEED_OFFSET, "input_budget_bytes": budget,
+                "timing_plan": timing_plan(cfg), "roofline_ms": prepared.get("roofline_ms")}
 
     def _status(self, result: EvalResult, out: SessionOutcome, job: dict[str, Any], source: str,
                 cpu_mode: bool) -> None:

@@ -29,6 +29,7 @@ import importlib
 import os
 import random
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any, Callable, Sequence
 
@@ -43,7 +44,10 @@ from drkernel.gym.profiling import hidden_work, is_hidden, output_bytes, profile
 
 EXTRA_TAGS = ("skip_own", "zeros_probe", "poisoned", "recall_same", "call_count_last")
 CALL_COUNT_CPU = 6
-"""Calls of the call-count run under the interpreter (the GPU run covers warm-up plus timed calls)."""
+"""Calls of the call-count run under the interpreter."""
+CALL_COUNT_GPU = 20
+"""Calls of the call-count run on the GPU, before a random number more; the timed calls that follow
+(warm-up plus timed, with a random number of extra warm-up calls) are sampled for the judge too."""
 
 _EMPTY_OPS = ("empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided")
 
@@ -92,6 +96,7 @@ class IntegrityHook:
         self.call_count_launches: list[int] = []
         self.own_names: set[str] = set()
         self.gpu: dict[str, Any] = {}
+        self.seconds: dict[str, float] = {}  # wall time of each extra run (cost accounting)
         self.scoped = False  # inside a recording or poisoning pass: launches suspend them
         self.passthrough = False  # after the integrity runs: the timed calls pay no wrapper cost
 
@@ -200,7 +205,17 @@ class IntegrityHook:
 
         def judged(tag: str, trial: int, out: Any) -> None:
             self.runs[tag] = bool(ctx.compare(out, trial, tag).get("passed"))
+            lap(tag)
 
+        clock = [time.perf_counter()]
+
+        def lap(name: str) -> None:
+            now = time.perf_counter()
+            self.seconds[name] = self.seconds.get(name, 0.0) + now - clock[0]
+            clock[0] = now
+
+        # Every run drops its tensors before the next draws new ones: at full size one input or output
+        # can be gigabytes, so the peak stays at two inputs and one output.
         # Coverage: one forward under the op recorder, suspended inside Triton launches.
         self.scoped = True
         try:
@@ -211,22 +226,29 @@ class IntegrityHook:
                 call(args)
             self.coverage_profile = recorder.profile.to_dict()
             self.coverage_own_launches = self.own_launches - before
+            del args
+            lap("coverage")
 
             # Passthrough: outputs still right without the solution's own launches?
             args = make_inputs(0)
             with self._skipping_own(), PoisonAllocations():
                 out = call(args)
+            del args
             judged("skip_own", 0, out)
-            zeros = torch.utils._pytree.tree_map(
+            out = torch.utils._pytree.tree_map(
                 lambda t: torch.zeros_like(t) if isinstance(t, torch.Tensor) else t, out)
-            judged("zeros_probe", 0, zeros)
+            judged("zeros_probe", 0, out)
+            del out
 
             # Result reuse: two calls with every uninitialised allocation poisoned.
             first, second = make_inputs(trials - 1), make_inputs(trials - 1)
             with PoisonAllocations():
                 call(first)
+                del first
                 out = call(second)
+            del second
             judged("poisoned", trials - 1, out)
+            del out
         finally:
             self.scoped = False
 
@@ -234,32 +256,39 @@ class IntegrityHook:
         if trials >= 2:
             args = make_inputs(0)
             call(args)
-            for a, b in zip(args, make_inputs(1)):
-                if isinstance(a, torch.Tensor):
-                    a.copy_(b)
-            judged("recall_same", 1, call(args))
+            for i, b in enumerate(make_inputs(1)):
+                if isinstance(args[i], torch.Tensor):
+                    args[i].copy_(b)
+                del b
+            out = call(args)
+            del args
+            judged("recall_same", 1, out)
+            del out
 
-        # Call count: many calls, then check the last (at least warm-up + timed calls on GPU).
-        cfg = ctx.config
-        n = (CALL_COUNT_CPU if ctx.cpu_mode
-             else int(cfg.get("warmup_calls", 10)) + int(cfg.get("timed_calls", 100)))
-        n += random.SystemRandom().randrange(0, max(3, n // 2))  # a count the solution cannot know
+        # Call count: many calls, then check the last. On the GPU the timed calls that follow are
+        # checked as well (a sample of their outputs goes to the judge), so this run stays short there.
+        n = CALL_COUNT_CPU if ctx.cpu_mode else CALL_COUNT_GPU
+        n += random.SystemRandom().randrange(0, n)  # a count the solution cannot know
         trial = trials - 1
         args = make_inputs(trial)
         for _ in range(n - 1):
             before = self.own_launches
             call([a.clone() if isinstance(a, torch.Tensor) else a for a in args])
             self.call_count_launches.append(self.own_launches - before)
-        judged("call_count_last", trial, call(args))
+        out = call(args)
+        del args
+        judged("call_count_last", trial, out)
+        del out
         if not ctx.cpu_mode:
             self._gpu_checks(call, model, make_inputs(0))
+            lap("profiler_and_hidden_work")
         self._check_state()
         self.passthrough = True
         return {"runs": dict(self.runs), "calls": n}
 
     def _gpu_checks(self, call: Callable[[list[Any]], Any], model: Any, args: list[Any]) -> None:
         """Profiler pass (kernels, streams, time coverage) and the event / wall-clock cross-check."""
-        out = call(args)
+        out_bytes = output_bytes(call(args))
         prof = profile_forward(lambda *a: model(*a), args, set(self.own_names))
         if prof["off_stream"]:
             self.hacks.append(make_hack(7, f"kernels {', '.join(prof['off_stream'][:4])} ran on another "
@@ -269,7 +298,7 @@ class IntegrityHook:
             self.hacks.append(make_hack(7, f"synchronised wall time {measure['wall_ms']:.3f} ms per call "
                                            f"against {measure['event_ms']:.3f} ms between the stream's "
                                            f"events"))
-        self.gpu = {"kernels": prof["kernels"], **measure, "out_bytes": output_bytes(out)}
+        self.gpu = {"kernels": prof["kernels"], **measure, "out_bytes": out_bytes}
 
     def report(self) -> dict[str, Any]:
         self._check_state()  # changes made while the solution was timed
@@ -282,4 +311,5 @@ class IntegrityHook:
             "coverage_own_launches": self.coverage_own_launches,
             "call_count_launches": self.call_count_launches,
             "gpu": self.gpu,
+            "seconds": self.seconds,
         }

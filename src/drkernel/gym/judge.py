@@ -20,7 +20,7 @@ import torch
 
 from drkernel.gym import inputs as harness
 from drkernel.gym.compare import compare_outputs, inputs_changed
-from drkernel.gym.coverage import record_ops
+from drkernel.gym.coverage import OpProfile, record_ops
 from drkernel.gym.ipc import Channel, IpcUnavailable, ProtocolViolation, child_channel, decode_tree
 from drkernel.problems.problem import Problem
 from drkernel.problems.scaling import rewrite_constants, scale_for_cpu, second_size_overrides
@@ -84,17 +84,20 @@ class Judge:
                 except Exception:
                     second_code = None
         inputs = harness.draw_inputs(self.reference(code), int(h["seed"]), torch.device("meta"))
+        profile = self.op_profile(code, int(h["seed"]))
         return {"op": "prepared", "code": code, "second_code": second_code,
-                "input_bytes": harness.tensor_bytes(inputs), "op_profile": self.op_profile(code, int(h["seed"]))}
+                "input_bytes": harness.tensor_bytes(inputs),
+                "op_profile": profile.to_dict() if profile is not None else None,
+                "roofline_ms": profile.cost * 1e3 if profile is not None else None}
 
-    def op_profile(self, code: str, seed: int) -> dict[str, Any] | None:
+    def op_profile(self, code: str, seed: int) -> OpProfile | None:
         """The reference's aten ops with roofline costs (the denominator of op coverage)."""
         try:
             args = harness.draw_inputs(self.reference(code), seed, self.device)
             _, profile = record_ops(self.model(code, seed), *args)
         except Exception:  # a reference the op recorder cannot follow: coverage stays unknown
             return None
-        return profile.to_dict()
+        return profile
 
     def run_reference(self, code: str, seed: int, weight_seed: int) -> tuple[Any, list[Any]]:
         model = self.model(code, weight_seed)
@@ -106,30 +109,54 @@ class Judge:
         return out, args
 
     def compare(self, h: dict[str, Any], blob: bytes) -> dict[str, Any]:
-        job, trial = str(h["job"]), int(h["trial"])
+        job, trial = str(h["job"]), h["trial"]  # a trial's index, or "timing" for the timed calls' inputs
         cur = self.current.get(job)
         if cur is None or cur[0] != trial:
             self.current.pop(job, None)
             out, post = self.run_reference(h["code"], int(h["seed"]), int(h["weight_seed"]))
             self.current[job] = cur = (trial, out, post)
         _, ref_out, ref_post = cur
+        tree = h["tree"]
+        if not h.get("tag"):
+            if not (isinstance(tree, dict) and tree.get("k") == "tuple" and len(tree.get("items") or ()) == 2):
+                raise ProtocolViolation("outputs message is not (outputs, inputs)")
+            tree, post_tree = tree["items"]
+            if not (isinstance(post_tree, dict) and post_tree.get("k") in ("tuple", "list")):
+                raise ProtocolViolation("the post-run inputs are not a list")
+        # One part at a time, each copy dropped before the next: with multi-GB tensors the judge holds
+        # the reference's outputs and post-run inputs plus a single copied value, not the whole tree.
         try:
-            value = decode_tree(h["tree"], blob, self.device)
+            cand_out = decode_tree(tree, blob, self.device)
         except IpcUnavailable as e:
             return {"op": "verdict", "passed": False, "retry_host": True, "message": f"CUDA IPC failed: {e}"}
         except (ProtocolViolation, KeyError, TypeError, ValueError, RuntimeError) as e:
             return {"op": "verdict", "passed": False, "message": f"the solution's outputs could not be read: {e}"}
-        if h.get("tag"):
-            cand_out, cand_post = value, None
-        else:
-            if not (isinstance(value, tuple) and len(value) == 2):
-                raise ProtocolViolation("outputs message is not (outputs, inputs)")
-            cand_out, cand_post = value
         c = compare_outputs(cand_out, ref_out, str(h["profile"]))
+        del cand_out
         reply = {"op": "verdict", **c.to_dict()}
-        if cand_post is not None:
-            reply["inputs_changed"] = inputs_changed(list(cand_post), list(ref_post))
+        if not h.get("tag"):
+            try:
+                reply["inputs_changed"] = self.inputs_changed(post_tree["items"], blob, list(ref_post))
+            except IpcUnavailable as e:
+                return {"op": "verdict", "passed": False, "retry_host": True, "message": f"CUDA IPC failed: {e}"}
+            except (ProtocolViolation, KeyError, TypeError, ValueError, RuntimeError) as e:
+                return {"op": "verdict", "passed": False,
+                        "message": f"the solution's post-run inputs could not be read: {e}"}
         return reply
+
+    def inputs_changed(self, nodes: list[Any], blob: bytes, ref_post: list[Any]) -> list[str]:
+        """`compare.inputs_changed`, copying one post-run input at a time."""
+        if len(nodes) != len(ref_post):
+            raise ProtocolViolation(f"{len(nodes)} post-run inputs, expected {len(ref_post)}")
+        changed = []
+        for i, (node, ref) in enumerate(zip(nodes, ref_post)):
+            if not isinstance(ref, torch.Tensor):
+                continue
+            value = decode_tree(node, blob, self.device)
+            if inputs_changed([value], [ref]):
+                changed.append(f"input[{i}]")
+            del value
+        return changed
 
     def time_reference(self, h: dict[str, Any]) -> dict[str, Any]:
         from drkernel.gym.timing import L2Flusher, time_cuda

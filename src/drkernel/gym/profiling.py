@@ -8,8 +8,6 @@
   stream bracket ``forward``; a wall clock around the whole batch ends with a device-wide
   synchronisation. Work on another stream or a thread does not sit between the events but does
   delay the synchronisation, so wall time far above the summed event times is hack 7.
-* `physical_floor_ms`: no correct solution can finish before its outputs are written once at the
-  device's peak bandwidth; a measured time below that floor means the timer missed the work.
 """
 
 from __future__ import annotations
@@ -19,24 +17,11 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from drkernel.gym.coverage import A100, H100, H200, Roof
 from drkernel.gym.result import KernelStat
 
 HIDDEN_RATIO = 1.5
 """Wall time above this multiple of the summed event times (plus `HIDDEN_SLACK_MS` per call) is hack 7."""
 HIDDEN_SLACK_MS = 0.05
-FLOOR_MARGIN = 0.5
-"""A solution time below this fraction of the physical floor is implausible (measurement noise and
-the roofline's own optimism stay far above it)."""
-
-
-def roof_for(device_name: str) -> Roof:
-    """The roofline of a device by its name; unknown devices get the H200's (the most generous)."""
-    name = device_name.upper()
-    for key, roof in (("H100", H100), ("H200", H200), ("A100", A100)):
-        if key in name:
-            return roof
-    return H200
 
 
 def output_bytes(out: Any) -> int:
@@ -45,11 +30,6 @@ def output_bytes(out: Any) -> int:
     if isinstance(out, (tuple, list)):
         return sum(output_bytes(o) for o in out)
     return 0
-
-
-def physical_floor_ms(out_bytes: int, roof: Roof) -> float:
-    """Milliseconds needed to write ``out_bytes`` once at peak bandwidth."""
-    return out_bytes / roof.bandwidth * 1e3
 
 
 def profile_forward(fn: Callable[..., Any], args: Sequence[Any], own_names: set[str]) -> dict[str, Any]:
@@ -111,8 +91,3 @@ def hidden_work(fn: Callable[..., Any], args: Sequence[Any], calls: int = 20) ->
 
 def is_hidden(measure: dict[str, float]) -> bool:
     return measure["wall_ms"] > HIDDEN_RATIO * measure["event_ms"] + HIDDEN_SLACK_MS
-
-
-def implausible(sol_median_ms: float, out_bytes: int, roof: Roof) -> bool:
-    """Faster than writing the outputs once at peak bandwidth allows."""
-    return out_bytes > 0 and sol_median_ms < FLOOR_MARGIN * physical_floor_ms(out_bytes, roof)

@@ -15,6 +15,7 @@ from typing import Any
 
 from drkernel.gym.ipc import ChannelClosed, ChannelTimeout, ProtocolViolation
 from drkernel.gym.memory import RssWatch
+from drkernel.gym.plausibility import suspicious, tree_bytes
 from drkernel.gym.runtime import DeviceRuntime
 
 KILL_GRACE_S = 2.0
@@ -28,7 +29,9 @@ class SessionOutcome:
     done: dict[str, Any] | None = None          # the candidate's final report
     hook_extra: dict[str, Any] = field(default_factory=dict)  # hook name -> extra_runs result (claims)
     sol_timing: dict[str, Any] | None = None    # claimed by the candidate
+    sol_timing_sync: dict[str, Any] | None = None  # the re-measurement asked for by `plausibility`
     sol_wall_s: float | None = None             # measured here around the timed region
+    out_bytes: int = 0                          # of the first trial's outputs, from their encoded tree
     timed_out: bool = False
     died: bool = False
     oom: bool = False
@@ -93,6 +96,8 @@ class CandidateSession:
                         self.out.ipc_fallback = str(verdict.get("message", ""))
                         child.send({"op": "retry_host"})
                     elif tag is None:
+                        if not self.out.trials:
+                            self.out.out_bytes = _output_bytes(h.get("tree"))
                         self.out.trials.append(verdict)
                         child.send({"op": "verdict", "passed": bool(verdict["passed"])})
                     else:
@@ -104,12 +109,18 @@ class CandidateSession:
                     self.out.lock_wait_s += wait
                     lock_t = time.monotonic()
                     child.send({"op": "locked"})
-                elif op in ("timing", "unlock"):
+                elif op in ("timing", "timing_sync", "unlock"):
                     if self.hold != "exclusive":
                         raise ProtocolViolation(f"{op} outside the timed region")
                     if op == "timing":
                         self.out.sol_wall_s = time.monotonic() - lock_t
                         self.out.sol_timing = _stats(h.get("stats"))
+                        if self._suspicious():
+                            child.send({"op": "remeasure"})
+                            continue
+                        child.send({"op": "continue"})
+                    elif op == "timing_sync":
+                        self.out.sol_timing_sync = _stats(h.get("stats"))
                     deadline += self._switch("shared")
                 elif op == "extra":
                     self.out.hook_extra[str(h.get("hook", ""))[:100]] = h.get("result")
@@ -129,12 +140,22 @@ class CandidateSession:
         except ProtocolViolation as e:
             self.out.violation = str(e)
 
+    def _suspicious(self) -> bool:
+        """Is the claimed solution time below a plausibility bound (`drkernel.gym.plausibility`)?"""
+        if self.out.sol_timing is None:
+            return False
+        return suspicious(self.out.sol_timing["median_ms"], self.out.out_bytes, self.rt.device_name,
+                          self.job.get("roofline_ms"))
+
     def _compare(self, h: dict[str, Any], blob: bytes, tag: str | None) -> dict[str, Any]:
         trial = h.get("trial")
         trials = self.job["trials"]
-        if not isinstance(trial, int) or not 0 <= trial < len(trials):
+        if trial == "timing" and tag is not None:  # a sampled timed call: the timing inputs' seed
+            spec = {"code": trials[0]["code"], "seed": self.job["timing_seed"]}
+        elif not isinstance(trial, int) or not 0 <= trial < len(trials):
             raise ProtocolViolation(f"trial index {trial!r}")
-        spec = trials[trial]
+        else:
+            spec = trials[trial]
         verdict = self.rt.judge_call({"op": "compare", "job": self.job_id, "trial": trial, "code": spec["code"],
                                       "seed": spec["seed"], "weight_seed": self.weight_seed,
                                       "profile": self.profile, "tree": h.get("tree"), "tag": tag}, blob)
@@ -170,6 +191,12 @@ class CandidateSession:
         self.out.returncode = child.proc.returncode
         self.out.log_tail = child.log_tail()
         child.discard()
+
+
+def _output_bytes(tree: Any) -> int:
+    """Bytes of the outputs in a trial's (outputs, inputs) tree."""
+    items = tree.get("items") if isinstance(tree, dict) else None
+    return tree_bytes(items[0]) if isinstance(items, list) and items else 0
 
 
 def _stats(d: Any) -> dict[str, Any] | None:

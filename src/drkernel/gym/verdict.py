@@ -28,7 +28,8 @@ from drkernel.gym.checks import CheckRegistry
 from drkernel.gym.coverage import OpProfile, base_name, op_coverage, time_coverage
 from drkernel.gym.hacks import LAZY_WARNING, dedupe, make_hack
 from drkernel.gym.integrity import EXTRA_TAGS
-from drkernel.gym.profiling import implausible, kernel_stats, roof_for
+from drkernel.gym.plausibility import impossible, missed_work, suspicious
+from drkernel.gym.profiling import kernel_stats
 from drkernel.gym.result import EvalResult, Hack, Status
 from drkernel.gym.static_checks import analyze, static_check
 
@@ -187,11 +188,7 @@ def annotate(result: EvalResult, request: Any, candidate_report: Mapping[str, An
     if gpu.get("kernels"):  # the profiler's view of one forward: every kernel, with device times
         result.kernels = kernel_stats(gpu)
         result.time_coverage = time_coverage(result.kernels)
-    sol = judge_report.get("sol_timing") or {}
-    if sol.get("median_ms") is not None and implausible(float(sol["median_ms"]), int(gpu.get("out_bytes", 0)),
-                                                        roof_for(result.device_name)):
-        result.hacks.append(make_hack(7, f"timed at {sol['median_ms']:.4f} ms, below the time needed to "
-                                         f"write its {gpu['out_bytes']} output bytes once at peak bandwidth"))
+    result.hacks.extend(timing_hacks(result, judge_report))
     coverage = result.op_coverage if result.op_coverage is not None else result.time_coverage
     if (result.status is Status.CORRECT and coverage is not None
             and request.config.coverage_floor <= coverage < LAZY_THRESHOLD):
@@ -199,6 +196,39 @@ def annotate(result: EvalResult, request: Any, candidate_report: Mapping[str, An
         if warning not in result.warnings:
             result.warnings.append(warning)
     return result
+
+
+def timing_hacks(result: EvalResult, judge_report: Mapping[str, Any]) -> list[Hack]:
+    """What the timed region shows: wrong outputs of sampled timed calls (hack 10), a time below the
+    physical floor or events that missed work by the synchronised re-measurement (hack 7), and
+    samples or a re-measurement that never reached the judge (hack 8)."""
+    sol, plan = judge_report.get("sol_timing") or {}, judge_report.get("timing_plan")
+    if result.status is not Status.CORRECT or sol.get("median_ms") is None or not plan:
+        return []
+    hacks = []
+    samples = {tag: v for tag, v in (judge_report.get("extra") or {}).items() if tag.startswith("timed_call_")}
+    wrong = [tag.removeprefix("timed_call_") for tag, v in samples.items() if not v.get("passed")]
+    if wrong:
+        message = next(str(v.get("message", "")) for v in samples.values() if not v.get("passed"))
+        hacks.append(make_hack(10, f"the output of timed call {', '.join(wrong)} was wrong: {message[:200]}"))
+    elif len(samples) < len(plan.get("keep") or ()):
+        hacks.append(make_hack(8, "the sampled outputs of the timed calls never reached the judge"))
+    event_ms, out_bytes = float(sol["median_ms"]), int(judge_report.get("out_bytes") or 0)
+    sync = judge_report.get("sol_timing_sync")
+    if sync is None:
+        if suspicious(event_ms, out_bytes, result.device_name, judge_report.get("roofline_ms")):
+            hacks.append(make_hack(8, f"timed at {event_ms:.4f} ms, implausibly fast, and the re-measurement "
+                                      f"the harness asked for never came"))
+        return hacks
+    sync_ms = float(sync["median_ms"])
+    if impossible(sync_ms, out_bytes, result.device_name):
+        hacks.append(make_hack(7, f"re-measured between device-wide synchronisations at {sync_ms:.4f} ms, "
+                                  f"below the time needed to write its {out_bytes} output bytes once at "
+                                  f"peak bandwidth"))
+    elif missed_work(event_ms, sync_ms):
+        hacks.append(make_hack(7, f"timed at {event_ms:.4f} ms by events on the calling stream, but "
+                                  f"{sync_ms:.4f} ms between device-wide synchronisations"))
+    return hacks
 
 
 def integrity_checks() -> CheckRegistry:

@@ -1,0 +1,77 @@
+"""Is a measured solution time physically plausible? Decided by the orchestrator, so no torch here.
+
+Two bounds, from the problem's bytes and FLOPs and the device's peak:
+
+    floor_ms    = out_bytes / bandwidth                 no correct solution writes its outputs faster
+    roofline_ms = sum over the reference's aten ops of max(flops / peak, bytes / bandwidth)
+
+A solution timed below ``FLOOR_MARGIN x floor_ms`` or ``ROOFLINE_MARGIN x roofline_ms`` is
+*suspicious*: the orchestrator has the candidate re-measure it, still inside the exclusive region,
+with a device-wide synchronisation around every call (`drkernel.gym.timing.time_synchronized`).
+The verdict (hack 7) comes from the re-measurement: below the output floor even then, or far
+slower than the events said. Fusing many memory-bound ops can legitimately beat the sum of their
+rooflines, so the roofline bound only asks for a re-measurement, never flags by itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+BANDWIDTH = {"H100": 3.35e12, "H200": 4.8e12, "A100": 2.04e12}
+"""Peak memory bandwidth in bytes/s by device family; an unknown device gets the largest."""
+ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2,
+            "int8": 1, "uint8": 1, "bool": 1, "complex64": 8, "complex128": 16, "float8_e4m3fn": 1,
+            "float8_e5m2": 1}
+FLOOR_MARGIN = 0.5
+"""Below this fraction of the output floor a time is impossible (noise and the peak's optimism stay
+far above it)."""
+ROOFLINE_MARGIN = 0.1
+"""Below this fraction of the reference's roofline time a time is re-measured."""
+SYNC_RATIO = 1.5
+SYNC_SLACK_MS = 0.1
+"""A re-measured time above ``SYNC_RATIO x event time + SYNC_SLACK_MS`` means the events missed work
+(the slack covers launch latency and the synchronisation itself)."""
+
+
+def bandwidth_for(device_name: str) -> float:
+    name = device_name.upper()
+    for key, bandwidth in BANDWIDTH.items():
+        if key in name:
+            return bandwidth
+    return max(BANDWIDTH.values())
+
+
+def tree_bytes(tree: Any) -> int:
+    """Bytes of the tensors in an encoded output tree (`drkernel.gym.ipc.encode_tree`)."""
+    if not isinstance(tree, dict):
+        return 0
+    if tree.get("k") in ("tuple", "list"):
+        return sum(tree_bytes(x) for x in tree.get("items") or ())
+    if tree.get("k") != "tensor":
+        return 0
+    n = ITEMSIZE.get(str(tree.get("dtype")), 4)
+    for s in tree.get("shape") or ():
+        n *= max(int(s), 0)
+    return n
+
+
+def floor_ms(out_bytes: int, device_name: str) -> float:
+    """Milliseconds needed to write ``out_bytes`` once at peak bandwidth."""
+    return out_bytes / bandwidth_for(device_name) * 1e3
+
+
+def impossible(median_ms: float, out_bytes: int, device_name: str) -> bool:
+    """Faster than writing the outputs once at peak bandwidth allows."""
+    return out_bytes > 0 and median_ms < FLOOR_MARGIN * floor_ms(out_bytes, device_name)
+
+
+def suspicious(median_ms: float, out_bytes: int, device_name: str, roofline_ms: float | None) -> bool:
+    """Fast enough to be re-measured (see the module docstring)."""
+    if impossible(median_ms, out_bytes, device_name):
+        return True
+    return bool(roofline_ms) and median_ms < ROOFLINE_MARGIN * float(roofline_ms)
+
+
+def missed_work(event_ms: float, synchronized_ms: float) -> bool:
+    """The synchronised re-measurement took far longer than the events said."""
+    return synchronized_ms > SYNC_RATIO * event_ms + SYNC_SLACK_MS

@@ -1,0 +1,68 @@
+"""The timed region's verdicts: plausibility bounds, the re-measurement, sampled timed outputs."""
+
+from drkernel.gym.plausibility import (floor_ms, impossible, missed_work, suspicious, tree_bytes)
+from drkernel.gym.result import EvalResult, Status
+from drkernel.gym.verdict import timing_hacks
+
+H100 = "NVIDIA H100 80GB HBM3"
+GB = 1 << 30
+
+
+def test_tree_bytes_counts_every_tensor_leaf():
+    tree = {"k": "tuple", "items": [{"k": "tensor", "dtype": "float32", "shape": [4, 8]},
+                                    {"k": "list", "items": [{"k": "tensor", "dtype": "bfloat16", "shape": [3]},
+                                                            {"k": "scalar", "value": 1.0}]}]}
+    assert tree_bytes(tree) == 4 * 8 * 4 + 3 * 2
+    assert tree_bytes(None) == 0 and tree_bytes({"k": "scalar", "value": 2}) == 0
+
+
+def test_floor_uses_the_device_family_bandwidth():
+    assert abs(floor_ms(GB, H100) - GB / 3.35e12 * 1e3) < 1e-12
+    assert floor_ms(GB, "NVIDIA H200") < floor_ms(GB, H100)
+    assert floor_ms(GB, "some future GPU") == floor_ms(GB, "NVIDIA H200")  # the most generous
+
+
+def test_bounds():
+    floor = floor_ms(GB, H100)  # about 0.32 ms
+    assert impossible(0.4 * floor, GB, H100) and not impossible(0.6 * floor, GB, H100)
+    assert not impossible(0.0, 0, H100)  # no tensor outputs: no floor
+    assert suspicious(0.4 * floor, GB, H100, None)
+    assert suspicious(0.05, 0, H100, roofline_ms=1.0) and not suspicious(0.2, 0, H100, roofline_ms=1.0)
+    assert not missed_work(0.1, 0.2) and missed_work(0.1, 0.3)
+
+
+def _report(median_ms, samples, sync=None, out_bytes=GB, keep=(7, 99)):
+    return {"sol_timing": {"median_ms": median_ms}, "timing_plan": {"keep": list(keep)}, "out_bytes": out_bytes,
+            "sol_timing_sync": None if sync is None else {"median_ms": sync}, "roofline_ms": 1.0,
+            "extra": {f"timed_call_{i}": {"passed": ok, "message": "" if ok else "3 of 9 values outside"}
+                      for i, ok in samples.items()}}
+
+
+def _codes(report, status=Status.CORRECT):
+    return [h.code for h in timing_hacks(EvalResult(status=status, device_name=H100), report)]
+
+
+def test_plausible_time_with_right_samples_is_clean():
+    assert _codes(_report(1.0, {7: True, 99: True})) == []
+
+
+def test_a_wrong_timed_output_is_hack_10():
+    hacks = timing_hacks(EvalResult(status=Status.CORRECT, device_name=H100), _report(1.0, {7: True, 99: False}))
+    assert [h.code for h in hacks] == [10] and "99" in hacks[0].evidence
+
+
+def test_missing_samples_or_remeasurement_is_hack_8():
+    assert _codes(_report(1.0, {99: True})) == [8]
+    assert _codes(_report(0.01, {7: True, 99: True})) == [8]  # suspicious, and no re-measurement came
+
+
+def test_remeasurement_decides():
+    fast = 0.01  # below 0.5 x the 1 GB floor (about 0.16 ms)
+    assert _codes(_report(fast, {7: True, 99: True}, sync=fast)) == [7]  # impossible even synchronised
+    assert _codes(_report(0.05, {7: True, 99: True}, sync=0.9, out_bytes=0)) == [7]  # events missed work
+    assert _codes(_report(0.05, {7: True, 99: True}, sync=0.06, out_bytes=0)) == []  # confirmed
+
+
+def test_not_judged_unless_correct_and_timed():
+    assert _codes(_report(0.01, {}), status=Status.INCORRECT) == []
+    assert _codes({**_report(0.01, {}), "timing_plan": None}) == []
