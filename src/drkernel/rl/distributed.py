@@ -200,8 +200,8 @@ def check_config(config: TrainConfig, world_size: int) -> None:
 
 
 def localize(config: TrainConfig, ctx: DistContext) -> TrainConfig:
-    """``config`` for this rank: ``auto`` / ``cuda`` model and in-process gym devices become its GPU."""
-    check_config(config, ctx.world_size)
+    """``config`` for this rank: ``auto`` / ``cuda`` model and in-process gym devices become its GPU
+    (the settings were checked by :func:`init_from_env`)."""
     model = dataclasses.replace(
         config.model,
         device=_rank_device(config.model.device, ctx.local_rank, ctx.world_size, "model.device"),
