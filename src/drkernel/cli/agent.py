@@ -20,8 +20,12 @@ def serve_model(
     device: str = typer.Option("cpu", "--device"),
     batch_size: int = typer.Option(8, "--batch-size", help="requests generated together"),
     dtype: str = typer.Option("float32", "--dtype"),
+    reload: bool = typer.Option(
+        True, "--reload/--no-reload", help="offer POST /update_weights_from_disk (a trainer's weight push)"
+    ),
 ) -> None:
-    """Serve MODEL at http://HOST:PORT/v1 (chat completions with token ids and log-probs)."""
+    """Serve MODEL at http://HOST:PORT/v1 (chat completions with token ids and log-probs); a trainer pushes
+    new weights with POST /update_weights_from_disk {"model_path": FOLDER} (SGLang's route)."""
     from drkernel.agent.policies.hf_local import HFLocalPolicy
     from drkernel.agent.server import serve
 
@@ -37,7 +41,7 @@ def serve_model(
         policy = HFLocalPolicy.from_pretrained(model, device=device, batch_size=batch_size, dtype=dtype)
     served = name or Path(model).name
     console.print(f"serving {served!r} at http://{host}:{port}/v1")
-    serve(policy, served, host, port)
+    serve(policy, served, host, port, reload=reload)
 
 
 @app.command("build-tiny")

@@ -46,7 +46,8 @@ class RunConfig:
 
 @dataclass(frozen=True)
 class LoraConfig:
-    """Low-rank adapters through peft; only the adapters are trained."""
+    """Low-rank adapters through peft; only the adapters are trained. Checkpoints hold the adapter; the
+    rollout engine (a server, vLLM, a rollout copy) gets the merged full weights after every update."""
 
     enabled: bool = False
     r: int = 16
@@ -258,11 +259,6 @@ class TrainConfig:
         if self.rollout.device and (self.rollout.backend != "hf" or self.rollout.share_weights):
             problems.append(
                 f"rollout.device={self.rollout.device!r} needs rollout.backend='hf' with share_weights=False"
-            )
-        if self.model.lora.enabled and not (self.rollout.backend == "hf" and self.rollout.share_weights):
-            problems.append(
-                f"model.lora.enabled=True needs rollout.backend='hf' with share_weights=True "
-                f"(got backend={self.rollout.backend!r}, share_weights={self.rollout.share_weights})"
             )
         if self.task.replay_builtin and (self.task.kind != "kernel" or self.task.problems != "builtin"):
             problems.append(

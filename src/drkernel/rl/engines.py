@@ -11,12 +11,17 @@
   by default; point ``reload_path`` at the equivalent endpoint of another server).
 - ``vllm``: vLLM's offline engine in this process; weights are loaded into the engine's model with
   ``LLM.apply_model(lambda m: m.load_weights(...))``.
+
+With LoRA every engine but the shared module gets the merged full weights under the base model's
+names (:func:`drkernel.rl.modeling.rollout_state_dict`): a server or vLLM loads them like any
+checkpoint of the base model, and the rollout copy is a plain model (the adapters merged into a copy).
 """
 
 from __future__ import annotations
 
 import copy
 import logging
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -24,6 +29,7 @@ from typing import Any, Callable
 from drkernel.agent.policies.base import Policy
 from drkernel.errors import ConfigError, InfrastructureError
 from drkernel.rl.config import TrainConfig
+from drkernel.rl.modeling import is_lora, rollout_state_dict
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +61,8 @@ def build_engine(config: TrainConfig, model: Any, tokenizer: Any) -> RolloutEngi
         import torch
 
         replica = copy.deepcopy(model)
+        if is_lora(replica):
+            replica = replica.merge_and_unload()  # into the copy: the trainer keeps its adapters
         if config.model.precision != "fp32":
             replica = replica.to(torch.bfloat16)
         replica.eval()
@@ -65,7 +73,7 @@ def build_engine(config: TrainConfig, model: Any, tokenizer: Any) -> RolloutEngi
             batch_size=rollout.batch_size,
             name="rollout-copy",
         )
-        return RolloutEngine(policy, push=lambda: policy.load_state_dict(model.state_dict()))
+        return RolloutEngine(policy, push=lambda: policy.load_state_dict(rollout_state_dict(model)))
     if rollout.backend == "openai":
         from drkernel.agent.policies.openai_compat import OpenAICompatPolicy
 
@@ -75,7 +83,11 @@ def build_engine(config: TrainConfig, model: Any, tokenizer: Any) -> RolloutEngi
         def push_to_server() -> None:
             import httpx
 
-            model.save_pretrained(target)
+            shutil.rmtree(target, ignore_errors=True)  # no stale shards or adapter files
+            if is_lora(model):
+                model.get_base_model().save_pretrained(target, state_dict=rollout_state_dict(model))
+            else:
+                model.save_pretrained(target)
             tokenizer.save_pretrained(target)
             url = _server_root(rollout.url) + rollout.reload_path
             response = httpx.post(url, json={"model_path": str(target.resolve())}, timeout=600.0)
@@ -96,7 +108,7 @@ def build_engine(config: TrainConfig, model: Any, tokenizer: Any) -> RolloutEngi
         )
 
     def push_to_vllm() -> None:
-        weights = [(name, tensor.detach()) for name, tensor in model.state_dict().items()]
+        weights = list(rollout_state_dict(model).items())
         policy.llm.apply_model(lambda m: m.load_weights(weights))
 
     return RolloutEngine(policy, push=push_to_vllm)

@@ -2,7 +2,8 @@
 
 Both implement :class:`RolloutEnv`: ``await env.rollout(policy, step)`` returns a :class:`StepRollout`
 with the turn records to train on, metrics (``reward/``, ``gym/``), and a JSON-ready record of every
-episode. The trainer does not care which one it holds.
+episode. The trainer does not care which one it holds. With ``shard=(rank, world_size)`` an env samples
+only that rank's contiguous share of each step's prompts (data parallel, drkernel.rl.distributed).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from drkernel.agent.policies.base import Policy, SamplingParams
 from drkernel.gym.config import EvalConfig
 from drkernel.gym.protocol import Evaluator
 from drkernel.problems.problem import Problem
+from drkernel.rl.distributed import share
 from drkernel.rl.rewards import RewardConfig
 from drkernel.rl.rows import TurnRecord, records_from_episodes
 
@@ -68,13 +70,15 @@ class KernelEnv:
         samples_per_prompt: int,
         reward_config: RewardConfig,
         seed: int,
+        shard: tuple[int, int] = (0, 1),
     ) -> None:
         self.problems, self.evaluator, self.episode_config = list(problems), evaluator, episode_config
         self.prompts_per_step, self.samples = prompts_per_step, samples_per_prompt
-        self.reward_config, self.seed = reward_config, seed
+        self.reward_config, self.seed, self.shard = reward_config, seed, shard
 
     async def rollout(self, policy: Policy, step: int) -> StepRollout:
-        chosen = [self.problems[i] for i in pick(len(self.problems), self.prompts_per_step, step, self.seed)]
+        picked = pick(len(self.problems), self.prompts_per_step, step, self.seed)
+        chosen = [self.problems[i] for i in share(picked, *self.shard)]
         episodes = await run_episodes(
             chosen, policy, self.evaluator, self.episode_config, samples=self.samples
         )
@@ -152,12 +156,14 @@ class SanityEnv:
         allowed: str,
         seed: int,
         prompts: Sequence[str] = SANITY_PROMPTS,
+        shard: tuple[int, int] = (0, 1),
     ) -> None:
         self.sampling, self.prompts_per_step, self.samples = sampling, prompts_per_step, samples_per_prompt
-        self.allowed, self.seed, self.prompts = allowed, seed, list(prompts)
+        self.allowed, self.seed, self.prompts, self.shard = allowed, seed, list(prompts), shard
 
     async def rollout(self, policy: Policy, step: int) -> StepRollout:
-        chosen = [self.prompts[i] for i in pick(len(self.prompts), self.prompts_per_step, step, self.seed)]
+        picked = pick(len(self.prompts), self.prompts_per_step, step, self.seed)
+        chosen = [self.prompts[i] for i in share(picked, *self.shard)]
         batch = [[{"role": "user", "content": p}] for p in chosen for _ in range(self.samples)]
         completions = await policy.generate(batch, self.sampling)
         records, episodes = [], []

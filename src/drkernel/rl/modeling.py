@@ -1,5 +1,6 @@
 """Build the policy model and tokenizer of a run: the tiny local model, a Hugging Face folder or hub
-name, optionally wrapped with LoRA adapters, or the weights of a checkpoint when resuming."""
+name, optionally wrapped with LoRA adapters, or the weights of a checkpoint when resuming; and the
+full weights a rollout engine loads (:func:`rollout_state_dict`, LoRA merged)."""
 
 from __future__ import annotations
 
@@ -74,3 +75,39 @@ def load_model(config: ModelConfig, device: torch.device, checkpoint: Path | Non
     if config.gradient_checkpointing:
         model.gradient_checkpointing_enable()
     return model.to(device).eval(), tokenizer
+
+
+def is_lora(model: Any) -> bool:
+    """Whether ``model`` is a peft model (LoRA adapters around a base model)."""
+    return hasattr(model, "peft_config") and hasattr(model, "get_base_model")
+
+
+def rollout_state_dict(model: Any) -> dict[str, torch.Tensor]:
+    """The full weights a rollout engine loads, under the base model's parameter names.
+
+    Without LoRA this is ``model.state_dict()``. With LoRA every adapted weight is merged,
+    ``W + scaling * B @ A`` (peft's ``get_delta_weight``, summed in fp32 and cast back to W's dtype),
+    into new tensors: the training model keeps its unmerged adapters. Adapter tensors are left out and
+    ``q_proj.base_layer.weight`` is named ``q_proj.weight``, as in the base model's own checkpoint.
+    """
+    if not is_lora(model):
+        return model.state_dict()
+    from peft.tuners.lora import LoraLayer
+
+    base = model.get_base_model()
+    state = {
+        key.replace(".base_layer.", "."): tensor.detach()
+        for key, tensor in base.state_dict().items()
+        if ".lora_" not in key
+    }
+    with torch.no_grad():
+        for name, module in base.named_modules():
+            if not isinstance(module, LoraLayer) or module.merged:
+                continue
+            key = f"{name}.weight"
+            merged = state[key].float()
+            for adapter in module.active_adapters:
+                if adapter in module.lora_A or adapter in module.lora_embedding_A:
+                    merged = merged + module.get_delta_weight(adapter).float()
+            state[key] = merged.to(state[key].dtype)
+    return state

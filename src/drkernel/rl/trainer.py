@@ -11,7 +11,10 @@ One step (paper Sec. 4-6):
    clipping and accumulation; then the new weights are pushed to the rollout engine.
 5. log: metrics to JSONL (+ TensorBoard / W&B), checkpoint every ``save_every`` steps.
 
-The algorithm is the pure functions of ``drkernel.rl``; this module only drives them.
+The algorithm is the pure functions of ``drkernel.rl``; this module only drives them. Under torchrun
+(or ``drkernel train --nproc N``) the same loop runs data parallel on N ranks: whole prompt groups per
+rank, gradients summed across ranks before each optimizer step, metrics reduced, rank 0 writing
+(drkernel.rl.distributed).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import torch
 from drkernel.rl import advantages as adv_fns
 from drkernel.rl.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint
 from drkernel.rl.config import TrainConfig
+from drkernel.rl.distributed import DistContext, init_from_env, localize, reduce_metrics
 from drkernel.rl.engines import build_engine
 from drkernel.rl.envs import RolloutEnv, StepRollout
 from drkernel.rl.logprobs import completion_logprobs
@@ -69,14 +73,23 @@ def reward_config_of(config: TrainConfig) -> RewardConfig:
     )
 
 
-def build_env(config: TrainConfig, sampling: Any, model: Any, tokenizer: Any) -> RolloutEnv:
-    """The task's rollout environment (the gym is started here for the kernel task)."""
+def build_env(
+    config: TrainConfig, sampling: Any, model: Any, tokenizer: Any, dist: DistContext = DistContext()
+) -> RolloutEnv:
+    """The task's rollout environment (the gym is started here for the kernel task); with several ranks
+    it samples this rank's share of each step's prompts."""
     from drkernel.rl.envs import KernelEnv, SanityEnv, eval_config_of
 
     r = config.rollout
+    shard = (dist.rank, dist.world_size)
     if config.task.kind == "sanity":
         return SanityEnv(
-            sampling, r.prompts_per_step, r.samples_per_prompt, config.task.sanity_target, config.run.seed
+            sampling,
+            r.prompts_per_step,
+            r.samples_per_prompt,
+            config.task.sanity_target,
+            config.run.seed,
+            shard=shard,
         )
     from drkernel.agent.episode import EpisodeConfig
     from drkernel.problems.loaders import load_builtin, load_problems
@@ -114,6 +127,7 @@ def build_env(config: TrainConfig, sampling: Any, model: Any, tokenizer: Any) ->
         r.samples_per_prompt,
         reward_config_of(config),
         config.run.seed,
+        shard=shard,
     )
     if config.task.replay_builtin:
         from drkernel.rl.replay import ReplayEnv
@@ -123,19 +137,23 @@ def build_env(config: TrainConfig, sampling: Any, model: Any, tokenizer: Any) ->
 
 
 class Trainer:
-    """Owns the model, optimizer, rollout engine, environment and logs of one run."""
+    """Owns the model, optimizer, rollout engine, environment and logs of one run (of one rank)."""
 
     def __init__(self, config: TrainConfig, env: RolloutEnv | None = None) -> None:
         from drkernel.agent.policies.base import SamplingParams
 
-        self.config = config
+        self.dist = init_from_env(config)
         self.out = Path(config.run.output_dir)
         self.out.mkdir(parents=True, exist_ok=True)
-        (self.out / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
+        if self.dist.is_main:
+            (self.out / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
+        config = localize(config, self.dist)
+        self.config = config
         self.device = resolve_device(config.model.device)
         checkpoint = latest_checkpoint(self.out) if config.run.resume else None
-        torch.manual_seed(config.run.seed)
+        torch.manual_seed(config.run.seed)  # the same initial weights on every rank
         self.model, self.tokenizer = load_model(config.model, self.device, checkpoint)
+        self.dist.check_same_weights(self.model)
         o = config.optim
         self.optimizer = torch.optim.AdamW(
             [p for p in self.model.parameters() if p.requires_grad],
@@ -156,19 +174,25 @@ class Trainer:
             max_tokens=config.rollout.max_tokens,
         )
         self.engine = build_engine(config, self.model, self.tokenizer)
-        self.env = env if env is not None else build_env(config, self.sampling, self.model, self.tokenizer)
-        truncate_jsonl(self.out / "episodes.jsonl", self.step)
+        if env is None:
+            env = build_env(config, self.sampling, self.model, self.tokenizer, self.dist)
+        self.env = env
         self._loop = asyncio.new_event_loop()  # one loop for the run: policies keep connections across steps
-        self.logger = MetricsLogger(
-            self.out, self.step, config.run.tensorboard, config.run.wandb_project, config.to_dict()
-        )
+        self.logger = None
+        if self.dist.is_main:
+            truncate_jsonl(self.out / "episodes.jsonl", self.step)
+            self.logger = MetricsLogger(
+                self.out, self.step, config.run.tensorboard, config.run.wandb_project, config.to_dict()
+            )
 
     # -- the straight line -------------------------------------------------------------------
 
     def train(self) -> list[dict[str, float]]:
         """Run until ``run.steps`` steps are done; returns the metrics of the steps run now."""
         history = []
-        progress = ProgressDisplay(self.config.run.steps, self.step, self.config.run.progress)
+        progress = ProgressDisplay(
+            self.config.run.steps, self.step, self.config.run.progress and self.dist.is_main
+        )
         try:
             while self.step < self.config.run.steps:
                 metrics = self.train_step()
@@ -181,31 +205,53 @@ class Trainer:
     def train_step(self) -> dict[str, float]:
         """One step: rollout -> score -> advantages -> update -> log."""
         t0 = time.perf_counter()
-        torch.manual_seed(self.config.run.seed * 1_000_003 + self.step)  # sampling noise of this step
+        torch.manual_seed(self.dist.seed(self.config.run.seed * 1_000_003 + self.step))  # sampling noise
         batch = self.rollout()
         t1 = time.perf_counter()
         scored = self.score(batch)
         t2 = time.perf_counter()
         update_metrics = self.update(scored)
-        self.engine.push()
+        self.push()
         t3 = time.perf_counter()
         self.step += 1
-        tokens = int(scored.rows.completion_mask.sum().item())
-        metrics = {
+        rows = scored.rows
+        local = {
             **batch.metrics,
             **scored.metrics,
-            **update_metrics,
             "perf/rollout_s": t1 - t0,
             "perf/score_s": t2 - t1,
             "perf/update_s": t3 - t2,
             "perf/step_s": t3 - t0,
-            "perf/completion_tokens": float(tokens),
-            "perf/tokens_per_s": tokens / max(t1 - t0, 1e-9),
-            "perf/train_tokens_per_s": int(scored.rows.attention_mask.sum().item()) / max(t3 - t1, 1e-9),
-            "perf/evals_per_s": batch.evaluations / max(t1 - t0, 1e-9),
+            "perf/completion_tokens": float(rows.completion_mask.sum().item()),
+            "perf/train_tokens": float(rows.attention_mask.sum().item()),
+            "perf/evaluations": float(batch.evaluations),
         }
+        metrics = reduce_metrics(self.dist, local, weight=len(rows))
+        metrics.update(self.reward_metrics(rows))
+        metrics.update(update_metrics)
+        rollout_s = max(metrics["perf/rollout_s"], 1e-9)
+        train_s = max(metrics["perf/score_s"] + metrics["perf/update_s"], 1e-9)
+        metrics["perf/tokens_per_s"] = metrics["perf/completion_tokens"] / rollout_s
+        metrics["perf/train_tokens_per_s"] = metrics["perf/train_tokens"] / train_s
+        metrics["perf/evals_per_s"] = metrics["perf/evaluations"] / rollout_s
         self.log(metrics, batch)
         return metrics
+
+    def reward_metrics(self, rows: Rows) -> dict[str, float]:
+        """Reward statistics over the whole step (every rank's rows)."""
+        parts = self.dist.gather([rows.reward.cpu(), rows.correct.cpu(), rows.hacked.cpu()])
+        reward, correct, hacked = (torch.cat([p[i] for p in parts]) for i in range(3))
+        return reward_stats(reward, correct, hacked).to_metrics()
+
+    def push(self) -> None:
+        """Bring the rollout engine the new weights; one server for all ranks is updated by rank 0 while
+        the others wait, a per-rank engine by its rank. Then check that the ranks agree."""
+        shared_server = self.config.rollout.backend == "openai"
+        if self.dist.is_main or not shared_server:
+            self.engine.push()
+        if shared_server:
+            self.dist.barrier()
+        self.dist.check_same_weights(self.model)
 
     def rollout(self) -> StepRollout:
         """Sample this step's trajectories with the current weights."""
@@ -218,7 +264,7 @@ class Trainer:
         rows = collate(batch.records, self.tokenizer.pad_token_id).to(self.device)
         old_logp = self.logprobs(rows)  # (R, C)
         mask = rows.completion_mask
-        metrics = reward_stats(rows.reward, rows.correct, rows.hacked).to_metrics()
+        metrics: dict[str, float] = {}
 
         in_group = (
             void_turn_mask(rows.reward, rows.traj, rows.turn) if a.void_turns else torch.ones_like(mask[:, 0])
@@ -240,7 +286,9 @@ class Trainer:
             threshold=a.prs_threshold,
             ramp=a.prs_ramp,
         )
-        generator = torch.Generator(device=self.device).manual_seed(self.config.run.seed * 7919 + self.step)
+        generator = torch.Generator(device=self.device).manual_seed(
+            self.dist.seed(self.config.run.seed * 7919 + self.step)
+        )
         prs_keep = prs_keep_mask(prs_p, generator) if a.prs else torch.ones_like(mrs_keep)
         flat = (
             zero_variance_groups(rows.reward, rows.group)
@@ -286,21 +334,26 @@ class Trainer:
         )
 
     def update(self, scored: Scored) -> dict[str, float]:
-        """PPO epochs over mini-batches of the rows in the loss, accumulating micro-batch gradients."""
+        """PPO epochs over mini-batches of the rows in the loss, accumulating micro-batch gradients.
+        With several ranks every rank makes the same number of optimizer steps (a rank with fewer rows
+        gets empty mini-batches) on the gradients summed over ranks."""
         o, a = self.config.optim, self.config.algorithm
         index = torch.nonzero(scored.loss_rows).squeeze(-1).cpu()
-        if index.numel() == 0:
+        most = int(self.dist.reduce_scalar(index.numel(), "max"))
+        if most == 0:
             return {"loss/skipped": 1.0}
         # Eval mode keeps dropout off, so the first mini-batch's ratio is exactly 1; gradient
         # checkpointing is only active in train mode.
         self.model.train(self.config.model.gradient_checkpointing)
-        generator = torch.Generator().manual_seed(self.config.run.seed * 104_729 + self.step)
+        generator = torch.Generator().manual_seed(self.dist.seed(self.config.run.seed * 104_729 + self.step))
+        trained = [p for p in self.model.parameters() if p.requires_grad]
         sums: dict[str, float] = {}
         updates = 0
         for _ in range(o.epochs):
             order = index[torch.randperm(index.numel(), generator=generator)]
-            for mini in order.tensor_split(min(o.mini_batches, order.numel())):
-                stats = self._accumulate(scored, mini, a)
+            for mini in order.tensor_split(min(o.mini_batches, most)):
+                stats = self.dist.sum_metrics(self._accumulate(scored, mini, a))
+                self.dist.all_reduce_grads(trained)
                 norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), o.grad_clip)
                 self.optimizer.step()
                 self.scheduler.step()
@@ -318,13 +371,13 @@ class Trainer:
 
     def _accumulate(self, scored: Scored, mini: torch.Tensor, a: Any) -> dict[str, float]:
         """Backward over one mini-batch in micro-batches; each micro-batch's loss is scaled by its share
-        of the mini-batch (rows for the per-row aggregations, tokens for token-mean)."""
+        of the mini-batch over all ranks (rows for the per-row aggregations, tokens for token-mean)."""
         by_tokens = a.loss_agg == "token-mean"
         mask = scored.rows.completion_mask
         sizes = mask[mini].sum(dim=1) if by_tokens else torch.ones(mini.numel(), device=mask.device)
-        total = sizes.sum().item()
+        total = self.dist.reduce_scalar(sizes.sum().item())
         stats: dict[str, float] = {}
-        for micro in mini.split(self.config.optim.micro_batch_rows):
+        for micro in mini.split(self.config.optim.micro_batch_rows) if mini.numel() else ():
             sub = scored.rows.select(micro.to(self.device))
             cols = sub.completion_ids.shape[1]
             logp = self.logprobs(sub, grad=True)  # (r, c)
@@ -360,11 +413,15 @@ class Trainer:
         return out
 
     def log(self, metrics: dict[str, float], batch: StepRollout) -> None:
-        """Metrics line, episodes, and a checkpoint every ``save_every`` steps and at the end."""
+        """Metrics line, episodes (every rank's), and a checkpoint every ``save_every`` steps and at the
+        end; written by rank 0 alone."""
+        episodes = self.dist.gather(batch.episodes) if self.config.run.save_episodes else []
+        if not self.dist.is_main:
+            return
         self.logger.log(self.step, metrics)
         if self.config.run.save_episodes:
             with (self.out / "episodes.jsonl").open("a") as f:
-                for episode in batch.episodes:
+                for episode in (e for part in episodes for e in part):
                     f.write(json.dumps({"step": self.step, **episode}) + "\n")
         if self.step % self.config.run.save_every == 0 or self.step == self.config.run.steps:
             self.save()
@@ -382,10 +439,12 @@ class Trainer:
         )
 
     def close(self) -> None:
-        self.logger.close()
+        if self.logger is not None:
+            self.logger.close()
         self.env.close()
         self._loop.run_until_complete(self.engine.policy.aclose())
         self._loop.close()
+        self.dist.close()
 
 
 def train(config: TrainConfig, env: RolloutEnv | None = None) -> list[dict[str, float]]:
