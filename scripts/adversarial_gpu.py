@@ -105,6 +105,20 @@ class ModelNew(nn.Module):
             launch(x, y)
         return y
 """, (5, 10)),
+    ("wrong_only_in_timed_calls", BIG_RELU, KERNEL + """
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1  # past every check run before timing (about 56-75 calls), only timed calls go wrong
+        y = torch.empty_like(x)
+        if self.calls < 90:
+            launch(x, y)
+        return y
+""", (10,)),
     ("stale_buffer_when_timed", BIG_RELU, KERNEL + """
 
 class ModelNew(nn.Module):
