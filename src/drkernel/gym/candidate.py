@@ -296,9 +296,8 @@ def _error_header(f: Failure) -> dict[str, Any]:
 
 
 def warm_up(device: torch.device) -> None:
-    """Pay the start-up costs before a job arrives: CUDA context, Triton's launcher (driver helpers
-    built and loaded, cache opened) through one tiny kernel, and torch._dynamo, which the GPU
-    profiler pass imports; on CPU, the interpreter patches."""
+    """Pay the start-up costs before a job arrives: CUDA context and Triton's launcher (driver helpers
+    built and loaded, cache opened) through one tiny kernel; on CPU, the interpreter patches."""
     if device.type == "cuda":
         from drkernel.gym.timing import warm_kernel
 
@@ -306,7 +305,6 @@ def warm_up(device: torch.device) -> None:
         x = torch.zeros(16, device=device)
         warm_kernel[(1,)](x, 16, BLOCK=16)
         torch.cuda.synchronize(device)
-        importlib.import_module("torch._dynamo.convert_frame")
     else:
         from drkernel.gym import interpreter
 

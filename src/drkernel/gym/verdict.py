@@ -96,6 +96,10 @@ class IntegrityVerdict:
         static = analyze(request.solution)
         launches = _own_launches(candidate_report)
         trials = judge_report.get("trials") or []
+        if config.tolerance == "kernelbench" and request.problem.dtype == "float32":
+            # Reported even when the lowered precision already failed a trial: it says why.
+            hacks += [make_hack(12, f"{e} in a float32 problem under the kernelbench profile")
+                      for e in _static_tf32(request.solution)]
         primary = [t for t in trials if int(t.get("trial", 0)) < config.trials]
         second = [t for t in trials if int(t.get("trial", 0)) >= config.trials]
         primary_ok = len(primary) >= config.trials and all(t.get("passed") for t in primary)
@@ -131,9 +135,6 @@ class IntegrityVerdict:
                 hacks: list[Hack], static: Any, launches: int) -> list[Hack]:
         config = request.config
         report = candidate_report.get("integrity") or {}
-        if config.tolerance == "kernelbench" and request.problem.dtype == "float32":
-            hacks += [make_hack(12, f"{e} in a float32 problem under the kernelbench profile")
-                      for e in _static_tf32(request.solution)]
         coverage = self.op_coverage(candidate_report, judge_report, launches)
         if coverage is not None and launches and coverage < config.coverage_floor:
             hacks.append(make_hack(2, f"own kernels do {coverage:.0%} of the reference's compute "
