@@ -12,7 +12,7 @@ import torch
 
 from drkernel.gym.classify import classify_error, classify_exit, trim_tail
 from drkernel.gym.compare import compare_outputs, inputs_changed
-from drkernel.gym.ipc import Channel, ChannelTimeout, ProtocolViolation, decode_tree, encode_tree
+from drkernel.gym.ipc import Channel, ChannelClosed, ChannelTimeout, ProtocolViolation, decode_tree, encode_tree
 from drkernel.gym.refcache import ReferenceTimingCache, reference_key
 from drkernel.gym.result import Status
 from drkernel.gym.runtime import RWLock
@@ -158,3 +158,19 @@ def test_reference_cache_key_and_persistence(tmp_path):
     assert k != reference_key("code", 0, 1, "H100", {"torch": "2"}, {**cfg, "reference": "compile"})
     ReferenceTimingCache(tmp_path).put(k, {"median_ms": 1.0})
     assert ReferenceTimingCache(tmp_path).get(k) == {"median_ms": 1.0}
+
+
+def test_channel_close_is_idempotent_and_never_closes_reused_descriptors():
+    r, w = os.pipe()
+    channel = Channel(r, w)
+    channel.close()
+    r2, w2 = os.pipe()  # the kernel hands out the numbers just freed
+    try:
+        channel.close()  # a second close (kill, then discard) must leave the new pipe alone
+        os.write(w2, b"x")
+        assert os.read(r2, 1) == b"x"
+        with pytest.raises(ChannelClosed):
+            channel.send({"op": "x"})
+    finally:
+        os.close(r2)
+        os.close(w2)

@@ -74,6 +74,8 @@ class Channel:
                 n = os.write(self.write_fd, view[: 1 << 24])
             except BrokenPipeError as e:
                 raise ChannelClosed("peer closed the pipe") from e
+            except OSError as e:  # our end was closed (the child was killed)
+                raise ChannelClosed(f"the channel is closed: {e}") from e
             view = view[n:]
 
     def recv(self, deadline: float | None = None) -> Message:
@@ -99,14 +101,22 @@ class Channel:
                 left = deadline - time.monotonic()
                 if left <= 0 or not select.select([self.read_fd], [], [], left)[0]:
                     raise ChannelTimeout(f"no message within the deadline ({len(buf)}/{n} bytes read)")
-            chunk = os.read(self.read_fd, min(n - len(buf), 1 << 24))
+            try:
+                chunk = os.read(self.read_fd, min(n - len(buf), 1 << 24))
+            except OSError as e:
+                raise ChannelClosed(f"the channel is closed: {e}") from e
             if not chunk:
                 raise ChannelClosed("peer closed the pipe")
             buf += chunk
         return bytes(buf)
 
     def close(self) -> None:
-        for fd in (self.read_fd, self.write_fd):
+        """Close both ends once. A second close must not touch the numbers again: by then another
+        thread may have been given the same descriptors for a new child's pipes."""
+        fds, self.read_fd, self.write_fd = (self.read_fd, self.write_fd), -1, -1
+        for fd in fds:
+            if fd < 0:
+                continue
             try:
                 os.close(fd)
             except OSError:
