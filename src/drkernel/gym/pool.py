@@ -8,6 +8,7 @@ solution does not wait for start-up; each is handed out once, then discarded.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -17,6 +18,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any, Callable, ContextManager
 
 import drkernel
 from drkernel.errors import InfrastructureError
@@ -57,9 +59,18 @@ class Child:
     def pid(self) -> int:
         return self.proc.pid
 
-    def wait_ready(self, timeout_s: float = START_TIMEOUT_S) -> dict:
+    def wait_ready(self, timeout_s: float = START_TIMEOUT_S,
+                   gate: Callable[[], ContextManager[Any]] | None = None) -> dict:
+        """Wait for ``ready``. A child that first asks to ``init`` (a candidate, before it touches the
+        device) is let go inside ``gate()``: the device's shared lock, so that no child creates its
+        CUDA context or launches its warm-up kernel while a timed region holds the device."""
+        deadline = time.monotonic() + timeout_s
         try:
-            msg = self.channel.recv(time.monotonic() + timeout_s)
+            msg = self.channel.recv(deadline)
+            if msg.op == "init":
+                with gate() if gate is not None else contextlib.nullcontext():
+                    self.channel.send({"op": "go"})
+                    msg = self.channel.recv(deadline)
         except (ChannelClosed, ChannelTimeout) as e:
             self.kill()
             raise InfrastructureError(f"child {self.proc.args[-1]} did not start: {e}\n{self.log_tail()}") from e
@@ -110,10 +121,12 @@ class Child:
 class WarmPool:
     """``size`` candidate children kept started and warm; ``take`` hands one out for one use."""
 
-    def __init__(self, device: str, size: int, env: dict[str, str]) -> None:
+    def __init__(self, device: str, size: int, env: dict[str, str],
+                 gate: Callable[[], ContextManager[Any]] | None = None) -> None:
         self.device = device
         self.size = size
         self.env = env
+        self.gate = gate
         self._ready: list[Child] = []
         self._starting = 0
         self._closed = False
@@ -132,7 +145,7 @@ class WarmPool:
         child = None
         try:
             child = Child("drkernel.gym.candidate", self.device, self.env)
-            child.wait_ready()
+            child.wait_ready(gate=self.gate)
         except Exception as e:  # recorded; take() starts one in the foreground and raises if that fails too
             log.error("warm candidate failed to start: %s", e)
             child = None
@@ -155,7 +168,7 @@ class WarmPool:
                 child = self._ready.pop(0) if self._ready else None
             if child is None:
                 child = Child("drkernel.gym.candidate", self.device, self.env)
-                child.wait_ready()
+                child.wait_ready(gate=self.gate)
             if self.size:
                 self._start_one()
             if child.alive():

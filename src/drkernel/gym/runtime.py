@@ -59,6 +59,14 @@ class RWLock:
             self._cond.notify_all()
 
     @contextlib.contextmanager
+    def shared(self) -> Iterator[None]:
+        self.acquire_shared()
+        try:
+            yield
+        finally:
+            self.release_shared()
+
+    @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
         self.acquire_exclusive()
         try:
@@ -92,7 +100,7 @@ class DeviceRuntime:
         try:
             self.judge = Child("drkernel.gym.judge", self.requested, self.env)
             self.hello = self.judge.wait_ready()
-            self.pool = WarmPool(self.device, self.pool_size, self.env)
+            self.pool = WarmPool(self.device, self.pool_size, self.env, gate=self.rw.shared)
         except BaseException as e:
             self._error = e
         finally:
@@ -160,9 +168,10 @@ class DeviceRuntime:
         """Scaled code, second-size code and input bytes of a problem (cached)."""
         key = (problem.code_hash, config.cpu_scale, config.cpu_element_budget, config.second_size, config.seed)
         if key not in self._prepared:
-            self._prepared[key] = self.judge_call({
-                "op": "prepare", "problem": problem.to_dict(), "cpu_scale": config.cpu_scale,
-                "budget": config.cpu_element_budget, "second_size": config.second_size, "seed": config.seed})
+            with self.rw.shared():  # the judge runs the reference here: never inside a timed region
+                self._prepared[key] = self.judge_call({
+                    "op": "prepare", "problem": problem.to_dict(), "cpu_scale": config.cpu_scale,
+                    "budget": config.cpu_element_budget, "second_size": config.second_size, "seed": config.seed})
         return self._prepared[key]
 
     def info(self) -> dict[str, Any]:
