@@ -81,9 +81,12 @@ def main() -> int:
     ap.add_argument("--out", default=os.environ.get("OUT", "out"))
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--quick", action="store_true", help="one problem, 2 repeats, small CPU sizes (a smoke run)")
+    ap.add_argument("--only", default="", help="comma-separated problem names (default: all cases)")
     args = ap.parse_args()
     problems = load_rows(ROWS)
     cases = dict(list(CASES.items())[:1]) if args.quick else CASES
+    if args.only:
+        cases = {k: v for k, v in cases.items() if k in args.only.split(",")}
     repeats = 2 if args.quick else args.repeats
     cfg = EvalConfig(device=args.device, second_size=False, cpu_element_budget=1 << 14 if args.quick else 1 << 18)
     report: dict = {"device": None, "startup_s": None, "cold": [], "repeats": {}}
