@@ -11,8 +11,9 @@ from drkernel.rl.trainer import Trainer
 CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "train"
 
 
-def test_rollout_copy_gets_updated_weights(tmp_path):
-    config = load_config(
+def _rollout_copy_config(tmp_path, *overrides: str):
+    """The sanity config, 2 small steps, rolling out from a separate copy of the model."""
+    return load_config(
         CONFIGS / "sanity_cpu.yaml",
         [
             f"run.output_dir={tmp_path}",
@@ -23,8 +24,13 @@ def test_rollout_copy_gets_updated_weights(tmp_path):
             "rollout.prompts_per_step=2",
             "rollout.samples_per_prompt=4",
             "rollout.max_tokens=4",
+            *overrides,
         ],
     )
+
+
+def test_rollout_copy_gets_updated_weights(tmp_path):
+    config = _rollout_copy_config(tmp_path)
     trainer = Trainer(config)
     replica = trainer.engine.policy.model
     assert replica is not trainer.model
@@ -43,22 +49,7 @@ def test_rollout_copy_gets_updated_weights(tmp_path):
 
 
 def test_lora_rollout_copy_gets_merged_weights(tmp_path):
-    config = load_config(
-        CONFIGS / "sanity_cpu.yaml",
-        [
-            f"run.output_dir={tmp_path}",
-            "run.steps=2",
-            "run.progress=false",
-            "rollout.share_weights=false",
-            "model.tiny_hidden=32",
-            "model.lora.enabled=true",
-            "model.lora.r=4",
-            "optim.lr=1e-2",
-            "rollout.prompts_per_step=2",
-            "rollout.samples_per_prompt=4",
-            "rollout.max_tokens=4",
-        ],
-    )
+    config = _rollout_copy_config(tmp_path, "model.lora.enabled=true", "model.lora.r=4", "optim.lr=1e-2")
     trainer = Trainer(config)
     replica = trainer.engine.policy.model
     assert not is_lora(replica) and all("lora_" not in k for k in replica.state_dict())
