@@ -67,3 +67,25 @@ def test_remeasurement_decides():
 def test_not_judged_unless_correct_and_timed():
     assert _codes(_report(0.01, {}), status=Status.INCORRECT) == []
     assert _codes({**_report(0.01, {}), "timing_plan": None}) == []
+
+
+def test_timing_plan_always_samples_the_last_timed_call():
+    from drkernel.gym.config import EvalConfig
+    from drkernel.gym.evaluator import timing_plan
+
+    cfg = EvalConfig(warmup_calls=10, timed_calls=100)
+    plans = [timing_plan(cfg) for _ in range(50)]
+    assert all(99 in p["keep"] and all(0 <= i < 100 for i in p["keep"]) for p in plans)
+    assert all(0 <= p["extra_warmup"] <= 10 for p in plans)
+    assert len({p["extra_warmup"] for p in plans}) > 1  # drawn, not fixed
+
+
+def test_staging_layout_aligns_every_tensor():
+    import torch
+
+    from drkernel.gym.ipc import StagingBuffer
+
+    tensors = [torch.empty(3, dtype=torch.float32), torch.empty(5, dtype=torch.float16), torch.empty(0)]
+    offsets, total = StagingBuffer.layout(tensors)
+    assert offsets == [0, 256, 512] and total == 512
+    assert all(o % StagingBuffer.ALIGN == 0 for o in offsets)
