@@ -94,16 +94,16 @@ def test_classify_exit():
 def test_tree_roundtrip_through_host_bytes():
     value = (torch.arange(6.0).reshape(2, 3).t(), [torch.tensor([1, 2], dtype=torch.int64), 2.5, None],
              torch.ones(2, dtype=torch.bfloat16))
-    tree, blob, keep = encode_tree(value, ipc=False)
+    tree, blob = encode_tree(value)
     back = decode_tree(tree, blob, torch.device("cpu"))
     assert isinstance(back, tuple) and torch.equal(back[0], value[0]) and back[1][1:] == [2.5, None]
     assert torch.equal(back[1][0], value[1][0]) and back[2].dtype == torch.bfloat16
     with pytest.raises(TypeError):
-        encode_tree({"a": 1}, ipc=False)
+        encode_tree({"a": 1})
 
 
 def test_tree_rejects_forged_headers():
-    tree, blob, _ = encode_tree(torch.ones(4), ipc=False)
+    tree, blob = encode_tree(torch.ones(4))
     with pytest.raises(ProtocolViolation):
         decode_tree({**tree, "nbytes": 4096}, blob, torch.device("cpu"))
     with pytest.raises(ProtocolViolation):

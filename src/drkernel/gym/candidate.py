@@ -60,23 +60,21 @@ class Context:
         self.reference = reference
         self.config = job["config"]
         self.seeds = [t["seed"] for t in job["trials"]]
-        self.ipc = self.device.type == "cuda"
-        self.staging = StagingBuffer(device) if self.ipc else None
+        self.staging = StagingBuffer(device) if self.device.type == "cuda" else None  # None: host bytes
 
     def export(self, header: dict[str, Any], value: Any) -> dict[str, Any]:
-        """Send ``value`` for the judge to copy; wait for its verdict; then let go of the memory."""
+        """Send ``value`` for the judge to copy and wait for its verdict."""
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         try:
-            tree, blob, keep = encode_tree(value, ipc=self.ipc, staging=self.staging)
+            tree, blob = encode_tree(value, self.staging)
         except RuntimeError:
-            self.ipc = False  # IPC unavailable (e.g. expandable segments): host copies from now on
-            tree, blob, keep = encode_tree(value, ipc=False)
+            self.staging = None  # IPC unavailable (e.g. expandable segments): host copies from now on
+            tree, blob = encode_tree(value)
         self.channel.send({**header, "tree": tree}, blob)
         reply = self.channel.recv()
-        del keep
         if reply.op == "retry_host":  # the judge could not map our IPC handles
-            self.ipc = False
+            self.staging = None
             return self.export(header, value)
         return reply.header
 

@@ -207,12 +207,13 @@ class IntegrityHook:
             self.runs[tag] = bool(ctx.compare(out, trial, tag).get("passed"))
             lap(tag)
 
-        clock = [time.perf_counter()]
+        clock = time.perf_counter()
 
         def lap(name: str) -> None:
+            nonlocal clock
             now = time.perf_counter()
-            self.seconds[name] = self.seconds.get(name, 0.0) + now - clock[0]
-            clock[0] = now
+            self.seconds[name] = self.seconds.get(name, 0.0) + now - clock
+            clock = now
 
         # Every run drops its tensors before the next draws new ones: at full size one input or output
         # can be gigabytes, so the peak stays at two inputs and one output.

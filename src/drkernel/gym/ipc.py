@@ -167,21 +167,18 @@ class StagingBuffer:
         return offsets, end
 
 
-def encode_tree(value: Any, *, ipc: bool, staging: StagingBuffer | None = None) -> tuple[Any, bytes, list[Any]]:
-    """Encode an output tree. Returns (tree, blob, keepalive).
+def encode_tree(value: Any, staging: StagingBuffer | None = None) -> tuple[Any, bytes]:
+    """Encode an output tree. Returns (tree, blob).
 
-    ``ipc`` exports CUDA tensors as IPC handles: through ``staging`` when given (copied into the
-    candidate's `StagingBuffer`), else as handles of their own storages (the caller keeps
-    ``keepalive`` alive until the judge has copied them). Without ``ipc`` every tensor is copied
-    to host bytes.
+    With ``staging``, CUDA tensors are copied into the candidate's `StagingBuffer` and travel as IPC
+    handles of it; everything else (and everything without ``staging``) is copied to host bytes.
     """
     import torch
 
     chunks: list[bytes] = []
     offset = 0
-    keep: list[Any] = []
     staged: dict[int, int] = {}  # id(tensor) -> byte offset in the staging buffer
-    if ipc and staging is not None:
+    if staging is not None:
         leaves = [t for t in _tensor_leaves(value) if t.is_cuda and t.numel() > 0]
         offsets, total = StagingBuffer.layout(leaves)
         staging.reserve(total)
@@ -200,13 +197,6 @@ def encode_tree(value: Any, *, ipc: bool, staging: StagingBuffer | None = None) 
                 head.update(ipc=list(staging.handle), stride=_contiguous_strides(list(t.shape)),
                             storage_offset=staged[id(v)] // t.element_size())
                 return head
-            if ipc and staging is None and t.is_cuda and t.untyped_storage().nbytes() > 0:
-                storage = t.untyped_storage()
-                (dev, handle, size, off, rc_handle, rc_off, ev_handle, ev_sync) = storage._share_cuda_()
-                keep.append(storage)
-                head.update(ipc=[dev, _b64(handle), size, off, _b64(rc_handle), rc_off, _b64(ev_handle),
-                                 bool(ev_sync)], stride=list(t.stride()), storage_offset=t.storage_offset())
-                return head
             raw = t.contiguous().cpu().reshape(-1).view(torch.uint8).numpy().tobytes()
             head.update(offset=offset, nbytes=len(raw))
             chunks.append(raw)
@@ -221,7 +211,7 @@ def encode_tree(value: Any, *, ipc: bool, staging: StagingBuffer | None = None) 
         raise TypeError(f"cannot export an output of type {type(v).__name__}")
 
     tree = enc(value)
-    return tree, b"".join(chunks), keep
+    return tree, b"".join(chunks)
 
 
 def _contiguous_strides(shape: list[int]) -> list[int]:
