@@ -41,7 +41,8 @@ CASES = {
     "9_Matmul_Subtract_Multiply_ReLU": "matmul_subtract_multiply_relu_9.py",
 }
 STAGES = ("child_wait", "child_start", "prepare", "inputs", "import", "compile", "correctness", "extra_runs",
-          "timing", "timing_samples", "reference_timing", "candidate")
+          "timing", "timing_samples", "reference_lock_wait", "reference_timing", "candidate")
+SETTLE_S = 60.0
 
 
 def gpu_seconds(r, cfg: EvalConfig) -> float | None:
@@ -68,11 +69,27 @@ def one(ev: InProcessEvaluator, problem, source: str, cfg: EvalConfig) -> dict:
            "speedup": r.speedup, "ref_ms": r.ref_timing.median_ms if r.ref_timing else None,
            "sol_ms": r.sol_timing.median_ms if r.sol_timing else None,
            "sol_cv": r.sol_timing.cv if r.sol_timing else None, "reference_cached": r.reference_cached,
+           "sol_timing": r.sol_timing.__dict__ if r.sol_timing else None,
+           "ref_timing": r.ref_timing.__dict__ if r.ref_timing else None,
            "stages": r.stage_seconds, "error": (r.error or "")[-600:], "kernels": [k.__dict__ for k in r.kernels]}
     if problem.name in KERNELBENCH_S and gpu is not None:
         row["target_s"] = max(KERNELBENCH_S[problem.name] / 10, 1.5 * gpu)
         row["meets_target"] = wall <= row["target_s"]
     return row
+
+
+def _med(xs) -> float:
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else float("nan")
+
+
+def settle(ev: InProcessEvaluator) -> float:
+    """Wait until the warm pool is full again, so an evaluation does not share the device with
+    candidates starting (their CUDA context is created under the device's shared lock)."""
+    t = time.monotonic()
+    while ev.device_info()["pool_ready"] < ev.pool_size and time.monotonic() - t < SETTLE_S:
+        time.sleep(0.1)
+    return time.monotonic() - t
 
 
 def main() -> int:
@@ -102,7 +119,9 @@ def main() -> int:
               f"{'speedup':>8}  stages (s)")
         for name, f in cases.items():
             for run in ("first", "steady"):
+                settled = settle(ev) if run == "steady" else 0.0
                 row = one(ev, find_problem(problems, name), (SOLUTIONS / f).read_text(), cfg)
+                row["settle_s"] = settled
                 row["run"] = run
                 report["cold"].append(row)
                 stages = " ".join(f"{k}={row['stages'][k]:.2f}" for k in STAGES if k in row["stages"])
@@ -118,15 +137,21 @@ def main() -> int:
             print(f"\n--- the same solution {repeats}x in fresh candidates, {label} ---")
             for name, f in list(cases.items())[:3]:
                 problem, source = find_problem(problems, name), (SOLUTIONS / f).read_text()
-                rows = [one(ev, problem, source, cfg) for _ in range(repeats)]
+                rows = []
+                for _ in range(repeats):
+                    settle(ev)
+                    rows.append(one(ev, problem, source, cfg))
                 speedups = [r["speedup"] for r in rows if r["speedup"]]
                 walls = [r["wall_s"] for r in rows]
                 c = cv(speedups)
                 report["repeats"].setdefault(label, {})[name] = {
                     "speedups": speedups, "speedup_cv": c, "wall_s": walls,
                     "sol_ms": [r["sol_ms"] for r in rows], "ref_ms": [r["ref_ms"] for r in rows]}
+                sol = [r["sol_timing"] or {} for r in rows]
                 print(f"{name:36} speedup mean {statistics.mean(speedups) if speedups else 0:.4f}  "
-                      f"cv {(c or 0) * 100:.3f}% (target <= 0.5%)  wall median {statistics.median(walls):.2f} s")
+                      f"cv {(c or 0) * 100:.3f}% (target <= 0.5%)  wall median {statistics.median(walls):.2f} s  "
+                      f"sol per-call cv {_med(s.get('cv') for s in sol) * 100:.2f}%  head start "
+                      f"{_med(s.get('head_start_ms') for s in sol):.3f} ms  host {_med(s.get('host_ms') for s in sol):.3f} ms")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "gym_eval_cost.json").write_text(json.dumps(report, indent=1, default=str))

@@ -12,6 +12,7 @@ import torch
 
 from drkernel.gym.classify import classify_error, classify_exit, trim_tail
 from drkernel.gym.compare import compare_outputs, inputs_changed
+from drkernel.gym.config import EvalConfig
 from drkernel.gym.ipc import Channel, ChannelClosed, ChannelTimeout, ProtocolViolation, decode_tree, encode_tree
 from drkernel.gym.refcache import ReferenceTimingCache, reference_key
 from drkernel.gym.result import Status
@@ -152,7 +153,7 @@ def test_rwlock_exclusive_waits_for_shared_and_blocks_new_readers():
 
 
 def test_reference_cache_key_and_persistence(tmp_path):
-    cfg = {"warmup_calls": 10, "timed_calls": 100, "l2_flush": True, "reference": "eager"}
+    cfg = EvalConfig().to_dict()
     k = reference_key("code", 0, 1, "H100", {"torch": "2"}, cfg)
     assert k != reference_key("code", 0, 1, "H200", {"torch": "2"}, cfg)
     assert k != reference_key("code", 0, 1, "H100", {"torch": "2"}, {**cfg, "reference": "compile"})

@@ -237,7 +237,7 @@ class Candidate:
                       inputs: list[Any] | None) -> None:
         """Time inside the exclusive region; re-measure with device-wide synchronisation when the
         orchestrator finds the time implausible; then send the sampled timed outputs to the judge."""
-        from drkernel.gym.timing import time_cuda, time_synchronized
+        from drkernel.gym.timing import time_cuda, time_synchronized, timing_options
 
         if inputs is None:
             inputs = harness.draw_inputs(ref, int(job["timing_seed"]), self.device)
@@ -252,7 +252,7 @@ class Candidate:
         try:
             stats = time_cuda(model, inputs, warmup=int(cfg["warmup_calls"]) + int(plan["extra_warmup"]),
                               calls=int(cfg["timed_calls"]), l2_flush=bool(cfg["l2_flush"]), device=self.device,
-                              keep=keep, kept=kept)
+                              keep=keep, kept=kept, **timing_options(cfg))
             self.channel.send({"op": "timing", "stats": stats})
             if self.channel.recv().op == "remeasure":
                 stats = time_synchronized(model, inputs, calls=int(plan["remeasure_calls"]),

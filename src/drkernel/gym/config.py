@@ -46,6 +46,14 @@ class EvalConfig:
     """Timed calls per side; each on cloned inputs after an L2 flush."""
     l2_flush: bool = True
     """Write a buffer larger than L2 before every timed call."""
+    head_start_max_ms: float = 1.0
+    """Cap of the device's head start before each timed call, which keeps the host's time to issue the
+    call out of the events (`drkernel.gym.timing`); 0 turns it off."""
+    timed_calls_max: int = 0
+    """Time more than ``timed_calls``, up to this many, while the median's relative standard error is
+    above ``timing_target_rse`` (0: exactly ``timed_calls``)."""
+    timing_target_rse: float = 0.001
+    """Target relative standard error of a timed median, used when ``timed_calls_max`` allows more calls."""
     reference: str = "eager"
     """Reference for speedup: ``eager`` PyTorch or ``compile`` (torch.compile of the reference)."""
     profile: bool = True
@@ -81,6 +89,10 @@ class EvalConfig:
             problems.append(f"trials={self.trials} (at least 1)")
         if not (self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:")):
             problems.append(f"device={self.device!r} (auto, cpu, cuda or cuda:N)")
+        if self.head_start_max_ms < 0:
+            problems.append(f"head_start_max_ms={self.head_start_max_ms} (at least 0)")
+        if self.timed_calls_max and self.timed_calls_max < self.timed_calls:
+            problems.append(f"timed_calls_max={self.timed_calls_max} (0, or at least timed_calls={self.timed_calls})")
         if not 0.0 < self.memory_fraction <= 1.0:
             problems.append(f"memory_fraction={self.memory_fraction} (in (0, 1])")
         if problems:

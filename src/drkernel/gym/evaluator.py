@@ -290,10 +290,13 @@ class InProcessEvaluator:
         if stats is None:
             t = time.monotonic()
             with rt.rw.exclusive():
+                stages["reference_lock_wait"] = time.monotonic() - t
                 stats = rt.judge_call({"op": "time_reference", "code": code, "weight_seed": cfg.seed,
                                        "seed": job["timing_seed"], "reference": cfg.reference,
                                        "warmup_calls": cfg.warmup_calls, "timed_calls": cfg.timed_calls,
-                                       "l2_flush": cfg.l2_flush})["stats"]
+                                       "l2_flush": cfg.l2_flush, "head_start_max_ms": cfg.head_start_max_ms,
+                                       "timed_calls_max": cfg.timed_calls_max,
+                                       "timing_target_rse": cfg.timing_target_rse})["stats"]
             stages["reference_timing"] = time.monotonic() - t
             self.ref_cache.put(key, stats)
         result.ref_timing = TimingStats(**stats)

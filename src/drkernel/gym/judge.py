@@ -159,7 +159,7 @@ class Judge:
         return changed
 
     def time_reference(self, h: dict[str, Any]) -> dict[str, Any]:
-        from drkernel.gym.timing import L2Flusher, time_cuda
+        from drkernel.gym.timing import L2Flusher, time_cuda, timing_options
 
         if self.device.type != "cuda":
             raise RuntimeError("reference timing needs a CUDA device")
@@ -170,7 +170,8 @@ class Judge:
         if self.flusher is None:
             self.flusher = L2Flusher(self.device)
         stats = time_cuda(model, args, warmup=int(h["warmup_calls"]), calls=int(h["timed_calls"]),
-                          l2_flush=bool(h["l2_flush"]), device=self.device, flusher=self.flusher)
+                          l2_flush=bool(h["l2_flush"]), device=self.device, flusher=self.flusher,
+                          **timing_options(h))
         return {"op": "timed", "stats": stats}
 
     def handle(self, op: str, h: dict[str, Any], blob: bytes) -> dict[str, Any]:

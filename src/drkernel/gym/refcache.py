@@ -14,7 +14,8 @@ import threading
 from pathlib import Path
 from typing import Any, Mapping
 
-TIMING_FIELDS = ("warmup_calls", "timed_calls", "l2_flush", "reference")
+TIMING_FIELDS = ("warmup_calls", "timed_calls", "l2_flush", "reference", "head_start_max_ms", "timed_calls_max",
+                 "timing_target_rse")
 
 
 def reference_key(code: str, weight_seed: int, timing_seed: int, device_name: str, versions: Mapping[str, str],

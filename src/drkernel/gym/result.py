@@ -83,6 +83,10 @@ class TimingStats:
     min_ms: float
     n: int
     wall_ms_per_call: float | None = None  # synchronised wall clock around the batch, per call
+    rse: float | None = None            # relative standard error of the median (timing.median_rse)
+    head_start_ms: float | None = None  # the device's head start before each call (timing.py)
+    host_ms: float | None = None        # median host time to issue one call
+    uncovered: float | None = None      # share of calls whose issue outlasted the head start
 
 
 @dataclass(frozen=True)

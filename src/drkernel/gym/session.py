@@ -206,8 +206,8 @@ def _stats(d: Any) -> dict[str, Any] | None:
     try:
         out = {k: float(d[k]) for k in ("median_ms", "iqr_ms", "cv", "mean_ms", "min_ms")}
         out["n"] = int(d["n"])
-        wall = d.get("wall_ms_per_call")
-        out["wall_ms_per_call"] = None if wall is None else float(wall)
+        for k in ("wall_ms_per_call", "rse", "head_start_ms", "host_ms", "uncovered"):
+            out[k] = None if d.get(k) is None else float(d[k])
     except (KeyError, TypeError, ValueError):
         return None
     if not all(math.isfinite(v) and v >= 0 for k, v in out.items() if isinstance(v, float)):

@@ -1,13 +1,30 @@
 """GPU timing, the same method for reference (in the judge) and solution (in the candidate).
 
-Per timed call: clone the inputs, flush L2 (write a buffer twice the L2 size), record the start
-event, call, record the end event. All events are read after one synchronisation at the end, so
-the host never waits between calls. A synchronised wall clock around the whole timed loop is kept
-as a cross-check (it includes the clones and flushes, so it is an upper bound per call).
+Per timed call: clone the inputs, flush L2 (write a buffer twice the L2 size), give the device a
+head start, record the start event, call, record the end event. All events are read after one
+synchronisation at the end, so the host never waits between calls. A synchronised wall clock around
+the whole timed loop is kept as a cross-check (it includes the clones, flushes and head starts, so
+it is an upper bound per call).
+
+The head start: before the start event the stream sleeps on the device (``torch.cuda._sleep``) for
+
+    head_ms = min(head_start_max_ms, HEAD_START_FACTOR x p90(host issue time of the warm-up calls)
+                                     + HEAD_START_SLACK_MS)
+
+so the call's launches are already queued when the device reaches the start event. Without it the
+events also measure the host's time to issue the launches (Python, Triton's launcher), which varies
+with the host's load: a 10 us kernel behind a 30 us launch path moved by 5 % per call, and by tens of
+percent on a host busy starting other candidates. Only work that does not read the inputs can hide
+in the head start: reading them means waiting for the stream, sleep included.
+
+More calls when the median is uncertain: after ``calls`` timed calls, while the median's relative
+standard error (a robust estimate, `median_rse`) is above ``target_rse`` and fewer than ``max_calls``
+were timed, another block of ``calls // 2`` is timed.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from typing import Any, Callable, Collection, Sequence
@@ -18,6 +35,13 @@ import triton.language as tl
 
 from drkernel.gym.inputs import clone_args
 
+HEAD_START_FACTOR = 2.0
+"""Head start as a multiple of the host's issue time (p90 over the later warm-up calls)."""
+HEAD_START_SLACK_MS = 0.02
+"""Added to every head start: the stream's own latency between the sleep and the first launch."""
+SLEEP_CALIBRATION_CYCLES = 1_000_000
+_sleep_cycles_per_ms: dict[int, float] = {}
+
 
 @triton.jit
 def warm_kernel(x_ptr, n, BLOCK: tl.constexpr):
@@ -26,8 +50,39 @@ def warm_kernel(x_ptr, n, BLOCK: tl.constexpr):
     tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1.0, mask=offs < n)
 
 
-def summarize(times_ms: Sequence[float], wall_ms_per_call: float | None = None) -> dict[str, Any]:
-    """Median, IQR, coefficient of variation (std / mean), mean and min of per-call times."""
+def median_rse(times_ms: Sequence[float]) -> float:
+    """Relative standard error of the median of per-call times, robust to outliers:
+
+        rse = sqrt(pi / 2) x (IQR / 1.349) / (median x sqrt(n))
+
+    (the median's standard error for a normal sample, with its sigma estimated from the IQR)."""
+    xs = sorted(float(t) for t in times_ms)
+    n = len(xs)
+    if n < 2:
+        return math.inf
+    q = statistics.quantiles(xs, n=4, method="inclusive")
+    median = statistics.median(xs)
+    if median <= 0:
+        return math.inf
+    return math.sqrt(math.pi / 2) * ((q[2] - q[0]) / 1.349) / (median * math.sqrt(n))
+
+
+def head_start_ms(warmup_host_ms: Sequence[float], max_ms: float) -> float:
+    """The head start for a function whose warm-up calls took ``warmup_host_ms`` to issue on the
+    host (see the module docstring). The first half of the warm-up (compilation, autotuning, caches
+    filling) is left out; with no warm-up to go by, the maximum."""
+    if max_ms <= 0:
+        return 0.0
+    later = sorted(warmup_host_ms[len(warmup_host_ms) // 2:])
+    if not later:
+        return max_ms
+    p90 = later[min(len(later) - 1, math.ceil(0.9 * len(later)) - 1)]
+    return min(max_ms, HEAD_START_FACTOR * p90 + HEAD_START_SLACK_MS)
+
+
+def summarize(times_ms: Sequence[float], wall_ms_per_call: float | None = None, **extra: Any) -> dict[str, Any]:
+    """Median, IQR, coefficient of variation (std / mean), mean and min of per-call times, the
+    median's relative standard error, plus ``extra`` (head start, host issue time, ...)."""
     xs = sorted(float(t) for t in times_ms)
     n = len(xs)
     if n == 0:
@@ -35,8 +90,10 @@ def summarize(times_ms: Sequence[float], wall_ms_per_call: float | None = None) 
     mean = sum(xs) / n
     std = statistics.pstdev(xs) if n > 1 else 0.0
     q = statistics.quantiles(xs, n=4, method="inclusive") if n > 1 else [xs[0]] * 3
+    rse = median_rse(xs)
     return {"median_ms": statistics.median(xs), "iqr_ms": q[2] - q[0], "cv": std / mean if mean > 0 else 0.0,
-            "mean_ms": mean, "min_ms": xs[0], "n": n, "wall_ms_per_call": wall_ms_per_call}
+            "mean_ms": mean, "min_ms": xs[0], "n": n, "wall_ms_per_call": wall_ms_per_call,
+            "rse": rse if math.isfinite(rse) else None, **extra}
 
 
 class L2Flusher:
@@ -51,34 +108,85 @@ class L2Flusher:
         self.buf.zero_()
 
 
+def sleep_cycles_per_ms(device: torch.device) -> float:
+    """Cycles of ``torch.cuda._sleep`` per millisecond on ``device``, measured once per process."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _sleep_cycles_per_ms:
+        torch.cuda._sleep(SLEEP_CALIBRATION_CYCLES // 10)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.cuda._sleep(SLEEP_CALIBRATION_CYCLES)
+        end.record()
+        end.synchronize()
+        _sleep_cycles_per_ms[index] = SLEEP_CALIBRATION_CYCLES / max(start.elapsed_time(end), 1e-3)
+    return _sleep_cycles_per_ms[index]
+
+
 def time_cuda(fn: Callable[..., Any], inputs: Sequence[Any], *, warmup: int, calls: int, l2_flush: bool,
               device: torch.device, flusher: L2Flusher | None = None, keep: Collection[int] = (),
-              kept: dict[int, Any] | None = None) -> dict[str, Any]:
+              kept: dict[int, Any] | None = None, head_start_max_ms: float = 0.0,
+              max_calls: int | None = None, target_rse: float = 0.0) -> dict[str, Any]:
     """Per-call device times of ``fn(*clone(inputs))`` (see the module docstring).
 
     ``keep``: indices of timed calls whose outputs are stored into ``kept`` (index -> output), so the
-    judge can check that timed calls compute the right thing, not only the calls it saw before."""
+    judge can check that timed calls compute the right thing, not only the calls it saw before.
+    ``head_start_max_ms``: cap of the head start (0: none). ``max_calls``/``target_rse``: time more
+    than ``calls`` calls, up to ``max_calls``, while the median's relative standard error is above
+    ``target_rse``.
+
+    The stats add ``head_start_ms``, ``host_ms`` (median host time to issue one timed call) and
+    ``uncovered`` (share of timed calls whose issue took longer than the head start)."""
     flush = (flusher or L2Flusher(device)) if l2_flush else None
+    issue_ms: list[float] = []
     with torch.no_grad():
         for _ in range(warmup):
-            fn(*clone_args(inputs))
-        torch.cuda.synchronize(device)
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
-        t0 = time.perf_counter()
-        for i in range(calls):
             args = clone_args(inputs)
-            if flush is not None:
-                flush()
-            starts[i].record()
-            out = fn(*args)
-            ends[i].record()
-            if kept is not None and i in keep:
-                kept[i] = out
-            del args, out  # one clone alive at a time: full-size inputs can be gigabytes
+            t = time.perf_counter()
+            fn(*args)
+            issue_ms.append((time.perf_counter() - t) * 1e3)
+            del args
         torch.cuda.synchronize(device)
-        wall = (time.perf_counter() - t0) * 1e3 / calls
-    return summarize([s.elapsed_time(e) for s, e in zip(starts, ends)], wall)
+        head_ms = head_start_ms(issue_ms, head_start_max_ms)
+        sleep_cycles = int(head_ms * sleep_cycles_per_ms(device)) if head_ms > 0 else 0
+        limit = max(calls, max_calls or calls)
+        host: list[float] = []
+        times: list[float] = []
+        wall_ms = 0.0
+        block = calls
+        while block > 0:
+            pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                     for _ in range(block)]
+            t0 = time.perf_counter()
+            for start, end in pairs:
+                i = len(host)
+                args = clone_args(inputs)
+                if flush is not None:
+                    flush()
+                if sleep_cycles:
+                    torch.cuda._sleep(sleep_cycles)
+                start.record()
+                t = time.perf_counter()
+                out = fn(*args)
+                host.append((time.perf_counter() - t) * 1e3)
+                end.record()
+                if kept is not None and i in keep:
+                    kept[i] = out
+                del args, out  # one clone alive at a time: full-size inputs can be gigabytes
+            torch.cuda.synchronize(device)
+            wall_ms += (time.perf_counter() - t0) * 1e3
+            times.extend(s.elapsed_time(e) for s, e in pairs)
+            n = len(times)
+            more = n < limit and target_rse > 0 and median_rse(times) > target_rse
+            block = min(max(1, calls // 2), limit - n) if more else 0
+    return summarize(times, wall_ms / len(times), head_start_ms=head_ms, host_ms=statistics.median(host),
+                     uncovered=sum(h > head_ms for h in host) / len(host))
+
+
+def timing_options(cfg: dict[str, Any]) -> dict[str, Any]:
+    """`time_cuda`'s head-start and extension arguments from an `EvalConfig` dict (or a judge request)."""
+    return {"head_start_max_ms": float(cfg.get("head_start_max_ms", 0.0)),
+            "max_calls": int(cfg.get("timed_calls_max") or 0) or None,
+            "target_rse": float(cfg.get("timing_target_rse", 0.0))}
 
 
 def time_synchronized(fn: Callable[..., Any], inputs: Sequence[Any], *, calls: int, l2_flush: bool,

@@ -1,0 +1,67 @@
+"""Pure parts of the GPU timing method (`drkernel.gym.timing`): head start, the median's standard
+error, the options taken from a config. The CUDA loop itself runs in `scripts/gpu_check.sh`."""
+
+import math
+
+import pytest
+
+from drkernel.errors import ConfigError
+from drkernel.gym.config import EvalConfig
+from drkernel.gym.refcache import reference_key
+from drkernel.gym.timing import HEAD_START_FACTOR, HEAD_START_SLACK_MS, head_start_ms, median_rse, summarize, \
+    timing_options
+
+
+def test_head_start_ignores_the_first_half_of_warmup_and_takes_the_p90():
+    # first half (a 500 ms compile, then 3 ms) is left out; later half sorted: 0.02 .. 0.05, 0.10
+    issue = [500.0, 3.0, 0.5, 0.4, 0.3, 0.02, 0.03, 0.04, 0.05, 0.10]
+    # p90 of 5 values: index ceil(4.5) - 1 = 4 -> 0.10
+    assert head_start_ms(issue, max_ms=1.0) == pytest.approx(HEAD_START_FACTOR * 0.10 + HEAD_START_SLACK_MS)
+
+
+def test_head_start_is_capped_off_or_the_cap_without_warmup():
+    assert head_start_ms([5.0] * 10, max_ms=1.0) == 1.0
+    assert head_start_ms([0.01] * 10, max_ms=0.0) == 0.0
+    assert head_start_ms([], max_ms=0.7) == 0.7
+
+
+def test_median_rse_worked_by_hand():
+    # [1, 2, 3, 4]: IQR 1.5 (inclusive quartiles 1.75, 3.25), median 2.5, n 4
+    expected = math.sqrt(math.pi / 2) * (1.5 / 1.349) / (2.5 * 2)
+    assert median_rse([4.0, 1.0, 3.0, 2.0]) == pytest.approx(expected)
+    assert median_rse([1.0]) == math.inf
+    # four times the calls with the same spread: half the error
+    assert median_rse([1.0, 2.0, 3.0, 4.0] * 4) == pytest.approx(median_rse([1.0, 2.0, 3.0, 4.0]) / 2, rel=0.05)
+
+
+def test_median_rse_is_robust_to_one_outlier():
+    calm = [1.0 + 0.001 * (i % 7) for i in range(100)]
+    assert median_rse(calm[:-1] + [50.0]) == pytest.approx(median_rse(calm), rel=0.05)
+
+
+def test_summarize_carries_the_rse_and_extras():
+    s = summarize([1.0, 2.0, 3.0, 4.0], head_start_ms=0.1, host_ms=0.03, uncovered=0.0)
+    assert s["rse"] == pytest.approx(median_rse([1.0, 2.0, 3.0, 4.0]))
+    assert (s["head_start_ms"], s["host_ms"], s["uncovered"]) == (0.1, 0.03, 0.0)
+    assert summarize([2.0])["rse"] is None
+
+
+def test_timing_options_from_config_and_defaults():
+    cfg = EvalConfig().to_dict()
+    assert timing_options(cfg) == {"head_start_max_ms": 1.0, "max_calls": None, "target_rse": 0.001}
+    cfg = EvalConfig(timed_calls_max=400, head_start_max_ms=0).to_dict()
+    assert timing_options(cfg) == {"head_start_max_ms": 0.0, "max_calls": 400, "target_rse": 0.001}
+
+
+def test_config_rejects_bad_timing_settings():
+    with pytest.raises(ConfigError, match="head_start_max_ms=-1"):
+        EvalConfig(head_start_max_ms=-1)
+    with pytest.raises(ConfigError, match="timed_calls_max=50"):
+        EvalConfig(timed_calls_max=50)
+
+
+def test_reference_cache_key_changes_with_the_timing_method():
+    base = EvalConfig().to_dict()
+    key = reference_key("code", 0, 1, "H100", {"torch": "2"}, base)
+    for change in ({"head_start_max_ms": 0.0}, {"timed_calls_max": 400}, {"timing_target_rse": 0.01}):
+        assert reference_key("code", 0, 1, "H100", {"torch": "2"}, {**base, **change}) != key
