@@ -4,7 +4,7 @@
 # and writes JSON under ${OUT:-out}. Exit status 1 if any section failed.
 # Arguments select sections by tag (default: all), e.g. `bash scripts/gpu_check.sh gym-cost`, so a
 # caller with a per-command time limit can run them one by one.
-# Tags: env gym-checks gym-cost integrity-hacks integrity-honest suite service agent train.
+# Tags: env gym-checks timing gym-cost integrity-hacks integrity-honest suite service agent train.
 # Each section runs under `timeout ${SECTION_TIMEOUT:-560}` (seconds; SIGTERM, then SIGKILL 20 s later),
 # so a hung section fails alone and leaves the rest of a 10-minute call to the summary lines.
 set -u
@@ -41,6 +41,7 @@ section() {
 
 section env "environment" "$PY" -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'NO GPU')"
 section gym-checks "gym: GPU checks (IPC, timing, statuses, gold solutions)" "$PY" scripts/gym_gpu_checks.py --out "$OUT"
+section timing "gym: timing repeatability, head start on/off, quiet/loaded host" "$PY" benchmarks/timing_repeatability.py --out "$OUT"
 section gym-cost "gym: evaluation cost and speedup stability" "$PY" benchmarks/gym_eval_cost.py --out "$OUT"
 # --- reward integrity (branch hacks): adversarial corpus + GPU-only hacks; CAUGHT/MISSED, OK/FLAGGED ---
 section integrity-hacks "integrity: GPU-only hacks and the hacked corpus" "$PY" scripts/adversarial_gpu.py --kinds gpu,hacked --out "$OUT"

@@ -11,6 +11,8 @@ SCRIPTS = (
     "benchmarks/agent_e2e_gpu.py",
     "benchmarks/train_gpu.py",
     "scripts/adversarial_gpu.py",
+    "benchmarks/timing_repeatability.py",
+    "benchmarks/gym_eval_cost.py",
 )
 ABSENT = ("fastapi", "pydantic", "uvicorn", "openai", "ray")
 
