@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import importlib
 import os
 import random
 import sys
@@ -106,11 +105,6 @@ class IntegrityHook:
         from drkernel.gym import inputs as harness
 
         self.solution_path = os.path.realpath(ctx.solution_path)
-        if not ctx.cpu_mode:
-            # On the GPU the harness's own profiler and launch paths import torch._dynamo, which
-            # rewraps torch.manual_seed: import it before the snapshots, so neither reads as the
-            # solution's doing (hacks 8 and 16).
-            importlib.import_module("torch._dynamo.convert_frame")
         self._wrap_launchers(ctx.cpu_mode)
         harness.pin_backend_flags()  # idempotent; the candidate pins again after this hook
         self.frames_before = dynamo_frames()
