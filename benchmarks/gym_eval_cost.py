@@ -41,7 +41,8 @@ CASES = {
     "9_Matmul_Subtract_Multiply_ReLU": "matmul_subtract_multiply_relu_9.py",
 }
 STAGES = ("child_wait", "child_start", "prepare", "inputs", "import", "compile", "correctness", "extra_runs",
-          "timing", "timing_samples", "reference_lock_wait", "reference_timing", "candidate")
+          "timing", "timing_samples", "reference_lock_wait", "reference_timing", "candidate", "child_exit",
+          "judge_release")
 SETTLE_S = 60.0
 
 

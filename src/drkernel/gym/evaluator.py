@@ -165,7 +165,8 @@ class InProcessEvaluator:
             session = CandidateSession(rt, job, job_id, cfg.tolerance, cfg.seed, cfg.timeout_s,
                                        cfg.rss_limit_mb << 20)
             out = session.run()
-        stages.update({"child_wait": out.child_wait_s, "candidate": out.wall_s})
+        stages.update({"child_wait": out.child_wait_s, "candidate": out.wall_s, "child_exit": out.exit_s,
+                       "judge_release": out.release_s})
         if out.child_start_s is not None:
             stages["child_start"] = out.child_start_s
         for name, seconds in ((out.done or {}).get("stages") or {}).items():

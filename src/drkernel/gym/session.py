@@ -44,6 +44,8 @@ class SessionOutcome:
     child_wait_s: float = 0.0
     lock_wait_s: float = 0.0
     wall_s: float = 0.0
+    exit_s: float = 0.0                         # the candidate's exit, after its last message
+    release_s: float = 0.0                      # the judge freeing the job's tensors
 
 
 class CandidateSession:
@@ -74,11 +76,19 @@ class CandidateSession:
                 self._converse(child, started)
             self.out.oom = watch.fired
         finally:
-            self._release()
+            # The candidate's exit (its CUDA context torn down) and the judge freeing the job's tensors
+            # still hold the device (shared, or exclusive when a timed region broke off), so neither
+            # overlaps another candidate's timed region.
             self.out.wall_s = time.monotonic() - started
-            self._finish(child)
-            shutil.rmtree(workdir, ignore_errors=True)
-            self.rt.judge_call({"op": "release", "job": self.job_id})
+            t = time.monotonic()
+            try:
+                self._finish(child)
+                shutil.rmtree(workdir, ignore_errors=True)
+                self.out.exit_s = time.monotonic() - t
+                self.rt.judge_call({"op": "release", "job": self.job_id})
+            finally:
+                self._release()
+            self.out.release_s = time.monotonic() - t - self.out.exit_s
         return self.out
 
     def _converse(self, child: Any, started: float) -> None:
