@@ -95,13 +95,46 @@ def cv(xs: list[float]) -> float:
     return statistics.pstdev(xs) / statistics.mean(xs) if len(xs) > 1 else 0.0
 
 
+def plot(report: dict, path: Path) -> None:
+    """Speedup CV across repeats per case: each mode on the quiet and on the loaded host."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    results = report["results"]
+    names = list(dict.fromkeys(k.split("/")[1] for k in results))
+    bars = [(load, mode) for load in ("quiet", "loaded") for mode in MODES]
+    width = 0.8 / len(bars)
+    fig, ax = plt.subplots(figsize=(11, 4.5))
+    for j, (load, mode) in enumerate(bars):
+        cvs = [100 * results[f"{load}/{n}/{mode}"]["speedup_cv"] for n in names]
+        ax.bar([i + (j - (len(bars) - 1) / 2) * width for i in range(len(names))], cvs, width=width,
+               label=f"{mode}, {load} host", color=f"C{list(MODES).index(mode)}", alpha=1.0 if load == "quiet" else 0.5,
+               hatch="" if load == "quiet" else "//")
+    ax.axhline(0.5, color="k", lw=0.8, ls="--", label="target 0.5 %")
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(names)), [n[:24] for n in names], rotation=20, ha="right")
+    ax.set_ylabel("speedup CV across repeats (%)")
+    ax.legend(fontsize=8, ncol=2)
+    ax.set_title(f"timing repeatability with and without the head start, {report['device']}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--only", default="", help="comma-separated problem names")
     ap.add_argument("--spinners", type=int, default=os.cpu_count() or 4, help="busy processes on the loaded host")
     ap.add_argument("--out", default=os.environ.get("OUT", "out"))
+    ap.add_argument("--replot", type=Path, help="only draw the plot of a saved JSON report (no GPU needed)")
     args = ap.parse_args()
+    if args.replot:
+        plot(json.loads(args.replot.read_text()), args.replot.with_suffix(".png"))
+        print(f"wrote {args.replot.with_suffix('.png')}")
+        return 0
     device = torch.device("cuda:0")
     harness.pin_backend_flags()
     flusher = L2Flusher(device)
@@ -150,6 +183,10 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "timing_repeatability.json").write_text(json.dumps(report, indent=1))
     print(f"\nwrote {out / 'timing_repeatability.json'}")
+    try:
+        plot(report, out / "timing_repeatability.png")
+    except ImportError:
+        print("matplotlib missing: no plot (draw it later with --replot)")
     return 0
 
 
