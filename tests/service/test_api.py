@@ -126,6 +126,11 @@ def test_evaluator_exception_is_retried_once_then_failed(http, small_problem):
     job = http.get(f"/v1/jobs/{job_id}/wait", params={"timeout": 30}).json()
     assert job["status"] == "failed" and job["attempts"] == 2 and job["result"] is None
     assert job["error_class"] == "evaluator_error" and "RuntimeError" in job["error"]
+    _wait_both_ready(http)
+
+
+def _wait_both_ready(http) -> None:
+    """Until the canary has cleared both devices (a worker re-checks its device after a failure or a crash)."""
     deadline = time.monotonic() + 60
     while [w["state"] for w in http.get("/v1/workers").json()] != ["ready", "ready"]:
         assert time.monotonic() < deadline, "the canary did not clear both devices"
@@ -141,6 +146,7 @@ def test_a_bad_solution_is_a_result_not_a_retry(http, small_problem):
 
 
 def test_metrics(http):
+    _wait_both_ready(http)
     text = http.get("/v1/metrics").text
     for needle in (
         "kernelgym_jobs_submitted_total",
