@@ -24,7 +24,7 @@ from drkernel.errors import InfrastructureError
 from drkernel.gym.checks import CheckRegistry, default_checks
 from drkernel.gym.classify import classify_error, classify_exit, trim_tail
 from drkernel.gym.config import EvalConfig, EvalRequest
-from drkernel.gym.refcache import ReferenceTimingCache, reference_key
+from drkernel.gym.refcache import TIMING_FIELDS, ReferenceTimingCache, reference_key
 from drkernel.gym.result import EvalResult, Hack, KernelStat, Status, TimingStats, TrialResult
 from drkernel.gym.runtime import DeviceRuntime, JudgeLost
 from drkernel.gym.session import CandidateSession, SessionOutcome
@@ -292,12 +292,10 @@ class InProcessEvaluator:
             t = time.monotonic()
             with rt.rw.exclusive():
                 stages["reference_lock_wait"] = time.monotonic() - t
+                # the judge gets exactly the fields that key the cache, so the two cannot drift apart
                 stats = rt.judge_call({"op": "time_reference", "code": code, "weight_seed": cfg.seed,
-                                       "seed": job["timing_seed"], "reference": cfg.reference,
-                                       "warmup_calls": cfg.warmup_calls, "timed_calls": cfg.timed_calls,
-                                       "l2_flush": cfg.l2_flush, "head_start_max_ms": cfg.head_start_max_ms,
-                                       "timed_calls_max": cfg.timed_calls_max,
-                                       "timing_target_rse": cfg.timing_target_rse})["stats"]
+                                       "seed": job["timing_seed"],
+                                       **{k: getattr(cfg, k) for k in TIMING_FIELDS}})["stats"]
             stages["reference_timing"] = time.monotonic() - t
             self.ref_cache.put(key, stats)
         result.ref_timing = TimingStats(**stats)

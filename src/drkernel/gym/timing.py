@@ -57,14 +57,16 @@ def median_rse(times_ms: Sequence[float]) -> float:
 
     (the median's standard error for a normal sample, with its sigma estimated from the IQR)."""
     xs = sorted(float(t) for t in times_ms)
-    n = len(xs)
-    if n < 2:
+    if len(xs) < 2:
         return math.inf
     q = statistics.quantiles(xs, n=4, method="inclusive")
-    median = statistics.median(xs)
-    if median <= 0:
+    return _rse(q[2] - q[0], statistics.median(xs), len(xs))
+
+
+def _rse(iqr: float, median: float, n: int) -> float:
+    if n < 2 or median <= 0:
         return math.inf
-    return math.sqrt(math.pi / 2) * ((q[2] - q[0]) / 1.349) / (median * math.sqrt(n))
+    return math.sqrt(math.pi / 2) * (iqr / 1.349) / (median * math.sqrt(n))
 
 
 def head_start_ms(warmup_host_ms: Sequence[float], max_ms: float) -> float:
@@ -90,8 +92,9 @@ def summarize(times_ms: Sequence[float], wall_ms_per_call: float | None = None, 
     mean = sum(xs) / n
     std = statistics.pstdev(xs) if n > 1 else 0.0
     q = statistics.quantiles(xs, n=4, method="inclusive") if n > 1 else [xs[0]] * 3
-    rse = median_rse(xs)
-    return {"median_ms": statistics.median(xs), "iqr_ms": q[2] - q[0], "cv": std / mean if mean > 0 else 0.0,
+    median = statistics.median(xs)
+    rse = _rse(q[2] - q[0], median, n)
+    return {"median_ms": median, "iqr_ms": q[2] - q[0], "cv": std / mean if mean > 0 else 0.0,
             "mean_ms": mean, "min_ms": xs[0], "n": n, "wall_ms_per_call": wall_ms_per_call,
             "rse": rse if math.isfinite(rse) else None, **extra}
 
