@@ -69,7 +69,7 @@ def test_alias_chains_resolve():
 
 
 @pytest.mark.parametrize("snippet", [
-    "import math\nimport os\nos.environ['TRITON_INTERPRET'] = '1'",
+    "import math\nfrom typing import Any\nimport functools",
     "x = torch.empty(4)\ny = x.view(2, 2).contiguous().float()",
     "torch.cuda.synchronize() if torch.cuda.is_available() else None",
     "w = nn.Parameter(torch.empty(3))\nnn.init.uniform_(w)",

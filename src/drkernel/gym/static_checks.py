@@ -21,7 +21,10 @@ Names built at run time (``getattr(torch, "com" + "pile")``) escape any static c
 from __future__ import annotations
 
 import ast
+import functools
+import re
 from dataclasses import dataclass, field
+from typing import Callable
 
 from drkernel.gym.hacks import dedupe, make_hack
 from drkernel.gym.result import Hack
@@ -181,6 +184,15 @@ class _Names:
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 for a in node.names:
                     self.alias[a.asname or a.name] = f"{node.module}.{a.name}"
+        # Names the solution binds itself (a parameter called ``input`` is not the builtin).
+        self.defined: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.arg):
+                self.defined.add(node.arg)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                self.defined.add(node.name)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                self.defined.add(node.id)
         # Simple aliases (``relu = torch.relu``, ``F = nn.functional``), to a fixed point.
         for _ in range(3):
             for node in ast.walk(tree):
@@ -228,13 +240,22 @@ def _forbidden(name: str) -> tuple[int, str, str] | None:
 
 
 def analyze(source: str) -> StaticReport:
-    """Analyse a solution source; a syntax error is reported, never raised."""
+    """Analyse a solution source; a syntax error is reported, never raised.
+
+    Memoised by source: the orchestrator's blocking check and the verdict share one analysis per
+    evaluation (the report is read-only to callers)."""
+    return _analyze(source)
+
+
+@functools.lru_cache(maxsize=128)
+def _analyze(source: str) -> StaticReport:
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError) as e:
         return StaticReport(parse_error=f"{type(e).__name__}: {e}")
     names = _Names(tree)
     report = StaticReport()
+    report.hacks.extend(_contract(tree, names))
     report.hacks.extend(_forbidden_references(tree, names))
     report.hacks.extend(_patching(tree, names))
     report.hacks.extend(_subclasses(tree, names))
@@ -249,6 +270,7 @@ def analyze(source: str) -> StaticReport:
                 ] if "ModelNew" in classes else []
     report.hacks.extend(make_hack(4, f"line {line}: ModelNew's code uses the reference Model")
                         for line in sorted(set(reach.model_refs + in_class)))
+    report.hacks.extend(_host_reads(reach))
     report.torch_calls = tuple(calls)
     if calls:
         shown = ", ".join(sorted({f"{c.name} (line {c.line})" for c in calls})[:6])
@@ -399,6 +421,7 @@ class _Reach:
         self.functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
         self.calls: list[TorchCall] = []
         self.model_refs: list[int] = []  # lines where reachable code names the reference Model
+        self.host_reads: list[tuple[str, int, str]] = []  # (what, line, where) host copies of tensor data
         self.seen: set[tuple[str, str]] = set()
 
     def _methods(self, cls_name: str) -> dict[str, ast.FunctionDef]:
@@ -459,6 +482,8 @@ class _Reach:
             if not isinstance(node, ast.Call):
                 continue
             f = node.func
+            if isinstance(f, ast.Attribute) and _is_host_read(f.attr, node):
+                self.host_reads.append((f".{f.attr}()", node.lineno, where))
             if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self":
                 if f.attr in methods:
                     self._visit_class_method(cls_name, f.attr)
@@ -491,3 +516,143 @@ class _Reach:
         short = resolved[len("torch."):]
         return short not in ALLOWED_TORCH_CALLS and not any(
             short.startswith(p) for p in ("nn.init.", "cuda.", "backends.", "testing.", "utils."))
+
+
+# --- The solution contract ----------------------------------------------------------------------
+# Deny by default: a solution may import only the modules below, and every rule is checked by
+# `_contract` on the AST. The same data renders the rules for the agent's prompt (`contract_text`)
+# and docs/TRUST.md, so the model is told exactly what is checked.
+
+ALLOWED_IMPORTS = (
+    "torch", "torch.nn", "torch.nn.functional", "torch.nn.init", "triton", "triton.language",
+    "triton.language.extra", "triton.language.extra.libdevice", "math", "typing", "functools",
+    "dataclasses", "itertools", "collections", "enum", "numbers", "__future__",
+)
+"""The only modules a solution may import (``import x`` / ``from x import y``)."""
+PRIVATE_ROOTS = ("torch", "triton", "drkernel")
+"""Libraries whose private (``_``-prefixed) attributes a solution may not touch."""
+ALLOWED_DUNDERS = frozenset(("__init__", "__name__", "__qualname__", "__doc__", "__future__", "__main__"))
+"""The only dunder names a solution may read (``super().__init__()``, ``__name__``)."""
+FORBIDDEN_BUILTINS = frozenset((
+    "open", "eval", "exec", "compile", "__import__", "globals", "locals", "vars", "dir", "breakpoint",
+    "input", "memoryview", "help", "exit", "quit", "delattr"))
+"""Builtins that do I/O, run code, or enumerate namespaces."""
+HOST_READS = frozenset(("numpy", "tolist", "cpu", "__array__", "tobytes", "untyped_storage", "storage"))
+"""Tensor methods that copy data to the host; forbidden in code reachable from ``forward``."""
+FILE_CALLS = ("torch.from_file", "torch.load", "torch.save", "torch.UntypedStorage.from_file",
+              "torch.TypedStorage.from_file", "torch.Storage", "torch.UntypedStorage", "torch.serialization",
+              "torch.hub", "torch.utils.data", "torch.utils.dlpack", "torch.from_dlpack", "torch.testing",
+              "triton.testing")
+"""torch / triton entry points that reach files, foreign memory or benchmarking clocks."""
+
+
+@dataclass(frozen=True)
+class ContractRule:
+    """One rule of the solution contract, as the model reads it."""
+
+    key: str
+    text: str
+
+
+CONTRACT: tuple[ContractRule, ...] = (
+    ContractRule("imports", "Import only: " + ", ".join(m for m in ALLOWED_IMPORTS if m != "__future__")
+                 + ". Anything else (os, sys, numpy, ctypes, subprocess, io, ...) is rejected."),
+    ContractRule("private", "Do not use private attributes (names starting with `_`) of torch, triton or "
+                 "the harness, e.g. `torch._C`, `torch._dynamo`, `tl._x`."),
+    ContractRule("attributes", "No attribute access by computed or dunder names: no `getattr(x, name)` "
+                 "with a non-literal name, no `__dict__`, `__class__`, `__subclasses__`, `__globals__`, "
+                 "no `vars`, `globals`, `dir`, `eval`, `exec`, `compile`, `type(name, bases, dict)`."),
+    ContractRule("host", "Inside forward (and anything it calls), do not copy tensor data to the host: "
+                 "no `.numpy()`, `.tolist()`, `.cpu()`, and at most a few `.item()` calls on one-element "
+                 "tensors (e.g. a scalar parameter). Compute on the device."),
+    ContractRule("io", "No file, descriptor, process, thread or network access (`open`, `torch.load`, "
+                 "`torch.from_file`, ...), no streams or CUDA graphs, no compilers other than `@triton.jit`."),
+    ContractRule("harness", "Do not assign attributes of torch, triton or other libraries, do not subclass "
+                 "torch.Tensor or define `__torch_function__`/`__torch_dispatch__`, and do not use or "
+                 "inherit the reference `Model`."),
+)
+"""The rules; `contract_text` renders them for prompts and docs."""
+
+
+def contract_text() -> str:
+    """The contract as a numbered list (the prompt's ``$contract`` placeholder)."""
+    return "\n".join(f"{i}. {rule.text}" for i, rule in enumerate(CONTRACT, 1))
+
+
+def _import_allowed(module: str) -> bool:
+    return module in ALLOWED_IMPORTS
+
+
+def _contract(tree: ast.Module, names: _Names) -> list[Hack]:
+    """Deny-by-default rules: imports, private attributes, dynamic or dunder attributes, builtins."""
+    hacks = []
+
+    def bad(node: ast.AST, why: str, code: int = 14) -> None:
+        hacks.append(make_hack(code, f"line {getattr(node, 'lineno', 0)}: {why} (solution contract)"))
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if not _import_allowed(a.name):
+                    bad(node, f"imports {a.name}")
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            if not _import_allowed(node.module or ""):
+                bad(node, f"imports from {node.module}")
+            for a in node.names:
+                if a.name.startswith("_") and node.module != "__future__" or a.name == "*":
+                    bad(node, f"imports {a.name} from {node.module}")
+        elif isinstance(node, ast.Attribute):
+            _attribute_rule(node, names, bad)
+        elif isinstance(node, ast.Name):
+            if node.id.startswith("__") and node.id.endswith("__") and node.id not in ALLOWED_DUNDERS:
+                bad(node, f"uses {node.id}")
+            elif node.id in FORBIDDEN_BUILTINS and node.id not in names.defined:
+                bad(node, f"uses the builtin {node.id}")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            _call_rule(node, bad)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if re.fullmatch(r"__\w+__", node.value) and node.value not in ALLOWED_DUNDERS:
+                bad(node, f"names the dunder {node.value!r} in a string")
+    return hacks
+
+
+def _attribute_rule(node: ast.Attribute, names: _Names, bad: Callable[..., None]) -> None:
+    attr = node.attr
+    if attr.startswith("__") and attr.endswith("__") and attr not in ALLOWED_DUNDERS:
+        bad(node, f"reads .{attr}")
+        return
+    resolved = names.resolve(node)
+    if resolved is None:
+        return
+    parts = resolved.split(".")
+    if parts[0] in PRIVATE_ROOTS and any(p.startswith("_") and not p.startswith("__") for p in parts[1:]):
+        bad(node, f"uses the private {resolved}")
+    elif any(_matches(resolved, f) for f in FILE_CALLS):
+        bad(node, f"uses {resolved} (files, foreign memory or clocks)")
+
+
+def _call_rule(node: ast.Call, bad: Callable[..., None]) -> None:
+    fn = node.func.id
+    if fn in ("getattr", "setattr", "hasattr", "delattr"):
+        if len(node.args) < 2 or not (isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)):
+            bad(node, f"{fn} with a name computed at run time")
+    elif fn == "type" and len(node.args) == 3:
+        bad(node, "builds a class with type(name, bases, dict)", 11)  # a Tensor subclass made at run time
+
+
+def _is_host_read(method: str, call: ast.Call) -> bool:
+    """``x.numpy()``, ``x.tolist()``, ``x.cpu()``, ``x.to("cpu")``, ``x.to(device="cpu")``."""
+    if method in HOST_READS:
+        return True
+    if method != "to":
+        return False
+    values = list(call.args) + [k.value for k in call.keywords if k.arg == "device"]
+    return any(isinstance(v, ast.Constant) and isinstance(v.value, str) and v.value.startswith("cpu")
+               or isinstance(v, ast.Call) and v.args and isinstance(v.args[0], ast.Constant)
+               and str(v.args[0].value).startswith("cpu") for v in values)
+
+
+def _host_reads(reach: "_Reach") -> list[Hack]:
+    """``.numpy()`` / ``.tolist()`` / ``.cpu()`` / ``.to("cpu")`` in code reachable from forward."""
+    return [make_hack(14, f"line {line}: {what} in {where} copies tensor data to the host "
+                          f"(solution contract)") for what, line, where in reach.host_reads]
