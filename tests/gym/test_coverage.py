@@ -55,16 +55,28 @@ def test_op_names_and_strict_allowlist():
     assert op_name(torch.ops.aten.add.Tensor) == "aten::add.Tensor"
 
 
-def test_launch_scope_suspends_recording():
+def test_launch_scope_frees_argument_handling_but_counts_compute():
     x = torch.randn(16)
 
     def fn(t):
-        with launch_scope():  # what the interpreter does per tensor argument of a launch
-            torch.empty_like(t).copy_(t * 2)
+        with launch_scope():  # the interpreter's argument handling: allocation and copies (free)
+            torch.empty_like(t).copy_(t)
+        with launch_scope():  # a grid callable or pre-run hook running PyTorch: the solution's compute
+            torch.softmax(t, 0)
         return t + 1
 
     _, prof = record_ops(fn, x)
-    assert set(prof.compute_ops()) == {"aten::add.Tensor"}
+    assert set(prof.compute_ops()) == {"aten::add.Tensor", "aten::_softmax.default"}
+
+
+def test_materialising_copies_cost_their_bytes_ordinary_copies_do_not():
+    x = torch.randn(64)
+    _, repeat = record_ops(lambda t: t.expand(256, 64).reshape(-1), x)  # a repeat built from free ops
+    _, cast = record_ops(lambda t: t.double().contiguous(), x)
+    _, transpose = record_ops(lambda t: t.view(8, 8).t().contiguous(), x)
+    assert set(repeat.compute_ops()) == {"aten::materialise_clone.default"}
+    assert repeat.bytes == 256 * 64 * 4 and repeat.cost > 0
+    assert cast.compute_ops() == {} and transpose.compute_ops() == {}
 
 
 def test_op_coverage_formula():

@@ -18,6 +18,7 @@ Everything it sends is a claim; the orchestrator decides the status from the jud
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -60,6 +61,8 @@ class Context:
         self.reference = reference
         self.config = job["config"]
         self.seeds = [t["seed"] for t in job["trials"]]
+        self.integrity_plan = dict(job.get("integrity") or {})  # order of the integrity runs, coverage seed
+        self.hooks: list[Any] = []
         self.staging = StagingBuffer(device) if self.device.type == "cuda" else None  # None: host bytes
 
     def export(self, header: dict[str, Any], value: Any) -> dict[str, Any]:
@@ -77,6 +80,15 @@ class Context:
             self.staging = None
             return self.export(header, value)
         return reply.header
+
+    def observed(self) -> contextlib.ExitStack:
+        """Every hook's ``observe()`` around one trial call, so trials look like integrity runs."""
+        stack = contextlib.ExitStack()
+        for hook in self.hooks:
+            observe = getattr(hook, "observe", None)
+            if observe is not None:
+                stack.enter_context(observe())
+        return stack
 
     def compare(self, outputs: Any, trial: int | str, tag: str) -> dict[str, Any]:
         """``trial``: a correctness trial's index, or ``"timing"`` for the timed calls' inputs."""
@@ -115,7 +127,7 @@ class Candidate:
             f.write(job["solution"])
         ctx = Context(self.channel, self.device, job, path, primary)
         self.channel.send({"op": "solution_path", "path": path})
-        self.hooks = [load_hook(p) for p in job["hooks"]]
+        self.hooks = ctx.hooks = [load_hook(p) for p in job["hooks"]]
         for hook in self.hooks:
             hook.before_import(ctx)
         harness.pin_backend_flags()
@@ -212,7 +224,7 @@ class Candidate:
             except ValueError:
                 pass
             try:
-                with torch.no_grad():
+                with torch.no_grad(), ctx.observed():
                     out = model(*args)
                 if self.device.type == "cuda":
                     torch.cuda.synchronize(self.device)

@@ -36,8 +36,10 @@ class EvalConfig:
     """Tolerance profile: ``kernelgym`` (atol = rtol = 1e-2) or ``kernelbench`` (fp32 1e-4, fp16/bf16 1e-2)."""
     device: str = "auto"
     """``auto`` (cuda when available, else cpu), ``cuda``, ``cuda:N`` or ``cpu`` (Triton interpreter)."""
-    seed: int = 0
-    """Base seed; trial k draws its inputs from seed + k, weights from seed."""
+    seed: int | None = None
+    """None (training, service): every seed of the evaluation is drawn fresh from a CSPRNG.
+    An int: a reproducible plan derived from it, for debugging and determinism tests
+    (`drkernel.gym.seeds`)."""
     timing: bool = True
     """Time reference and solution (GPU only; on CPU timing fields are null and say why)."""
     warmup_calls: int = 10

@@ -27,10 +27,10 @@ from drkernel.gym.config import EvalConfig, EvalRequest
 from drkernel.gym.refcache import TIMING_FIELDS, ReferenceTimingCache, reference_key
 from drkernel.gym.result import EvalResult, Hack, KernelStat, Status, TimingStats, TrialResult
 from drkernel.gym.runtime import DeviceRuntime, JudgeLost
+from drkernel.gym.seeds import plan_seeds
 from drkernel.gym.session import CandidateSession, SessionOutcome
 
 log = logging.getLogger(__name__)
-TIMING_SEED_OFFSET = 10_000
 CPU_INPUT_BUDGET = 1 << 30
 GPU_INPUT_FRACTION = 0.1  # judge and candidate both hold full-size tensors
 CPU_TIMING_NOTE = "not timed: CPU mode runs kernels in the Triton interpreter, whose times mean nothing"
@@ -162,7 +162,7 @@ class InProcessEvaluator:
         job = self._job(request, prepared, rt)
         job_id = f"{next(self._ids)}-{result.solution_hash[:8]}"
         with rt.slot():
-            session = CandidateSession(rt, job, job_id, cfg.tolerance, cfg.seed, cfg.timeout_s,
+            session = CandidateSession(rt, job, job_id, cfg.tolerance, job["weight_seed"], cfg.timeout_s,
                                        cfg.rss_limit_mb << 20)
             out = session.run()
         stages.update({"child_wait": out.child_wait_s, "candidate": out.wall_s, "child_exit": out.exit_s,
@@ -209,16 +209,18 @@ class InProcessEvaluator:
 
     def _job(self, request: EvalRequest, prepared: dict[str, Any], rt: DeviceRuntime) -> dict[str, Any]:
         cfg = request.config
-        trials = [{"seed": cfg.seed + k, "code": prepared["code"], "size": "primary"} for k in range(cfg.trials)]
+        plan = plan_seeds(cfg.seed, cfg.trials, bool(prepared.get("second_code")))
+        trials = [{"seed": plan.trials[k], "code": prepared["code"], "size": "primary"} for k in range(cfg.trials)]
         if prepared.get("second_code"):
-            trials.append({"seed": cfg.seed + cfg.trials, "code": prepared["second_code"], "size": "second"})
+            trials.append({"seed": plan.trials[-1], "code": prepared["second_code"], "size": "second"})
         total = int(rt.hello.get("total_memory") or 0)
         budget = int(total * GPU_INPUT_FRACTION) if rt.is_cuda else CPU_INPUT_BUDGET
         digest = hashlib.sha256(request.solution.encode()).hexdigest()[:12]
         return {"op": "job", "solution": request.solution, "solution_name": f"solution_{digest}.py",
-                "trials": trials, "weight_seed": cfg.seed, "config": cfg.to_dict(),
+                "trials": trials, "weight_seed": plan.weight, "config": cfg.to_dict(),
                 "hooks": list(self.checks.candidate_hooks), "timing": bool(cfg.timing and rt.is_cuda),
-                "timing_seed": cfg.seed + TIMING_SEED_OFFSET, "input_budget_bytes": budget,
+                "timing_seed": plan.timing, "input_budget_bytes": budget, "integrity": plan.to_job(),
+                "reference_seed": plan.reference,
                 "timing_plan": timing_plan(cfg), "roofline_ms": prepared.get("roofline_ms")}
 
     def _status(self, result: EvalResult, out: SessionOutcome, job: dict[str, Any], source: str,
@@ -285,7 +287,8 @@ class InProcessEvaluator:
             return
         result.sol_timing = TimingStats(**out.sol_timing)
         code = job["trials"][0]["code"]
-        key = reference_key(code, cfg.seed, job["timing_seed"], rt.device_name, result.versions, cfg.to_dict())
+        seed = job["reference_seed"]  # public: the reference never sees the candidate's secret timing inputs
+        key = reference_key(code, seed, seed, rt.device_name, result.versions, cfg.to_dict())
         stats = self.ref_cache.get(key) if self.cache_reference_timings else None
         result.reference_cached = stats is not None
         if stats is None:
@@ -293,8 +296,8 @@ class InProcessEvaluator:
             with rt.rw.exclusive():
                 stages["reference_lock_wait"] = time.monotonic() - t
                 # the judge gets exactly the fields that key the cache, so the two cannot drift apart
-                stats = rt.judge_call({"op": "time_reference", "code": code, "weight_seed": cfg.seed,
-                                       "seed": job["timing_seed"],
+                stats = rt.judge_call({"op": "time_reference", "code": code, "weight_seed": seed,
+                                       "seed": seed,
                                        **{k: getattr(cfg, k) for k in TIMING_FIELDS}})["stats"]
             stages["reference_timing"] = time.monotonic() - t
             self.ref_cache.put(key, stats)

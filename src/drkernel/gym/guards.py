@@ -556,3 +556,56 @@ def check_outputs(outputs: Any, inputs: Iterable[Any] = ()) -> list[Hack]:
             hacks.append(make_hack(11, f"output {i} is a {type(o).__module__}.{type(o).__qualname__}, "
                                        f"not a tensor"))
     return hacks
+
+
+HOST_READ_METHODS = ("numpy", "tolist")
+"""Tensor methods that hand tensor data to Python (``__array__`` goes through ``numpy``). ``item`` and
+``float(t)`` dispatch ``aten::_local_scalar_dense``, which the op recorder counts instead."""
+
+
+class HostReads:
+    """Detector for compute outside PyTorch (mechanism 5): solution code reading a multi-element
+    tensor's data into NumPy or Python (``x.numpy()``, ``x.tolist()``, ``np.asarray(x)``).
+
+    The solution contract forbids these statically; this catches the names built at run time. A read
+    counts when solution code is on the stack (the harness's own reads never run inside forward)."""
+
+    def __init__(self, is_solution_file: Callable[[str], bool]) -> None:
+        self.is_solution_file = is_solution_file
+        self.reads: list[tuple[str, int]] = []
+        self._installed = False
+
+    def install(self) -> "HostReads":
+        if self._installed:
+            return self
+        for name in HOST_READ_METHODS:
+            original = getattr(torch.Tensor, name)
+
+            def read(t: torch.Tensor, *args: Any, __original: Callable = original, __name: str = name,
+                     **kwargs: Any) -> Any:
+                if t.numel() > 1 and self._from_solution():
+                    self.reads.append((__name, int(t.numel())))
+                return __original(t, *args, **kwargs)
+
+            read.__name__ = name
+            setattr(torch.Tensor, name, read)
+        self._installed = True
+        return self
+
+    def _from_solution(self) -> bool:
+        frame = sys._getframe(2)
+        for _ in range(64):
+            if frame is None:
+                return False
+            if self.is_solution_file(frame.f_code.co_filename):
+                return True
+            frame = frame.f_back
+        return False
+
+    def hacks(self) -> list[Hack]:
+        if not self.reads:
+            return []
+        elements = sum(n for _, n in self.reads)
+        shown = ", ".join(sorted({f".{m}()" for m, _ in self.reads}))
+        return [make_hack(14, f"solution code copied {elements} tensor elements to the host ({shown}, "
+                              f"{len(self.reads)} reads): compute outside PyTorch and Triton")]

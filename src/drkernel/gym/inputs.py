@@ -13,7 +13,16 @@ from typing import Any, Sequence
 
 import torch
 
+from drkernel.gym.seeds import Distribution, distribution_of, torch_seed
+
 PROBLEM_MODULE = "drkernel_reference"
+SPREAD = {torch.float32: (4.0, 100.0), torch.float64: (4.0, 100.0),
+          torch.float16: (2.0, 0.0), torch.bfloat16: (2.0, 0.0)}
+"""`Distribution.SPREAD`: floating inputs become ``x * scale + shift`` by dtype. Scale 4 makes a term
+that hides below atol at scale 1 visible (x + softmax(x) over 4096 columns: the row's largest
+softmax value grows from ~0.005 to ~0.2); shift 100 overflows ``exp`` in float32, so a softmax
+without the max subtraction returns NaN. Half types are only scaled (a shift of 100 would overflow
+their products). A reference opts out with a module constant ``INPUT_VARIANTS = False``."""
 
 
 def load_reference(code: str, filename: str = "<reference>") -> types.ModuleType:
@@ -28,7 +37,17 @@ def load_reference(code: str, filename: str = "<reference>") -> types.ModuleType
 
 
 def seed_all(seed: int) -> None:
-    torch.manual_seed(seed)  # seeds the CPU and every CUDA generator
+    torch.manual_seed(torch_seed(seed))  # seeds the CPU and every CUDA generator
+
+
+def spread(value: Any) -> Any:
+    """`Distribution.SPREAD` applied to one input (tensors of other dtypes and non-tensors unchanged)."""
+    if isinstance(value, torch.Tensor) and value.dtype in SPREAD:
+        scale, shift = SPREAD[value.dtype]
+        return value * scale + shift
+    if isinstance(value, (list, tuple)):
+        return type(value)(spread(v) for v in value)
+    return value
 
 
 def to_device(value: Any, device: torch.device) -> Any:
@@ -40,10 +59,13 @@ def to_device(value: Any, device: torch.device) -> Any:
 
 
 def draw_inputs(reference: types.ModuleType, seed: int, device: torch.device) -> list[Any]:
-    """``get_inputs()`` under the device context with ``seed``; stray host tensors are moved."""
+    """``get_inputs()`` under the device context with ``seed``; stray host tensors are moved; the
+    seed's distribution bits (`drkernel.gym.seeds`) select plain or spread inputs."""
     seed_all(seed)
     with torch.device(device):
         inputs = list(reference.get_inputs())
+        if distribution_of(seed) is Distribution.SPREAD and getattr(reference, "INPUT_VARIANTS", True):
+            inputs = [spread(x) for x in inputs]
     return [to_device(x, device) for x in inputs]
 
 

@@ -1,18 +1,28 @@
 """The integrity hook: the candidate-side half of reward-integrity checking (a `CandidateHook`).
 
-Before the import it installs the audit guard, wraps Triton's launchers (to count own launches,
-to suspend the op recorder inside launches, and to skip own launches on request), and snapshots
-harness functions, global flags and ``sys.modules``. After the import it scans the module. After
-every trial it checks integrity, flags and output types. After all trials passed, its extra runs
-ask the judge to compare (trusted comparisons, recorded under the tags below):
+Before the import it installs the audit guard and the host-read detector, takes the process's one
+launch watch (`drkernel.gym.launches`: own launches counted, launches marked for the recorders, own
+launches skipped on request), and snapshots harness functions, global flags and ``sys.modules``.
+After the import it scans the module. After every trial it checks integrity, flags and output types.
+After all trials passed, its extra runs ask the judge to compare (trusted comparisons, recorded
+under the tags below):
 
     tag               run                                                     hack if it passes/fails
-    skip_own          own launches skipped, allocations poisoned               2 if it passes
+    skip_own          own launches skipped                                    2 if it passes
     zeros_probe       all-zero outputs (is the reference degenerate?)          disables skip_own
-    poisoned          allocations filled with NaN, two calls                   5 if it fails
+    poisoned          two calls                                               5 if it fails
     recall_same       same tensor objects refilled with another trial's data   9 if it fails
     call_count_last   the last of many calls                                   10 if it fails
-    coverage          one forward under the op recorder                        (op coverage)
+    coverage          one forward on an input no other call sees              (op coverage)
+
+Integrity runs must look like ordinary calls (mechanism 3 of issue 12). So the orchestrator draws
+their order and the number of ordinary calls before each (`drkernel.gym.seeds.SeedPlan`), the
+coverage run draws a fresh secret seed, and every call the candidate makes before timing -- the
+correctness trials included -- runs under the same dispatch mode (`Observed`): fresh allocations
+are poisoned in every call and a Python dispatch mode is always on the stack, so neither NaN in
+``torch.empty`` nor ``torch._C._len_torch_dispatch_stack()`` nor the latency of a cheap op tells
+an integrity run from a trial. The timed calls on the GPU run unobserved (a dispatch mode would
+distort the time); their outputs are sampled for the judge instead.
 
 On the GPU it adds a profiler pass (kernels, streams, device times: time coverage) and the event /
 wall-clock cross-check of `drkernel.gym.profiling` (hack 7).
@@ -30,16 +40,19 @@ import random
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from drkernel.gym.coverage import OpRecorder, in_launch, launch_scope
-from drkernel.gym.guards import (AuditGuard, GlobalState, IntegritySnapshot, check_outputs,
+from drkernel.gym.coverage import OpRecorder, in_launch
+from drkernel.gym.guards import (AuditGuard, GlobalState, HostReads, IntegritySnapshot, check_outputs,
                                  compilers_imported, dynamo_frames, scan_instance, scan_module)
 from drkernel.gym.hacks import dedupe, make_hack
+from drkernel.gym.launches import LaunchWatch, launch_watch
 from drkernel.gym.profiling import hidden_work, is_hidden, output_bytes, profile_forward
+from drkernel.gym.seeds import INTEGRITY_RUNS
 
 EXTRA_TAGS = ("skip_own", "zeros_probe", "poisoned", "recall_same", "call_count_last")
 CALL_COUNT_CPU = 6
@@ -60,20 +73,41 @@ def _poison(t: torch.Tensor) -> None:
         t.fill_(torch.iinfo(t.dtype).max // 3)
 
 
-class PoisonAllocations(TorchDispatchMode):
-    """Fill every uninitialised allocation outside Triton launches, so stale memory shows."""
+class Observed(TorchDispatchMode):
+    """The dispatch mode of every observed call: fills every uninitialised allocation outside
+    Triton launches (so stale memory shows), and records ops into ``recorder`` when one is given."""
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
         return False  # True would import torch._dynamo (~10 s) on the first call
 
+    def __init__(self, recorder: OpRecorder | None = None) -> None:
+        super().__init__()
+        self.recorder = recorder
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's signature
-        out = func(*args, **(kwargs or {}))
+        if self.recorder is not None:
+            out = self.recorder.__torch_dispatch__(func, types, args, kwargs)
+        else:
+            out = func(*args, **(kwargs or {}))
         packet = getattr(func, "overloadpacket", None)
         fresh = packet is not None and packet.__name__ in _EMPTY_OPS and isinstance(out, torch.Tensor)
         if fresh and out.numel() and not in_launch():
             _poison(out)
         return out
+
+
+PoisonAllocations = Observed  # the name earlier code and tests use
+
+
+@dataclass
+class _Runs:
+    """What every integrity run needs: the context, the model and how to draw inputs."""
+
+    ctx: Any
+    model: Any
+    make_inputs: Callable[[int], list[Any]]
+    trials: int
 
 
 class IntegrityHook:
@@ -82,22 +116,25 @@ class IntegrityHook:
     def __init__(self) -> None:
         self.solution_path = ""
         self.guard: AuditGuard | None = None
+        self.host_reads: HostReads | None = None
+        self.watch: LaunchWatch | None = None
         self.integrity: IntegritySnapshot | None = None
         self.state = GlobalState()
         self.modules_before: list[str] = []
         self.frames_before = 0
         self.hacks: list[Any] = []
-        self.skip_own = False
-        self.own_launches = 0
         self.coverage_profile: dict[str, list[float]] | None = None
         self.coverage_own_launches = 0
         self.runs: dict[str, Any] = {}
         self.call_count_launches: list[int] = []
-        self.own_names: set[str] = set()
+        self.calls = 0  # observed forward calls (trials, ordinary and integrity calls)
         self.gpu: dict[str, Any] = {}
         self.seconds: dict[str, float] = {}  # wall time of each extra run (cost accounting)
-        self.scoped = False  # inside a recording or poisoning pass: launches suspend them
-        self.passthrough = False  # after the integrity runs: the timed calls pay no wrapper cost
+        self._clock = 0.0
+
+    @property
+    def own_launches(self) -> int:
+        return self.watch.own_launches if self.watch is not None else 0
 
     # -- before the solution exists -----------------------------------------------------------
 
@@ -105,68 +142,44 @@ class IntegrityHook:
         from drkernel.gym import inputs as harness
 
         self.solution_path = os.path.realpath(ctx.solution_path)
-        self._wrap_launchers(ctx.cpu_mode)
+        self.watch = launch_watch(ctx.solution_path, ctx.cpu_mode)
         harness.pin_backend_flags()  # idempotent; the candidate pins again after this hook
         self.frames_before = dynamo_frames()
+        self.guard = AuditGuard(os.path.dirname(self.solution_path), [self.solution_path])
+        self.host_reads = HostReads(self.guard.is_solution_file).install()  # before the snapshot
         self.state.take()
         self.integrity = IntegritySnapshot(extra=self._harness_targets()).take()
         self.modules_before = list(sys.modules)
-        self.guard = AuditGuard(os.path.dirname(self.solution_path), [self.solution_path]).install()
+        self.guard.install()
         self.guard.arm()
 
     @staticmethod
     def _harness_targets() -> list[tuple[str, Any, str]]:
-        from drkernel.gym import compare, inputs, ipc
+        from drkernel.gym import compare, inputs, ipc, launches
 
         return ([("drkernel.gym.inputs", inputs, n) for n in ("draw_inputs", "clone_args", "to_device",
-                                                              "build_model", "seed_all")]
+                                                              "build_model", "seed_all", "spread")]
                 + [("drkernel.gym.ipc", ipc, n) for n in ("encode_tree",)]
                 + [("drkernel.gym.ipc.Channel", ipc.Channel, n) for n in ("send", "recv")]
                 + [("drkernel.gym.compare", compare, n) for n in ("compare_outputs",)]
-                + [("drkernel.gym.integrity", sys.modules[__name__], n)
-                   for n in ("IntegrityHook", "PoisonAllocations")]
-                + [("IntegrityHook", IntegrityHook, n) for n in ("extra_runs", "report", "after_trial")])
-
-    def _wrap_launchers(self, cpu_mode: bool) -> None:
-        from triton.runtime.jit import JITFunction
-
-        targets: list[type] = [JITFunction]
-        if cpu_mode:
-            from triton.runtime.interpreter import InterpretedFunction
-
-            targets.append(InterpretedFunction)
-        hook = self
-        own_of: dict[int, bool] = {}  # id(code) -> own; a launch must stay cheap: it is timed on GPU
-
-        for cls in targets:
-            original = cls.run
-
-            def run(fn_self: Any, *args: Any, __original: Callable = original, **kwargs: Any) -> Any:
-                if hook.passthrough:
-                    return __original(fn_self, *args, **kwargs)
-                fn = getattr(fn_self, "fn", None)
-                code = getattr(fn, "__code__", None)
-                own = own_of.get(id(code))
-                if own is None:
-                    own = own_of[id(code)] = (code is not None and
-                                              os.path.realpath(code.co_filename) == hook.solution_path)
-                if own and not kwargs.get("warmup", False):
-                    hook.own_launches += 1
-                    hook.own_names.add(fn.__name__)
-                    if hook.skip_own:
-                        return None
-                if hook.scoped:
-                    with launch_scope():
-                        return __original(fn_self, *args, **kwargs)
-                return __original(fn_self, *args, **kwargs)
-
-            cls.run = run
+                + [("drkernel.gym.launches.LaunchWatch", launches.LaunchWatch, n) for n in ("launch", "is_own")]
+                + [("drkernel.gym.integrity", sys.modules[__name__], n) for n in ("IntegrityHook", "Observed")]
+                + [("drkernel.gym.integrity.Observed", Observed, "__torch_dispatch__")]
+                + [("IntegrityHook", IntegrityHook, n) for n in ("extra_runs", "report", "after_trial", "observe")]
+                + [("torch.Tensor", torch.Tensor, n) for n in ("numpy", "tolist")])
 
     # -- around the solution ------------------------------------------------------------------
 
     def after_import(self, ctx: Any, module: Any) -> None:
         self.hacks += scan_module(module)
         self._check_state()
+
+    @contextlib.contextmanager
+    def observe(self, recorder: OpRecorder | None = None) -> Iterator[None]:
+        """Every observed call (trials included) runs in here: one look for all of them."""
+        self.calls += 1
+        with Observed(recorder):
+            yield
 
     def after_trial(self, ctx: Any, trial: int, inputs: Sequence[Any], outputs: Any) -> None:
         self._check_state()
@@ -178,113 +191,118 @@ class IntegrityHook:
         self.hacks += self.state.changed()
         self.hacks += compilers_imported(self.modules_before, self.frames_before)
 
-    @contextlib.contextmanager
-    def _skipping_own(self) -> Iterator[None]:
-        self.skip_own = True
-        try:
-            yield
-        finally:
-            self.skip_own = False
+    # -- the integrity runs -------------------------------------------------------------------
+
+    def _call(self, r: _Runs, args: list[Any], recorder: OpRecorder | None = None) -> Any:
+        with torch.no_grad(), self.observe(recorder):
+            out = r.model(*args)
+        if r.ctx.device.type == "cuda":
+            torch.cuda.synchronize(r.ctx.device)
+        return out
+
+    def _judged(self, r: _Runs, tag: str, trial: int, out: Any) -> None:
+        self.runs[tag] = bool(r.ctx.compare(out, trial, tag).get("passed"))
+
+    def _lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.seconds[name] = self.seconds.get(name, 0.0) + now - self._clock
+        self._clock = now
 
     def extra_runs(self, ctx: Any, model: Any, make_inputs: Callable[[int], list[Any]]) -> dict[str, Any]:
-        trials = int(ctx.config.get("trials", len(ctx.seeds)))  # primary-size trials only
+        """The integrity runs in the orchestrator's order, each after a few ordinary calls. Every run
+        drops its tensors before the next draws new ones: at full size one input or output can be
+        gigabytes, so the peak stays at two inputs and one output."""
+        r = _Runs(ctx, model, make_inputs, int(ctx.config.get("trials", len(ctx.seeds))))
         self.hacks += scan_instance(model)
+        plan = dict(getattr(ctx, "integrity_plan", None) or {})
+        order = [n for n in plan.get("order") or INTEGRITY_RUNS if n in INTEGRITY_RUNS]
+        decoys = list(plan.get("decoys") or [0] * len(order))
+        runs = {"coverage": self._coverage, "skip_own": self._skip_own, "poisoned": self._poisoned,
+                "recall_same": self._recall_same, "call_count_last": self._call_count}
+        chooser = random.SystemRandom()
+        self._clock = time.perf_counter()
+        for name, before in zip(order, decoys + [0] * len(order)):
+            for _ in range(int(before)):  # ordinary calls: integrity runs fall at random call indices
+                self._call(r, make_inputs(chooser.randrange(r.trials)))
+            self._lap("ordinary")
+            runs[name](r, plan)
+            self._lap(name)
+        if not ctx.cpu_mode:
+            self._gpu_checks(r, make_inputs(0))
+            self._lap("profiler_and_hidden_work")
+        self._check_state()
+        if self.watch is not None:
+            self.watch.scoped = False  # the timed calls pay no marking cost
+        return {"runs": dict(self.runs), "calls": self.calls, "order": order}
 
-        def call(args: list[Any]) -> Any:
-            with torch.no_grad():
-                out = model(*args)
-            if ctx.device.type == "cuda":
-                torch.cuda.synchronize(ctx.device)
-            return out
+    def _coverage(self, r: _Runs, plan: dict[str, Any]) -> None:
+        """One forward under the op recorder, on an input drawn from a seed no other call used."""
+        from drkernel.gym import inputs as harness
 
-        def judged(tag: str, trial: int, out: Any) -> None:
-            self.runs[tag] = bool(ctx.compare(out, trial, tag).get("passed"))
-            lap(tag)
+        seed = plan.get("coverage_seed")
+        args = (harness.draw_inputs(r.ctx.reference, int(seed), r.ctx.device) if seed is not None
+                else r.make_inputs(0))
+        before = self.own_launches
+        recorder = OpRecorder()
+        self._call(r, args, recorder)
+        self.coverage_profile = recorder.profile.to_dict()
+        self.coverage_own_launches = self.own_launches - before
 
-        clock = time.perf_counter()
+    def _skip_own(self, r: _Runs, plan: dict[str, Any]) -> None:
+        """Passthrough: outputs still right without the solution's own launches?"""
+        args = r.make_inputs(0)
+        assert self.watch is not None
+        with self.watch.skipping_own():
+            out = self._call(r, args)
+        del args
+        self._judged(r, "skip_own", 0, out)
+        out = torch.utils._pytree.tree_map(lambda t: torch.zeros_like(t) if isinstance(t, torch.Tensor) else t, out)
+        self._judged(r, "zeros_probe", 0, out)
 
-        def lap(name: str) -> None:
-            nonlocal clock
-            now = time.perf_counter()
-            self.seconds[name] = self.seconds.get(name, 0.0) + now - clock
-            clock = now
+    def _poisoned(self, r: _Runs, plan: dict[str, Any]) -> None:
+        """Result reuse: two calls, every uninitialised allocation poisoned (as in every call)."""
+        first, second = r.make_inputs(r.trials - 1), r.make_inputs(r.trials - 1)
+        self._call(r, first)
+        del first
+        out = self._call(r, second)
+        del second
+        self._judged(r, "poisoned", r.trials - 1, out)
 
-        # Every run drops its tensors before the next draws new ones: at full size one input or output
-        # can be gigabytes, so the peak stays at two inputs and one output.
-        # Coverage: one forward under the op recorder, suspended inside Triton launches.
-        self.scoped = True
-        try:
-            args = make_inputs(0)
-            before = self.own_launches
-            recorder = OpRecorder()
-            with recorder:
-                call(args)
-            self.coverage_profile = recorder.profile.to_dict()
-            self.coverage_own_launches = self.own_launches - before
-            del args
-            lap("coverage")
+    def _recall_same(self, r: _Runs, plan: dict[str, Any]) -> None:
+        """Caching: the same tensor objects (same id, data_ptr, shape) refilled with other data."""
+        if r.trials < 2:
+            return
+        args = r.make_inputs(0)
+        self._call(r, args)
+        for i, b in enumerate(r.make_inputs(1)):
+            if isinstance(args[i], torch.Tensor):
+                args[i].copy_(b)
+            del b
+        out = self._call(r, args)
+        del args
+        self._judged(r, "recall_same", 1, out)
 
-            # Passthrough: outputs still right without the solution's own launches?
-            args = make_inputs(0)
-            with self._skipping_own(), PoisonAllocations():
-                out = call(args)
-            del args
-            judged("skip_own", 0, out)
-            out = torch.utils._pytree.tree_map(
-                lambda t: torch.zeros_like(t) if isinstance(t, torch.Tensor) else t, out)
-            judged("zeros_probe", 0, out)
-            del out
-
-            # Result reuse: two calls with every uninitialised allocation poisoned.
-            first, second = make_inputs(trials - 1), make_inputs(trials - 1)
-            with PoisonAllocations():
-                call(first)
-                del first
-                out = call(second)
-            del second
-            judged("poisoned", trials - 1, out)
-            del out
-        finally:
-            self.scoped = False
-
-        # Caching: the same tensor objects (same id, data_ptr, shape) refilled with other data.
-        if trials >= 2:
-            args = make_inputs(0)
-            call(args)
-            for i, b in enumerate(make_inputs(1)):
-                if isinstance(args[i], torch.Tensor):
-                    args[i].copy_(b)
-                del b
-            out = call(args)
-            del args
-            judged("recall_same", 1, out)
-            del out
-
-        # Call count: many calls, then check the last. On the GPU the timed calls that follow are
-        # checked as well (a sample of their outputs goes to the judge), so this run stays short there.
-        n = CALL_COUNT_CPU if ctx.cpu_mode else CALL_COUNT_GPU
+    def _call_count(self, r: _Runs, plan: dict[str, Any]) -> None:
+        """Many calls, then check the last. On the GPU the timed calls that follow are checked as
+        well (a sample of their outputs goes to the judge), so this run stays short there."""
+        n = CALL_COUNT_CPU if r.ctx.cpu_mode else CALL_COUNT_GPU
         n += random.SystemRandom().randrange(0, n)  # a count the solution cannot know
-        trial = trials - 1
-        args = make_inputs(trial)
+        trial = r.trials - 1
+        args = r.make_inputs(trial)
         for _ in range(n - 1):
             before = self.own_launches
-            call([a.clone() if isinstance(a, torch.Tensor) else a for a in args])
+            self._call(r, [a.clone() if isinstance(a, torch.Tensor) else a for a in args])
             self.call_count_launches.append(self.own_launches - before)
-        out = call(args)
+        out = self._call(r, args)
         del args
-        judged("call_count_last", trial, out)
-        del out
-        if not ctx.cpu_mode:
-            self._gpu_checks(call, model, make_inputs(0))
-            lap("profiler_and_hidden_work")
-        self._check_state()
-        self.passthrough = True
-        return {"runs": dict(self.runs), "calls": n}
+        self._judged(r, "call_count_last", trial, out)
 
-    def _gpu_checks(self, call: Callable[[list[Any]], Any], model: Any, args: list[Any]) -> None:
+    def _gpu_checks(self, r: _Runs, args: list[Any]) -> None:
         """Profiler pass (kernels, streams, time coverage) and the event / wall-clock cross-check."""
-        out_bytes = output_bytes(call(args))
-        prof = profile_forward(lambda *a: model(*a), args, set(self.own_names))
+        model = r.model
+        out_bytes = output_bytes(self._call(r, args))
+        own_names = set(self.watch.own_names) if self.watch is not None else set()
+        prof = profile_forward(lambda *a: model(*a), args, own_names)
         if prof["off_stream"]:
             self.hacks.append(make_hack(7, f"kernels {', '.join(prof['off_stream'][:4])} ran on another "
                                            f"stream than forward's caller"))
@@ -298,13 +316,15 @@ class IntegrityHook:
     def report(self) -> dict[str, Any]:
         self._check_state()  # changes made while the solution was timed
         violations = self.guard.violations if self.guard is not None else []
+        reads = self.host_reads.hacks() if self.host_reads is not None else []
         return {
-            "hacks": [h.__dict__ for h in dedupe(self.hacks + violations)],
+            "hacks": [h.__dict__ for h in dedupe(self.hacks + violations + reads)],
             "runs": dict(self.runs),
             "own_launches": self.own_launches,
             "coverage_profile": self.coverage_profile,
             "coverage_own_launches": self.coverage_own_launches,
             "call_count_launches": self.call_count_launches,
+            "calls": self.calls,
             "gpu": self.gpu,
             "seconds": self.seconds,
         }

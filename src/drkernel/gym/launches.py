@@ -1,63 +1,69 @@
-"""Kernel launch recording, a `CandidateHook` that runs inside the candidate.
+"""The one Triton launch wrapper of the candidate, and launch recording (a `CandidateHook`).
 
-Wraps ``JITFunction.run`` (GPU) and ``InterpretedFunction.run`` (CPU interpreter): every Triton
-launch passes through one of them, autotuned and heuristic kernels included. A kernel is the
-solution's own iff its ``@triton.jit`` function's code object was compiled from the solution's
-file. ``launches`` counts one forward (the last correctness trial's, so that autotuning and
-first-call compilation in trial 0 do not inflate it); ``total_launches`` counts all trials.
-``skipping_own()`` turns own launches into no-ops, so a hook can check whether the outputs are
-still right without them (they would be if PyTorch did the work: a passthrough).
+`LaunchWatch` wraps ``JITFunction.run`` (GPU) and ``InterpretedFunction.run`` (CPU interpreter)
+exactly once per process: every Triton launch passes through one of them, autotuned and heuristic
+kernels included. It holds the one definition of a solution's *own* kernel (`LaunchWatch.is_own`):
+a ``@triton.jit`` function whose code object was compiled from the solution's file (real paths
+compared). Both the launch recorder below and the integrity hook read this one watch, so they
+cannot disagree on what is own.
+
+Inside a launch the op recorder keeps recording (`drkernel.gym.coverage.launch_scope` only marks
+the launch): PyTorch compute run from Python during a launch -- a grid callable, a pre-run hook, an
+autotune or heuristics hook, a plain Python function called from a jit body under the interpreter
+-- counts as the solution's PyTorch compute. Only the launcher's own argument handling is exempt,
+and that is allocation and copies (`ALWAYS_ALLOWED`), which cost nothing either way.
+
+``skip_own`` turns own launches into no-ops (before the grid or any hook runs), so a hook can check
+whether the outputs are still right without them (they would be if PyTorch did the work).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 from collections import Counter
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from drkernel.gym.checks import HookBase, HookContext
+from drkernel.gym.coverage import launch_scope
 
 
-class LaunchRecorder(HookBase):
-    name = "launches"
+class LaunchWatch:
+    """Counts, classifies and (on request) skips every Triton launch of the candidate process."""
 
-    def __init__(self) -> None:
-        self.solution_path = ""
+    def __init__(self, solution_path: str) -> None:
+        self.solution_path = os.path.realpath(solution_path)
         self.total: Counter[tuple[str, bool]] = Counter()
-        self.after: list[Counter[tuple[str, bool]]] = []  # totals after each trial
+        self.own_launches = 0
+        self.own_names: set[str] = set()
         self.skip_own = False
+        self.scoped = True  # mark launches for the recorders (off while timed: no extra cost)
+        self._own_of: dict[int, bool] = {}  # id(code) -> own; a launch must stay cheap (timed on GPU)
 
-    def before_import(self, ctx: HookContext) -> None:
-        self.solution_path = ctx.solution_path
-        from triton.runtime.jit import JITFunction
+    def is_own(self, jit_fn: Any) -> bool:
+        """The solution's own kernel: its Python function was compiled from the solution's file."""
+        code = getattr(getattr(jit_fn, "fn", None), "__code__", None)
+        own = self._own_of.get(id(code))
+        if own is None:
+            filename = getattr(code, "co_filename", None)
+            own = self._own_of[id(code)] = (filename is not None
+                                            and os.path.realpath(filename) == self.solution_path)
+        return own
 
-        targets: list[type] = [JITFunction]
-        if ctx.cpu_mode:
-            from triton.runtime.interpreter import InterpretedFunction
-
-            targets.append(InterpretedFunction)
-        for cls in targets:
-            self._wrap(cls)
-
-    def _wrap(self, cls: type) -> None:
-        original = cls.run
-        recorder = self
-
-        def run(fn_self: Any, *args: Any, **kwargs: Any) -> Any:
-            key = recorder._key(fn_self)
-            if not kwargs.get("warmup", False):
-                recorder.total[key] += 1
-                if key[1] and recorder.skip_own:
+    def launch(self, original: Callable[..., Any], fn_self: Any, args: tuple, kwargs: dict) -> Any:
+        if not kwargs.get("warmup", False):
+            own = self.is_own(fn_self)
+            fn = getattr(fn_self, "fn", None)
+            self.total[(getattr(fn, "__qualname__", getattr(fn_self, "__name__", "?")), own)] += 1
+            if own:
+                self.own_launches += 1
+                self.own_names.add(getattr(fn, "__name__", "?"))
+                if self.skip_own:
                     return None
-            return original(fn_self, *args, **kwargs)
-
-        cls.run = run
-
-    def _key(self, jit_fn: Any) -> tuple[str, bool]:
-        fn = getattr(jit_fn, "fn", None)
-        code = getattr(fn, "__code__", None)
-        own = code is not None and code.co_filename == self.solution_path
-        return getattr(fn, "__qualname__", getattr(jit_fn, "__name__", "?")), own
+        if self.scoped:
+            with launch_scope():
+                return original(fn_self, *args, **kwargs)
+        return original(fn_self, *args, **kwargs)
 
     @contextlib.contextmanager
     def skipping_own(self) -> Iterator[None]:
@@ -66,6 +72,56 @@ class LaunchRecorder(HookBase):
             yield
         finally:
             self.skip_own = False
+
+
+_WATCH: LaunchWatch | None = None
+
+
+def launch_watch(solution_path: str, cpu_mode: bool) -> LaunchWatch:
+    """The process's one `LaunchWatch`, installing the wrappers on first use."""
+    global _WATCH
+    if _WATCH is not None:
+        return _WATCH
+    from triton.runtime.jit import JITFunction
+
+    watch = _WATCH = LaunchWatch(solution_path)
+    targets: list[type] = [JITFunction]
+    if cpu_mode:
+        from triton.runtime.interpreter import InterpretedFunction
+
+        targets.append(InterpretedFunction)
+    for cls in targets:
+        original = cls.run
+
+        def run(fn_self: Any, *args: Any, __original: Callable = original, **kwargs: Any) -> Any:
+            return watch.launch(__original, fn_self, args, kwargs)
+
+        cls.run = run
+    return watch
+
+
+class LaunchRecorder(HookBase):
+    """Per-kernel launch counts: ``launches`` for one forward (the last correctness trial's, so that
+    autotuning and first-call compilation in trial 0 do not inflate it), ``total_launches`` for all."""
+
+    name = "launches"
+
+    def __init__(self) -> None:
+        self.watch: LaunchWatch | None = None
+        self.after: list[Counter[tuple[str, bool]]] = []  # totals after each trial
+
+    def before_import(self, ctx: HookContext) -> None:
+        self.watch = launch_watch(ctx.solution_path, ctx.cpu_mode)
+
+    @property
+    def total(self) -> Counter[tuple[str, bool]]:
+        return self.watch.total if self.watch is not None else Counter()
+
+    @contextlib.contextmanager
+    def skipping_own(self) -> Iterator[None]:
+        assert self.watch is not None
+        with self.watch.skipping_own():
+            yield
 
     def after_trial(self, ctx: HookContext, trial: int, inputs: Sequence[Any], outputs: Any) -> None:
         self.after.append(Counter(self.total))

@@ -16,6 +16,7 @@ from typing import Any, Iterator
 from drkernel.errors import InfrastructureError, JudgeError
 from drkernel.gym.ipc import ChannelClosed, ChannelTimeout, ProtocolViolation
 from drkernel.gym.pool import Child, WarmPool
+from drkernel.gym.seeds import public_seed
 
 log = logging.getLogger(__name__)
 JUDGE_TIMEOUT_S = 1800.0
@@ -166,12 +167,13 @@ class DeviceRuntime:
 
     def prepare(self, problem: Any, config: Any) -> dict[str, Any]:
         """Scaled code, second-size code and input bytes of a problem (cached)."""
-        key = (problem.code_hash, config.cpu_scale, config.cpu_element_budget, config.second_size, config.seed)
+        key = (problem.code_hash, config.cpu_scale, config.cpu_element_budget, config.second_size, public_seed(config.seed))
         if key not in self._prepared:
             with self.rw.shared():  # the judge runs the reference here: never inside a timed region
                 self._prepared[key] = self.judge_call({
                     "op": "prepare", "problem": problem.to_dict(), "cpu_scale": config.cpu_scale,
-                    "budget": config.cpu_element_budget, "second_size": config.second_size, "seed": config.seed})
+                    "budget": config.cpu_element_budget, "second_size": config.second_size,
+                    "seed": public_seed(config.seed)})
         return self._prepared[key]
 
     def info(self) -> dict[str, Any]:

@@ -33,6 +33,9 @@ from drkernel.gym.profiling import kernel_stats
 from drkernel.gym.result import EvalResult, Hack, Status
 from drkernel.gym.static_checks import analyze, static_check
 
+HOST_SCALARS_PER_CALL = 4
+"""Scalar host reads (``.item()``, ``float(t)``: ``aten::_local_scalar_dense``) one forward may make: a
+scalar parameter or two is honest; an element-by-element loop in Python is compute outside the kernels."""
 LAZY_THRESHOLD = 0.5
 """Coverage below this (and at or above the floor) gives the lazy-optimization warning."""
 INTEGRITY_HOOK = "drkernel.gym.integrity:IntegrityHook"
@@ -140,6 +143,7 @@ class IntegrityVerdict:
             hacks.append(make_hack(2, f"own kernels do {coverage:.0%} of the reference's compute "
                                       f"(floor {config.coverage_floor:.0%})"))
         hacks += self.strict(request, report, static)
+        hacks += host_scalars(report)
         return dedupe(hacks)
 
     def annotate(self, result: EvalResult, request: Any, candidate_report: Mapping[str, Any],
@@ -172,6 +176,16 @@ class IntegrityVerdict:
             hacks.append(make_hack(2, f"PyTorch compute reachable from ModelNew.forward: {shown}",
                                    strict_only=True))
         return hacks
+
+
+def host_scalars(report: Mapping[str, Any]) -> list[Hack]:
+    """Too many scalar host reads in the coverage run's forward (compute outside PyTorch, hack 14)."""
+    profile = report.get("coverage_profile") or {}
+    reads = int(sum(v[0] for k, v in profile.items() if base_name(k) == "_local_scalar_dense"))
+    if reads > HOST_SCALARS_PER_CALL:
+        return [make_hack(14, f"one forward read {reads} scalars of tensor data on the host (.item() / "
+                              f"float(t)); at most {HOST_SCALARS_PER_CALL} are allowed")]
+    return []
 
 
 def annotate(result: EvalResult, request: Any, candidate_report: Mapping[str, Any],

@@ -1,0 +1,108 @@
+"""Seeds of one evaluation, drawn by the orchestrator (torch-free).
+
+A solution that can predict its inputs can replay ``get_inputs`` on its first call and look the
+answers up later (mechanism 6 of issue 12), and one that can predict which calls are integrity runs
+can behave honestly only there (mechanism 3). So every seed of an evaluation -- weights, each
+trial, the timed calls, the coverage run -- and the order of the integrity runs are drawn per
+evaluation from a CSPRNG (`secrets`), never ``seed + k``.
+
+Reproducible mode: a caller that passes an explicit ``EvalConfig.seed`` (debugging, determinism
+tests) gets the same plan every time, derived from that seed by a keyed hash; training and the
+service leave ``seed`` unset and get fresh secret seeds.
+
+The reference's timing is keyed by a *public* seed (`PUBLIC_SEED`, or the explicit seed): the
+reference is timed on inputs of the same shapes and distribution, never on the candidate's secret
+timing inputs, so the reference-timing cache keeps hitting across evaluations.
+
+Input distributions (mechanism 7): bits 60-61 of a trial seed name the distribution its inputs are
+drawn at (`Distribution`); `drkernel.gym.inputs.draw_inputs` decodes them, so judge and candidate
+agree without a protocol change. Trial 0 and the second-size trial are always plain.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import secrets
+from dataclasses import dataclass
+from enum import IntEnum
+
+PUBLIC_SEED = 0
+"""Seed of everything that must be shared across evaluations: the reference's timing (cache key),
+the reference's op profile and the second-size probe."""
+SEED_BITS = 48
+DIST_SHIFT = 60
+
+
+class Distribution(IntEnum):
+    """How a trial's floating-point inputs are transformed after ``get_inputs()``."""
+
+    PLAIN = 0
+    SPREAD = 1
+    """Scaled and shifted (`drkernel.gym.inputs.SPREAD`): a dropped small term and an unstable
+    formula (softmax without the max) fail."""
+
+
+def distribution_of(seed: int) -> Distribution:
+    return Distribution((int(seed) >> DIST_SHIFT) & 0x3)
+
+
+def with_distribution(seed: int, dist: Distribution) -> int:
+    return (int(seed) & ((1 << SEED_BITS) - 1)) | (int(dist) << DIST_SHIFT)
+
+
+def torch_seed(seed: int) -> int:
+    """The seed handed to ``torch.manual_seed`` (the distribution bits removed)."""
+    return int(seed) & ((1 << SEED_BITS) - 1)
+
+
+INTEGRITY_RUNS = ("coverage", "skip_own", "poisoned", "recall_same", "call_count_last")
+"""The integrity runs of `drkernel.gym.integrity`, run in the plan's order."""
+
+
+@dataclass(frozen=True)
+class SeedPlan:
+    """Every seed of one evaluation, and where the integrity runs fall."""
+
+    weight: int
+    trials: tuple[int, ...]           # primary trials, then the second size's (if any)
+    timing: int                       # the candidate's timed calls (secret)
+    coverage: int                     # the coverage run: an input no other call sees
+    reference: int                    # public: reference timing, op profile, second-size probe
+    integrity_order: tuple[str, ...]  # a permutation of INTEGRITY_RUNS
+    decoys: tuple[int, ...]           # ordinary calls before each integrity run, same length
+
+    def to_job(self) -> dict[str, object]:
+        return {"coverage_seed": self.coverage, "order": list(self.integrity_order),
+                "decoys": list(self.decoys)}
+
+
+def _rng(explicit: int | None) -> random.Random:
+    if explicit is None:
+        return secrets.SystemRandom()
+    digest = hashlib.sha256(f"drkernel-seed-plan:{int(explicit)}".encode()).digest()
+    return random.Random(int.from_bytes(digest[:16], "big"))
+
+
+def plan_seeds(explicit: int | None, trials: int, second: bool) -> SeedPlan:
+    """Draw the plan: fresh and secret when ``explicit`` is None, reproducible from it otherwise.
+
+    One random non-first primary trial draws `Distribution.SPREAD` inputs when there are at least
+    two (two of them from five trials on)."""
+    rng = _rng(explicit)
+    draw = lambda: rng.getrandbits(SEED_BITS)  # noqa: E731
+    primary = [draw() for _ in range(trials)]
+    spread = rng.sample(range(1, trials), k=min(trials - 1, 2 if trials >= 5 else 1)) if trials >= 2 else []
+    primary = [with_distribution(s, Distribution.SPREAD if i in spread else Distribution.PLAIN)
+               for i, s in enumerate(primary)]
+    extra = [draw()] if second else []
+    order = list(INTEGRITY_RUNS)
+    rng.shuffle(order)
+    return SeedPlan(weight=draw(), trials=tuple(primary + extra), timing=draw(), coverage=draw(),
+                    reference=public_seed(explicit),
+                    integrity_order=tuple(order), decoys=tuple(rng.randrange(0, 3) for _ in order))
+
+
+def public_seed(explicit: int | None) -> int:
+    """The seed of what is shared across evaluations (see `PUBLIC_SEED`)."""
+    return PUBLIC_SEED if explicit is None else int(explicit)
