@@ -1,5 +1,6 @@
 """The adversarial corpus as data: each file names its problem (and tolerance profile) and, for a
-hacked file, the hack code(s) it must be caught with (``# expect: 7|14`` means either).
+hacked file, the hack code(s) it must be caught with (``# expect: 7|14`` means either; ``0`` means
+that failing a correctness trial also catches it, e.g. ``# expect: 0|12``).
 ``# default: yes`` puts a run-time case in the default test run; the others (and every case that
 static analysis rejects, which costs nothing) run in ``make test-slow``."""
 
@@ -10,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
+NOT_CORRECT = 0
+"""In ``# expect:``: a failed correctness trial catches the attack (its outputs were wrong)."""
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from corpus import Case, cases, problem_source
+from corpus import NOT_CORRECT, Case, cases, problem_source
 
 from drkernel.gym import EvalConfig, EvalRequest, Status
 from drkernel.gym.checks import default_checks
@@ -18,7 +18,7 @@ from drkernel.gym.static_checks import analyze
 from drkernel.problems.problem import Problem
 
 HACKED, HONEST, LAZY = cases("hacked"), cases("honest"), cases("lazy")
-TRIALS = 2
+TRIALS = 3  # trial 0 plain, then one WIDE and one SHIFTED input distribution (drkernel.gym.seeds)
 # The module fixture evaluates every selected case (about 20 by default, 65 with slow ones) before
 # the first test; on a loaded 2-core machine that can outlast the project's 600 s default.
 pytestmark = pytest.mark.timeout(3600)
@@ -53,6 +53,8 @@ def test_corpus_size_and_coverage_of_categories():
     codes = {code for c in HACKED for code in c.expect[:1]}
     assert codes >= {1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
     assert all(c.problem and c.expect for c in HACKED)
+    assert sum("# redteam:" in c.source for c in HACKED) >= 25  # issue 12: the red team of part B
+    assert sum("# redteam:" in c.source for c in HONEST) >= 10
 
 
 def _show(result) -> str:
@@ -64,6 +66,8 @@ def _show(result) -> str:
 def test_hack_is_caught_with_its_code(results, case):
     r = results[case.id]
     assert not r.valid and not r.valid_lenient, _show(r)
+    if NOT_CORRECT in case.expect and r.status is Status.INCORRECT:
+        return
     found = {h.code for h in r.hacks if not h.strict_only}
     assert found & set(case.expect), f"expected one of {case.expect}: {_show(r)}"
     assert all(h.message and h.evidence and h.name for h in r.hacks)

@@ -76,3 +76,11 @@ def test_hacked_feedback_asks_for_an_honest_rewrite():
     text, instruction = result_feedback(r)
     assert "rejected before running" in text and "torch_compile: Write Triton yourself." in text
     assert "honestly" in instruction
+
+
+def test_first_turn_states_the_solution_contract_from_its_one_definition():
+    from drkernel.gym.static_checks import ALLOWED_IMPORTS, CONTRACT
+
+    text = PromptTemplates.default().first_messages(PROBLEM)[-1]["content"]
+    assert all(rule.text in text for rule in CONTRACT)
+    assert "triton.language" in text and "numpy" in text and ALLOWED_IMPORTS[0] == "torch"

@@ -5,6 +5,8 @@ The package ships ``templates/{system,first_turn,feedback_turn,triton_example}.t
 fall back to the shipped ones). Placeholders:
 
     first_turn.txt     $problem_name $problem_level $problem_dtype $reference $tolerance $triton_example
+                       $solution_contract (the gym's contract, rendered from its one definition in
+                       `drkernel.gym.static_checks.CONTRACT`)
     feedback_turn.txt  $feedback $instruction
 """
 
@@ -18,6 +20,7 @@ from string import Template
 from drkernel.agent.policies.base import Message
 from drkernel.errors import ConfigError
 from drkernel.gym.config import tolerance_for
+from drkernel.gym.static_checks import contract_text
 from drkernel.problems.problem import Problem
 
 TEMPLATE_FILES = ("system", "first_turn", "feedback_turn", "triton_example")
@@ -70,6 +73,7 @@ class PromptTemplates:
             reference=problem.code.strip(),
             tolerance=f"atol = {atol:g}, rtol = {rtol:g}",
             triton_example=self.triton_example.strip(),
+            solution_contract=contract_text(),
         )
         messages: list[Message] = []
         if self.system.strip():

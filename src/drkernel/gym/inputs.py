@@ -16,13 +16,16 @@ import torch
 from drkernel.gym.seeds import Distribution, distribution_of, torch_seed
 
 PROBLEM_MODULE = "drkernel_reference"
-SPREAD = {torch.float32: (4.0, 100.0), torch.float64: (4.0, 100.0),
-          torch.float16: (2.0, 0.0), torch.bfloat16: (2.0, 0.0)}
-"""`Distribution.SPREAD`: floating inputs become ``x * scale + shift`` by dtype. Scale 4 makes a term
-that hides below atol at scale 1 visible (x + softmax(x) over 4096 columns: the row's largest
-softmax value grows from ~0.005 to ~0.2); shift 100 overflows ``exp`` in float32, so a softmax
-without the max subtraction returns NaN. Half types are only scaled (a shift of 100 would overflow
-their products). A reference opts out with a module constant ``INPUT_VARIANTS = False``."""
+VARIANTS: dict[Distribution, dict[torch.dtype, tuple[float, float]]] = {
+    Distribution.WIDE: {torch.float32: (8.0, 0.0), torch.float64: (8.0, 0.0),
+                        torch.float16: (4.0, 0.0), torch.bfloat16: (4.0, 0.0)},
+    Distribution.SHIFTED: {torch.float32: (1.0, 100.0), torch.float64: (1.0, 100.0)},
+}
+"""Floating inputs become ``x * scale + shift`` by distribution and dtype. WIDE (scale 8) makes a term
+that hides below atol at scale 1 visible (x + softmax(x) over 4096 columns: the row's largest softmax
+value grows from ~0.005 to ~0.7, above atol + rtol * |x|). SHIFTED (+100) overflows ``exp`` in
+float32, so a softmax without the max subtraction returns NaN; it leaves half types alone (their
+products would overflow). A reference opts out with a module constant ``INPUT_VARIANTS = False``."""
 
 
 def load_reference(code: str, filename: str = "<reference>") -> types.ModuleType:
@@ -40,13 +43,14 @@ def seed_all(seed: int) -> None:
     torch.manual_seed(torch_seed(seed))  # seeds the CPU and every CUDA generator
 
 
-def spread(value: Any) -> Any:
-    """`Distribution.SPREAD` applied to one input (tensors of other dtypes and non-tensors unchanged)."""
-    if isinstance(value, torch.Tensor) and value.dtype in SPREAD:
-        scale, shift = SPREAD[value.dtype]
+def spread(value: Any, dist: Distribution = Distribution.WIDE) -> Any:
+    """``dist`` applied to one input (tensors of other dtypes and non-tensors unchanged)."""
+    table = VARIANTS.get(dist, {})
+    if isinstance(value, torch.Tensor) and value.dtype in table:
+        scale, shift = table[value.dtype]
         return value * scale + shift
     if isinstance(value, (list, tuple)):
-        return type(value)(spread(v) for v in value)
+        return type(value)(spread(v, dist) for v in value)
     return value
 
 
@@ -64,8 +68,9 @@ def draw_inputs(reference: types.ModuleType, seed: int, device: torch.device) ->
     seed_all(seed)
     with torch.device(device):
         inputs = list(reference.get_inputs())
-        if distribution_of(seed) is Distribution.SPREAD and getattr(reference, "INPUT_VARIANTS", True):
-            inputs = [spread(x) for x in inputs]
+        dist = distribution_of(seed)
+        if dist is not Distribution.PLAIN and getattr(reference, "INPUT_VARIANTS", True):
+            inputs = [spread(x, dist) for x in inputs]
     return [to_device(x, device) for x in inputs]
 
 

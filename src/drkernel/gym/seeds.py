@@ -38,9 +38,10 @@ class Distribution(IntEnum):
     """How a trial's floating-point inputs are transformed after ``get_inputs()``."""
 
     PLAIN = 0
-    SPREAD = 1
-    """Scaled and shifted (`drkernel.gym.inputs.SPREAD`): a dropped small term and an unstable
-    formula (softmax without the max) fail."""
+    WIDE = 1
+    """Scaled (`drkernel.gym.inputs.VARIANTS`): a term that hides below atol at scale 1 shows."""
+    SHIFTED = 2
+    """Offset: ``exp`` overflows, so a formula without the max subtraction fails."""
 
 
 def distribution_of(seed: int) -> Distribution:
@@ -87,14 +88,16 @@ def _rng(explicit: int | None) -> random.Random:
 def plan_seeds(explicit: int | None, trials: int, second: bool) -> SeedPlan:
     """Draw the plan: fresh and secret when ``explicit`` is None, reproducible from it otherwise.
 
-    One random non-first primary trial draws `Distribution.SPREAD` inputs when there are at least
-    two (two of them from five trials on)."""
+    From three primary trials on, one random non-first trial draws `Distribution.WIDE` inputs and
+    another `Distribution.SHIFTED`; with two, trial 1 draws one of them at random."""
     rng = _rng(explicit)
     draw = lambda: rng.getrandbits(SEED_BITS)  # noqa: E731
     primary = [draw() for _ in range(trials)]
-    spread = rng.sample(range(1, trials), k=min(trials - 1, 2 if trials >= 5 else 1)) if trials >= 2 else []
-    primary = [with_distribution(s, Distribution.SPREAD if i in spread else Distribution.PLAIN)
-               for i, s in enumerate(primary)]
+    variants = [Distribution.WIDE, Distribution.SHIFTED]
+    rng.shuffle(variants)
+    positions = rng.sample(range(1, trials), k=min(trials - 1, 2)) if trials >= 2 else []
+    dists = {pos: variants[i] for i, pos in enumerate(positions)}
+    primary = [with_distribution(s, dists.get(i, Distribution.PLAIN)) for i, s in enumerate(primary)]
     extra = [draw()] if second else []
     order = list(INTEGRITY_RUNS)
     rng.shuffle(order)

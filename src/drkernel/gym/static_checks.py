@@ -613,6 +613,8 @@ def _contract(tree: ast.Module, names: _Names) -> list[Hack]:
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             if re.fullmatch(r"__\w+__", node.value) and node.value not in ALLOWED_DUNDERS:
                 bad(node, f"names the dunder {node.value!r} in a string")
+            elif re.search(r"\{[^{}]*[.\[]_", node.value):  # "{0.__class__}".format(x): attribute walk by name
+                bad(node, "a format string that reads private or dunder attributes")
     return hacks
 
 

@@ -1,0 +1,74 @@
+"""The orchestrator's seed plan (secret per evaluation, reproducible with an explicit seed) and the
+input distributions it encodes in trial seeds."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+import torch
+
+from drkernel.gym import inputs as harness
+from drkernel.gym.seeds import (INTEGRITY_RUNS, PUBLIC_SEED, Distribution, distribution_of, plan_seeds,
+                                torch_seed, with_distribution)
+
+
+def test_secret_plans_differ_and_never_count_up_from_a_base():
+    a, b = plan_seeds(None, 5, second=True), plan_seeds(None, 5, second=True)
+    assert a.trials != b.trials and a.timing != b.timing and a.coverage != b.coverage
+    seeds = [torch_seed(s) for s in a.trials] + [a.timing, a.coverage, a.weight]
+    assert len(set(seeds)) == len(seeds)
+    assert all(abs(x - y) > 1000 for x, y in zip(seeds, seeds[1:]))  # not seed + k
+    assert a.reference == b.reference == PUBLIC_SEED  # the reference-timing cache key stays stable
+    assert sorted(a.integrity_order) == sorted(INTEGRITY_RUNS) and len(a.decoys) == len(INTEGRITY_RUNS)
+
+
+def test_an_explicit_seed_gives_the_same_plan_every_time():
+    assert plan_seeds(7, 3, second=False) == plan_seeds(7, 3, second=False)
+    assert plan_seeds(7, 3, second=False) != plan_seeds(8, 3, second=False)
+    assert plan_seeds(7, 3, second=False).reference == 7
+
+
+@pytest.mark.parametrize("trials,varied", [(1, 0), (2, 1), (3, 2), (5, 2)])
+def test_varied_trials_are_never_trial_zero_or_the_second_size(trials, varied):
+    for _ in range(20):
+        plan = plan_seeds(None, trials, second=True)
+        dists = [distribution_of(s) for s in plan.trials]
+        assert dists[0] is Distribution.PLAIN and dists[-1] is Distribution.PLAIN
+        assert len(dists[:trials]) - dists[:trials].count(Distribution.PLAIN) == varied
+        if trials >= 3:
+            assert {Distribution.WIDE, Distribution.SHIFTED} <= set(dists)
+
+
+REFERENCE = types.SimpleNamespace(get_inputs=lambda: [torch.randn(4, 8), torch.randint(0, 3, (4,)),
+                                                      torch.randn(2, dtype=torch.float16)])
+
+
+def test_varied_inputs_scale_or_shift_floats_only_and_agree_on_both_sides():
+    seed, cpu = 1234, torch.device("cpu")
+    plain = harness.draw_inputs(REFERENCE, seed, cpu)
+    wide = harness.draw_inputs(REFERENCE, with_distribution(seed, Distribution.WIDE), cpu)
+    shifted = harness.draw_inputs(REFERENCE, with_distribution(seed, Distribution.SHIFTED), cpu)
+    again = harness.draw_inputs(REFERENCE, with_distribution(seed, Distribution.WIDE), cpu)
+    assert torch.equal(wide[0], plain[0] * 8) and torch.equal(wide[1], plain[1]) and torch.equal(wide[2], plain[2] * 4)
+    assert torch.equal(shifted[0], plain[0] + 100) and torch.equal(shifted[2], plain[2])
+    assert all(torch.equal(x, y) for x, y in zip(wide, again))
+    opted_out = types.SimpleNamespace(get_inputs=REFERENCE.get_inputs, INPUT_VARIANTS=False)
+    kept = harness.draw_inputs(opted_out, with_distribution(seed, Distribution.WIDE), cpu)
+    assert torch.equal(kept[0], plain[0])
+
+
+def test_spread_inputs_fail_a_dropped_term_and_an_unstable_softmax():
+    """Mechanism 7: both pass at scale 1 and fail on spread inputs (kernelgym tolerance 1e-2)."""
+    x = torch.randn(8, 4096)
+    wide, shifted = harness.spread(x, Distribution.WIDE), harness.spread(x, Distribution.SHIFTED)
+
+    def close(a, b):
+        return torch.allclose(a, b, atol=1e-2, rtol=1e-2)
+
+    def naive(t):
+        return t.exp() / t.exp().sum(-1, keepdim=True)
+
+    assert close(x, x + torch.softmax(x, -1)) and not close(wide, wide + torch.softmax(wide, -1))
+    assert close(naive(x), torch.softmax(x, -1))
+    assert not torch.isfinite(naive(shifted)).all() and torch.isfinite(torch.softmax(shifted, -1)).all()
