@@ -157,6 +157,8 @@ def main() -> int:
     ap.add_argument("--limit", type=int, default=0, help="first N cases of each kind (a dry run; 0: all)")
     ap.add_argument("--concurrency", type=int, default=1, help="candidates in flight")
     ap.add_argument("--pool-size", type=int, default=4, help="warm candidates")
+    ap.add_argument("--redteam", choices=("all", "only", "without"), default="all",
+                    help="corpus cases of issue 12's red team (marked '# redteam:'): all, only them, or none")
     args = ap.parse_args()
     kinds = set(args.kinds.split(","))
     unknown = kinds - {"gpu", "hacked", "honest", "lazy"}
@@ -167,8 +169,12 @@ def main() -> int:
         print("note: the GPU-only cases need CUDA; left out on cpu")
         kinds.discard("gpu")
     limit = args.limit or None
+    def wanted(c: Case) -> bool:
+        marked = "# redteam:" in c.source
+        return (c.default or not args.quick) and (args.redteam == "all" or marked == (args.redteam == "only"))
+
     corpus: list[Case] = [c for kind in ("hacked", "honest", "lazy") if kind in kinds
-                          for c in [c for c in cases(kind) if c.default or not args.quick][:limit]]
+                          for c in [c for c in cases(kind) if wanted(c)][:limit]]
     jobs = [(c.id, c.kind, c.expect,
              request(problem_source(c.problem), c.problem, c.source, c.tolerance, args.device))
             for c in corpus]
@@ -179,7 +185,7 @@ def main() -> int:
                  for n, p, s, tol in HONEST_GPU[:limit]]
     print(f"{len(jobs)} cases on {args.device}", flush=True)
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    name = "adversarial_gpu_" + args.kinds.replace(",", "_") + ".json"
+    name = "adversarial_gpu_" + args.kinds.replace(",", "_") + ("" if args.redteam == "all" else f"_{args.redteam}_redteam") + ".json"
     rows, bad = [], 0
     t0 = time.time()
     with InProcessEvaluator(device=args.device, concurrency=args.concurrency, pool_size=args.pool_size,

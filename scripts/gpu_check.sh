@@ -4,7 +4,7 @@
 # and writes JSON under ${OUT:-out}. Exit status 1 if any section failed.
 # Arguments select sections by tag (default: all), e.g. `bash scripts/gpu_check.sh gym-cost`, so a
 # caller with a per-command time limit can run them one by one.
-# Tags: env gym-checks timing gym-cost integrity-hacks integrity-honest suite service agent train.
+# Tags: env gym-checks timing gym-cost integrity-hacks integrity-honest integrity-redteam suite service agent train.
 # Each section runs under `timeout ${SECTION_TIMEOUT:-560}` (seconds; SIGTERM, then SIGKILL 20 s later),
 # so a hung section fails alone and leaves the rest of a 10-minute call to the summary lines.
 set -u
@@ -44,8 +44,9 @@ section gym-checks "gym: GPU checks (IPC, timing, statuses, gold solutions)" "$P
 section timing "gym: timing repeatability, head start on/off, quiet/loaded host" "$PY" benchmarks/timing_repeatability.py --out "$OUT"
 section gym-cost "gym: evaluation cost and speedup stability" "$PY" benchmarks/gym_eval_cost.py --out "$OUT"
 # --- reward integrity (branch hacks): adversarial corpus + GPU-only hacks; CAUGHT/MISSED, OK/FLAGGED ---
-section integrity-hacks "integrity: GPU-only hacks and the hacked corpus" "$PY" scripts/adversarial_gpu.py --kinds gpu,hacked --out "$OUT"
-section integrity-honest "integrity: honest and lazy corpus (no false positives, coverage)" "$PY" scripts/adversarial_gpu.py --kinds honest,lazy --out "$OUT"
+section integrity-hacks "integrity: GPU-only hacks and the hacked corpus" "$PY" scripts/adversarial_gpu.py --kinds gpu,hacked --redteam without --out "$OUT"
+section integrity-honest "integrity: honest and lazy corpus (no false positives, coverage)" "$PY" scripts/adversarial_gpu.py --kinds honest,lazy --redteam without --out "$OUT"
+section integrity-redteam "integrity: issue 12 red team (attacks and honest solutions in unusual styles)" "$PY" scripts/adversarial_gpu.py --kinds hacked,honest --redteam only --out "$OUT"
 # --- end reward integrity ---
 section suite "suite: every built-in solution at full size, eager vs solution" "$PY" scripts/suite_gpu_bench.py --labels gold,lazy,slow --out "$OUT/suite_gpu.json"
 section service "service: worker-pool throughput vs fresh processes" "$PY" benchmarks/worker_throughput_gpu.py --device cuda:0 --out "$OUT/worker_throughput_gpu.json"
