@@ -150,3 +150,82 @@ def test_syntax_error_is_reported_not_raised():
 def test_every_hack_carries_evidence_and_an_actionable_message():
     for h in analyze(HEADER + "import ctypes\ntorch.allclose = None\n").hacks:
         assert h.evidence.startswith("line ") and h.message.endswith(".") and h.name
+
+
+# --- the solution contract (deny by default) ---------------------------------------------------
+
+FORWARD = "class ModelNew(nn.Module):\n    def forward(self, x):\n        {}\n"
+
+
+@pytest.mark.parametrize("snippet", [
+    "import numpy as np",                      # an import outside the allow-list
+    "import operator\nf = operator.attrgetter('x')",
+    "from os import path",
+    "import builtins",
+    "import triton.runtime.driver",
+    "from torch import _C",                    # a private name imported from an allowed module
+    "from torch.nn import *",
+    "n = torch._C._len_torch_dispatch_stack()",  # a private attribute of torch
+    "t = tl.core._constexpr",
+    "s = getattr(object, '__subclasses__')()",  # dunder through a constant string
+    "name = 'relu'\nf = getattr(torch, name)",   # a computed name (not only on library roots)
+    "f = getattr(F, 'rel' + 'u')",
+    "d = torch.nn.Module.__dict__",
+    "c = ().__class__.__base__",
+    "v = vars(torch)",
+    "g = globals()['Model']",
+    "k = dir(torch)",
+    "T = type('T', (object,), {})",
+    "s = '{0.__class__.__mro__}'.format(1)",
+    "s = '{0._C}'.format(torch)",
+    "t = torch.from_file('/etc/passwd', size=4)",
+    "torch.save({}, 'x.pt')",
+    "b = __builtins__",
+    "def unused(open):\n    pass\nf = open('/etc/passwd')",  # binding a dangerous builtin's name elsewhere
+])
+def test_contract_rejects(snippet):
+    assert codes(snippet) & {11, 14}, snippet
+
+
+@pytest.mark.parametrize("body", [
+    "return x.numpy().clip(0)",
+    "return torch.tensor(x.tolist())",
+    "return x.cpu()",
+    "return x.to('cpu')",
+    "return x.to(device='cpu')",
+])
+def test_contract_rejects_host_round_trips_in_forward(body):
+    assert 14 in codes(FORWARD.format(body))
+
+
+def test_host_round_trips_through_a_helper_are_reached():
+    src = "def helper(t):\n    return t.tolist()\n" + FORWARD.format("return helper(x)")
+    assert 14 in codes(src)
+
+
+@pytest.mark.parametrize("snippet", [
+    "from __future__ import annotations\nfrom typing import Optional, Tuple\nimport functools, itertools, math",
+    "from dataclasses import dataclass\nimport enum\nimport collections",
+    "from triton.language.extra import libdevice",
+    "class A(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.__name__ = 'a'",
+    "def forward(input, dir=0):\n    return input",   # parameters that shadow builtins are the solution's own
+    "if __name__ == '__main__':\n    pass",
+    "s = getattr(torch, 'float16')",
+    "x = torch.empty(3)\nn = x.shape[0]\nv = x.sum().item()",  # .item() is allowed by name
+    "s = '{} of {}'.format(1, 2)",
+])
+def test_contract_allows_honest_code(snippet):
+    assert codes(snippet) == set(), snippet
+
+
+def test_contract_text_renders_every_rule_and_the_allowed_imports():
+    from drkernel.gym.static_checks import ALLOWED_IMPORTS, CONTRACT, contract_text
+
+    text = contract_text()
+    assert text.count("\n") == len(CONTRACT) - 1
+    assert all(m in text for m in ALLOWED_IMPORTS if m != "__future__")
+
+
+def test_one_analysis_per_source():
+    src = HEADER + "x = 1\n"
+    assert analyze(src) is analyze(src)

@@ -193,6 +193,8 @@ class _Names:
                 self.defined.add(node.name)
             elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
                 self.defined.add(node.id)
+        for name in self.defined & SOFT_BUILTINS:  # ``def forward(self, input)``: not builtins.input
+            self.alias.pop(name, None)
         # Simple aliases (``relu = torch.relu``, ``F = nn.functional``), to a fixed point.
         for _ in range(3):
             for node in ast.walk(tree):
@@ -537,6 +539,9 @@ FORBIDDEN_BUILTINS = frozenset((
     "open", "eval", "exec", "compile", "__import__", "globals", "locals", "vars", "dir", "breakpoint",
     "input", "memoryview", "help", "exit", "quit", "delattr"))
 """Builtins that do I/O, run code, or enumerate namespaces."""
+SOFT_BUILTINS = frozenset(("input", "dir", "help", "exit", "quit"))
+"""Of those, the names a solution may bind itself (``def forward(self, input)``); binding any other
+(``def f(open): ...``) does not make the name safe elsewhere in the file, so those stay rejected."""
 HOST_READS = frozenset(("numpy", "tolist", "cpu", "__array__", "tobytes", "untyped_storage", "storage"))
 """Tensor methods that copy data to the host; forbidden in code reachable from ``forward``."""
 FILE_CALLS = ("torch.from_file", "torch.load", "torch.save", "torch.UntypedStorage.from_file",
@@ -606,7 +611,7 @@ def _contract(tree: ast.Module, names: _Names) -> list[Hack]:
         elif isinstance(node, ast.Name):
             if node.id.startswith("__") and node.id.endswith("__") and node.id not in ALLOWED_DUNDERS:
                 bad(node, f"uses {node.id}")
-            elif node.id in FORBIDDEN_BUILTINS and node.id not in names.defined:
+            elif node.id in FORBIDDEN_BUILTINS and not (node.id in SOFT_BUILTINS and node.id in names.defined):
                 bad(node, f"uses the builtin {node.id}")
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             _call_rule(node, bad)
