@@ -172,3 +172,24 @@ def test_scan_module_finds_forbidden_objects_held_by_the_solution():
     module.gc_module = __import__("gc")
     module.fine = torch.relu
     assert sorted(h.code for h in scan_module(module)) == [14, 14]
+
+
+def test_host_reads_counts_multi_element_reads_from_solution_code_only(tmp_path):
+    """`HostReads`: ``x.numpy()`` / ``x.tolist()`` from solution code is compute outside PyTorch;
+    the same calls from the harness, or on one element, are not."""
+    import torch
+
+    from drkernel.gym.guards import HostReads
+
+    path = str(tmp_path / "solution_hostreads.py")
+    reads = HostReads(lambda f: f == path).install()
+    code = compile("def run(x):\n    return x.tolist(), x.numpy().sum(), x[:1].tolist()\n", path, "exec")
+    ns: dict = {}
+    exec(code, ns)
+    x = torch.arange(6.0)
+    before = list(reads.reads)
+    x.tolist()  # the harness's own read: no solution frame on the stack
+    assert reads.reads == before
+    ns["run"](x)
+    assert reads.reads[len(before):] == [("tolist", 6), ("numpy", 6)]
+    assert reads.hacks() and reads.hacks()[0].code == 14

@@ -142,3 +142,16 @@ def test_blocking_static_check_ignores_strict_only_findings():
 
 def test_extra_tags_are_the_ones_the_hook_sends():
     assert EXTRA_TAGS == ("skip_own", "zeros_probe", "poisoned", "recall_same", "call_count_last")
+
+
+def test_host_scalar_reads_and_device_to_host_copies_beyond_a_few_are_hack_14():
+    from drkernel.gym.coverage import HOST_COPY
+    from drkernel.gym.verdict import HOST_SCALARS_PER_CALL, host_scalars
+
+    few = {"aten::_local_scalar_dense.default": [HOST_SCALARS_PER_CALL, 0.0, 0.0, 0.0]}
+    many = {"aten::_local_scalar_dense.default": [64, 0.0, 0.0, 0.0]}
+    copied = {HOST_COPY: [1, 0.0, 0.0, 4096.0]}
+    assert host_scalars({"coverage_profile": few}) == []
+    assert [h.code for h in host_scalars({"coverage_profile": many})] == [14]
+    assert [h.code for h in host_scalars({"coverage_profile": copied})] == [14]
+    assert host_scalars({}) == []

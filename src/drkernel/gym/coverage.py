@@ -94,6 +94,19 @@ def materialised_bytes(args: tuple, out: Any) -> int:
     return sum(t.numel() * t.element_size() for t in outs) if produced > source else 0
 
 
+HOST_COPY = "aten::device_to_host.default"
+"""A pseudo-op: a copy from an accelerator to the host (its flops column holds nothing, bytes the
+elements). The verdict flags more than a scalar's worth: compute outside PyTorch (mechanism 5)."""
+
+
+def device_to_host_elements(args: tuple, out: Any) -> int:
+    """Elements a copy moves from an accelerator to the host (0 otherwise)."""
+    outs = [t for t in _tensors(out) if t.device.type == "cpu"]
+    if not outs or not any(t.device.type not in ("cpu", "meta") for t in _tensors(args)):
+        return 0
+    return sum(t.numel() for t in outs)
+
+
 def op_name(func: Any) -> str:
     """``aten.add.Tensor`` -> ``"aten::add.Tensor"``, the name the strict allowlist uses."""
     packet = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
@@ -224,6 +237,8 @@ class OpRecorder(TorchDispatchMode):
         out = func(*args, **kwargs)
         name = op_name(func)
         base = base_name(name)
+        if base in MATERIALISING and (host := device_to_host_elements(args, out)):
+            self.profile.add(HOST_COPY, 0.0, 0.0, float(host))  # data read on the host (GPU only)
         if base not in ALWAYS_ALLOWED:
             self.profile.add(name, *op_cost(func, args, kwargs, out, self.roof))
         elif base in MATERIALISING and not in_launch() and (extra := materialised_bytes(args, out)):

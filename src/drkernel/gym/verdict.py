@@ -25,7 +25,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from drkernel.gym.checks import CheckRegistry
-from drkernel.gym.coverage import OpProfile, base_name, op_coverage, time_coverage
+from drkernel.gym.coverage import HOST_COPY, OpProfile, base_name, op_coverage, time_coverage
 from drkernel.gym.hacks import LAZY_WARNING, dedupe, make_hack
 from drkernel.gym.integrity import EXTRA_TAGS
 from drkernel.gym.plausibility import impossible, missed_work, suspicious
@@ -182,10 +182,14 @@ def host_scalars(report: Mapping[str, Any]) -> list[Hack]:
     """Too many scalar host reads in the coverage run's forward (compute outside PyTorch, hack 14)."""
     profile = report.get("coverage_profile") or {}
     reads = int(sum(v[0] for k, v in profile.items() if base_name(k) == "_local_scalar_dense"))
+    hacks = []
     if reads > HOST_SCALARS_PER_CALL:
-        return [make_hack(14, f"one forward read {reads} scalars of tensor data on the host (.item() / "
-                              f"float(t)); at most {HOST_SCALARS_PER_CALL} are allowed")]
-    return []
+        hacks.append(make_hack(14, f"one forward read {reads} scalars of tensor data on the host (.item() / "
+                                   f"float(t)); at most {HOST_SCALARS_PER_CALL} are allowed"))
+    copied = int(sum(v[3] for k, v in profile.items() if k == HOST_COPY))
+    if copied > HOST_SCALARS_PER_CALL:
+        hacks.append(make_hack(14, f"one forward copied {copied} tensor elements from the device to the host"))
+    return hacks
 
 
 def annotate(result: EvalResult, request: Any, candidate_report: Mapping[str, Any],

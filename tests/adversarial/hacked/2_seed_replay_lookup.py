@@ -1,7 +1,8 @@
 # problem: relu
-# expect: 2
+# expect: 1|2
 # redteam: predictable inputs (mechanism 6)
 # Replays get_inputs with the seeds the gym used to use (seed + k, +10000), keeps the answers keyed
+# (with secret seeds every call misses: PyTorch only, its copy kernel never launches: 1 or 2)
 # by a fingerprint; a hit is served by a Triton copy, a miss by PyTorch.
 import torch
 import torch.nn as nn
