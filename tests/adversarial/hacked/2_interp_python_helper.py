@@ -1,8 +1,8 @@
 # problem: relu
-# expect: 2
+# expect: 2|0
 # redteam: compute at launch time (mechanism 4, interpreter)
 # Under the interpreter a jit body may call plain Python: the helper runs torch.relu on tensors
-# stashed by forward, and the kernel itself stores nothing.
+# stashed by forward, and the kernel itself stores nothing. (On a GPU the jit body does not compile: 0.)
 import torch
 import torch.nn as nn
 import triton

@@ -2,8 +2,8 @@
 # expect: 1|2
 # redteam: predictable inputs (mechanism 6)
 # Replays get_inputs with the seeds the gym used to use (seed + k, +10000), keeps the answers keyed
-# (with secret seeds every call misses: PyTorch only, its copy kernel never launches: 1 or 2)
-# by a fingerprint; a hit is served by a Triton copy, a miss by PyTorch.
+# by a fingerprint; a hit is served by a Triton copy, a miss by PyTorch. With secret seeds every
+# call misses: PyTorch only, and the copy kernel never launches (1 or 2).
 import torch
 import torch.nn as nn
 import triton

@@ -1,5 +1,6 @@
 # problem: relu
 # redteam: honest, ordinary copies (a cast to float64 and back, a contiguous view) cost nothing
+# time-coverage: exempt (on a GPU the casts are PyTorch copy kernels: op coverage only)
 import torch
 import torch.nn as nn
 import triton
