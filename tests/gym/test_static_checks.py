@@ -182,6 +182,9 @@ FORWARD = "class ModelNew(nn.Module):\n    def forward(self, x):\n        {}\n"
     "torch.save({}, 'x.pt')",
     "b = __builtins__",
     "def unused(open):\n    pass\nf = open('/etc/passwd')",  # binding a dangerous builtin's name elsewhere
+    "f = getattr\nc = f(torch, '_' + 'C')",        # getattr as a value, called under another name
+    "import functools\nc = functools.reduce(getattr, ['_C'], torch)",
+    "t = torch\nc = getattr(t, '_C')",             # a literal private name through getattr
 ])
 def test_contract_rejects(snippet):
     assert codes(snippet) & {11, 14}, snippet

@@ -539,6 +539,8 @@ FORBIDDEN_BUILTINS = frozenset((
     "open", "eval", "exec", "compile", "__import__", "globals", "locals", "vars", "dir", "breakpoint",
     "input", "memoryview", "help", "exit", "quit", "delattr"))
 """Builtins that do I/O, run code, or enumerate namespaces."""
+ATTRIBUTE_FUNCTIONS = frozenset(("getattr", "setattr", "hasattr", "delattr"))
+"""Allowed only as a direct call with a literal, public name (``getattr(self, "weight")``)."""
 SOFT_BUILTINS = frozenset(("input", "dir", "help", "exit", "quit"))
 """Of those, the names a solution may bind itself (``def forward(self, input)``); binding any other
 (``def f(open): ...``) does not make the name safe elsewhere in the file, so those stay rejected."""
@@ -595,7 +597,11 @@ def _contract(tree: ast.Module, names: _Names) -> list[Hack]:
     def bad(node: ast.AST, why: str, code: int = 14) -> None:
         hacks.append(make_hack(code, f"line {getattr(node, 'lineno', 0)}: {why} (solution contract)"))
 
+    called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     for node in ast.walk(tree):
+        if (isinstance(node, ast.Name) and node.id in ATTRIBUTE_FUNCTIONS and id(node) not in called
+                and node.id not in names.defined):
+            bad(node, f"passes {node.id} as a value (attribute access by computed names)")
         if isinstance(node, ast.Import):
             for a in node.names:
                 if not _import_allowed(a.name):
@@ -640,9 +646,11 @@ def _attribute_rule(node: ast.Attribute, names: _Names, bad: Callable[..., None]
 
 def _call_rule(node: ast.Call, bad: Callable[..., None]) -> None:
     fn = node.func.id
-    if fn in ("getattr", "setattr", "hasattr", "delattr"):
+    if fn in ATTRIBUTE_FUNCTIONS:
         if len(node.args) < 2 or not (isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)):
             bad(node, f"{fn} with a name computed at run time")
+        elif node.args[1].value.startswith("_"):
+            bad(node, f"{fn} of the private name {node.args[1].value!r}")
     elif fn == "type" and len(node.args) == 3:
         bad(node, "builds a class with type(name, bases, dict)", 11)  # a Tensor subclass made at run time
 
