@@ -72,3 +72,31 @@ def test_spread_inputs_fail_a_dropped_term_and_an_unstable_softmax():
     assert close(x, x + torch.softmax(x, -1)) and not close(wide, wide + torch.softmax(wide, -1))
     assert close(naive(x), torch.softmax(x, -1))
     assert not torch.isfinite(naive(shifted)).all() and torch.isfinite(torch.softmax(shifted, -1)).all()
+
+
+def test_every_call_looks_the_same_so_a_tell_changes_nothing(evaluator):
+    """A solution that sabotages its output whenever a fresh allocation is not poisoned (the tell of
+    the old poisoned run) stays correct: trials, ordinary calls and integrity runs all poison."""
+    from gym_cases import RELU_SOLUTION, request
+
+    from drkernel.gym import Status
+
+    tell = RELU_SOLUTION.replace(
+        "        return y\n",
+        "        probe = torch.empty(8, device=x.device)\n"
+        "        if not torch.isnan(probe).all():\n"
+        "            y.zero_()\n"
+        "        return y\n")
+    assert tell != RELU_SOLUTION
+    r = evaluator.evaluate(request(tell, trials=3))
+    assert r.status is Status.CORRECT, r.error
+    assert [h for h in r.hacks if not h.strict_only] == [] and r.op_coverage >= 0.9
+
+
+def test_explicit_seed_reproduces_the_trials(evaluator):
+    from gym_cases import RELU_SOLUTION, request
+
+    a, b = (evaluator.evaluate(request(RELU_SOLUTION, seed=5)) for _ in range(2))
+    c = evaluator.evaluate(request(RELU_SOLUTION))
+    assert [t.seed for t in a.trials] == [t.seed for t in b.trials]
+    assert [t.seed for t in c.trials] != [t.seed for t in a.trials]
