@@ -155,3 +155,25 @@ def test_host_scalar_reads_and_device_to_host_copies_beyond_a_few_are_hack_14():
     assert [h.code for h in host_scalars({"coverage_profile": many})] == [14]
     assert [h.code for h in host_scalars({"coverage_profile": copied})] == [14]
     assert host_scalars({}) == []
+
+
+def test_own_launches_missing_from_the_timed_region_are_a_passthrough():
+    """A solution that falls back to PyTorch only in the (unobserved) timed calls launches fewer own
+    kernels there than the observed calls say it must."""
+    from types import SimpleNamespace
+
+    from drkernel.gym.result import EvalResult, Status
+    from drkernel.gym.verdict import timed_launches
+
+    result = EvalResult(status=Status.CORRECT)
+    config = SimpleNamespace(warmup_calls=10)
+    judge = {"sol_timing": {"n": 100, "median_ms": 0.1}, "timing_plan": {"extra_warmup": 3}}
+
+    def report(timed_launches_seen):
+        return {"integrity": {"own_launches_before_timing": 50, "own_launches": 50 + timed_launches_seen,
+                              "call_count_launches": [2, 2, 2]}}
+
+    assert timed_launches(result, config, report(2 * 113), judge) == []
+    assert [h.code for h in timed_launches(result, config, report(2 * 113 - 1), judge)] == [2]
+    assert timed_launches(result, config, report(0), {}) == []  # CPU: nothing was timed
+    assert timed_launches(EvalResult(status=Status.INCORRECT), config, report(0), judge) == []

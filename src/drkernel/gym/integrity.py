@@ -128,6 +128,7 @@ class IntegrityHook:
         self.runs: dict[str, Any] = {}
         self.call_count_launches: list[int] = []
         self.calls = 0  # observed forward calls (trials, ordinary and integrity calls)
+        self.own_before_timing: int | None = None
         self.gpu: dict[str, Any] = {}
         self.seconds: dict[str, float] = {}  # wall time of each extra run (cost accounting)
         self._clock = 0.0
@@ -231,6 +232,7 @@ class IntegrityHook:
             self._gpu_checks(r, make_inputs(0))
             self._lap("profiler_and_hidden_work")
         self._check_state()
+        self.own_before_timing = self.own_launches  # the timed calls' own launches are the rest
         if self.watch is not None:
             self.watch.scoped = False  # the timed calls pay no marking cost
         return {"runs": dict(self.runs), "calls": self.calls, "order": order}
@@ -321,6 +323,7 @@ class IntegrityHook:
             "hacks": [h.__dict__ for h in dedupe(self.hacks + violations + reads)],
             "runs": dict(self.runs),
             "own_launches": self.own_launches,
+            "own_launches_before_timing": self.own_before_timing,
             "coverage_profile": self.coverage_profile,
             "coverage_own_launches": self.coverage_own_launches,
             "call_count_launches": self.call_count_launches,

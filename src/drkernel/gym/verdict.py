@@ -208,6 +208,7 @@ def annotate(result: EvalResult, request: Any, candidate_report: Mapping[str, An
         result.kernels = kernel_stats(gpu)
         result.time_coverage = time_coverage(result.kernels)
     result.hacks.extend(timing_hacks(result, judge_report))
+    result.hacks.extend(timed_launches(result, request.config, candidate_report, judge_report))
     coverage = result.op_coverage if result.op_coverage is not None else result.time_coverage
     if (result.status is Status.CORRECT and coverage is not None
             and request.config.coverage_floor <= coverage < LAZY_THRESHOLD):
@@ -215,6 +216,26 @@ def annotate(result: EvalResult, request: Any, candidate_report: Mapping[str, An
         if warning not in result.warnings:
             result.warnings.append(warning)
     return result
+
+
+def timed_launches(result: EvalResult, config: Any, candidate_report: Mapping[str, Any],
+                   judge_report: Mapping[str, Any]) -> list[Hack]:
+    """Own launches in the timed region against the calls made there (hack 2). The timed calls run
+    outside the observed dispatch mode, so a solution that recognised them could fall back to
+    PyTorch only there (correct outputs, the reference's speed as its own): every observed call
+    launched at least ``min(call_count_launches)`` own kernels, and so must every timed call."""
+    report = candidate_report.get("integrity") or {}
+    sol, plan = judge_report.get("sol_timing") or {}, judge_report.get("timing_plan") or {}
+    before, total = report.get("own_launches_before_timing"), report.get("own_launches")
+    per_call = report.get("call_count_launches") or []
+    if result.status is not Status.CORRECT or not sol.get("n") or before is None or total is None or not per_call:
+        return []
+    calls = int(sol["n"]) + int(config.warmup_calls) + int(plan.get("extra_warmup", 0))
+    expected, seen = min(int(n) for n in per_call) * calls, int(total) - int(before)
+    if seen < expected:
+        return [make_hack(2, f"the timed region's {calls} calls launched {seen} own kernels; every observed "
+                             f"call launched at least {min(int(n) for n in per_call)}")]
+    return []
 
 
 def timing_hacks(result: EvalResult, judge_report: Mapping[str, Any]) -> list[Hack]:
