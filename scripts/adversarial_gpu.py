@@ -6,8 +6,9 @@ honest one, writes ${OUT}/adversarial_gpu_<kinds>.json, exits 1 on any miss or f
     PYTHONPATH=src python3 scripts/adversarial_gpu.py --device cpu --limit 3 --kinds hacked,honest,lazy  # dry run
 
 One candidate at a time (``--concurrency 1``) with 4 warm candidates hiding their start; on an H100
-``--kinds gpu,hacked`` (30 cases rejected statically, 26 run) and ``--kinds honest,lazy`` (35 run) take
-a few minutes each. On CPU (the Triton interpreter: no timing, so no time coverage) the GPU-only
+``--kinds gpu,hacked --redteam without`` and ``--kinds honest,lazy --redteam without`` took a few minutes
+each before issue 12; ``--kinds hacked,honest --redteam only`` runs issue 12's red team (32 attacks, 18
+of them rejected statically, and 11 honest solutions). On CPU (the Triton interpreter: no timing, so no time coverage) the GPU-only
 cases are left out and honest solutions are held to op coverage only.
 
 Needs torch, triton and numpy only (it drives drkernel.gym's evaluator, which needs nothing else).
@@ -135,6 +136,16 @@ class ModelNew(nn.Module):
             self.key = key
         return self.out
 """, (9, 10)),
+    ("passthrough_only_when_unpoisoned", BIG_RELU, KERNEL + """
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        y = torch.empty_like(x)  # poisoned in every observed call, recycled memory in the timed ones
+        if bool(torch.isnan(y[:1]).all()):
+            launch(x, y)
+            return y
+        return torch.relu(x)  # PyTorch's speed reported as the solution's, correct outputs
+""", (2,)),
 ]
 HONEST_GPU = [
     ("tf32_dot_under_kernelgym_is_allowed", "matmul_relu", (ROOT / "tests/adversarial/hacked/12_tf32_dot_kernelbench.py")
