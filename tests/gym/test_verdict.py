@@ -177,3 +177,13 @@ def test_own_launches_missing_from_the_timed_region_are_a_passthrough():
     assert [h.code for h in timed_launches(result, config, report(2 * 113 - 1), judge)] == [2]
     assert timed_launches(result, config, report(0), {}) == []  # CPU: nothing was timed
     assert timed_launches(EvalResult(status=Status.INCORRECT), config, report(0), judge) == []
+
+
+def test_half_precision_tiles_are_named_for_the_kernelbench_profile():
+    """Mechanism 11: fp16 tiles before tl.dot in an fp32 problem (even with input_precision="ieee")."""
+    from drkernel.gym.verdict import _static_tf32
+
+    src = "acc += tl.dot(a.to(tl.float16), b.to(tl.float16), input_precision='ieee')\n"
+    found = _static_tf32(src)
+    assert len(found) == 2 and all("float16" in f for f in found)
+    assert _static_tf32("acc += tl.dot(a, b, input_precision='ieee')\ny = acc.to(tl.float32)\n") == []

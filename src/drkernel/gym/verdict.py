@@ -83,6 +83,11 @@ def _static_tf32(source: str) -> list[str]:
                 isinstance(allow, ast.Constant) and allow.value is False)
             if not exact:
                 found.append(f"line {node.lineno}: tl.dot without input_precision='ieee'")
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "to"
+              and any(isinstance(a, ast.Attribute) and a.attr in ("float16", "bfloat16", "float8e4nv", "float8e5")
+                      for a in node.args)):
+            found.append(f"line {node.lineno}: a cast to {node.args[0].attr} (mechanism 11: half-precision "
+                         f"tiles)")  # fp16 tiles before tl.dot: allowed under kernelgym, not kernelbench
     return found
 
 
