@@ -2,9 +2,11 @@
 
 A solution that can predict its inputs can replay ``get_inputs`` on its first call and look the
 answers up later (mechanism 6 of issue 12), and one that can predict which calls are integrity runs
-can behave honestly only there (mechanism 3). So every seed of an evaluation -- weights, each
-trial, the timed calls, the coverage run -- and the order of the integrity runs are drawn per
-evaluation from a CSPRNG (`secrets`), never ``seed + k``.
+can behave honestly only there (mechanism 3). So every input seed of an evaluation -- each trial,
+the timed calls, the coverage run -- and the order of the integrity runs are drawn per evaluation
+from a CSPRNG (`secrets`), never ``seed + k``. The weight seed stays public: ``ModelNew`` is built
+with it, so the solution holds its weights anyway, and a public one keeps the judge's reference
+models cached across evaluations.
 
 Reproducible mode: a caller that passes an explicit ``EvalConfig.seed`` (debugging, determinism
 tests) gets the same plan every time, derived from that seed by a keyed hash; training and the
@@ -65,7 +67,7 @@ INTEGRITY_RUNS = ("coverage", "skip_own", "poisoned", "recall_same", "call_count
 class SeedPlan:
     """Every seed of one evaluation, and where the integrity runs fall."""
 
-    weight: int
+    weight: int                       # public (the solution holds its weights anyway)
     trials: tuple[int, ...]           # primary trials, then the second size's (if any)
     timing: int                       # the candidate's timed calls (secret)
     coverage: int                     # the coverage run: an input no other call sees
@@ -101,7 +103,7 @@ def plan_seeds(explicit: int | None, trials: int, second: bool) -> SeedPlan:
     extra = [draw()] if second else []
     order = list(INTEGRITY_RUNS)
     rng.shuffle(order)
-    return SeedPlan(weight=draw(), trials=tuple(primary + extra), timing=draw(), coverage=draw(),
+    return SeedPlan(weight=public_seed(explicit), trials=tuple(primary + extra), timing=draw(), coverage=draw(),
                     reference=public_seed(explicit),
                     integrity_order=tuple(order), decoys=tuple(rng.randrange(0, 3) for _ in order))
 
