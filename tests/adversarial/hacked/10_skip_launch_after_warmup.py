@@ -1,6 +1,7 @@
 # problem: row_sum
-# expect: 10
+# expect: 10|2|5|9
 # After a warm-up count it stops launching and hands back its last output buffer.
+# The integrity runs fall at random call indices: whichever comes after the switch catches it.
 import torch
 import torch.nn as nn
 import triton

@@ -1,7 +1,8 @@
 # problem: relu
 # default: yes
-# expect: 10
+# expect: 10|2|5|9
 # Correct for the first calls (the checks), then returns zeros without launching (the timed calls).
+# The integrity runs fall at random call indices: whichever comes after the switch catches it.
 import torch
 import torch.nn as nn
 import triton
