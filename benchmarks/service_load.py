@@ -252,7 +252,7 @@ def main() -> None:
         run = run_clients(srv.url, None, pool, args.jobs, args.clients)
         check = verify(run, pool, direct, args.jobs)
         queue = httpx.get(f"{srv.url}/v1/queue").json()["counts"]
-        metrics = httpx.get(f"{srv.url}/v1/metrics").text
+        metrics = httpx.get(f"{srv.url}/metrics").text
     finally:
         srv.stop()
     lat = run["latencies"]

@@ -60,7 +60,7 @@ def test_kill9_worker_mid_job_requeues_and_restarts(one_worker, small_problem):
         assert worker["state"] == "ready" and worker["restarts"] == 1 and worker["pid"] != pid
         assert (
             'kernelgym_errors_total{error_class="worker_lost"}'
-            in httpx.get(f"{one_worker.url}/v1/metrics", headers={"Authorization": f"Bearer {TOKEN}"}).text
+            in httpx.get(f"{one_worker.url}/metrics", headers={"Authorization": f"Bearer {TOKEN}"}).text
         )
 
 
@@ -114,7 +114,7 @@ def test_kill9_server_mid_batch_and_restart(tmp_path, small_problem):
                     "cancelled": 0,
                 }
                 metrics = httpx.get(
-                    f"{srv2.url}/v1/metrics", headers={"Authorization": f"Bearer {TOKEN}"}
+                    f"{srv2.url}/metrics", headers={"Authorization": f"Bearer {TOKEN}"}
                 ).text
                 assert (
                     'kernelgym_errors_total{error_class="server_restart"}' in metrics

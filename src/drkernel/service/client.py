@@ -14,6 +14,7 @@ an `EvalResult` like any other.
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import time
 import uuid
@@ -74,7 +75,14 @@ class JobInfo:
 
 
 def _payload(request: EvalRequest, key: str | None, priority: int) -> dict[str, Any]:
-    return {**request.to_dict(), "idempotency_key": key or uuid.uuid4().hex, "priority": priority}
+    """The request body: the problem by key (the server uses its own copy of a problem it loaded),
+    with its code for a server that accepts custom problems."""
+    return {
+        **request.to_dict(),
+        "problem_key": request.problem.key,
+        "idempotency_key": key or uuid.uuid4().hex,
+        "priority": priority,
+    }
 
 
 def _keys(n: int, keys: Sequence[str] | None) -> list[str | None]:
@@ -104,7 +112,12 @@ class _Backoff:
         return min(self.max_s, self.base_s * 2**attempt) * (0.5 + random.random() / 2)
 
 
+TOKEN_ENV = "KERNELGYM_TOKEN"
+
+
 def _headers(token: str | None) -> dict[str, str]:
+    """The bearer header; no ``token``: the one in ``$KERNELGYM_TOKEN`` (a service always wants one)."""
+    token = token or os.environ.get(TOKEN_ENV)
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 

@@ -151,6 +151,10 @@ class Scheduler:
 
     # -- submission and waiting ---------------------------------------------------------------
 
+    def devices(self) -> list[str]:
+        """Devices the workers run (``cpu``, ``cuda:0``, ...): what a request may name."""
+        return [w.handle.device for w in self.workers]
+
     def device_models(self) -> list[str]:
         return sorted({w.device_name for w in self.workers if w.info})
 
