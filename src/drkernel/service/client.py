@@ -265,6 +265,10 @@ class ServiceClient:
         return self.results(self.submit_batch(requests), timeout_s, progress)
 
     def health(self) -> dict[str, Any]:
+        """The health report; a service that is down answers 503 with the same report (returned)."""
+        response = self._http.get("/v1/health")
+        if response.status_code == 503 and "status" in response.json():
+            return response.json()
         return self._call("GET", "/v1/health")
 
     def workers(self) -> list[dict[str, Any]]:
@@ -401,6 +405,10 @@ class AsyncServiceClient:
         return await self.results(await self.submit_batch(requests), timeout_s, progress)
 
     async def health(self) -> dict[str, Any]:
+        """The health report; a service that is down answers 503 with the same report (returned)."""
+        response = await self._http.get("/v1/health")
+        if response.status_code == 503 and "status" in response.json():
+            return response.json()
         return await self._call("GET", "/v1/health")
 
     async def workers(self) -> list[dict[str, Any]]:
