@@ -49,6 +49,7 @@ class ServerProcess:
             **os.environ,
             "PYTHONPATH": os.pathsep.join([str(SRC), str(HERE), os.environ.get("PYTHONPATH", "")]),
         }
+        env.pop("KERNELGYM_TOKEN", None)  # the server's token is in its arguments, or none at all
         cmd = [
             sys.executable,
             "-m",

@@ -115,12 +115,14 @@ def create_app(config: ServiceConfig, handles: Sequence[WorkerHandle] | None = N
         "front of per-device gym workers.",
     )
     _install_handlers(app)
-    app.include_router(_router(config, catalog))
+    api = _router(config, catalog)
+    app.include_router(api)
     app.add_api_route("/metrics", lambda: PlainTextResponse(metrics.render()), methods=["GET"],
                       summary="Prometheus metrics (no auth)", include_in_schema=True)
     app.add_middleware(Gate, lookup=lookup, limiter=RateLimiter(config.rate_per_client, config.rate_burst),
                        max_body=config.max_body_bytes)
-    app.add_middleware(_Timed, metrics=metrics, routes=app.router.routes)
+    routes = [r for r in (*api.routes, *app.router.routes) if isinstance(getattr(r, "path", None), str)]
+    app.add_middleware(_Timed, metrics=metrics, routes=routes)
     return app
 
 

@@ -8,7 +8,6 @@ and only for a key the server did not load: a loaded key always means the server
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 from drkernel.gym.config import EvalRequest
@@ -16,14 +15,12 @@ from drkernel.problems.problem import Problem
 from drkernel.service.schemas import eval_config, valid_problem_key
 
 
-@dataclass(frozen=True)
 class Rejected(Exception):
     """A request the server will not run: HTTP ``code``, an error name, the field at fault."""
 
-    code: int
-    error: str
-    loc: tuple[str | int, ...]
-    message: str
+    def __init__(self, code: int, error: str, loc: tuple[str | int, ...], message: str):
+        super().__init__(message)
+        self.code, self.error, self.loc, self.message = code, error, loc, message
 
 
 class ProblemCatalog:
