@@ -75,6 +75,36 @@ def test_solution_that_keeps_killing_its_worker_fails_after_two_attempts(one_wor
         assert c.workers()[0]["state"] == "ready"
 
 
+def test_idle_worker_killed_is_noticed_and_costs_no_attempt(one_worker, small_problem):
+    """A worker killed while idle is restarted by the watchdog (not by the next job), and a job sent
+    in the meantime goes back to the queue uncounted."""
+    with ServiceClient(one_worker.url, TOKEN) as c:
+        (pid,) = [w["pid"] for w in c.workers()]
+        os.kill(pid, signal.SIGKILL)
+        job = c.submit(EvalRequest(small_problem, "class ModelNew: pass\n# after idle kill"))
+        info = c.collect([job], timeout_s=60)[job]
+        assert info.status == "done" and info.attempts == 1
+        worker = _wait_for(lambda: next((w for w in c.workers() if w["state"] == "ready"), None))
+        assert worker["pid"] != pid and worker["restarts"] >= 1
+        (pid,) = [w["pid"] for w in c.workers()]
+        os.kill(pid, signal.SIGKILL)  # idle, and no job follows: noticed all the same
+        _wait_for(lambda: c.workers()[0]["pid"] not in (pid, None) and c.workers()[0]["state"] == "ready")
+
+
+def test_health_does_not_flap_after_crash_results(one_worker, small_problem):
+    """A crash result sends the worker to a canary check: routine, so health stays up meanwhile."""
+    with ServiceClient(one_worker.url, TOKEN) as c:
+        ids = [c.submit(EvalRequest(small_problem, f"class ModelNew: pass\n# status: crashed\n# f{i}"))
+               for i in range(3)]
+        seen = []
+        while not all(c.job(i).terminal for i in ids):
+            seen.append(httpx.get(f"{one_worker.url}/v1/health").status_code)
+        for _ in range(20):
+            seen.append(httpx.get(f"{one_worker.url}/v1/health").status_code)
+            time.sleep(0.05)
+        assert set(seen) == {200}
+
+
 def test_failed_canary_takes_the_device_out_of_service(one_worker, small_problem, tmp_path):
     with ServiceClient(one_worker.url, TOKEN) as c:
         (tmp_path / "broken").touch()  # from now on the device computes garbage
@@ -83,6 +113,7 @@ def test_failed_canary_takes_the_device_out_of_service(one_worker, small_problem
         worker = _wait_for(lambda: next((w for w in c.workers() if w["state"] == "out_of_service"), None))
         assert "canary came back incorrect" in worker["reason"]
         assert c.health()["status"] == "down"
+        assert httpx.get(f"{one_worker.url}/v1/health").status_code == 503  # a balancer sees it
         queued = c.submit(EvalRequest(small_problem, "class ModelNew: pass\n# waits"))
         time.sleep(1.0)
         assert c.job(queued).status == "queued"  # not lost, not run on a bad device

@@ -59,6 +59,7 @@ class Worker:
     used_bytes: int = 0
     in_flight: dict[str, Job] = field(default_factory=dict)
     deadlines: dict[str, float] = field(default_factory=dict)  # job id -> monotonic watchdog deadline
+    cancelled: set[str] = field(default_factory=set)  # in flight, cancelled: their candidate was killed
     completed: int = 0
     infra_failures: int = 0
     restarts: int = 0
@@ -195,6 +196,7 @@ class Scheduler:
         if job is not None and job.status is JobStatus.CANCELLED:
             for w in self.workers:
                 if job_id in w.in_flight:
+                    w.cancelled.add(job_id)
                     self._spawn(self._cancel_running(w, job_id))
             self._notify([job_id])
         return job
@@ -306,6 +308,9 @@ class Scheduler:
             return
         if self.config.canary:
             ok, reason = await self._canary(w)
+            if not ok and not w.handle.alive:  # the process died under the canary: restart it
+                await self._bring_up(w, restart=True)
+                return
             if not ok:
                 self._out_of_service(w, f"{reason} (after: {why})")
                 return
@@ -421,6 +426,7 @@ class Scheduler:
         finally:
             w.in_flight.pop(job.id, None)
             w.deadlines.pop(job.id, None)
+            w.cancelled.discard(job.id)
             w.used_bytes -= job.est_bytes
             self.wake()
 
@@ -457,7 +463,8 @@ class Scheduler:
         if coalesced:
             self.metrics.cache_hits.inc(coalesced, kind="coalesced")
         self._notify(fin.ids)
-        if result.status in (Status.CRASHED, Status.TIMEOUT):
+        if result.status in (Status.CRASHED, Status.TIMEOUT) and job.id not in w.cancelled:
+            # (a cancelled job's candidate crashed because we killed it: no news of the device)
             self._begin_check(w, f"job {job.id} ended {result.status.value}")
 
     def _infra_failure(self, w: Worker, job: Job, error_class: str, message: str) -> None:
