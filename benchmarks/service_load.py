@@ -157,7 +157,7 @@ def percentile(xs: Sequence[float], q: float) -> float:
 
 def run_clients(
     url: str,
-    token: str | None,
+    token: str | Sequence[str] | None,
     pool: Sequence[EvalRequest],
     jobs: int,
     clients: int,
@@ -165,7 +165,8 @@ def run_clients(
     max_batch: int = 50,
 ) -> dict[str, Any]:
     """``clients`` threads, each with its own `ServiceClient`, submit their share of ``jobs``
-    (random batches of 1..max_batch drawn from ``pool``), then collect every result."""
+    (random batches of 1..max_batch drawn from ``pool``), then collect every result. ``token``: one
+    for all, or several (tenants): thread k uses ``token[k % len(token)]``."""
     from drkernel.service.client import ServiceClient
 
     latencies: list[float] = []
@@ -176,7 +177,8 @@ def run_clients(
         rng = random.Random(seed * 1000 + k)
         share = jobs // clients + (1 if k < jobs % clients else 0)
         ids, picks = [], []
-        with ServiceClient(url, token, poll_s=2.0) as c:
+        mine = token if token is None or isinstance(token, str) else token[k % len(token)]
+        with ServiceClient(url, mine, poll_s=2.0) as c:
             c._chunk(1)  # learn the server's batch limit before timing anything
             while len(ids) < share:
                 n = min(share - len(ids), rng.randint(1, max_batch))

@@ -12,7 +12,9 @@ import pytest
 from service_server import DIRECTIVE, TOKEN, ServerProcess
 
 from drkernel.gym.config import EvalRequest
+from drkernel.errors import ServiceError
 from drkernel.service.client import ServiceClient
+from drkernel.service.store import JobStore
 
 
 def _wait_for(pred, timeout_s: float = 30.0, every: float = 0.05):
@@ -120,18 +122,29 @@ def test_failed_canary_takes_the_device_out_of_service(one_worker, small_problem
 
 
 def test_kill9_server_mid_batch_and_restart(tmp_path, small_problem):
+    """Two tenants, each half of the batch: after kill -9 and a restart, each collects its own."""
     db = tmp_path / "jobs.sqlite"
     args = ("--devices", "cpu:2", "--evaluator", DIRECTIVE, "--token", TOKEN, "--lease-s", "3")
+    store = JobStore(db)
+    other = store.add_client("tenant-b")
+    store.close()
     srv = ServerProcess(db, *args).start()
     reqs = [EvalRequest(small_problem, f"class ModelNew: pass\n# sleep: 0.15\n# s{i}") for i in range(40)]
     try:
-        with ServiceClient(srv.url, TOKEN) as c:
-            ids = c.submit_batch(reqs)
+        with ServiceClient(srv.url, TOKEN) as c, ServiceClient(srv.url, other) as b:
+            ids = c.submit_batch(reqs[:20])
+            ids_b = b.submit_batch(reqs[20:])
             _wait_for(lambda: c.queue()["counts"]["done"] >= 5)
             srv.kill9()
             srv2 = ServerProcess(db, *args, port=srv.port).start()
             try:
-                infos = c.collect(ids, timeout_s=90)
+                infos_b = b.collect(ids_b, timeout_s=90)
+                assert all(infos_b[i].status == "done" for i in ids_b)
+                for client, theirs in ((c, ids_b), (b, ids)):  # another tenant's jobs stay invisible
+                    with pytest.raises(ServiceError, match="does not know"):
+                        client.wait_many(theirs[:3], timeout_s=0)
+                infos = {**c.collect(ids, timeout_s=90), **infos_b}
+                ids = ids + ids_b
                 assert len(infos) == 40 and all(i.status == "done" for i in infos.values())
                 assert [infos[i].result.solution_hash for i in ids] == [
                     infos[i].result.solution_hash for i in ids

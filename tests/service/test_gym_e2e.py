@@ -68,7 +68,15 @@ def test_real_solutions_match_direct_evaluation(gym_server, pool, direct):
 
 
 def test_small_load(gym_server, pool, direct):
-    run = run_clients(gym_server.url, None, pool, jobs=300, clients=5, seed=1)
+    """Two tenants (the server's token and one added while it runs), five client threads."""
+    from drkernel.service.store import JobStore
+
+    store = JobStore(gym_server.db)
+    try:
+        second = store.add_client("tenant-b")
+    finally:
+        store.close()
+    run = run_clients(gym_server.url, [gym_server.token, second], pool, jobs=300, clients=5, seed=1)
     check = verify(run, pool, direct, jobs=300)
     assert check["lost"] == check["duplicated_ids"] == check["mismatches"] == 0 and check["submitted"] == 300
 
