@@ -170,7 +170,8 @@ class ServiceClient:
     def close(self) -> None:
         self._http.close()
 
-    def _call(self, method: str, path: str, **kw) -> Any:
+    def _call(self, method: str, path: str, accept: tuple[int, ...] = (), **kw) -> Any:
+        """``accept``: error statuses whose body is the answer (health's 503 report)."""
         for attempt in range(self._backoff.retries + 1):
             last = attempt == self._backoff.retries
             try:
@@ -179,6 +180,8 @@ class ServiceClient:
                 if last:
                     raise ServiceError(f"{method} {path}: service unreachable: {e!r}") from e
             else:
+                if response.status_code in accept:
+                    return response.json()
                 if response.status_code not in RETRY_STATUS or last:
                     _raise_for(response)
                     return response.json()
@@ -266,10 +269,7 @@ class ServiceClient:
 
     def health(self) -> dict[str, Any]:
         """The health report; a service that is down answers 503 with the same report (returned)."""
-        response = self._http.get("/v1/health")
-        if response.status_code == 503 and "status" in response.json():
-            return response.json()
-        return self._call("GET", "/v1/health")
+        return self._call("GET", "/v1/health", accept=(503,))
 
     def workers(self) -> list[dict[str, Any]]:
         return self._call("GET", "/v1/workers")
@@ -310,7 +310,8 @@ class AsyncServiceClient:
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def _call(self, method: str, path: str, **kw) -> Any:
+    async def _call(self, method: str, path: str, accept: tuple[int, ...] = (), **kw) -> Any:
+        """``accept``: error statuses whose body is the answer (health's 503 report)."""
         for attempt in range(self._backoff.retries + 1):
             last = attempt == self._backoff.retries
             try:
@@ -319,6 +320,8 @@ class AsyncServiceClient:
                 if last:
                     raise ServiceError(f"{method} {path}: service unreachable: {e!r}") from e
             else:
+                if response.status_code in accept:
+                    return response.json()
                 if response.status_code not in RETRY_STATUS or last:
                     _raise_for(response)
                     return response.json()
@@ -406,10 +409,7 @@ class AsyncServiceClient:
 
     async def health(self) -> dict[str, Any]:
         """The health report; a service that is down answers 503 with the same report (returned)."""
-        response = await self._http.get("/v1/health")
-        if response.status_code == 503 and "status" in response.json():
-            return response.json()
-        return await self._call("GET", "/v1/health")
+        return await self._call("GET", "/v1/health", accept=(503,))
 
     async def workers(self) -> list[dict[str, Any]]:
         return await self._call("GET", "/v1/workers")

@@ -35,8 +35,8 @@ class _EvaluatorActor:
     def evaluate(self, request_json: str, job_id: str = "") -> tuple[str, str]:
         return self.threads.run(self.evaluator, request_json, job_id or os.urandom(8).hex())
 
-    def cancel(self, job_id: str) -> bool:
-        return self.threads.cancel(self.evaluator, job_id)
+    def cancel(self, job_id: str) -> None:
+        self.threads.cancel(self.evaluator, job_id)
 
 
 class RayWorker:
@@ -54,7 +54,8 @@ class RayWorker:
         import ray
 
         options = {"num_gpus": 1, "num_cpus": 1} if self.gpu else {"num_cpus": 1}
-        actor_cls = ray.remote(**options, max_concurrency=self.slots)(_EvaluatorActor)
+        # one thread more than slots: a cancel never waits behind the jobs it is meant to stop
+        actor_cls = ray.remote(**options, max_concurrency=self.slots + 1)(_EvaluatorActor)
         self._actor = actor_cls.remote(self.spec, self.device, self.kwargs)
         self._dead = False
         try:

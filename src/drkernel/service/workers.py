@@ -18,6 +18,7 @@ import multiprocessing as mp
 import os
 import signal
 import threading
+import time
 import traceback
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -87,13 +88,24 @@ class JobThreads:
             with self._lock:
                 self._threads.pop(job_id, None)
 
-    def cancel(self, evaluator, job_id: str) -> bool:
-        with self._lock:
-            ident = self._threads.get(job_id)
+    def cancel(self, evaluator, job_id: str, patience_s: float = 30.0) -> None:
+        """Kill the candidate of ``job_id``, now or as soon as its evaluation has one (a cancel may
+        arrive while the job still compiles or waits for a slot): a daemon thread retries until the
+        kill lands, the job ends, or ``patience_s`` passes (the slot watchdog bounds the rest)."""
         cancel_thread = getattr(evaluator, "cancel_thread", None)
-        if ident is None or cancel_thread is None:
-            return False
-        return bool(cancel_thread(ident))
+        if cancel_thread is None:
+            return
+
+        def keep_trying() -> None:
+            deadline = time.monotonic() + patience_s
+            while time.monotonic() < deadline:
+                with self._lock:
+                    ident = self._threads.get(job_id)
+                if ident is None or cancel_thread(ident):
+                    return
+                time.sleep(0.1)
+
+        threading.Thread(target=keep_trying, daemon=True, name=f"cancel-{job_id[:8]}").start()
 
 
 def load_factory(spec: str):
