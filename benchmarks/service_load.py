@@ -251,9 +251,14 @@ def main() -> None:
         db, "--devices", args.devices, "--evaluator", args.evaluator, "--max-batch", "1000"
     ).start(timeout_s=600)
     try:
-        run = run_clients(srv.url, None, pool, args.jobs, args.clients)
+        from drkernel.service.store import JobStore
+
+        store = JobStore(db)
+        tenants = [srv.token, store.add_client("tenant-b")]  # two tenants share the service
+        store.close()
+        run = run_clients(srv.url, tenants, pool, args.jobs, args.clients)
         check = verify(run, pool, direct, args.jobs)
-        queue = httpx.get(f"{srv.url}/v1/queue").json()["counts"]
+        queue = httpx.get(f"{srv.url}/v1/queue", headers={"Authorization": f"Bearer {srv.token}"}).json()["counts"]
         metrics = httpx.get(f"{srv.url}/metrics").text
     finally:
         srv.stop()
