@@ -139,3 +139,23 @@ def test_worker_deadline_is_bounded_for_any_stored_request():
                   priority=0, attempts=1, claim="c", worker="w", created=0.0, started=0.0, finished=None,
                   result_json=None, error=None, error_class=None, cached=False, idem_key=None, request_id="")
         assert sched._deadline_s(job) == 60.0, request_json
+
+
+@pytest.mark.parametrize("raw", [
+    b"[" * 100_000 + b"]" * 100_000,  # nesting deeper than the parser's recursion
+    b'{"solution": "x", "priority": ' + b"9" * 5000 + b"}",  # an int past Python's digit limit
+    b'{"solution": "\\ud800"}',  # a lone surrogate
+    b'{"solution": "\xff\xfe"}',  # not UTF-8
+    b"null", b"1e999999", b"",
+], ids=["deep", "bigint", "surrogate", "not-utf8", "null", "huge-number", "empty"])
+def test_malformed_bodies_are_4xx_not_5xx(http, raw):
+    r = http.post("/v1/jobs", content=raw, headers={"content-type": "application/json"})
+    assert 400 <= r.status_code < 500 and r.json()["error"] in ("invalid_body", "invalid_request"), r.text
+    assert http.get("/v1/queue").status_code == 200
+
+
+def test_error_texts_carry_no_server_paths():
+    from drkernel.service.schemas import public_text
+
+    assert public_text("FileNotFoundError: /work/x/y.py missing\nTraceback ...") == (
+        "FileNotFoundError: <path> missing")

@@ -203,6 +203,7 @@ def _install_handlers(app: FastAPI) -> None:
 
 
 _ERROR_NAMES = {
+    400: "invalid_body",
     401: "unauthorized",
     404: "not_found",
     405: "method_not_allowed",

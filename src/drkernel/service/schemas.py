@@ -201,11 +201,22 @@ class JobOut(BaseModel):
             created_at=job.created,
             started_at=job.started,
             finished_at=job.finished,
-            error=job.error,
+            error=public_text(job.error),
             error_class=job.error_class,
             request_id=job.request_id,
             result=own_result(job),
         )
+
+
+_PATH = re.compile(r"(?:/[\w.+-]+){2,}/?")
+
+
+def public_text(text: str | None) -> str | None:
+    """An error as a client may read it: first line, server paths replaced, bounded."""
+    if text is None:
+        return None
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return _PATH.sub("<path>", first)[:500]
 
 
 def own_result(job: Job) -> dict[str, Any] | None:
