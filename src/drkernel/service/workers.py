@@ -167,7 +167,13 @@ def _worker_main(
     def job(key: str, request_json: str) -> None:
         kind, payload = threads.run(evaluator, request_json, key)
         with send_lock:
-            conn.send((kind, key, payload))
+            try:
+                conn.send((kind, key, payload))
+            except (OSError, ValueError, TypeError) as e:  # an answer that cannot travel is our failure
+                try:
+                    conn.send(("error", key, f"answer could not be sent: {type(e).__name__}"))
+                except (OSError, ValueError):
+                    pass  # the pipe is gone: the server sees EOF and fails the job
 
     with ThreadPoolExecutor(max_workers=slots) as pool:
         while True:
