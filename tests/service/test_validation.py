@@ -159,3 +159,15 @@ def test_error_texts_carry_no_server_paths():
 
     assert public_text("FileNotFoundError: /work/x/y.py missing\nTraceback ...") == (
         "FileNotFoundError: <path> missing")
+
+
+def test_the_clients_payload_for_every_builtin_problem_is_valid():
+    """The bounds refuse no honest request: the client's body for each built-in problem (key and
+    problem together, default config) validates."""
+    from drkernel.problems import load_builtin
+    from drkernel.service.client import _payload
+    from drkernel.service.schemas import request_models
+
+    models = request_models(ServiceConfig())
+    for p in load_builtin():
+        models.request.model_validate(_payload(EvalRequest(p, "class ModelNew: pass"), None, 0))
