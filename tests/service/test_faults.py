@@ -77,12 +77,20 @@ def test_solution_that_keeps_killing_its_worker_fails_after_two_attempts(one_wor
         assert c.workers()[0]["state"] == "ready"
 
 
+def _dead(pid: int) -> bool:
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+
+
 def test_idle_worker_killed_is_noticed_and_costs_no_attempt(one_worker, small_problem):
     """A worker killed while idle is restarted by the watchdog (not by the next job), and a job sent
     in the meantime goes back to the queue uncounted."""
     with ServiceClient(one_worker.url, TOKEN) as c:
         (pid,) = [w["pid"] for w in c.workers()]
         os.kill(pid, signal.SIGKILL)
+        _wait_for(lambda: _dead(pid))  # dead (a zombie at most) before the job is sent
         job = c.submit(EvalRequest(small_problem, "class ModelNew: pass\n# after idle kill"))
         info = c.collect([job], timeout_s=60)[job]
         assert info.status == "done" and info.attempts == 1
