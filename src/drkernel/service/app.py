@@ -61,7 +61,7 @@ def ensure_clients(store: JobStore, config: ServiceConfig) -> Path | None:
     returned. Raises `ConfigError` when the token cannot be registered."""
     try:
         if config.token is not None:
-            store.add_client_token("default", config.token)
+            store.add_client_token("default", config.token, replace=True)  # a new --token wins
             return None
         if store.clients():
             return None

@@ -482,8 +482,9 @@ class JobStore:
         self.add_client_token(name, token)
         return token
 
-    def add_client_token(self, name: str, token: str) -> None:
-        """Register ``name`` with a given token (a ``--token`` of the command line)."""
+    def add_client_token(self, name: str, token: str, replace: bool = False) -> None:
+        """Register ``name`` with a given token (a ``--token`` of the command line); ``replace``:
+        a client of that name gets this token instead of its old one."""
         if not _CLIENT_NAME.match(name):
             raise ValueError(f"client name {name!r}: 1-64 of letters, digits, '_', '-', '.'")
         if len(token) < 8:
@@ -493,8 +494,9 @@ class JobStore:
             row = db.execute("SELECT name, token_hash FROM clients WHERE name = ?", (name,)).fetchone()
             if row is not None and row["token_hash"] == token_hash(token):
                 return
-            if row is not None:
+            if row is not None and not replace:
                 raise ValueError(f"client {name!r} exists (remove it first)")
+            db.execute("DELETE FROM clients WHERE name = ?", (name,))
             db.execute(
                 "INSERT INTO clients (name, token_hash, created) VALUES (?,?,?)",
                 (name, token_hash(token), time.time()),
