@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from drkernel.config import from_mapping, read_yaml_mapping
 from drkernel.errors import ConfigError
 
 OVERLONG = ("drop", "truncate")
@@ -86,25 +87,12 @@ class SFTConfig:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "SFTConfig":
+        """Types checked, unknown and missing keys named (`drkernel.config`); ``data`` may be one path."""
         d = dict(d)
-        unknown = set(d) - {f.name for f in fields(cls)}
-        if unknown:
-            raise ConfigError(f"unknown SFTConfig keys: {sorted(unknown)}")
-        missing = {"model", "data", "output_dir"} - set(d)
-        if missing:
-            raise ConfigError(f"SFTConfig needs {sorted(missing)}")
-        if isinstance(d["data"], str):
+        if isinstance(d.get("data"), str):
             d["data"] = [d["data"]]
-        return cls(**d)
+        return from_mapping(cls, d)
 
     @classmethod
     def from_yaml(cls, path: str | Path, **overrides: Any) -> "SFTConfig":
-        import yaml
-
-        try:
-            d = yaml.safe_load(Path(path).read_text()) or {}
-        except (OSError, yaml.YAMLError) as e:
-            raise ConfigError(f"cannot read SFT config {path}: {e}") from e
-        if not isinstance(d, dict):
-            raise ConfigError(f"{path}: expected a mapping of SFTConfig fields")
-        return cls.from_dict({**d, **overrides})
+        return cls.from_dict({**read_yaml_mapping(path, "SFT config"), **overrides})

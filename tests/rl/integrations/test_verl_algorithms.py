@@ -97,12 +97,22 @@ def test_void_turns_get_zero_advantage_and_leave_the_baseline():
     assert adv[1, 5].item() == pytest.approx(1.5)
 
 
-def test_trloo_without_our_turn_record_uses_the_reward_on_the_last_turn():
+def test_multi_turn_batch_without_our_turn_record_is_refused():
+    # Before: the trajectory total on the last token became the last turn's reward, and per-turn
+    # credit and void turns were lost without a word.
     data = _batch([[0.0, 2.0], [0.0, 0.0, 1.0], [0.5]], ["a", "a", "a"])
     data.non_tensor_batch.pop(alg.TURN_REWARDS)
+    with pytest.raises(ConfigError, match="multi-turn batch without per-turn rewards"):
+        ray_trainer.compute_advantage(data, adv_estimator="trloo", config=AlgoConfig())
+
+
+def test_single_turn_batch_without_our_turn_record_is_its_own_turn():
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0], [1, 0, 0, 0]])
+    data = _batch([[2.0], [1.0], [0.0]], ["a", "a", "a"], mask=mask)
+    data.non_tensor_batch.pop(alg.TURN_REWARDS)
     adv = ray_trainer.compute_advantage(data, adv_estimator="trloo", config=AlgoConfig()).batch["advantages"]
-    # turn 0 returns: [2.0, 1.0, 0.5] -> A0 = 2.0 - 0.75 = 1.25
-    assert adv[0, 0].item() == pytest.approx(1.25)
+    # leave-one-out: 2 - (1 + 0) / 2 = 1.5; 1 - (2 + 0) / 2 = 0; 0 - (2 + 1) / 2 = -1.5
+    assert adv[:, 0].tolist() == [1.5, 0.0, -1.5]
 
 
 def _actor_config(**info):

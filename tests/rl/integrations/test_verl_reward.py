@@ -15,7 +15,7 @@ from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManage
 
 from drkernel.agent.extract import extract_code
 from drkernel.agent.prompts import PromptTemplates
-from drkernel.agent.rewards import turn_reward
+from drkernel.reward import turn_reward
 from drkernel.agent.tiny import build_tokenizer
 from drkernel.errors import ConfigError
 from drkernel.gym.config import EvalConfig, EvalRequest
