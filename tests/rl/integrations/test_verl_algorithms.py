@@ -198,3 +198,22 @@ def test_hook_config_errors_name_the_values(tmp_path, monkeypatch):
     assert alg.HookConfig.from_env() == alg.HookConfig(
         prs="trajectory-geometric", importance_level="geometric"
     )
+
+
+def test_verls_v1_advantage_step_is_refused_loudly():
+    # verl's v1 trainer builds this batch from TransferQueue fields (uid, response_mask, rm_scores)
+    # alone, so per-turn rewards and void turns are lost; trloo refuses instead of training on the
+    # wrong credit. (v1.utils binds compute_advantage at import: it gets our hook only when the plugin
+    # was imported first, as VERL_USE_EXTERNAL_MODULES does; the estimator checks either way.)
+    from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
+
+    data = _batch([[0.5, 1.5], [0.0, 1.0, 2.0], [0.7]], ["a", "a", "b"])
+    data.non_tensor_batch.pop(alg.TURN_REWARDS)
+    with pytest.raises(ConfigError, match="multi-turn batch without per-turn rewards.*trainer.use_v1=false"):
+        compute_advantage_for_multi_trajectories(
+            data, batch_keys=["a_0_0", "a_1_0", "b_0_0"], adv_estimator="trloo", config=AlgoConfig()
+        )
+    single = _batch([[1.0], [0.0]], ["a", "a"], mask=torch.tensor([[1, 1, 0], [1, 0, 0]]))
+    estimator = core_algos.get_adv_estimator_fn("trloo")
+    with pytest.raises(ConfigError, match="outside drkernel's driver hook"):  # no hook: no MRS, no PRS
+        estimator(single.batch["token_level_rewards"], single.batch["response_mask"], np.array(["a", "a"]), AlgoConfig())

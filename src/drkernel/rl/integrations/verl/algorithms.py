@@ -156,8 +156,9 @@ def _check_turn_rewards(layout: Any) -> None:
     if multi_turn and not _HOOK.per_turn:
         raise ConfigError(
             f"adv_estimator={ESTIMATOR} on a multi-turn batch without per-turn rewards "
-            f"(non_tensor_batch[{TURN_REWARDS!r}], written by the {ESTIMATOR} agent loop): the per-turn "
-            "credit and the void turns would be lost; use rollout.agent.default_agent_loop=drkernel_kernel_agent"
+            f"(non_tensor_batch[{TURN_REWARDS!r}]): the per-turn credit and the void turns would be lost. "
+            "verl's v1 trainer (trainer.use_v1=true) passes none: run trainer.use_v1=false with "
+            "rollout.agent.default_agent_loop=drkernel_kernel_agent (configs/verl/run_qwen3_8b.sh)"
         )
 
 
