@@ -217,3 +217,14 @@ def test_verls_v1_advantage_step_is_refused_loudly():
     estimator = core_algos.get_adv_estimator_fn("trloo")
     with pytest.raises(ConfigError, match="outside drkernel's driver hook"):  # no hook: no MRS, no PRS
         estimator(single.batch["token_level_rewards"], single.batch["response_mask"], np.array(["a", "a"]), AlgoConfig())
+
+
+def test_void_turn_returns_match_the_trainers():
+    # The batch of tests/rl/test_void_turns.py in verl's layout: later rewards flow through the void
+    # turn into the earlier turns' returns, exactly as in drkernel's own trainer.
+    mask = torch.tensor([[1, 1, 0, 1, 1, 0, 1, 1], [1, 1, 0, 1, 1, 0, 1, 1]])
+    data = _batch([[1.0, 0.0, 2.0], [0.0, 0.0, 1.0]], ["a", "a"], mask=mask)
+    out = ray_trainer.compute_advantage(data, adv_estimator="trloo", config=AlgoConfig())
+    firsts = [0, 3, 6]  # first token of each turn
+    assert out.batch["advantages"][:, firsts].tolist() == [[2.0, 0.0, 1.0], [-2.0, 1.0, -1.0]]
+    assert out.batch["returns"][:, firsts].tolist() == [[3.0, 2.0, 2.0], [1.0, 1.0, 1.0]]
