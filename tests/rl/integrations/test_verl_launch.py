@@ -62,3 +62,15 @@ def test_launch_script_runs_verls_v0_trainer_with_our_extensions(tmp_path):
     # the trainer recomputes old_log_probs, which MRS compares with vLLM's
     correction = cfg.algorithm.rollout_correction
     assert (correction.rollout_is, correction.rollout_rs, correction.bypass_mode) == (None, None, False)
+
+
+def test_the_gpu_tests_one_step_overrides_compose(tmp_path):
+    # tests/rl/integrations/test_verl_trainer_gpu.py appends these to the script's command line
+    from test_verl_trainer_gpu import ONE_STEP
+
+    args = _launch_args(tmp_path) + ONE_STEP
+    config_dir = Path(verl.__file__).parent / "trainer" / "config"
+    with initialize_config_dir(config_dir=str(config_dir), version_base=None):
+        cfg = compose(config_name="ppo_trainer", overrides=args)
+    assert (cfg.trainer.use_v1, cfg.trainer.n_gpus_per_node, cfg.trainer.total_training_steps) == (False, 1, 1)
+    assert cfg.data.train_batch_size // cfg.actor_rollout_ref.actor.ppo_mini_batch_size == 2
