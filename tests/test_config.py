@@ -189,3 +189,17 @@ def test_service_and_eval_configs_check_types():
     assert EvalConfig.from_dict({"timeout_s": 60, "strict_allowlist": ["aten::add.Tensor"]}) == EvalConfig(
         timeout_s=60.0, strict_allowlist=("aten::add.Tensor",)
     )
+
+
+def test_shipped_configs_load_through_the_one_loader():
+    import yaml
+
+    hook = HookConfig.from_dict(yaml.safe_load((REPO / "configs/verl/drkernel_hook.yaml").read_text()))
+    assert hook == HookConfig()  # the shipped file spells out the paper's defaults
+    for path in sorted((REPO / "configs/train").glob("*.yaml")):
+        load_config(path)
+    for path in sorted((REPO / "configs/bench").glob("*.yaml")):
+        BenchConfig.from_yaml(path)
+    paper = load_config(REPO / "configs/train/paper_qwen3_8b.yaml")
+    assert paper.optim.mini_batches * paper.optim.epochs > 1  # the clip can act
+    assert (paper.eval.trials, paper.eval.verdict_mode, paper.reward.coverage_weight) == (5, "lenient", 0.5)

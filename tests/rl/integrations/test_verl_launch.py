@@ -56,6 +56,7 @@ def test_launch_script_runs_verls_v0_trainer_with_our_extensions(tmp_path):
     assert cfg.data.train_batch_size // actor.ppo_mini_batch_size == 4
     rollout = cfg.actor_rollout_ref.rollout
     assert rollout.agent.default_agent_loop == "drkernel_kernel_agent" and rollout.calculate_log_probs
+    assert rollout.logprobs_mode == "processed_logprobs"  # log_softmax(logits / T), what MRS compares
     env = cfg.ray_kwargs.ray_init.runtime_env.env_vars
     assert env.VERL_USE_EXTERNAL_MODULES == "drkernel.rl.integrations.verl.plugin"
     # verl's own rollout correction stays off (no second correction on top of MRS), and decoupled:
