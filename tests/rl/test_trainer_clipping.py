@@ -2,7 +2,8 @@
 
 With one epoch and one mini-batch the PPO ratio is exactly 1 at the only optimizer step, so neither
 the clip nor the dual clip can act. With several mini-batches the later ones are trained on log-probs
-that moved since the rollout: the shipped sanity config (2 mini-batches) clips tokens. Rollouts
+that moved since the rollout: the paper config's update schedule (4 mini-batches per batch, ours;
+the paper updates once) clips tokens of the tiny model's sanity task. Rollouts
 from a stale policy put negative-advantage tokens past the dual clip bound c = 3, where the loss is
 the constant -A * c and their gradient is 0.
 
@@ -35,14 +36,15 @@ def _scored_with_spread_rewards(trainer: Trainer):
     return trainer.score(batch)
 
 
-def test_shipped_sanity_config_clips(tmp_path):
-    trainer = _trainer(tmp_path)
-    assert trainer.config.optim.mini_batches == 2  # as shipped
+def test_the_shipped_paper_schedule_clips(tmp_path):
+    optim = load_config(CONFIGS / "paper_qwen3_8b.yaml").optim
+    assert optim.mini_batches * optim.epochs == 4  # as shipped
+    trainer = _trainer(tmp_path, f"optim.mini_batches={optim.mini_batches}", f"optim.epochs={optim.epochs}")
     try:
         metrics = trainer.update(_scored_with_spread_rewards(trainer))
     finally:
         trainer.close()
-    assert metrics["loss/optimizer_steps"] == 2
+    assert metrics["loss/optimizer_steps"] == 4
     assert metrics["loss/clip_fraction"] > 0
 
 
