@@ -8,6 +8,7 @@ in a policy error (the endpoint failed after its retries) is not written, so a r
 
 from __future__ import annotations
 
+import enum
 import json
 import logging
 import os
@@ -32,7 +33,13 @@ from drkernel.reward import RewardConfig
 
 log = logging.getLogger(__name__)
 TRAJECTORIES = "trajectories.jsonl"
-FORMATS = ("jsonl", "parquet")
+
+
+class TrajectoryFormat(str, enum.Enum):
+    """How the trajectories are written besides the JSONL written as episodes finish."""
+
+    JSONL = "jsonl"
+    PARQUET = "parquet"
 
 
 @dataclass(frozen=True)
@@ -74,7 +81,7 @@ class BenchConfig:
     """Episodes in flight at once."""
     limit: int | None = None
     """Only the first N problems."""
-    format: str = "jsonl"
+    format: TrajectoryFormat = TrajectoryFormat.JSONL
     """``jsonl`` or ``parquet`` (parquet is written at the end, beside the JSONL)."""
     save_tokens: bool = False
     """Keep token ids and log-probs in the trajectories."""
@@ -87,8 +94,8 @@ class BenchConfig:
         bad = []
         if self.samples < 1:
             bad.append(f"samples={self.samples} (>= 1)")
-        if self.format not in FORMATS:
-            bad.append(f"format={self.format!r} (one of {FORMATS})")
+        if self.format not in {f.value for f in TrajectoryFormat}:
+            bad.append(f"format={self.format!r} (one of {[f.value for f in TrajectoryFormat]})")
         if self.limit is not None and self.limit < 1:
             bad.append(f"limit={self.limit} (>= 1)")
         if bad:
