@@ -36,7 +36,6 @@ import os
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 import numpy as np
