@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
+from drkernel.config import from_mapping
 from drkernel.errors import ConfigError
 
 SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
@@ -117,7 +118,5 @@ class ServiceConfig:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "ServiceConfig":
-        unknown = set(d) - {f.name for f in fields(cls)}
-        if unknown:
-            raise ConfigError(f"unknown ServiceConfig keys: {sorted(unknown)}")
-        return cls(**d)
+        """Types checked and unknown keys named by the project's one loader (`drkernel.config`)."""
+        return from_mapping(cls, d)
