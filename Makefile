@@ -36,7 +36,7 @@ test-verl:
 	test -x $(VERL_VENV)/bin/python || $(PYTHON) -m venv $(VERL_VENV)
 	$(VERL_VENV)/bin/python -c "import torch" 2>/dev/null || $(VERL_VENV)/bin/python -m pip install -q "$(TORCH_SPEC)"
 	$(VERL_VENV)/bin/python -m pip install -q -e ".[dev,service,verl]"
-	DRKERNEL_REQUIRE_VERL=1 $(VERL_VENV)/bin/python -m pytest -q tests/rl/integrations
+	DRKERNEL_REQUIRE_VERL=1 $(VERL_VENV)/bin/python -m pytest -q -m "not gpu" tests/rl/integrations
 
 gpu-check:
 	bash scripts/gpu_check.sh

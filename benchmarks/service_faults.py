@@ -127,7 +127,7 @@ def main() -> None:
 def _metrics(url: str) -> list[str]:
     import httpx
 
-    return httpx.get(f"{url}/v1/metrics", timeout=10).text.splitlines()
+    return httpx.get(f"{url}/metrics", timeout=10).text.splitlines()
 
 
 if __name__ == "__main__":

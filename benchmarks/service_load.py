@@ -157,7 +157,7 @@ def percentile(xs: Sequence[float], q: float) -> float:
 
 def run_clients(
     url: str,
-    token: str | None,
+    token: str | Sequence[str] | None,
     pool: Sequence[EvalRequest],
     jobs: int,
     clients: int,
@@ -165,7 +165,8 @@ def run_clients(
     max_batch: int = 50,
 ) -> dict[str, Any]:
     """``clients`` threads, each with its own `ServiceClient`, submit their share of ``jobs``
-    (random batches of 1..max_batch drawn from ``pool``), then collect every result."""
+    (random batches of 1..max_batch drawn from ``pool``), then collect every result. ``token``: one
+    for all, or several (tenants): thread k uses ``token[k % len(token)]``."""
     from drkernel.service.client import ServiceClient
 
     latencies: list[float] = []
@@ -176,7 +177,8 @@ def run_clients(
         rng = random.Random(seed * 1000 + k)
         share = jobs // clients + (1 if k < jobs % clients else 0)
         ids, picks = [], []
-        with ServiceClient(url, token, poll_s=2.0) as c:
+        mine = token if token is None or isinstance(token, str) else token[k % len(token)]
+        with ServiceClient(url, mine, poll_s=2.0) as c:
             c._chunk(1)  # learn the server's batch limit before timing anything
             while len(ids) < share:
                 n = min(share - len(ids), rng.randint(1, max_batch))
@@ -249,10 +251,15 @@ def main() -> None:
         db, "--devices", args.devices, "--evaluator", args.evaluator, "--max-batch", "1000"
     ).start(timeout_s=600)
     try:
-        run = run_clients(srv.url, None, pool, args.jobs, args.clients)
+        from drkernel.service.store import JobStore
+
+        store = JobStore(db)
+        tenants = [srv.token, store.add_client("tenant-b")]  # two tenants share the service
+        store.close()
+        run = run_clients(srv.url, tenants, pool, args.jobs, args.clients)
         check = verify(run, pool, direct, args.jobs)
-        queue = httpx.get(f"{srv.url}/v1/queue").json()["counts"]
-        metrics = httpx.get(f"{srv.url}/v1/metrics").text
+        queue = httpx.get(f"{srv.url}/v1/queue", headers={"Authorization": f"Bearer {srv.token}"}).json()["counts"]
+        metrics = httpx.get(f"{srv.url}/metrics").text
     finally:
         srv.stop()
     lat = run["latencies"]

@@ -217,11 +217,9 @@ def run_kernel(args: argparse.Namespace) -> dict:
                 "max_tokens": 4096,
                 "concurrency": 64,
             },
-            "gym": {
-                "kind": "in_process",
+            "gym": {"kind": "in_process", "concurrency": 4, "pool_size": 4},
+            "eval": {
                 "device": args.device,
-                "concurrency": 4,
-                "pool_size": 4,
                 "timing": args.device != "cpu",
                 "profile": True,
                 "trials": 5,

@@ -3,6 +3,8 @@
 # 16 prompts x 16 samples x 3 turns per step, lr 1e-6, TRLOO + MRS + PRS, on NNODES nodes of 8 GPUs.
 # The KernelGym service runs on separate GPU nodes: `drkernel gym serve --host 0.0.0.0 --devices auto`.
 #   GYM_URL=http://gym-node:8000 MODEL=runs/sft-qwen3-8b bash configs/verl/run_qwen3_8b.sh
+# verl's v0 trainer (trainer.use_v1=false): its v1 trainer passes no per-turn rewards to the advantage
+# step and skips drkernel's driver hook (MRS, PRS), and drkernel's trloo refuses to run there.
 set -euo pipefail
 MODEL=${MODEL:-runs/sft-qwen3-8b}
 GYM_URL=${GYM_URL:?set GYM_URL to the KernelGym service, e.g. http://gym-node:8000}
@@ -31,7 +33,7 @@ python -m verl.trainer.main_ppo \
   algorithm.adv_estimator=trloo algorithm.gamma=1.0 algorithm.use_kl_in_reward=false \
   actor_rollout_ref.model.path="$MODEL" actor_rollout_ref.model.enable_gradient_checkpointing=true \
   actor_rollout_ref.actor.optim.lr=1e-6 actor_rollout_ref.actor.grad_clip=1.0 \
-  actor_rollout_ref.actor.ppo_mini_batch_size=16 actor_rollout_ref.actor.use_dynamic_bsz=true \
+  actor_rollout_ref.actor.ppo_mini_batch_size=4 actor_rollout_ref.actor.use_dynamic_bsz=true \
   actor_rollout_ref.actor.ppo_max_token_len_per_gpu=32768 \
   actor_rollout_ref.actor.policy_loss.loss_mode=drkernel_ppo \
   actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-sum \
@@ -53,6 +55,7 @@ python -m verl.trainer.main_ppo \
   "$ENV_VARS.VERL_USE_EXTERNAL_MODULES=$VERL_USE_EXTERNAL_MODULES" \
   "$ENV_VARS.DRKERNEL_GYM_URL=$DRKERNEL_GYM_URL" \
   "$ENV_VARS.DRKERNEL_VERL_CONFIG=$DRKERNEL_VERL_CONFIG" \
+  trainer.use_v1=false \
   trainer.n_gpus_per_node=8 trainer.nnodes="$NNODES" trainer.total_epochs=1 \
   trainer.save_freq=20 trainer.test_freq=10 trainer.logger='[console,tensorboard]' \
   trainer.project_name=drkernel trainer.experiment_name="$(basename "$OUT")" \

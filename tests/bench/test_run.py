@@ -103,8 +103,10 @@ def test_shipped_configs_load(name):
 def test_bad_config_keys_are_named(tmp_path):
     with pytest.raises(ConfigError, match="unknown bench config keys: \\['sampels'\\]"):
         BenchConfig.from_dict({"sampels": 3})
-    with pytest.raises(ConfigError, match="unknown EvalConfig keys"):
-        BenchConfig(eval={"trails": 3})
+    with pytest.raises(ConfigError, match="unknown eval keys: \\['trails'\\]"):
+        BenchConfig.from_dict({"eval": {"trails": 3}})
+    with pytest.raises(ConfigError, match="eval.trials: expected int, got '3'"):
+        BenchConfig.from_dict({"eval": {"trials": "3"}})
 
 
 def test_report_cli(tmp_path):

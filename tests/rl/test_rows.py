@@ -1,4 +1,4 @@
-"""Turn records from episodes (rewards by hand) and their left-padded tensor layout."""
+"""Turn records from episodes (the turn's own reward, scored once) and their left-padded tensor layout."""
 
 import math
 
@@ -9,7 +9,7 @@ from drkernel.agent.episode import Episode, Turn
 from drkernel.errors import ConfigError
 from drkernel.gym.result import EvalResult, Hack, Status
 from drkernel.problems.problem import Problem
-from drkernel.rl.rewards import RewardConfig
+from drkernel.reward import RewardConfig, turn_reward
 from drkernel.rl.rows import TurnRecord, collate, records_from_episodes
 
 PROBLEM = Problem(name="p", level=1, code="class Model: pass")
@@ -19,7 +19,7 @@ def _result(status=Status.CORRECT, **kw) -> EvalResult:
     return EvalResult(status=status, **kw).finalize()
 
 
-def _turn(i, result, tokens=(5, 6), finish="stop") -> Turn:
+def _turn(i, result, tokens=(5, 6), finish="stop", reward=RewardConfig()) -> Turn:
     return Turn(
         index=i,
         context=[],
@@ -30,6 +30,7 @@ def _turn(i, result, tokens=(5, 6), finish="stop") -> Turn:
         prompt_token_ids=[1, 2, 3],
         logprobs=[-0.5] * len(tokens),
         result=result,
+        reward=turn_reward(result, reward),  # what the episode runner stores
     )
 
 
@@ -47,7 +48,7 @@ def test_rewards_by_hand():
         ),
         Episode(problem=PROBLEM, sample=0, prompt=[], turns=[_turn(0, None, tokens=(), finish="error")]),
     ]
-    records = records_from_episodes(episodes, samples_per_prompt=2, reward_config=RewardConfig())
+    records = records_from_episodes(episodes, samples_per_prompt=2)
     assert [(r.group, r.traj, r.turn) for r in records] == [
         (0, 0, 0),
         (0, 0, 1),
@@ -60,17 +61,25 @@ def test_rewards_by_hand():
     assert math.isnan(records[1].speedup) and math.isnan(records[3].coverage)
     assert [r.correct for r in records] == [True, True, True, False, False]
     assert [r.hacked for r in records] == [False, False, True, False, False]
-    no_cov = records_from_episodes(episodes[:1], 2, RewardConfig(coverage_weight=0.0))
-    assert [r.reward for r in no_cov] == [2.0, 0.5]  # PR off
+    no_pr = RewardConfig(coverage_weight=0.0)
+    turns = [_turn(0, gpu, reward=no_pr), _turn(1, cpu, reward=no_pr)]
+    no_cov = Episode(problem=PROBLEM, sample=0, prompt=[], turns=turns)
+    assert [r.reward for r in records_from_episodes([no_cov], 2)] == [2.0, 0.5]  # PR off
+
+
+def test_the_record_carries_the_turns_own_reward():
+    # Whatever scored the turn (here a number no reward function gives for this result) is trained on.
+    turn = _turn(0, _result(op_coverage=0.8))
+    turn.reward = 0.123
+    (record,) = records_from_episodes([Episode(problem=PROBLEM, sample=0, prompt=[], turns=[turn])], 1)
+    assert record.reward == 0.123
 
 
 def test_turn_without_tokens_is_a_config_error():
     turn = _turn(0, None)
     turn.logprobs = None
     with pytest.raises(ConfigError, match="token ids or log-probs"):
-        records_from_episodes(
-            [Episode(problem=PROBLEM, sample=0, prompt=[], turns=[turn])], 1, RewardConfig()
-        )
+        records_from_episodes([Episode(problem=PROBLEM, sample=0, prompt=[], turns=[turn])], 1)
 
 
 def test_collate_left_pads_and_right_aligns_completions():

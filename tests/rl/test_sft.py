@@ -137,7 +137,9 @@ def test_config_errors_name_the_bad_values(tmp_path):
     for name in ("paper_qwen3_8b.yaml", "tiny_cpu.yaml"):
         cfg = SFTConfig.from_yaml(Path("configs/sft") / name, data="t.jsonl", output_dir=str(tmp_path))
         assert (cfg.data, cfg.output_dir) == (["t.jsonl"], str(tmp_path))
-    with pytest.raises(ConfigError, match="needs \\['data'\\]"):
+    with pytest.raises(ConfigError, match="learning_rate: expected float, got 'fast'"):
+        SFTConfig.from_dict({"model": "tiny", "data": "x", "output_dir": "o", "learning_rate": "fast"})
+    with pytest.raises(ConfigError, match="missing required keys \\['data'\\]"):
         SFTConfig.from_yaml("configs/sft/tiny_cpu.yaml")
     paper = SFTConfig.from_yaml("configs/sft/paper_qwen3_8b.yaml", data="t.jsonl")
     assert (paper.learning_rate, paper.epochs) == (2e-5, 4.0)

@@ -4,9 +4,15 @@ A random-init tiny model never writes a code block, so the smoke config replays 
 lazy / broken solutions as the tiny model's answers (`task.replay_builtin`, `drkernel.rl.replay`:
 tokens from the tiny tokenizer, rollout log-probs from the tiny model itself), so that the gym really
 evaluates, rewards differ within a group, and the update has signal.
+
+The replayed rollout log-probs come from the trainer's own log-prob function, so MRS keeping every
+row here would prove nothing; MRS is tested on sampled rollouts with a perturbation it must catch
+(tests/rl/test_trainer_clipping.py).
 """
 
 from pathlib import Path
+
+import json
 
 import pytest
 import torch
@@ -25,6 +31,15 @@ def test_smoke_config_two_steps_real_gym(tmp_path):
     trainer = Trainer(config)
     assert isinstance(trainer.env, ReplayEnv)
     before = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
+    trained_on: list[list[float]] = []  # the rewards of the rows each step's advantages used
+    score = trainer.score
+
+    def recording_score(batch):
+        scored = score(batch)
+        trained_on.append(scored.rows.reward.tolist())
+        return scored
+
+    trainer.score = recording_score
     try:
         history = trainer.train()
     finally:
@@ -37,7 +52,6 @@ def test_smoke_config_two_steps_real_gym(tmp_path):
         assert m["reward/mean"] > 0  # gold answers pass the interpreter gym
         assert m["reward/max"] <= 0.5 + 0.5 * 1.0  # no timing on CPU: at most 0.5 + w_cov * op coverage
         assert m["reward/correct_fraction"] > 0 and m["reward/correct_fraction"] < 1
-        assert m["mismatch/rejected_fraction"] == 0  # same weights in "rollout" and trainer
         assert m["loss/rows_in_loss"] > 0 and m["loss/skipped"] == 0
         assert torch.isfinite(torch.tensor(m["loss/loss"])) and m["loss/grad_norm"] > 0
         assert "reward/fast@0" in m and "reward/fast@1.2" not in m  # Fast@p>0 not measured on CPU
@@ -48,6 +62,13 @@ def test_smoke_config_two_steps_real_gym(tmp_path):
     assert [r["step"] for r in lines] == [1, 2]
     assert all(k.split("/")[0] in ("reward", "loss", "mismatch", "gym", "perf") for k in lines[0] if "/" in k)
     assert (tmp_path / "episodes.jsonl").read_text().count("\n") == 8
+    # the reward logged per turn is the number trained on (one reward: drkernel.reward)
+    logged: dict[int, list[float]] = {}
+    for line in (tmp_path / "episodes.jsonl").read_text().splitlines():
+        episode = json.loads(line)
+        logged.setdefault(episode["step"], []).extend(t["reward"] for t in episode["turns"])
+    assert [logged[1], logged[2]] == trained_on
+    assert any(0.5 < r < 1.0 for step in trained_on for r in step)  # CPU: op coverage paid, as logged
 
     ckpt = latest_checkpoint(tmp_path)
     assert ckpt is not None and ckpt.name == "step_000002"

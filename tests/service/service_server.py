@@ -23,10 +23,22 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    """``python -m drkernel gym serve`` on a free port; ``start()`` waits until /v1/health answers."""
+    """``python -m drkernel gym serve`` on a free port; ``start()`` waits until /v1/health answers.
 
-    def __init__(self, db: Path, *args: str, port: int | None = None, log: Path | None = None):
-        self.db, self.args = db, list(args)
+    Unless ``args`` name them, the server gets ``--token TOKEN`` (client ``default``) and
+    ``--allow-custom-problems`` (the tests' problems are not among the loaded sets); ``start()``
+    also puts the token in ``KERNELGYM_TOKEN``, which clients built without one read."""
+
+    def __init__(
+        self, db: Path, *args: str, port: int | None = None, log: Path | None = None, custom: bool = True
+    ):
+        args = list(args)
+        if "--token" not in args:
+            args += ["--token", TOKEN]
+        if custom and "--allow-custom-problems" not in args:
+            args.append("--allow-custom-problems")
+        self.token = args[args.index("--token") + 1]
+        self.db, self.args = db, args
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log or db.with_suffix(".log")
@@ -37,6 +49,7 @@ class ServerProcess:
             **os.environ,
             "PYTHONPATH": os.pathsep.join([str(SRC), str(HERE), os.environ.get("PYTHONPATH", "")]),
         }
+        env.pop("KERNELGYM_TOKEN", None)  # the server's token is in its arguments, or none at all
         cmd = [
             sys.executable,
             "-m",
@@ -54,6 +67,7 @@ class ServerProcess:
         self.proc = subprocess.Popen(
             cmd, env=env, stdout=open(self.log, "ab"), stderr=subprocess.STDOUT, start_new_session=True
         )
+        os.environ["KERNELGYM_TOKEN"] = self.token
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -89,7 +103,7 @@ class ServerProcess:
             pass
 
 
-TOKEN = "t0k3n"
+TOKEN = "t0k3n-of-the-tests"
 DIRECTIVE = "service_evaluators:DirectiveEvaluator"
 
 SMALL_REFERENCE = """

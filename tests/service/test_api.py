@@ -61,11 +61,11 @@ def test_malformed_input_gets_clear_4xx(http, small_problem):
     r = http.post("/v1/jobs", json=body)
     assert r.status_code == 422 and ["body", "solution"] in [d["loc"] for d in r.json()["detail"]]
     r = http.post("/v1/jobs", json={**_body(small_problem, "x"), "config": {"trails": 5}})
-    assert r.status_code == 422 and r.json()["error"] == "invalid_config" and "trails" in r.json()["detail"]
+    assert r.status_code == 422 and ["body", "config", "trails"] in [d["loc"] for d in r.json()["detail"]]
     r = http.post("/v1/jobs", json={**_body(small_problem, "x"), "surprise": 1})
     assert r.status_code == 422
     r = http.post("/v1/jobs", json={**_body(small_problem, "x"), "config": {"tolerance": "loose"}})
-    assert r.status_code == 422 and "tolerance" in r.json()["detail"]
+    assert r.status_code == 422 and ["body", "config", "tolerance"] in [d["loc"] for d in r.json()["detail"]]
     assert http.get("/v1/jobs/unknown").status_code == 404
     assert http.delete("/v1/jobs/unknown").json()["error"] == "not_found"
     r = http.post("/v1/jobs", json=_body(small_problem, "#" * 300_000))
@@ -147,7 +147,7 @@ def test_a_bad_solution_is_a_result_not_a_retry(http, small_problem):
 
 def test_metrics(http):
     _wait_both_ready(http)
-    text = http.get("/v1/metrics").text
+    text = http.get("/metrics").text
     for needle in (
         "kernelgym_jobs_submitted_total",
         'kernelgym_errors_total{error_class="evaluator_error"} 2',

@@ -4,7 +4,10 @@ of the load benchmark (300 jobs, 5 clients)."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -65,6 +68,101 @@ def test_real_solutions_match_direct_evaluation(gym_server, pool, direct):
 
 
 def test_small_load(gym_server, pool, direct):
-    run = run_clients(gym_server.url, None, pool, jobs=300, clients=5, seed=1)
+    """Two tenants (the server's token and one added while it runs), five client threads."""
+    from drkernel.service.store import JobStore
+
+    store = JobStore(gym_server.db)
+    try:
+        second = store.add_client("tenant-b")
+    finally:
+        store.close()
+    run = run_clients(gym_server.url, [gym_server.token, second], pool, jobs=300, clients=5, seed=1)
     check = verify(run, pool, direct, jobs=300)
     assert check["lost"] == check["duplicated_ids"] == check["mismatches"] == 0 and check["submitted"] == 300
+
+
+def _tagged(tag: str | None = None) -> dict[int, str]:
+    """pid -> worker tag of every process carrying a worker tag (``tag``: only that one)."""
+    from drkernel.service.workers import WORKER_TAG_ENV
+
+    out = {}
+    for p in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            env = Path(f"/proc/{p}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        for item in env:
+            if item.startswith(WORKER_TAG_ENV.encode() + b"="):
+                value = item.split(b"=", 1)[1].decode()
+                if tag is None or value == tag:
+                    out[int(p)] = value
+    return out
+
+
+def _cpu_ticks(pids) -> int:
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime + stime
+    return total
+
+
+def _spinning(c: ServiceClient, worker_pid: int) -> tuple[str, str, set[int]]:
+    """Submit a candidate that spins forever; returns its job id, its worker's tag and the tagged
+    pids once something tagged burns CPU."""
+    probs = problems()
+    spin = solution("add", "correct", 128, 99).replace(
+        "out = torch.empty_like(x)", "while True:\n            pass"
+    )
+    job = c.submit(EvalRequest(probs["add"], spin, EvalConfig(device="cpu", trials=1, timeout_s=300)))
+    tags = {t for pid, t in _tagged().items() if Path(f"/proc/{pid}/stat").exists()
+            and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1] == str(worker_pid)}
+    assert len(tags) == 1, tags
+    (tag,) = tags
+
+    def burning():
+        pids = set(_tagged(tag))
+        before = _cpu_ticks(pids)
+        time.sleep(0.5)
+        return pids if _cpu_ticks(pids) - before > 20 else None
+
+    return job, tag, _wait_for(burning, 120)
+
+
+def _wait_for(pred, timeout_s: float):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = pred()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError("condition not met in time")
+
+
+def _quiet(tag: str) -> bool:
+    pids = set(_tagged(tag))
+    before = _cpu_ticks(pids)
+    time.sleep(0.5)
+    return _cpu_ticks(pids) - before < 10
+
+
+def test_cancel_kills_the_running_candidate(gym_server):
+    with ServiceClient(gym_server.url) as c:
+        (worker,) = c.workers()
+        job, tag, _ = _spinning(c, worker["pid"])
+        assert c.cancel(job).status == "cancelled"
+        _wait_for(lambda: _quiet(tag), 30)  # nothing of that worker burns CPU any more
+        assert c.workers()[0]["pid"] == worker["pid"]  # the worker itself lives on
+
+
+def test_candidates_die_with_their_worker(gym_server):
+    with ServiceClient(gym_server.url) as c:
+        (worker,) = c.workers()
+        job, tag, _ = _spinning(c, worker["pid"])
+        os.kill(worker["pid"], signal.SIGKILL)
+        _wait_for(lambda: not _tagged(tag), 30)  # no orphan of the dead worker is left
+        c.cancel(job)
+        _wait_for(lambda: c.workers()[0]["state"] == "ready", 120)

@@ -12,7 +12,7 @@ import pytest
 import ray
 import uvicorn
 from service_evaluators import DirectiveEvaluator
-from service_server import DIRECTIVE, free_port
+from service_server import DIRECTIVE, TOKEN, free_port
 
 from drkernel.gym.config import EvalRequest
 from drkernel.service.app import create_app
@@ -41,6 +41,8 @@ def ray_server(ray_cluster, tmp_path_factory):
         ray_address="local",
         ray_cpu_workers=2,
         lease_s=3.0,
+        token=TOKEN,
+        allow_custom_problems=True,
     )
     port = free_port()
     server = uvicorn.Server(
@@ -49,7 +51,7 @@ def ray_server(ray_cluster, tmp_path_factory):
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{port}"
-    with ServiceClient(url, retries=10, backoff_s=0.2) as c:
+    with ServiceClient(url, TOKEN, retries=10, backoff_s=0.2) as c:
         deadline = time.monotonic() + 120
         while not (server.started and c.health()["workers_ready"] == 2):
             assert time.monotonic() < deadline, "Ray workers did not come up"
@@ -60,7 +62,7 @@ def ray_server(ray_cluster, tmp_path_factory):
 
 
 def test_ray_workers_serve_the_api(ray_server, small_problem):
-    with ServiceClient(ray_server) as c:
+    with ServiceClient(ray_server, TOKEN) as c:
         workers = c.workers()
         assert [w["backend"] for w in workers] == ["ray", "ray"] and all(
             w["state"] == "ready" for w in workers
@@ -73,7 +75,7 @@ def test_ray_workers_serve_the_api(ray_server, small_problem):
 
 
 def test_killed_actor_is_retried_and_replaced(ray_server, small_problem):
-    with ServiceClient(ray_server) as c:
+    with ServiceClient(ray_server, TOKEN) as c:
         job = c.submit(EvalRequest(small_problem, "class ModelNew: pass\n# sleep: 1.0\n# victim"))
         deadline = time.monotonic() + 30
         while (info := c.job(job)).status != "running":

@@ -30,7 +30,7 @@ def test_submit_waits_and_prints_results(server, tmp_path):
     assert out.returncode == 0 and out.stdout, (out.stdout, out.stderr)
     line = json.loads(out.stdout)
     assert line["status"] == "done" and line["result"]["status"] == "correct"
-    assert line["result"]["request_id"] == str(good)
+    assert line["result"]["request_id"] == "good.py"  # the name, never the local path
     out = _drkernel("submit", str(ref), str(good), str(bad), "--url", server.url)
     assert out.returncode == 1  # one of them is not valid
     assert [json.loads(x)["result"]["status"] for x in out.stdout.splitlines()] == ["correct", "incorrect"]

@@ -199,3 +199,22 @@ def test_a_retry_is_claimed_alone_by_an_idle_worker(store):
     store.submit([_job(4)])
     alone = store.claim("w", 3, 100, idle=True, lease_s=30)
     assert [a.id for a in alone] == [j.id] and alone[0].attempts == 2
+
+
+def test_clients_tokens_hashed_unique_and_replaceable(tmp_path):
+    from drkernel.service.store import JobStore, token_hash
+
+    store = JobStore(tmp_path / "c.sqlite")
+    token = store.add_client("alice")
+    assert store.client_for(token) == "alice" and store.client_for(token + "x") is None
+    with pytest.raises(ValueError, match="exists"):
+        store.add_client("alice")
+    with pytest.raises(ValueError):
+        store.add_client("../alice")
+    store.add_client_token("default", "first-token")
+    store.add_client_token("default", "second-token", replace=True)
+    assert store.client_for("first-token") is None and store.client_for("second-token") == "default"
+    with pytest.raises(ValueError):  # one token, one client
+        store.add_client_token("bob", "second-token")
+    assert token_hash(token) != token and store.remove_client("alice") and store.client_for(token) is None
+    store.close()

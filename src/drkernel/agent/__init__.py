@@ -11,8 +11,8 @@ from drkernel.agent.extract import Extraction, extract_code
 from drkernel.agent.policies.base import Completion, Message, Policy, SamplingParams
 from drkernel.agent.policies.scripted import ScriptedPolicy, builtin_script
 from drkernel.agent.prompts import PromptTemplates
-from drkernel.agent.rewards import turn_reward
 from drkernel.agent.tts import TTSConfig, select_window
+from drkernel.reward import turn_reward
 
 __all__ = [
     "Completion",

@@ -20,13 +20,13 @@ from drkernel.agent.extract import extract_code, strip_thinking
 from drkernel.agent.feedback import extraction_feedback, result_feedback, truncate
 from drkernel.agent.policies.base import Completion, Message, Policy, SamplingParams
 from drkernel.agent.prompts import PromptTemplates
-from drkernel.agent.rewards import REWARD_SHAPES, turn_reward
 from drkernel.agent.tts import TTSConfig, select_window
 from drkernel.errors import ConfigError
 from drkernel.gym.config import EvalConfig, EvalRequest
 from drkernel.gym.protocol import Evaluator
 from drkernel.gym.result import EvalResult
 from drkernel.problems.problem import Problem
+from drkernel.reward import RewardConfig, turn_reward
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +53,8 @@ class EpisodeConfig:
     """Threshold for ``early_stop="speedup"``."""
     feedback_max_chars: int = 2000
     """Feedback text is cut to this length."""
-    reward: str = "profiling"
-    """Reward shape: ``profiling`` (the paper's) or ``tiered``."""
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    """How each turn is scored (`drkernel.reward`: the one reward the bench, TTS and training share)."""
     sampling: SamplingParams = field(default_factory=SamplingParams)
     """Sampling parameters of every turn."""
     eval_config: EvalConfig = field(default_factory=EvalConfig)
@@ -78,8 +78,6 @@ class EpisodeConfig:
             bad.append(
                 f"early_stop={self.early_stop!r} conflicts with tts (test-time scaling runs every turn)"
             )
-        if self.reward not in REWARD_SHAPES:
-            bad.append(f"reward={self.reward!r} (one of {REWARD_SHAPES})")
         if self.concurrency < 1:
             bad.append(f"concurrency={self.concurrency} (>= 1)")
         if bad:

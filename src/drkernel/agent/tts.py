@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from drkernel.errors import ConfigError
+from drkernel.reward import reward_coverage
 
 if TYPE_CHECKING:
     from drkernel.agent.episode import Turn
@@ -72,8 +73,9 @@ class TTSConfig:
 
 
 def turn_score(turn: Turn, by: str) -> float:
-    """A turn's score for window selection: its reward, or the speedup / time coverage of a valid turn
-    (0 otherwise; op coverage stands in for time coverage where nothing was profiled)."""
+    """A turn's score for window selection: its reward (the one the episode scored with
+    `drkernel.reward`, the number training and the bench use), or the speedup / coverage of a valid
+    turn (0 otherwise; the reward's coverage: time coverage, else op coverage)."""
     if by == "reward":
         return turn.reward
     r = turn.result
@@ -81,8 +83,7 @@ def turn_score(turn: Turn, by: str) -> float:
         return 0.0
     if by == "speedup":
         return r.speedup or 0.0
-    cov = r.time_coverage if r.time_coverage is not None else r.op_coverage
-    return cov or 0.0
+    return reward_coverage(r) or 0.0
 
 
 def select_window(turns: Sequence[Turn], window: int, by: str) -> list[int]:

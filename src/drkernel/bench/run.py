@@ -8,12 +8,13 @@ in a policy error (the endpoint failed after its retries) is not written, so a r
 
 from __future__ import annotations
 
+import enum
 import json
 import logging
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,14 +24,22 @@ from drkernel.agent.prompts import PromptTemplates
 from drkernel.agent.tts import TTSConfig
 from drkernel.bench.io import JsonlWriter, finished_ids, read_episodes, write_parquet
 from drkernel.bench.metrics import records_from_episodes, summarize
+from drkernel.config import from_mapping, merge, read_yaml_mapping, to_plain
 from drkernel.errors import ConfigError
 from drkernel.gym.config import EvalConfig
 from drkernel.gym.protocol import Evaluator
 from drkernel.problems.problem import Problem
+from drkernel.reward import RewardConfig
 
 log = logging.getLogger(__name__)
 TRAJECTORIES = "trajectories.jsonl"
-FORMATS = ("jsonl", "parquet")
+
+
+class TrajectoryFormat(str, enum.Enum):
+    """How the trajectories are written besides the JSONL written as episodes finish."""
+
+    JSONL = "jsonl"
+    PARQUET = "parquet"
 
 
 @dataclass(frozen=True)
@@ -61,19 +70,18 @@ class BenchConfig:
     """Completion length limit."""
     evaluator: str = "local"
     """``local`` (in-process gym) or the URL of a KernelGym service."""
-    device: str = "auto"
-    """Gym device: ``auto``, ``cpu``, ``cuda``, ``cuda:N``."""
-    timing: bool = True
-    """Time solutions (GPU only)."""
-    eval: Mapping[str, Any] = field(default_factory=dict)
-    """Further `EvalConfig` fields (e.g. ``{tolerance: kernelbench, trials: 5}``)."""
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    """How each solution is evaluated (`EvalConfig`: ``device``, ``timing``, ``tolerance``, ``trials``,
+    ``verdict_mode``, ...), sent with every request."""
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    """The per-turn reward (`drkernel.reward`), the same one training uses."""
     eval_concurrency: int = 4
     """Solutions the local gym evaluates at once."""
     concurrency: int = 64
     """Episodes in flight at once."""
     limit: int | None = None
     """Only the first N problems."""
-    format: str = "jsonl"
+    format: TrajectoryFormat = TrajectoryFormat.JSONL
     """``jsonl`` or ``parquet`` (parquet is written at the end, beside the JSONL)."""
     save_tokens: bool = False
     """Keep token ids and log-probs in the trajectories."""
@@ -86,8 +94,8 @@ class BenchConfig:
         bad = []
         if self.samples < 1:
             bad.append(f"samples={self.samples} (>= 1)")
-        if self.format not in FORMATS:
-            bad.append(f"format={self.format!r} (one of {FORMATS})")
+        if self.format not in {f.value for f in TrajectoryFormat}:
+            bad.append(f"format={self.format!r} (one of {[f.value for f in TrajectoryFormat]})")
         if self.limit is not None and self.limit < 1:
             bad.append(f"limit={self.limit} (>= 1)")
         if bad:
@@ -96,28 +104,20 @@ class BenchConfig:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> BenchConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = set(d) - known
-        if unknown:
-            raise ConfigError(f"unknown bench config keys: {sorted(unknown)} (known: {sorted(known)})")
-        return cls(**d)
+        """Types checked and unknown keys named by the project's one loader (`drkernel.config`)."""
+        return from_mapping(cls, d, "bench config")
 
     @classmethod
     def from_yaml(cls, path: str | Path, **overrides: Any) -> BenchConfig:
-        import yaml
-
-        data = yaml.safe_load(Path(path).read_text()) or {}
-        if not isinstance(data, dict):
-            raise ConfigError(f"{path}: expected a mapping of bench config keys")
-        return cls.from_dict({**data, **overrides})
+        """A YAML file of bench config keys; ``overrides`` (nested ``eval`` / ``reward`` mappings merge
+        into the file's) win."""
+        return cls.from_dict(merge(read_yaml_mapping(path, "bench config"), overrides))
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["eval"] = dict(self.eval)
-        return d
+        return to_plain(self)
 
     def eval_config(self) -> EvalConfig:
-        return EvalConfig.from_dict({"device": self.device, "timing": self.timing, **self.eval})
+        return self.eval
 
     def episode_config(self) -> EpisodeConfig:
         return EpisodeConfig(
@@ -129,7 +129,8 @@ class BenchConfig:
             sampling=SamplingParams(
                 temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens
             ),
-            eval_config=self.eval_config(),
+            eval_config=self.eval,
+            reward=self.reward,
             tts=TTSConfig.parse(self.tts) if self.tts else None,
             concurrency=self.concurrency,
         )

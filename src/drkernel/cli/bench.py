@@ -104,8 +104,7 @@ def run(
         top_p=top_p,
         max_tokens=max_tokens,
         evaluator=evaluator,
-        device=device,
-        timing=timing,
+        eval=_overrides(device=device, timing=timing) or None,
         concurrency=concurrency,
         eval_concurrency=eval_concurrency,
         limit=limit,
@@ -118,7 +117,7 @@ def run(
         check_same_run(out, cfg)
         probs = load_problems(cfg.problems)
         pol = make_policy(cfg.policy, probs)
-        ev = make_evaluator(cfg.evaluator, cfg.device, cfg.eval_concurrency)
+        ev = make_evaluator(cfg.evaluator, cfg.eval.device, cfg.eval_concurrency)
     except DrKernelError as e:
         console.print(f"[red]error:[/] {e}")
         raise typer.Exit(2)

@@ -31,7 +31,24 @@ def serve(
     ),
     evaluator_kwargs: str = typer.Option("{}", help="JSON keyword arguments for the evaluator"),
     slots: int = typer.Option(2, help="jobs in flight per device"),
-    token: Optional[str] = typer.Option(None, envvar="KERNELGYM_TOKEN", help="require this bearer token"),
+    token: Optional[str] = typer.Option(
+        None, envvar="KERNELGYM_TOKEN",
+        help="register this bearer token as client 'default' (else: stored clients of `gym token add`, "
+        "or single-user mode: a token generated for client 'local' into <db>.token)",
+    ),
+    problems: str = typer.Option("builtin", help="problem sets evaluated by key (comma list of specs)"),
+    allow_custom_problems: bool = typer.Option(
+        False, "--allow-custom-problems", help="accept reference code in requests (run sandboxed by the judge)"
+    ),
+    max_trials: int = typer.Option(100, help="largest trials a request may ask for"),
+    max_timed_calls: int = typer.Option(10_000, help="largest warmup/timed calls a request may ask for"),
+    max_timeout_s: float = typer.Option(900.0, help="largest timeout_s a request may ask for"),
+    max_rss_limit_mb: int = typer.Option(32768, help="largest rss_limit_mb a request may ask for"),
+    max_problem_bytes: int = typer.Option(1 << 20, help="largest reference source of a custom problem"),
+    max_solution_bytes: int = typer.Option(1 << 20, help="largest solution source"),
+    max_queued_per_client: int = typer.Option(10_000, help="jobs a client may have queued or running"),
+    rate_per_client: float = typer.Option(50.0, help="requests per second per client (token bucket)"),
+    rate_burst: int = typer.Option(200, help="requests a client may send at once"),
     ray_address: Optional[str] = typer.Option(None, help="place workers as Ray actors on this cluster"),
     ray_cpu_workers: int = typer.Option(0, help="with Ray: CPU interpreter workers to add"),
     no_cache: bool = typer.Option(False, "--no-cache", help="do not answer repeats from the result cache"),
@@ -54,6 +71,7 @@ def serve(
 
     from drkernel.service.app import create_app
     from drkernel.service.config import ServiceConfig
+    from drkernel.service.store import ServerLock
 
     try:
         config = ServiceConfig(
@@ -72,13 +90,28 @@ def serve(
             max_body_bytes=max_body_bytes,
             max_batch=max_batch,
             job_timeout_grace_s=job_timeout_grace_s,
+            problems=problems,
+            allow_custom_problems=allow_custom_problems,
+            max_trials=max_trials,
+            max_timed_calls=max_timed_calls,
+            max_timeout_s=max_timeout_s,
+            max_rss_limit_mb=max_rss_limit_mb,
+            max_problem_bytes=max_problem_bytes,
+            max_solution_bytes=max_solution_bytes,
+            max_queued_per_client=max_queued_per_client,
+            rate_per_client=rate_per_client,
+            rate_burst=rate_burst,
         )
-    except (ConfigError, json.JSONDecodeError) as e:
+        ServerLock(config.db_path).acquire().release()  # a clear error before anything starts
+        app = create_app(config)
+    except (DrKernelError, json.JSONDecodeError) as e:
         console.print(f"[red]error:[/] {e}")
         raise typer.Exit(2)
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     console.print(f"KernelGym service on http://{host}:{port} (docs at /docs), store {db}")
-    uvicorn.run(create_app(config), host=host, port=port, log_level=log_level.lower())
+    if token is None:
+        console.print(f"clients: tokens of `drkernel gym token add`, or the token in {config.db_path}.token")
+    uvicorn.run(app, host=host, port=port, log_level=log_level.lower())
 
 
 def submit(
@@ -102,7 +135,9 @@ def submit(
         p = resolve_problem(problem, source)
         cfg = EvalConfig.from_dict(json.loads(config))
         requests = [
-            EvalRequest(problem=p, solution=s.read_text(), config=cfg, request_id=str(s)) for s in solutions
+            # request_id: the file's name, not its path (the server has no business with our paths)
+            EvalRequest(problem=p, solution=s.read_text(), config=cfg, request_id=s.name[:256])
+            for s in solutions
         ]
     except (DrKernelError, OSError, json.JSONDecodeError) as e:
         console.print(f"[red]error:[/] {e}")
@@ -217,8 +252,57 @@ def _job_status(client, job_ids: list[str], as_json: bool, out: Console) -> None
         out.print(table)
 
 
+token_app = typer.Typer(no_args_is_help=True, help="Clients of a service and their bearer tokens.")
+DB_OPTION = typer.Option(Path("kernelgym.sqlite"), "--db", help="the service's SQLite job store")
+
+
+@token_app.command("add")
+def token_add(name: str = typer.Argument(..., help="client name"), db: Path = DB_OPTION) -> None:
+    """Register a client; prints its token once (the store keeps only its hash)."""
+    from drkernel.service.store import JobStore
+
+    store = JobStore(db)
+    try:
+        token = store.add_client(name)
+    except ValueError as e:
+        console.print(f"[red]error:[/] {e}")
+        raise typer.Exit(2)
+    finally:
+        store.close()
+    typer.echo(token)
+
+
+@token_app.command("remove")
+def token_remove(name: str = typer.Argument(..., help="client name"), db: Path = DB_OPTION) -> None:
+    """Remove a client: its token stops working at once (its jobs stay)."""
+    from drkernel.service.store import JobStore
+
+    store = JobStore(db)
+    try:
+        removed = store.remove_client(name)
+    finally:
+        store.close()
+    if not removed:
+        console.print(f"[red]error:[/] no client {name!r}")
+        raise typer.Exit(2)
+
+
+@token_app.command("list")
+def token_list(db: Path = DB_OPTION) -> None:
+    """The registered clients' names."""
+    from drkernel.service.store import JobStore
+
+    store = JobStore(db)
+    try:
+        for name in store.clients():
+            typer.echo(name)
+    finally:
+        store.close()
+
+
 def register(gym_app: typer.Typer) -> None:
-    """Attach `serve`, `submit` and `status` to the `drkernel gym` group."""
+    """Attach `serve`, `submit`, `status` and `token` to the `drkernel gym` group."""
     gym_app.command("serve")(serve)
     gym_app.command("submit")(submit)
     gym_app.command("status")(status)
+    gym_app.add_typer(token_app, name="token")

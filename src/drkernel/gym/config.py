@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
+from drkernel.config import from_mapping
 from drkernel.errors import ConfigError
 from drkernel.problems.problem import Problem
 
@@ -110,14 +111,8 @@ class EvalConfig:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "EvalConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = set(d) - known
-        if unknown:
-            raise ConfigError(f"unknown EvalConfig keys: {sorted(unknown)}")
-        d = dict(d)
-        if "strict_allowlist" in d:
-            d["strict_allowlist"] = tuple(d["strict_allowlist"])
-        return cls(**d)
+        """Types checked and unknown keys named by the project's one loader (`drkernel.config`)."""
+        return from_mapping(cls, d)
 
 
 @dataclass(frozen=True)

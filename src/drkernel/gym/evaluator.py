@@ -76,6 +76,7 @@ class InProcessEvaluator:
         self._lock = threading.Lock()
         self._ids = itertools.count()
         self._closed = False
+        self._sessions: dict[int, CandidateSession] = {}  # thread ident -> its running session
         self.default_device = device
         self._runtimes: dict[str, DeviceRuntime] = {device: self._new_runtime(device)}
 
@@ -113,6 +114,26 @@ class InProcessEvaluator:
         """The default device: name, in-flight candidates, pool size (for the workers endpoint)."""
         rt = self._runtime(self.default_device)
         return rt.info()
+
+    def cancel_thread(self, ident: int) -> bool:
+        """Kill the candidate that the evaluation on thread ``ident`` runs (a service job that was
+        cancelled); that evaluation returns a crash result at once. False when none runs there."""
+        with self._lock:
+            session = self._sessions.get(ident)
+        if session is None:
+            return False
+        session.cancel()
+        return True
+
+    def _run_cancellable(self, session: CandidateSession) -> SessionOutcome:
+        ident = threading.get_ident()
+        with self._lock:
+            self._sessions[ident] = session
+        try:
+            return session.run()
+        finally:
+            with self._lock:
+                self._sessions.pop(ident, None)
 
     # -- runtimes -----------------------------------------------------------------------------
 
@@ -164,7 +185,7 @@ class InProcessEvaluator:
         with rt.slot():
             session = CandidateSession(rt, job, job_id, cfg.tolerance, job["weight_seed"], cfg.timeout_s,
                                        cfg.rss_limit_mb << 20)
-            out = session.run()
+            out = self._run_cancellable(session)
         stages.update({"child_wait": out.child_wait_s, "candidate": out.wall_s, "child_exit": out.exit_s,
                        "judge_release": out.release_s})
         if out.child_start_s is not None:

@@ -64,7 +64,7 @@ class CandidateSession:
     def run(self) -> SessionOutcome:
         t = time.monotonic()
         assert self.rt.pool is not None
-        child = self.rt.pool.take()
+        child = self.child = self.rt.pool.take()
         self.out.child_wait_s = time.monotonic() - t
         self.out.child_start_s = child.start_s
         started = time.monotonic()
@@ -90,6 +90,12 @@ class CandidateSession:
                 self._release()
             self.out.release_s = time.monotonic() - t - self.out.exit_s
         return self.out
+
+    def cancel(self) -> None:
+        """Kill the candidate now (its job was cancelled); `run` then ends as a crash at once."""
+        child = getattr(self, "child", None)
+        if child is not None:
+            child.kill()
 
     def _converse(self, child: Any, started: float) -> None:
         deadline = started + self.timeout_s

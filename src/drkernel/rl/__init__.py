@@ -9,7 +9,7 @@ Modules, each importable on its own:
 - ``losses``: the PPO policy loss (asymmetric + dual clip) and its aggregation modes.
 - ``mismatch``: rollout-vs-trainer importance weights and mismatch rejection sampling.
 - ``rejection``: profiling-based rejection sampling and dynamic sampling.
-- ``rewards``: the per-turn reward shapes.
+- ``rewards``: the logging summary of per-turn rewards (the reward itself: `drkernel.reward`).
 
 Mask convention in all of them: True = the entry counts.
 """

@@ -1,21 +1,66 @@
-"""Trainer configuration: frozen dataclasses, one per section, loaded from YAML.
+"""Trainer configuration: frozen dataclasses, one per section, loaded from YAML by the project's one
+loader (`drkernel.config`).
 
 ``load_config(path, overrides)`` reads a YAML file whose top-level keys are the sections of
 :class:`TrainConfig`; ``overrides`` are ``"section.key=value"`` strings (values parsed as YAML).
-Unknown keys and wrong types are errors that name the key; every problem found is reported at
-once. Derived values (rows per step, ...) are properties, never written back.
+Unknown keys and wrong types are errors that name the key; a choice is an enum field, so its values
+are listed once, in the enum; every problem found is reported at once. The gym's settings are the
+``eval`` section (`drkernel.gym.config.EvalConfig`, the same class the bench and the service read) and
+the reward's the ``reward`` section (`drkernel.reward.RewardConfig`). Derived values (rows per step,
+...) are properties, never written back.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import types
-import typing
+import enum
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
+from drkernel.config import from_mapping, load_yaml, to_plain
 from drkernel.errors import ConfigError
+from drkernel.gym.config import EvalConfig
+from drkernel.reward import RewardConfig
+from drkernel.rl.losses import LossAgg
+from drkernel.rl.mismatch import WeightLevel
+from drkernel.rl.rejection import CoverageMode
+
+
+class Precision(str, enum.Enum):
+    """Numeric precision of the policy."""
+
+    FP32 = "fp32"
+    BF16_AUTOCAST = "bf16-autocast"
+    BF16 = "bf16"
+
+
+class RolloutBackend(str, enum.Enum):
+    """What samples the trajectories."""
+
+    HF = "hf"
+    OPENAI = "openai"
+    VLLM = "vllm"
+
+
+class GymKind(str, enum.Enum):
+    """Where the kernel task's evaluations run."""
+
+    IN_PROCESS = "in_process"
+    SERVICE = "service"
+
+
+class TaskKind(str, enum.Enum):
+    """What the policy is asked to do; each kind is one environment in `drkernel.rl.envs`."""
+
+    KERNEL = "kernel"
+    SANITY = "sanity"
+
+
+class Advantage(str, enum.Enum):
+    """Advantage estimator over (prompt, turn) groups (`drkernel.rl.advantages`)."""
+
+    TRLOO = "trloo"
+    GRPO = "grpo"
 
 
 @dataclass(frozen=True)
@@ -50,10 +95,15 @@ class LoraConfig:
     rollout engine (a server, vLLM, a rollout copy) gets the merged full weights after every update."""
 
     enabled: bool = False
+    """Train LoRA adapters instead of the full weights."""
     r: int = 16
+    """Rank of the adapters."""
     alpha: int = 32
+    """Scale numerator: the adapter's update is multiplied by alpha / r."""
     dropout: float = 0.0
+    """Dropout on the adapter's input."""
     target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+    """Names of the linear layers that get adapters."""
 
 
 @dataclass(frozen=True)
@@ -63,22 +113,28 @@ class ModelConfig:
     source: str = "tiny"
     """``tiny`` (random-init model with a locally built tokenizer) or a Hugging Face folder / hub name."""
     tiny_hidden: int = 64
+    """``tiny``: hidden size."""
     tiny_layers: int = 2
+    """``tiny``: transformer layers."""
     tiny_heads: int = 4
+    """``tiny``: attention heads."""
     tiny_seed: int = 0
+    """``tiny``: seed of the random initial weights."""
     device: str = "auto"
     """``auto`` (cuda when available), ``cpu``, ``cuda`` or ``cuda:N``."""
-    precision: str = "fp32"
+    precision: Precision = Precision.FP32
     """``fp32``; ``bf16-autocast`` (fp32 weights, bf16 matmuls, CUDA only); ``bf16`` (bf16 weights)."""
     gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass (less memory, more compute)."""
     lora: LoraConfig = field(default_factory=LoraConfig)
+    """Low-rank adapters (off by default)."""
 
 
 @dataclass(frozen=True)
 class RolloutConfig:
     """How trajectories are sampled."""
 
-    backend: str = "hf"
+    backend: RolloutBackend = RolloutBackend.HF
     """``hf`` (in-process model), ``openai`` (an OpenAI-compatible server: vLLM, SGLang, ours) or ``vllm``."""
     share_weights: bool = True
     """``hf`` only: generate with the trainer's own module (no copy, nothing to push)."""
@@ -92,10 +148,15 @@ class RolloutConfig:
     batch_size: int = 32
     """``hf``: completions generated together."""
     prompts_per_step: int = 16
+    """Prompts (problems) sampled per step; the groups of TRLOO's leave-one-out baseline."""
     samples_per_prompt: int = 16
+    """Trajectories per prompt (group size)."""
     turns: int = 3
+    """Turns per trajectory."""
     max_tokens: int = 8192
+    """Completion length limit per turn."""
     temperature: float = 1.0
+    """Sampling temperature; the trainer's log-probs use the same one (log_softmax(logits / T))."""
     top_p: float = 1.0
     """Keep at 1.0 for training: rollout log-probs are those of the full tempered softmax."""
     concurrency: int = 256
@@ -104,25 +165,23 @@ class RolloutConfig:
 
 @dataclass(frozen=True)
 class GymConfig:
-    """Where rewards come from (kernel task only)."""
+    """Where rewards come from (kernel task only). How a solution is evaluated is the ``eval`` section."""
 
-    kind: str = "in_process"
-    """``in_process`` (this machine) or ``service`` (a KernelGym service at ``url``)."""
+    kind: GymKind = GymKind.IN_PROCESS
+    """``in_process`` (this machine, on ``eval.device``) or ``service`` (a KernelGym service at ``url``)."""
     url: str = ""
-    device: str = "auto"
+    """``service``: the service's base URL (``http://host:port``)."""
     concurrency: int = 8
+    """``in_process``: solutions evaluated at once."""
     pool_size: int = 4
-    timing: bool = True
-    profile: bool = True
-    trials: int = 5
-    timeout_s: float = 300.0
+    """``in_process``: warm candidate processes kept ready."""
 
 
 @dataclass(frozen=True)
 class TaskConfig:
     """What the policy is asked to do."""
 
-    kind: str = "kernel"
+    kind: TaskKind = TaskKind.KERNEL
     """``kernel`` (write Triton kernels, rewarded by the gym) or ``sanity`` (learning check, no gym)."""
     problems: str = "builtin"
     """``kernel``: ``builtin`` or a problems file / KernelBench folder (see drkernel.problems)."""
@@ -139,20 +198,20 @@ class TaskConfig:
 
 @dataclass(frozen=True)
 class AlgorithmConfig:
-    """TRLOO + mismatch rejection + profiling reward + profiling rejection (paper Sec. 4-6)."""
+    """TRLOO + mismatch rejection + profiling rejection (paper Sec. 4-6); the reward is ``reward``."""
 
-    advantage: str = "trloo"
+    advantage: Advantage = Advantage.TRLOO
     """``trloo`` (the paper's) or ``grpo`` (self-inclusive baseline, for comparison)."""
     gamma: float = 1.0
+    """Discount of later turns' rewards in the reward-to-go."""
     clip_low: float = 0.2
+    """PPO clip: the ratio is clipped below at 1 - clip_low."""
     clip_high: float = 0.28
+    """PPO clip: the ratio is clipped above at 1 + clip_high (asymmetric, "clip higher")."""
     dual_clip: float = 3.0
-    loss_agg: str = "seq-mean-token-sum"
-    correct_weight: float = 0.5
-    speedup_weight: float = 0.5
-    speedup_cap: float = 3.0
-    coverage_weight: float = 0.5
-    """w_cov of the profiling-based reward (PR); 0 turns PR off."""
+    """Dual clip c: a negative-advantage token's loss is at most -c * A (bounds huge ratios)."""
+    loss_agg: LossAgg = LossAgg.SEQ_MEAN_TOKEN_SUM
+    """``token-mean``, ``seq-mean-token-sum`` (the paper's) or ``seq-mean-token-mean``."""
     void_turns: bool = True
     """Drop later non-positive turns of a trajectory that already had a positive one."""
     dynamic_sampling: bool = False
@@ -160,19 +219,26 @@ class AlgorithmConfig:
     mrs: bool = True
     """Mismatch rejection sampling (drop trajectories whose geometric-mean ratio leaves the bounds)."""
     mrs_low: float = 0.999
+    """MRS: lower bound on a trajectory's geometric-mean trainer/rollout probability ratio."""
     mrs_high: float = 1.001
+    """MRS: upper bound on that ratio."""
     token_veto: float = 1e-4
-    is_level: str = "none"
-    """Truncated importance weights on the loss: ``none``, ``token``, ``turn``, ``turn-geometric``,
+    """MRS: a trajectory with any token ratio below this is dropped."""
+    is_level: WeightLevel | None = None
+    """Truncated importance weights on the loss: null (off), ``token``, ``turn``, ``turn-geometric``,
     ``sequence`` or ``geometric``."""
     is_upper: float = 2.0
+    """Truncation bound of the importance weights."""
     prs: bool = True
     """Profiling-based rejection sampling."""
-    prs_mode: str = "turn"
+    prs_mode: CoverageMode = CoverageMode.TURN
     """``turn`` or ``trajectory-geometric``."""
     prs_threshold: float = 0.3
+    """PRS: keep probability clip((coverage - threshold) / ramp, 0, 1) for a correct turn."""
     prs_ramp: float = 0.1
+    """PRS: width of the ramp from keep probability 0 to 1."""
     prs_always_keep_speedup: float | None = None
+    """PRS: always keep a turn whose speedup reaches this; null = off."""
 
 
 @dataclass(frozen=True)
@@ -180,39 +246,24 @@ class OptimConfig:
     """AdamW and the update schedule."""
 
     lr: float = 1e-6
+    """Peak learning rate."""
     betas: tuple[float, float] = (0.9, 0.999)
+    """AdamW moment decays."""
     weight_decay: float = 0.01
+    """AdamW decoupled weight decay."""
     eps: float = 1e-8
+    """AdamW denominator epsilon."""
     grad_clip: float = 1.0
+    """Clip the global gradient norm to this before each optimizer step."""
     warmup_steps: int = 0
     """Linear learning-rate warm-up over this many optimizer steps."""
     mini_batches: int = 1
-    """Optimizer steps per rollout batch (1 = on-policy)."""
+    """Optimizer steps per pass over the rollout batch. With 1 mini-batch and 1 epoch the update is
+    on-policy: the PPO ratio is exactly 1 and clipping never acts."""
     epochs: int = 1
-    """Passes over the rollout batch."""
+    """Passes over the rollout batch; from the second optimizer step on the ratio moves and clips."""
     micro_batch_rows: int = 4
     """Rows per forward/backward; gradients accumulate over a mini-batch."""
-
-
-SECTIONS = {
-    "run": RunConfig,
-    "model": ModelConfig,
-    "rollout": RolloutConfig,
-    "gym": GymConfig,
-    "task": TaskConfig,
-    "algorithm": AlgorithmConfig,
-    "optim": OptimConfig,
-}
-CHOICES = {
-    "model.precision": ("fp32", "bf16-autocast", "bf16"),
-    "rollout.backend": ("hf", "openai", "vllm"),
-    "gym.kind": ("in_process", "service"),
-    "task.kind": ("kernel", "sanity"),
-    "algorithm.advantage": ("trloo", "grpo"),
-    "algorithm.loss_agg": ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean"),
-    "algorithm.is_level": ("none", "token", "turn", "turn-geometric", "sequence", "geometric"),
-    "algorithm.prs_mode": ("turn", "trajectory-geometric"),
-}
 
 
 @dataclass(frozen=True)
@@ -220,19 +271,27 @@ class TrainConfig:
     """The whole run; see each section's class for its fields."""
 
     run: RunConfig = field(default_factory=RunConfig)
+    """Output folder, steps, seeds, checkpoints, logging."""
     model: ModelConfig = field(default_factory=ModelConfig)
+    """The policy being trained."""
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    """How trajectories are sampled."""
     gym: GymConfig = field(default_factory=GymConfig)
+    """Where the kernel task's evaluations run."""
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    """How each solution is evaluated (the gym's own `EvalConfig`: trials, tolerance, timing, verdict
+    mode, coverage floor, ...), sent with every evaluation request."""
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    """The per-turn reward (`drkernel.reward`), scored once per turn and trained on as logged."""
     task: TaskConfig = field(default_factory=TaskConfig)
+    """What the policy is asked to do."""
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    """Advantages, clipping, masks and rejection sampling."""
     optim: OptimConfig = field(default_factory=OptimConfig)
+    """AdamW and the update schedule."""
 
     def __post_init__(self) -> None:
-        problems = [
-            f"{key}={_get(self, key)!r} (one of {allowed})"
-            for key, allowed in CHOICES.items()
-            if _get(self, key) not in allowed
-        ]
+        problems = []
         positive = [
             "run.steps",
             "run.save_every",
@@ -263,7 +322,7 @@ class TrainConfig:
         if self.task.replay_builtin and (self.task.kind != "kernel" or self.task.problems != "builtin"):
             problems.append(
                 f"task.replay_builtin=True needs task.kind='kernel' and task.problems='builtin' "
-                f"(got {self.task.kind!r}, {self.task.problems!r})"
+                f"(got {self.task.kind.value!r}, {self.task.problems!r})"
             )
         if self.task.kind == "sanity" and self.rollout.turns != 1:
             problems.append(
@@ -277,7 +336,8 @@ class TrainConfig:
         return self.rollout.prompts_per_step * self.rollout.samples_per_prompt
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Plain values (enums by value), JSON / YAML-ready; `config_from_dict` reads it back."""
+        return to_plain(self)
 
 
 def _get(config: TrainConfig, dotted: str) -> Any:
@@ -285,98 +345,11 @@ def _get(config: TrainConfig, dotted: str) -> Any:
     return getattr(getattr(config, section), key)
 
 
-def _coerce(value: Any, hint: Any, where: str, errors: list[str]) -> Any:
-    """``value`` checked against the type ``hint`` (bool/int/float/str, Optional, tuples, sections)."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        (inner,) = [a for a in args if a is not type(None)]
-        return _coerce(value, inner, where, errors)
-    if dataclasses.is_dataclass(hint):
-        return _build(hint, value, where, errors)
-    if origin is tuple:
-        if not isinstance(value, (list, tuple)):
-            errors.append(f"{where}: expected a list, got {value!r}")
-            return value
-        inner = [args[0]] * len(value) if len(args) == 2 and args[1] is Ellipsis else list(args)
-        if len(inner) != len(value):
-            errors.append(f"{where}: expected {len(inner)} items, got {len(value)}")
-            return tuple(value)
-        return tuple(_coerce(v, h, f"{where}[{i}]", errors) for i, (v, h) in enumerate(zip(value, inner)))
-    if hint is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if hint is float and isinstance(value, str):
-        try:
-            return float(value)  # YAML reads "1e-6" as a string
-        except ValueError:
-            pass
-    if hint in (bool, int, str) and isinstance(value, hint) and not (hint is int and isinstance(value, bool)):
-        return value
-    errors.append(f"{where}: expected {getattr(hint, '__name__', hint)}, got {value!r}")
-    return value
-
-
-def _build(cls: type, data: Any, where: str, errors: list[str]) -> Any:
-    if not isinstance(data, Mapping):
-        errors.append(f"{where or 'config'}: expected a mapping, got {data!r}")
-        return cls()
-    hints = typing.get_type_hints(cls)
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        errors.append(f"unknown keys in {where or 'config'}: {unknown} (known: {sorted(known)})")
-    values = {
-        k: _coerce(v, hints[k], f"{where}.{k}".lstrip("."), errors) for k, v in data.items() if k in known
-    }
-    if errors:
-        return None
-    return cls(**values)
-
-
-def config_from_dict(data: Mapping[str, Any]) -> TrainConfig:
+def config_from_dict(data: Any) -> TrainConfig:
     """A :class:`TrainConfig` from nested mappings; raises ConfigError listing every problem."""
-    errors: list[str] = []
-    config = _build(TrainConfig, data, "", errors)
-    if errors:
-        raise ConfigError("invalid train config: " + "; ".join(errors))
-    return config
-
-
-def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
-    """``["optim.lr=1e-5", "model.lora.enabled=true"]`` applied to nested ``data`` (a copy)."""
-    import yaml
-
-    out = _deep_copy(data)
-    for item in overrides:
-        key, sep, raw = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"override {item!r} is not section.key=value")
-        *parents, leaf = key.strip().split(".")
-        node = out
-        for p in parents:
-            node = node.setdefault(p, {})
-            if not isinstance(node, dict):
-                raise ConfigError(f"override {item!r}: {p!r} is not a section")
-        node[leaf] = yaml.safe_load(raw)
-    return out
-
-
-def _deep_copy(data: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: _deep_copy(v) if isinstance(v, Mapping) else v for k, v in data.items()}
+    return from_mapping(TrainConfig, data, "train config")
 
 
 def load_config(path: str | Path, overrides: Sequence[str] = ()) -> TrainConfig:
     """Read a YAML train config, apply ``section.key=value`` overrides, validate."""
-    import yaml
-
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except OSError as e:
-        raise ConfigError(f"cannot read train config {path}: {e}") from e
-    except yaml.YAMLError as e:
-        raise ConfigError(f"train config {path} is not valid YAML: {e}") from e
-    if not isinstance(data, dict):
-        raise ConfigError(f"train config {path}: expected a mapping of sections, got {type(data).__name__}")
-    return config_from_dict(apply_overrides(data, overrides))
+    return load_yaml(TrainConfig, path, overrides, "train config")

@@ -200,18 +200,18 @@ def check_config(config: TrainConfig, world_size: int) -> None:
 
 
 def localize(config: TrainConfig, ctx: DistContext) -> TrainConfig:
-    """``config`` for this rank: ``auto`` / ``cuda`` model and in-process gym devices become its GPU
-    (the settings were checked by :func:`init_from_env`)."""
+    """``config`` for this rank: ``auto`` / ``cuda`` model and in-process gym (``eval.device``) devices
+    become its GPU (the settings were checked by :func:`init_from_env`)."""
     model = dataclasses.replace(
         config.model,
         device=_rank_device(config.model.device, ctx.local_rank, ctx.world_size, "model.device"),
     )
-    gym = config.gym
-    if gym.kind == "in_process":
-        gym = dataclasses.replace(
-            gym, device=_rank_device(gym.device, ctx.local_rank, ctx.world_size, "gym.device")
+    evaluation = config.eval
+    if config.gym.kind == "in_process":
+        evaluation = evaluation.replace(
+            device=_rank_device(evaluation.device, ctx.local_rank, ctx.world_size, "eval.device")
         )
-    return dataclasses.replace(config, model=model, gym=gym)
+    return dataclasses.replace(config, model=model, eval=evaluation)
 
 
 def init_from_env(config: TrainConfig) -> DistContext:

@@ -17,11 +17,9 @@ import torch
 
 from drkernel.agent.episode import EpisodeConfig, run_episodes
 from drkernel.agent.policies.base import Policy, SamplingParams
-from drkernel.gym.config import EvalConfig
 from drkernel.gym.protocol import Evaluator
 from drkernel.problems.problem import Problem
 from drkernel.rl.distributed import share
-from drkernel.rl.rewards import RewardConfig
 from drkernel.rl.rows import TurnRecord, records_from_episodes
 
 
@@ -68,13 +66,12 @@ class KernelEnv:
         episode_config: EpisodeConfig,
         prompts_per_step: int,
         samples_per_prompt: int,
-        reward_config: RewardConfig,
         seed: int,
         shard: tuple[int, int] = (0, 1),
     ) -> None:
         self.problems, self.evaluator, self.episode_config = list(problems), evaluator, episode_config
         self.prompts_per_step, self.samples = prompts_per_step, samples_per_prompt
-        self.reward_config, self.seed, self.shard = reward_config, seed, shard
+        self.seed, self.shard = seed, shard
 
     async def rollout(self, policy: Policy, step: int) -> StepRollout:
         picked = pick(len(self.problems), self.prompts_per_step, step, self.seed)
@@ -82,7 +79,7 @@ class KernelEnv:
         episodes = await run_episodes(
             chosen, policy, self.evaluator, self.episode_config, samples=self.samples
         )
-        records = records_from_episodes(episodes, self.samples, self.reward_config)
+        records = records_from_episodes(episodes, self.samples)
         evaluations = sum(t.result is not None for e in episodes for t in e.turns)
         return StepRollout(
             records=records,
@@ -191,10 +188,3 @@ class SanityEnv:
 
     def close(self) -> None:
         pass
-
-
-def eval_config_of(gym: Any) -> EvalConfig:
-    """The gym settings of a train config's ``gym`` section as an :class:`EvalConfig`."""
-    return EvalConfig(
-        device=gym.device, timing=gym.timing, profile=gym.profile, trials=gym.trials, timeout_s=gym.timeout_s
-    )

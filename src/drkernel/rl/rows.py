@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Sequence
 import torch
 
 from drkernel.errors import ConfigError
-from drkernel.rl.rewards import RewardConfig, profiling_reward
+from drkernel.reward import reward_coverage
 
 if TYPE_CHECKING:
     from drkernel.agent.episode import Episode
@@ -55,15 +55,13 @@ def _nan_if_none(x: float | None) -> float:
     return math.nan if x is None or not math.isfinite(x) else float(x)
 
 
-def records_from_episodes(
-    episodes: Sequence["Episode"], samples_per_prompt: int, reward_config: RewardConfig
-) -> list[TurnRecord]:
+def records_from_episodes(episodes: Sequence["Episode"], samples_per_prompt: int) -> list[TurnRecord]:
     """Turn records of a step's episodes, listed in (problem, sample) order.
 
     Group = problem (consecutive blocks of ``samples_per_prompt`` episodes), trajectory = episode.
-    The reward is :func:`drkernel.rl.rewards.profiling_reward` with ``reward_config``; its coverage
-    term reads time coverage when the gym profiled on a GPU and op coverage otherwise (CPU mode, where
-    the speedup term is 0 because nothing is timed).
+    The reward is the turn's own ``Turn.reward``, scored once by `drkernel.reward.turn_reward` when
+    the turn was evaluated: the number trained on is the number logged in ``episodes.jsonl``. The PRS
+    coverage is `drkernel.reward.reward_coverage` (time coverage, else op coverage), the reward's own.
 
     Turns whose request failed (``finish_reason == "error"``) carry no tokens and are left out.
 
@@ -82,13 +80,8 @@ def records_from_episodes(
                 )
             r = turn.result
             correct, hacked = bool(r is not None and r.correct), bool(r is not None and r.hacked)
-            coverage = _nan_if_none(
-                r.time_coverage
-                if r is not None and r.time_coverage is not None
-                else (r.op_coverage if r is not None else None)
-            )
+            coverage = _nan_if_none(reward_coverage(r) if r is not None else None)
             speedup = _nan_if_none(r.speedup if r is not None else None)
-            reward = float(profiling_reward(correct, speedup, coverage, hacked, reward_config))
             records.append(
                 TurnRecord(
                     group=traj // samples_per_prompt,
@@ -97,7 +90,7 @@ def records_from_episodes(
                     prompt_ids=tuple(turn.prompt_token_ids),
                     completion_ids=tuple(turn.token_ids),
                     rollout_logprobs=tuple(turn.logprobs),
-                    reward=reward,
+                    reward=float(turn.reward),
                     correct=correct,
                     hacked=hacked,
                     coverage=coverage,

@@ -43,7 +43,7 @@ from drkernel.rl.mismatch import importance_weights, mismatch_rejection, mismatc
 from drkernel.rl.modeling import load_model, resolve_device
 from drkernel.rl.rejection import prs_keep_mask, prs_keep_probability, zero_variance_groups
 from drkernel.rl.returns import reward_to_go
-from drkernel.rl.rewards import RewardConfig, reward_stats
+from drkernel.rl.rewards import reward_stats
 from drkernel.rl.rows import Rows, collate
 
 log = logging.getLogger(__name__)
@@ -63,22 +63,12 @@ class Scored:
     metrics: dict[str, float]
 
 
-def reward_config_of(config: TrainConfig) -> RewardConfig:
-    a = config.algorithm
-    return RewardConfig(
-        correct_weight=a.correct_weight,
-        speedup_weight=a.speedup_weight,
-        speedup_cap=a.speedup_cap,
-        coverage_weight=a.coverage_weight,
-    )
-
-
 def build_env(
     config: TrainConfig, sampling: Any, model: Any, tokenizer: Any, dist: DistContext = DistContext()
 ) -> RolloutEnv:
     """The task's rollout environment (the gym is started here for the kernel task); with several ranks
     it samples this rank's share of each step's prompts."""
-    from drkernel.rl.envs import KernelEnv, SanityEnv, eval_config_of
+    from drkernel.rl.envs import KernelEnv, SanityEnv
 
     r = config.rollout
     shard = (dist.rank, dist.world_size)
@@ -114,10 +104,14 @@ def build_env(
         from drkernel.gym import InProcessEvaluator
 
         evaluator = InProcessEvaluator(
-            device=config.gym.device, concurrency=config.gym.concurrency, pool_size=config.gym.pool_size
+            device=config.eval.device, concurrency=config.gym.concurrency, pool_size=config.gym.pool_size
         )
     episode_config = EpisodeConfig(
-        turns=r.turns, sampling=sampling, eval_config=eval_config_of(config.gym), concurrency=r.concurrency
+        turns=r.turns,
+        sampling=sampling,
+        eval_config=config.eval,
+        reward=config.reward,
+        concurrency=r.concurrency,
     )
     env = KernelEnv(
         problems,
@@ -125,7 +119,6 @@ def build_env(
         episode_config,
         r.prompts_per_step,
         r.samples_per_prompt,
-        reward_config_of(config),
         config.run.seed,
         shard=shard,
     )
@@ -321,7 +314,7 @@ class Trainer:
         estimator = adv_fns.trloo_advantages if a.advantage == "trloo" else adv_fns.grpo_advantages
         adv = estimator(returns, rows.group, rows.turn, group_mask=in_group)  # (R,)
         token_adv = adv.unsqueeze(-1).expand_as(old_logp)  # (R, C)
-        if a.is_level != "none":
+        if a.is_level is not None:
             weights = importance_weights(
                 old_logp, rows.rollout_logprobs, rows.completion_mask, rows.traj, a.is_level, a.is_upper
             )

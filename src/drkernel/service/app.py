@@ -1,25 +1,32 @@
-"""The FastAPI app: KernelGym as a service, versioned under /v1 (OpenAPI docs at /docs)."""
+"""The FastAPI app: KernelGym as a service, versioned under /v1 (OpenAPI docs at /docs, Prometheus
+metrics at /metrics).
 
-from __future__ import annotations
+Every /v1 route but health belongs to an authenticated client (`gate.Gate`, before the body is
+read); a client sees and cancels only its own jobs (another's id is a 404). Request bodies are the
+bounded models of `schemas.request_models`, so no body reaches a worker with a value it cannot run.
+"""
 
+import logging
+import secrets
 import time
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Sequence
 
-from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request, status
+from fastapi import APIRouter, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from drkernel import __version__
 from drkernel.errors import ConfigError
-from drkernel.service.auth import bearer_guard
 from drkernel.service.config import ServiceConfig
+from drkernel.service.gate import Gate, RateLimiter, client_of
+from drkernel.service.intake import ProblemCatalog, Rejected, to_request
 from drkernel.service.metrics import Gauge, ServiceMetrics
 from drkernel.service.scheduler import Scheduler, Submission
 from drkernel.service.schemas import (
-    BatchIn,
-    EvalRequestIn,
     HealthOut,
     JobOut,
     JobRef,
@@ -27,49 +34,13 @@ from drkernel.service.schemas import (
     QueueOut,
     SubmitOut,
     WaitIn,
+    request_models,
 )
-from drkernel.service.store import IdempotencyConflict, JobStore, StoreError
+from drkernel.service.store import IdempotencyConflict, JobStore, ServerLock, StoreError
 from drkernel.service.workers import WorkerHandle, local_workers
 
-
-class BodyLimit:
-    """ASGI middleware: a body over ``limit`` bytes is answered 413 (declared or streamed)."""
-
-    def __init__(self, app, limit: int):
-        self.app, self.limit = app, limit
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        declared = dict(scope["headers"]).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            return await _too_large(self.limit, send)
-        seen = 0
-
-        async def counted():
-            nonlocal seen
-            message = await receive()
-            seen += len(message.get("body", b""))
-            if seen > self.limit:
-                raise _BodyTooLarge
-            return message
-
-        try:
-            await self.app(scope, counted, send)
-        except _BodyTooLarge:
-            await _too_large(self.limit, send)
-
-
-class _BodyTooLarge(Exception):
-    pass
-
-
-async def _too_large(limit: int, send) -> None:
-    response = JSONResponse(
-        {"error": "request_too_large", "detail": f"request body exceeds {limit} bytes"},
-        status_code=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
-    )
-    await response({"type": "http"}, None, send)
+log = logging.getLogger(__name__)
+LONG_POLL_ROUTES = frozenset({"/v1/jobs/{job_id}/wait", "/v1/jobs/wait"})
 
 
 def _make_handles(config: ServiceConfig) -> list[WorkerHandle]:
@@ -84,19 +55,45 @@ def _error(code: int, error: str, detail) -> JSONResponse:
     return JSONResponse({"error": error, "detail": detail}, status_code=code)
 
 
+def ensure_clients(store: JobStore, config: ServiceConfig) -> Path | None:
+    """Register ``config.token`` as client ``default``; with no token and no client yet (single-user
+    mode), generate one for client ``local`` and write it to the token file (0600), which is
+    returned. Raises `ConfigError` when the token cannot be registered."""
+    try:
+        if config.token is not None:
+            store.add_client_token("default", config.token, replace=True)  # a new --token wins
+            return None
+        if store.clients():
+            return None
+        path = Path(config.token_file or f"{config.db_path}.token")
+        token = secrets.token_urlsafe(32)
+        store.add_client_token("local", token)
+    except ValueError as e:
+        raise ConfigError(f"cannot register the server's token: {e}") from e
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch(mode=0o600)
+    path.chmod(0o600)
+    path.write_text(token + "\n")
+    return path
+
+
 def create_app(config: ServiceConfig, handles: Sequence[WorkerHandle] | None = None) -> FastAPI:
     """The service app. ``handles``: device workers to use (default: local processes per
-    ``config.devices``, or Ray actors with ``config.ray_address``)."""
+    ``config.devices``, or Ray actors with ``config.ray_address``). Starting it takes the store's
+    server lock (`StoreLocked` when another server holds it)."""
     metrics = ServiceMetrics()
+    catalog = ProblemCatalog.load(config.problems)
+    store_box: list[JobStore] = []
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        store = JobStore(
-            config.db_path, synchronous=config.sqlite_synchronous, max_attempts=config.max_attempts
-        )
-        scheduler = Scheduler(
-            store, list(handles) if handles is not None else _make_handles(config), config, metrics
-        )
+        lock = ServerLock(config.db_path).acquire()
+        store = JobStore(config.db_path, synchronous=config.sqlite_synchronous, max_attempts=config.max_attempts)
+        store_box.append(store)
+        token_file = ensure_clients(store, config)
+        if token_file is not None:
+            log.warning("single-user mode: the token of client 'local' is in %s", token_file)
+        scheduler = Scheduler(store, list(handles) if handles is not None else _make_handles(config), config, metrics)
         app.state.scheduler = scheduler
         _attach_gauges(metrics, scheduler)
         await scheduler.start()
@@ -105,6 +102,10 @@ def create_app(config: ServiceConfig, handles: Sequence[WorkerHandle] | None = N
         finally:
             await scheduler.stop()
             store.close()
+            lock.release()
+
+    def lookup(token: str) -> str | None:
+        return store_box[0].client_for(token) if store_box else None
 
     app = FastAPI(
         title="KernelGym",
@@ -113,22 +114,66 @@ def create_app(config: ServiceConfig, handles: Sequence[WorkerHandle] | None = N
         description="Evaluate Triton solutions against PyTorch references: a durable job queue in "
         "front of per-device gym workers.",
     )
-    app.add_middleware(BodyLimit, limit=config.max_body_bytes)
+    _install_handlers(app)
+    api = _router(config, catalog)
+    app.include_router(api)
+    app.add_api_route("/metrics", lambda: PlainTextResponse(metrics.render()), methods=["GET"],
+                      summary="Prometheus metrics (no auth)", include_in_schema=True)
+    app.add_middleware(Gate, lookup=lookup, limiter=RateLimiter(config.rate_per_client, config.rate_burst),
+                       max_body=config.max_body_bytes)
+    routes = [r for r in (*api.routes, *app.router.routes) if isinstance(getattr(r, "path", None), str)]
+    app.add_middleware(_Timed, metrics=metrics, routes=routes)
+    return app
 
-    @app.middleware("http")
-    async def timed(request: Request, call_next):
-        t0 = time.perf_counter()
-        response = await call_next(request)
-        metrics.http_seconds.observe(time.perf_counter() - t0)
-        return response
+
+class _Timed:
+    """ASGI middleware (outermost): latency and count per route template, method and status;
+    long polls in a histogram of their own; an unhandled exception is counted as a 500."""
+
+    def __init__(self, app, metrics: ServiceMetrics, routes):
+        self.app, self.metrics, self.routes = app, metrics, routes
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        t0, code = time.perf_counter(), [500]
+
+        async def sending(message):
+            if message["type"] == "http.response.start":
+                code[0] = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            route = self._route(scope)
+            labels = dict(route=route, method=scope.get("method", ""), status=str(code[0]))
+            hist = self.metrics.long_poll_seconds if route in LONG_POLL_ROUTES else self.metrics.http_seconds
+            hist.observe(time.perf_counter() - t0, **labels)
+            self.metrics.http_responses.inc(**labels)
+
+    def _route(self, scope) -> str:
+        for r in self.routes:
+            match, _ = r.matches(scope)
+            if match is Match.FULL:
+                return getattr(r, "path", "other")
+        return "unmatched"  # one label for every unknown path: no cardinality from scanners
+
+
+def _install_handlers(app: FastAPI) -> None:
+    """Errors as ``{"error", "detail"}``: a 422 names the field; nothing carries a traceback."""
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError):
         detail = [
-            {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
+            {"loc": list(e.get("loc", ())), "msg": str(e.get("msg", ""))[:500], "type": e.get("type", "")}
             for e in exc.errors()
         ]
         return _error(422, "invalid_request", detail)
+
+    @app.exception_handler(Rejected)
+    async def rejected(_: Request, exc: Rejected):
+        return _error(exc.code, exc.error, [{"loc": list(exc.loc), "msg": exc.message, "type": exc.error}])
 
     @app.exception_handler(ConfigError)
     async def bad_config(_: Request, exc: ConfigError):
@@ -140,7 +185,8 @@ def create_app(config: ServiceConfig, handles: Sequence[WorkerHandle] | None = N
 
     @app.exception_handler(StoreError)
     async def store_down(_: Request, exc: StoreError):
-        return _error(503, "store_unavailable", str(exc))
+        log.error("store error: %s", exc)
+        return _error(503, "store_unavailable", "the job store is unavailable; retry later")
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException):
@@ -150,11 +196,20 @@ def create_app(config: ServiceConfig, handles: Sequence[WorkerHandle] | None = N
             headers=getattr(exc, "headers", None),
         )
 
-    app.include_router(_router(config, metrics))
-    return app
+    @app.exception_handler(Exception)
+    async def internal(_: Request, exc: Exception):
+        log.exception("unhandled error")
+        return _error(500, "internal_error", "internal error (logged on the server)")
 
 
-_ERROR_NAMES = {401: "unauthorized", 404: "not_found", 405: "method_not_allowed", 413: "request_too_large"}
+_ERROR_NAMES = {
+    400: "invalid_body",
+    401: "unauthorized",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "request_too_large",
+    429: "quota_exceeded",
+}
 
 
 def _attach_gauges(metrics: ServiceMetrics, scheduler: Scheduler) -> None:
@@ -179,112 +234,96 @@ def _attach_gauges(metrics: ServiceMetrics, scheduler: Scheduler) -> None:
     ]
 
 
-def _router(config: ServiceConfig, metrics: ServiceMetrics) -> APIRouter:
-    guard = [Depends(bearer_guard(config.token))]
+def _router(config: ServiceConfig, catalog: ProblemCatalog) -> APIRouter:
     r = APIRouter(prefix="/v1")
+    models = request_models(config)
+    RequestIn, BatchIn = models.request, models.batch  # noqa: N806 - classes built per server
 
     def sched(request: Request) -> Scheduler:
         return request.app.state.scheduler
 
-    def submit(request: Request, items: list[EvalRequestIn]) -> SubmitOut:
-        subs = [Submission(i.to_request(), i.idempotency_key, i.priority) for i in items]
-        out = sched(request).submit(subs)
-        return SubmitOut(
-            jobs=[JobRef(id=j.id, status=j.status.value, cached=j.cached, created=c) for j, c in out]
-        )
+    def submit(request: Request, items: list, where) -> SubmitOut:
+        s, client = sched(request), client_of(request.scope)
+        served = s.devices()
+        reqs = [to_request(b, catalog, config.allow_custom_problems, served, where(i)) for i, b in enumerate(items)]
+        if s.store.active(client) + len(items) > config.max_queued_per_client:
+            raise HTTPException(
+                429, f"client {client!r} has max_queued_per_client={config.max_queued_per_client} jobs "
+                "queued or running", headers={"Retry-After": "5"})
+        subs = [Submission(q, b.idempotency_key, b.priority, client) for q, b in zip(reqs, items)]
+        out = s.submit(subs)
+        return SubmitOut(jobs=[JobRef(id=j.id, status=j.status.value, cached=j.cached, created=c) for j, c in out])
 
-    @r.post(
-        "/jobs", status_code=202, response_model=JobRef, dependencies=guard, summary="Submit one evaluation"
-    )
-    async def submit_one(body: EvalRequestIn, request: Request) -> JobRef:
-        return submit(request, [body]).jobs[0]
+    @r.post("/jobs", status_code=202, response_model=JobRef, summary="Submit one evaluation")
+    async def submit_one(body: RequestIn, request: Request) -> JobRef:  # type: ignore[valid-type]
+        return submit(request, [body], lambda i: ("body",)).jobs[0]
 
-    @r.post(
-        "/jobs/batch",
-        status_code=202,
-        response_model=SubmitOut,
-        dependencies=guard,
-        summary="Submit a batch of evaluations (ids in request order)",
-    )
-    async def submit_batch(body: BatchIn, request: Request) -> SubmitOut:
+    @r.post("/jobs/batch", status_code=202, response_model=SubmitOut,
+            summary="Submit a batch of evaluations (ids in request order)")
+    async def submit_batch(body: BatchIn, request: Request) -> SubmitOut:  # type: ignore[valid-type]
         if len(body.requests) > config.max_batch:
             raise HTTPException(413, f"batch of {len(body.requests)} exceeds max_batch={config.max_batch}")
-        return submit(request, body.requests)
+        return submit(request, body.requests, lambda i: ("body", "requests", i))
 
-    @r.get("/jobs/{job_id}", response_model=JobOut, dependencies=guard, summary="Status and result of a job")
+    @r.get("/jobs/{job_id}", response_model=JobOut, summary="Status and result of a job")
     async def get_job(job_id: str, request: Request) -> JobOut:
-        job = sched(request).store.get(job_id)
+        job = sched(request).store.get(job_id, client_of(request.scope))
         if job is None:
-            raise HTTPException(404, f"no job {job_id}")
+            raise HTTPException(404, "no such job")
         return JobOut.from_job(job)
 
-    @r.get(
-        "/jobs/{job_id}/wait",
-        response_model=JobOut,
-        dependencies=guard,
-        summary="Long poll: the job once terminal, or as it is after `timeout` seconds",
-    )
+    @r.get("/jobs/{job_id}/wait", response_model=JobOut,
+           summary="Long poll: the job once terminal, or as it is after `timeout` seconds")
     async def wait_one(
-        job_id: str, request: Request, timeout: float = Query(30.0, ge=0.0, description="seconds")
+        job_id: str, request: Request,
+        timeout: float = Query(30.0, ge=0.0, allow_inf_nan=False, description="seconds"),
     ) -> JobOut:
-        jobs = await sched(request).wait([job_id], min(timeout, config.max_wait_s))
+        jobs = await sched(request).wait([job_id], min(timeout, config.max_wait_s), client_of(request.scope))
         if job_id not in jobs:
-            raise HTTPException(404, f"no job {job_id}")
+            raise HTTPException(404, "no such job")
         return JobOut.from_job(jobs[job_id])
 
-    @r.post(
-        "/jobs/wait",
-        response_model=JobsOut,
-        dependencies=guard,
-        summary="Long poll on many jobs: returns when all are terminal or after `timeout` seconds",
-    )
+    @r.post("/jobs/wait", response_model=JobsOut,
+            summary="Long poll on many jobs: returns when all are terminal or after `timeout` seconds")
     async def wait_many(body: WaitIn, request: Request) -> JobsOut:
         if len(body.ids) > config.max_batch:
             raise HTTPException(413, f"{len(body.ids)} ids exceed max_batch={config.max_batch}")
-        jobs = await sched(request).wait(body.ids, min(body.timeout, config.max_wait_s))
+        jobs = await sched(request).wait(body.ids, min(body.timeout, config.max_wait_s), client_of(request.scope))
         return JobsOut(
             jobs=[JobOut.from_job(jobs[i]) for i in body.ids if i in jobs],
             missing=[i for i in body.ids if i not in jobs],
         )
 
-    @r.delete(
-        "/jobs/{job_id}",
-        response_model=JobOut,
-        dependencies=guard,
-        summary="Cancel a job that is not terminal yet",
-    )
+    @r.delete("/jobs/{job_id}", response_model=JobOut,
+              summary="Cancel a job that is not terminal yet (a running candidate is killed)")
     async def cancel(job_id: str, request: Request) -> JobOut:
-        job = sched(request).cancel(job_id)
+        job = sched(request).cancel(job_id, client_of(request.scope))
         if job is None:
-            raise HTTPException(404, f"no job {job_id}")
+            raise HTTPException(404, "no such job")
         return JobOut.from_job(job)
 
-    @r.get("/health", response_model=HealthOut, summary="Liveness and readiness (no auth)")
-    async def health(request: Request) -> HealthOut:
-        s = sched(request)
-        ready, total = s.ready_workers(), len(s.workers)
-        counts = s.store.counts()
-        state = "ok" if ready == total else ("degraded" if ready else "down")
-        return HealthOut(
-            status=state,
-            version=__version__,
-            workers_ready=ready,
-            workers_total=total,
-            queue_depth=counts["queued"],
-            max_batch=config.max_batch,
+    @r.get("/health", response_model=HealthOut, responses={503: {"model": HealthOut}},
+           summary="Liveness and readiness (no auth): 503 while no worker serves")
+    async def health(request: Request):
+        s = getattr(request.app.state, "scheduler", None)
+        if s is None:
+            return _error(503, "starting", "the service is starting")
+        serving, total = s.serving_workers(), len(s.workers)
+        state = "ok" if serving == total else ("degraded" if serving else "down")
+        out = HealthOut(
+            status=state, version=__version__, workers_ready=serving, workers_total=total,
+            queue_depth=s.store.counts()["queued"], max_batch=config.max_batch,
+            custom_problems=config.allow_custom_problems,
         )
+        return JSONResponse(out.model_dump(), status_code=503 if state == "down" else 200)
 
-    @r.get("/workers", dependencies=guard, summary="Device workers with their state and load")
+    @r.get("/workers", summary="Device workers with their state and load")
     async def workers(request: Request) -> list[dict]:
         return sched(request).workers_view()
 
-    @r.get("/queue", response_model=QueueOut, dependencies=guard, summary="Jobs per status")
+    @r.get("/queue", response_model=QueueOut, summary="Jobs per status (the whole service)")
     async def queue(request: Request) -> QueueOut:
         counts = sched(request).store.counts()
         return QueueOut(counts=counts, depth=counts["queued"])
-
-    @r.get("/metrics", response_class=PlainTextResponse, dependencies=guard, summary="Prometheus metrics")
-    async def prometheus() -> str:
-        return metrics.render()
 
     return r

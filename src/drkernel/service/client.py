@@ -14,6 +14,7 @@ an `EvalResult` like any other.
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import time
 import uuid
@@ -74,7 +75,14 @@ class JobInfo:
 
 
 def _payload(request: EvalRequest, key: str | None, priority: int) -> dict[str, Any]:
-    return {**request.to_dict(), "idempotency_key": key or uuid.uuid4().hex, "priority": priority}
+    """The request body: the problem by key (the server uses its own copy of a problem it loaded),
+    with its code for a server that accepts custom problems."""
+    return {
+        **request.to_dict(),
+        "problem_key": request.problem.key,
+        "idempotency_key": key or uuid.uuid4().hex,
+        "priority": priority,
+    }
 
 
 def _keys(n: int, keys: Sequence[str] | None) -> list[str | None]:
@@ -104,7 +112,12 @@ class _Backoff:
         return min(self.max_s, self.base_s * 2**attempt) * (0.5 + random.random() / 2)
 
 
+TOKEN_ENV = "KERNELGYM_TOKEN"
+
+
 def _headers(token: str | None) -> dict[str, str]:
+    """The bearer header; no ``token``: the one in ``$KERNELGYM_TOKEN`` (a service always wants one)."""
+    token = token or os.environ.get(TOKEN_ENV)
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
@@ -157,7 +170,8 @@ class ServiceClient:
     def close(self) -> None:
         self._http.close()
 
-    def _call(self, method: str, path: str, **kw) -> Any:
+    def _call(self, method: str, path: str, accept: tuple[int, ...] = (), **kw) -> Any:
+        """``accept``: error statuses whose body is the answer (health's 503 report)."""
         for attempt in range(self._backoff.retries + 1):
             last = attempt == self._backoff.retries
             try:
@@ -166,6 +180,8 @@ class ServiceClient:
                 if last:
                     raise ServiceError(f"{method} {path}: service unreachable: {e!r}") from e
             else:
+                if response.status_code in accept:
+                    return response.json()
                 if response.status_code not in RETRY_STATUS or last:
                     _raise_for(response)
                     return response.json()
@@ -252,7 +268,8 @@ class ServiceClient:
         return self.results(self.submit_batch(requests), timeout_s, progress)
 
     def health(self) -> dict[str, Any]:
-        return self._call("GET", "/v1/health")
+        """The health report; a service that is down answers 503 with the same report (returned)."""
+        return self._call("GET", "/v1/health", accept=(503,))
 
     def workers(self) -> list[dict[str, Any]]:
         return self._call("GET", "/v1/workers")
@@ -293,7 +310,8 @@ class AsyncServiceClient:
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def _call(self, method: str, path: str, **kw) -> Any:
+    async def _call(self, method: str, path: str, accept: tuple[int, ...] = (), **kw) -> Any:
+        """``accept``: error statuses whose body is the answer (health's 503 report)."""
         for attempt in range(self._backoff.retries + 1):
             last = attempt == self._backoff.retries
             try:
@@ -302,6 +320,8 @@ class AsyncServiceClient:
                 if last:
                     raise ServiceError(f"{method} {path}: service unreachable: {e!r}") from e
             else:
+                if response.status_code in accept:
+                    return response.json()
                 if response.status_code not in RETRY_STATUS or last:
                     _raise_for(response)
                     return response.json()
@@ -388,7 +408,8 @@ class AsyncServiceClient:
         return await self.results(await self.submit_batch(requests), timeout_s, progress)
 
     async def health(self) -> dict[str, Any]:
-        return await self._call("GET", "/v1/health")
+        """The health report; a service that is down answers 503 with the same report (returned)."""
+        return await self._call("GET", "/v1/health", accept=(503,))
 
     async def workers(self) -> list[dict[str, Any]]:
         return await self._call("GET", "/v1/workers")

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any, Mapping
 
+from drkernel.config import from_mapping
 from drkernel.errors import ConfigError
 
 SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
@@ -45,7 +46,8 @@ class ServiceConfig:
     cache: bool = True
     """Answer a request whose content hash (problem, solution, config, device model) was evaluated before."""
     token: str | None = None
-    """Bearer token required on every /v1 route except health; None disables auth."""
+    """A bearer token registered for client ``default`` at start (besides the stored tokens of
+    `drkernel gym token add`). Every /v1 route except health needs a client's token."""
     max_body_bytes: int = 32 * 1024 * 1024
     """Largest accepted request body."""
     max_batch: int = 4096
@@ -56,6 +58,32 @@ class ServiceConfig:
     """Place device workers as Ray actors on this cluster (``auto``, ``local`` or ``ray://host:port``)."""
     ray_cpu_workers: int = 0
     """With Ray: CPU interpreter workers to place (besides one actor per GPU)."""
+    problems: str = "builtin"
+    """Problem sets the server evaluates against, named by key (comma list of `load_problems` specs)."""
+    allow_custom_problems: bool = False
+    """Accept reference code in a request for a key the server did not load (run by the judge, which
+    the OS sandbox confines). Off: a request names a loaded problem by key."""
+    max_trials: int = 100
+    """Largest ``trials`` a request may ask for."""
+    max_timed_calls: int = 10_000
+    """Largest ``warmup_calls``, ``timed_calls`` and ``timed_calls_max`` a request may ask for."""
+    max_timeout_s: float = 900.0
+    """Largest ``timeout_s`` a request may ask for (the slot watchdog allows this plus the grace)."""
+    max_rss_limit_mb: int = 32768
+    """Largest ``rss_limit_mb`` a request may ask for."""
+    max_problem_bytes: int = 1 << 20
+    """Largest reference source (custom problems) in bytes."""
+    max_solution_bytes: int = 1 << 20
+    """Largest solution source in bytes."""
+    max_queued_per_client: int = 10_000
+    """Jobs a client may have queued or running at once; more are answered 429."""
+    rate_per_client: float = 50.0
+    """Requests per second a client may send on average (a token bucket); more are answered 429."""
+    rate_burst: int = 200
+    """Requests a client may send at once before the rate applies."""
+    token_file: str | None = None
+    """Single-user mode: where the generated token of client ``local`` is written (0600) when the
+    store has no client yet and no ``token`` is given; None: ``<db_path>.token``."""
 
     def __post_init__(self) -> None:
         problems = []
@@ -63,10 +91,21 @@ class ServiceConfig:
             problems.append(f"sqlite_synchronous={self.sqlite_synchronous!r} (one of {SYNCHRONOUS_MODES})")
         if ":" not in self.evaluator:
             problems.append(f"evaluator={self.evaluator!r} (module:callable)")
-        for name in ("slots_per_worker", "max_attempts", "max_batch"):
+        for name in (
+            "slots_per_worker",
+            "max_attempts",
+            "max_batch",
+            "max_trials",
+            "max_timed_calls",
+            "max_rss_limit_mb",
+            "max_problem_bytes",
+            "max_solution_bytes",
+            "max_queued_per_client",
+            "rate_burst",
+        ):
             if getattr(self, name) < 1:
                 problems.append(f"{name}={getattr(self, name)} (at least 1)")
-        for name in ("lease_s", "max_wait_s"):
+        for name in ("lease_s", "max_wait_s", "max_timeout_s", "rate_per_client"):
             if getattr(self, name) <= 0:
                 problems.append(f"{name}={getattr(self, name)} (positive)")
         if problems:
@@ -79,7 +118,5 @@ class ServiceConfig:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "ServiceConfig":
-        unknown = set(d) - {f.name for f in fields(cls)}
-        if unknown:
-            raise ConfigError(f"unknown ServiceConfig keys: {sorted(unknown)}")
-        return cls(**d)
+        """Types checked and unknown keys named by the project's one loader (`drkernel.config`)."""
+        return from_mapping(cls, d)

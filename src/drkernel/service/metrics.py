@@ -69,32 +69,40 @@ class Counter:
 
 
 class Histogram:
-    def __init__(self, name: str, doc: str, buckets: tuple[float, ...] = LATENCY_BUCKETS):
-        self.name, self.doc, self.buckets = name, doc, tuple(buckets)
-        self._counts = [0] * (len(self.buckets) + 1)
-        self._sum = 0.0
+    """A histogram, optionally by labels (one series of buckets per label values)."""
+
+    def __init__(
+        self, name: str, doc: str, buckets: tuple[float, ...] = LATENCY_BUCKETS, labels: tuple[str, ...] = ()
+    ):
+        self.name, self.doc, self.buckets, self.label_names = name, doc, tuple(buckets), labels
+        self._series: dict[tuple[str, ...], tuple[list[int], list[float]]] = {}
         self._lock = threading.Lock()
 
-    def observe(self, x: float) -> None:
+    def observe(self, x: float, **labels: str) -> None:
+        key = tuple(str(labels[n]) for n in self.label_names)
         with self._lock:
-            self._counts[bisect.bisect_left(self.buckets, x)] += 1
-            self._sum += x
+            counts, total = self._series.setdefault(key, ([0] * (len(self.buckets) + 1), [0.0]))
+            counts[bisect.bisect_left(self.buckets, x)] += 1
+            total[0] += x
 
     @property
     def count(self) -> int:
-        return sum(self._counts)
+        with self._lock:
+            return sum(sum(c) for c, _ in self._series.values())
 
     def render(self) -> Iterable[str]:
         yield f"# HELP {self.name} {self.doc}"
         yield f"# TYPE {self.name} histogram"
         with self._lock:
-            counts, total = list(self._counts), self._sum
-        cum = 0
-        for le, c in zip(self.buckets + (math.inf,), counts):
-            cum += c
-            yield f'{self.name}_bucket{{le="{_fmt(le)}"}} {cum}'
-        yield f"{self.name}_sum {_fmt(total)}"
-        yield f"{self.name}_count {cum}"
+            series = sorted((k, list(c), t[0]) for k, (c, t) in self._series.items())
+        for key, counts, total in series:
+            cum = 0
+            for le, c in zip(self.buckets + (math.inf,), counts):
+                cum += c
+                le_label = 'le="' + _fmt(le) + '"'
+                yield f"{self.name}_bucket{_labels(self.label_names, key, le_label)} {cum}"
+            yield f"{self.name}_sum{_labels(self.label_names, key)} {_fmt(total)}"
+            yield f"{self.name}_count{_labels(self.label_names, key)} {cum}"
 
 
 class Gauge:
@@ -137,7 +145,16 @@ class ServiceMetrics:
         self.canary = Counter("kernelgym_canary_total", "Canary evaluations by outcome.", ("outcome",))
         self.job_latency = Histogram("kernelgym_job_latency_seconds", "Submission to terminal state.")
         self.eval_seconds = Histogram("kernelgym_eval_seconds", "Time a worker spent on one evaluation.")
-        self.http_seconds = Histogram("kernelgym_http_request_seconds", "API request handling time.")
+        http = ("route", "method", "status")
+        self.http_seconds = Histogram(
+            "kernelgym_http_request_seconds", "API request handling time (long polls apart).", labels=http
+        )
+        self.long_poll_seconds = Histogram(
+            "kernelgym_http_long_poll_seconds", "Time long-poll requests were held open.", labels=http
+        )
+        self.http_responses = Counter(
+            "kernelgym_http_responses_total", "API responses by route, method and status.", http
+        )
         self.gauges: list[Gauge] = []
 
     def render(self) -> str:
@@ -152,6 +169,8 @@ class ServiceMetrics:
             self.job_latency,
             self.eval_seconds,
             self.http_seconds,
+            self.long_poll_seconds,
+            self.http_responses,
             *self.gauges,
         ):
             lines.extend(m.render())

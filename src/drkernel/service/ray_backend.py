@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from drkernel.errors import ConfigError, InfrastructureError
 from drkernel.service.config import ServiceConfig
-from drkernel.service.workers import build_evaluator, evaluator_info, run_one
+from drkernel.service.workers import JobThreads, WorkerUnavailable, build_evaluator, evaluator_info
 
 
 class _EvaluatorActor:
@@ -23,6 +23,7 @@ class _EvaluatorActor:
     def __init__(self, spec: str, device: str, kwargs: Mapping[str, Any] | None):
         self.evaluator = build_evaluator(spec, device, kwargs)
         self.device = device
+        self.threads = JobThreads()
 
     def info(self) -> dict[str, Any]:
         return {
@@ -31,8 +32,11 @@ class _EvaluatorActor:
             "host": socket.gethostname(),
         }
 
-    def evaluate(self, request_json: str) -> tuple[str, str]:
-        return run_one(self.evaluator, request_json)
+    def evaluate(self, request_json: str, job_id: str = "") -> tuple[str, str]:
+        return self.threads.run(self.evaluator, request_json, job_id or os.urandom(8).hex())
+
+    def cancel(self, job_id: str) -> None:
+        self.threads.cancel(self.evaluator, job_id)
 
 
 class RayWorker:
@@ -50,7 +54,8 @@ class RayWorker:
         import ray
 
         options = {"num_gpus": 1, "num_cpus": 1} if self.gpu else {"num_cpus": 1}
-        actor_cls = ray.remote(**options, max_concurrency=self.slots)(_EvaluatorActor)
+        # one thread more than slots: a cancel never waits behind the jobs it is meant to stop
+        actor_cls = ray.remote(**options, max_concurrency=self.slots + 1)(_EvaluatorActor)
         self._actor = actor_cls.remote(self.spec, self.device, self.kwargs)
         self._dead = False
         try:
@@ -60,13 +65,13 @@ class RayWorker:
             raise InfrastructureError(f"Ray worker {self.name} failed to start: {e}") from e
         return self._info
 
-    async def evaluate(self, request_json: str) -> str:
+    async def evaluate(self, request_json: str, job_id: str = "") -> str:
         import ray
 
         if self._actor is None or self._dead:
-            raise InfrastructureError(f"Ray worker {self.name} is not running")
+            raise WorkerUnavailable(f"Ray worker {self.name} is not running")
         try:
-            kind, payload = await self._actor.evaluate.remote(request_json)
+            kind, payload = await self._actor.evaluate.remote(request_json, job_id)
         except (ray.exceptions.RayActorError, ray.exceptions.ActorDiedError) as e:
             self._dead = True
             raise InfrastructureError(f"Ray worker {self.name} lost: {type(e).__name__}") from e
@@ -75,6 +80,10 @@ class RayWorker:
         if kind != "result":
             raise InfrastructureError(f"evaluator on {self.name} raised {payload}")
         return payload
+
+    async def cancel(self, job_id: str) -> None:
+        if self._actor is not None and not self._dead:
+            await self._actor.cancel.remote(job_id)
 
     @property
     def alive(self) -> bool:

@@ -30,11 +30,12 @@ from drkernel.service.canary import canary_passed, canary_request
 from drkernel.service.config import ServiceConfig
 from drkernel.service.metrics import ServiceMetrics
 from drkernel.service.store import Job, JobStatus, JobStore, NewJob, StoreError
-from drkernel.service.workers import WorkerHandle
+from drkernel.service.workers import WorkerHandle, WorkerUnavailable
 
 log = logging.getLogger(__name__)
 
 START_ATTEMPTS = 3
+WATCH_EVERY_S = 1.0
 
 
 class WorkerState(str, Enum):
@@ -57,6 +58,8 @@ class Worker:
     budget_bytes: int = 0
     used_bytes: int = 0
     in_flight: dict[str, Job] = field(default_factory=dict)
+    deadlines: dict[str, float] = field(default_factory=dict)  # job id -> monotonic watchdog deadline
+    cancelled: set[str] = field(default_factory=set)  # in flight, cancelled: their candidate was killed
     completed: int = 0
     infra_failures: int = 0
     restarts: int = 0
@@ -88,6 +91,7 @@ class Submission:
     request: EvalRequest
     idempotency_key: str | None = None
     priority: int = 0
+    client: str = ""
 
 
 class Scheduler:
@@ -117,6 +121,7 @@ class Scheduler:
         await asyncio.gather(*(self._bring_up(w) for w in self.workers))
         self._spawn(self._dispatch_loop())
         self._spawn(self._lease_loop())
+        self._spawn(self._watch_loop())
 
     async def stop(self) -> None:
         self._stopping = True
@@ -147,6 +152,10 @@ class Scheduler:
 
     # -- submission and waiting ---------------------------------------------------------------
 
+    def devices(self) -> list[str]:
+        """Devices the workers run (``cpu``, ``cuda:0``, ...): what a request may name."""
+        return [w.handle.device for w in self.workers]
+
     def device_models(self) -> list[str]:
         return sorted({w.device_name for w in self.workers if w.info})
 
@@ -166,6 +175,8 @@ class Scheduler:
                 request_id=s.request.request_id,
                 idem_key=s.idempotency_key,
                 priority=s.priority,
+                client=s.client,
+                problem_key=s.request.problem.key,
             )
             for s in items
         ]
@@ -179,24 +190,36 @@ class Scheduler:
         self.wake()
         return out
 
-    def cancel(self, job_id: str) -> Job | None:
-        job = self.store.cancel(job_id)
+    def cancel(self, job_id: str, client: str | None = None) -> Job | None:
+        """Cancel a job of ``client`` (None: any); a running one has its candidate killed."""
+        job = self.store.cancel(job_id, client)
         if job is not None and job.status is JobStatus.CANCELLED:
+            for w in self.workers:
+                if job_id in w.in_flight:
+                    w.cancelled.add(job_id)
+                    self._spawn(self._cancel_running(w, job_id))
             self._notify([job_id])
         return job
 
-    async def wait(self, ids: Sequence[str], timeout: float) -> dict[str, Job]:
-        """Jobs by id once all are terminal or ``timeout`` passed (unknown ids are left out)."""
+    async def _cancel_running(self, w: Worker, job_id: str) -> None:
+        try:
+            await w.handle.cancel(job_id)
+        except Exception as e:  # noqa: BLE001 - the watchdog still bounds the job's slot
+            log.warning("cancelling %s on %s failed: %s", job_id, w.handle.name, e)
+
+    async def wait(self, ids: Sequence[str], timeout: float, client: str | None = None) -> dict[str, Job]:
+        """Jobs by id once all are terminal or ``timeout`` passed (unknown ids, and those of another
+        client than ``client``, are left out)."""
         loop = asyncio.get_running_loop()
         futs = {i: loop.create_future() for i in ids}
         for i, f in futs.items():
             self._waiters.setdefault(i, set()).add(f)
         try:
-            jobs = self.store.get_many(list(ids))
+            jobs = self.store.get_many(list(ids), client)
             pending = [futs[i] for i, j in jobs.items() if not j.status.terminal]
             if pending and timeout > 0:
                 await asyncio.wait(pending, timeout=timeout)
-                jobs.update(self.store.get_many([i for i, j in jobs.items() if not j.status.terminal]))
+                jobs.update(self.store.get_many([i for i, j in jobs.items() if not j.status.terminal], client))
             return jobs
         finally:
             for i, f in futs.items():
@@ -285,6 +308,9 @@ class Scheduler:
             return
         if self.config.canary:
             ok, reason = await self._canary(w)
+            if not ok and not w.handle.alive:  # the process died under the canary: restart it
+                await self._bring_up(w, restart=True)
+                return
             if not ok:
                 self._out_of_service(w, f"{reason} (after: {why})")
                 return
@@ -297,6 +323,9 @@ class Scheduler:
         while not self._stopping:
             self._wake.clear()
             for w in self.workers:
+                if w.state is WorkerState.READY and not w.handle.alive:
+                    self._begin_check(w, "worker process gone", restart=True)
+                    continue
                 free = w.handle.slots - len(w.in_flight)
                 isolated = any(j.attempts > 1 for j in w.in_flight.values())  # a retry runs alone
                 if w.state is not WorkerState.READY or free <= 0 or isolated:
@@ -339,15 +368,41 @@ class Scheduler:
                 self._notify([i for i, s in reaped.items() if s is JobStatus.FAILED])
                 self.wake()
 
+    async def _watch_loop(self) -> None:
+        """Every second: a worker process that died (idle or busy) is restarted at once, and a
+        worker holding a job past its deadline is killed (a backstop to `_run`'s own timeout)."""
+        while not self._stopping:
+            await asyncio.sleep(WATCH_EVERY_S)
+            now = time.monotonic()
+            for w in self.workers:
+                if w.state is WorkerState.READY and not w.handle.alive:
+                    self.metrics.errors.inc(error_class="worker_lost")
+                    self._begin_check(w, "worker process gone", restart=True)
+                overdue = [j for j, t in w.deadlines.items() if now > t + WATCH_EVERY_S]
+                if overdue and w.handle.alive:
+                    log.error("watchdog: %s held %s past its deadline; killing it", w.handle.name, overdue)
+                    w.handle.kill()
+
     # -- one job ------------------------------------------------------------------------------
 
+    def _deadline_s(self, job: Job) -> float:
+        """Seconds a worker may hold ``job``: its own ``timeout_s`` plus the grace (the largest
+        allowed timeout when the stored request cannot be read: the watchdog never goes unbounded)."""
+        try:
+            timeout_s = float(json.loads(job.request_json or "{}").get("config", {}).get("timeout_s", 300.0))
+        except (ValueError, TypeError, AttributeError):
+            timeout_s = self.config.max_timeout_s
+        if not 0 < timeout_s <= self.config.max_timeout_s:  # NaN included
+            timeout_s = self.config.max_timeout_s
+        return timeout_s + self.config.job_timeout_grace_s
+
     async def _run(self, w: Worker, job: Job) -> None:
-        timeout_s = float(json.loads(job.request_json).get("config", {}).get("timeout_s", 300.0))
+        """One job on ``w``; every path ends in a result or a recorded failure, and frees the slot."""
         t0 = time.monotonic()
         try:
-            answer = await asyncio.wait_for(
-                w.handle.evaluate(job.request_json), timeout_s + self.config.job_timeout_grace_s
-            )
+            limit = self._deadline_s(job)
+            w.deadlines[job.id] = t0 + limit
+            answer = await asyncio.wait_for(w.handle.evaluate(job.request_json, job.id), limit)
         except asyncio.TimeoutError:
             w.handle.kill()
             self._infra_failure(
@@ -357,14 +412,32 @@ class Scheduler:
                 f"worker {w.handle.name} held the job past "
                 f"timeout_s + {self.config.job_timeout_grace_s:.0f} s and was killed",
             )
+        except WorkerUnavailable as e:
+            self._give_back(w, job, str(e))
         except InfrastructureError as e:
             self._infra_failure(w, job, "evaluator_error" if w.handle.alive else "worker_lost", str(e))
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - our own bug: recorded, never a job stuck running
+            log.exception("job %s: unexpected error", job.id)
+            self._infra_failure(w, job, "internal_error", f"{type(e).__name__} in the scheduler")
         else:
             self._complete(w, job, answer, time.monotonic() - t0)
         finally:
             w.in_flight.pop(job.id, None)
+            w.deadlines.pop(job.id, None)
+            w.cancelled.discard(job.id)
             w.used_bytes -= job.est_bytes
             self.wake()
+
+    def _give_back(self, w: Worker, job: Job, why: str) -> None:
+        """The worker was gone before the job reached it: the claim goes back uncounted."""
+        log.warning("job %s handed back: %s", job.id, why)
+        try:
+            self.store.release([(job.id, job.claim)])
+        except StoreError as e:
+            log.error("handing back %s failed (its lease will lapse): %s", job.id, e)
+        self._begin_check(w, why, restart=True)
 
     def _complete(self, w: Worker, job: Job, answer: str, seconds: float) -> None:
         try:
@@ -375,11 +448,11 @@ class Scheduler:
             )
             return
         cache_key = None
-        if self.config.cache:
-            cache_key = EvalRequest.from_dict(json.loads(job.request_json)).content_hash(w.device_name)
         try:
+            if self.config.cache:
+                cache_key = EvalRequest.from_dict(json.loads(job.request_json)).content_hash(w.device_name)
             fin = self.store.complete(job.id, job.claim, answer, cache_key)
-        except StoreError as e:
+        except (StoreError, ValueError, KeyError, TypeError) as e:
             self.metrics.errors.inc(error_class="store_error")
             log.error("storing the result of %s failed (its lease will lapse and it re-runs): %s", job.id, e)
             return
@@ -390,7 +463,8 @@ class Scheduler:
         if coalesced:
             self.metrics.cache_hits.inc(coalesced, kind="coalesced")
         self._notify(fin.ids)
-        if result.status in (Status.CRASHED, Status.TIMEOUT):
+        if result.status in (Status.CRASHED, Status.TIMEOUT) and job.id not in w.cancelled:
+            # (a cancelled job's candidate crashed because we killed it: no news of the device)
             self._begin_check(w, f"job {job.id} ended {result.status.value}")
 
     def _infra_failure(self, w: Worker, job: Job, error_class: str, message: str) -> None:
@@ -416,3 +490,8 @@ class Scheduler:
 
     def ready_workers(self) -> int:
         return sum(w.state is WorkerState.READY for w in self.workers)
+
+    def serving_workers(self) -> int:
+        """Workers in service: ready, or canarying in place after a crash or timeout result (a
+        routine check, not an outage: health does not flap on it)."""
+        return sum(w.state in (WorkerState.READY, WorkerState.CHECKING) for w in self.workers)

@@ -14,6 +14,9 @@ duplicates are not claimed, and they are finished with its result when it comple
 
 from __future__ import annotations
 
+import hashlib
+import re
+import secrets
 import sqlite3
 import threading
 import time
@@ -46,10 +49,18 @@ CREATE TABLE IF NOT EXISTS jobs (
     result TEXT,
     error TEXT,
     error_class TEXT,
-    cached INTEGER NOT NULL DEFAULT 0
+    cached INTEGER NOT NULL DEFAULT 0,
+    client TEXT NOT NULL DEFAULT '',
+    problem_key TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS jobs_queue ON jobs (status, priority, seq);
 CREATE INDEX IF NOT EXISTS jobs_req ON jobs (req_hash, status);
+CREATE INDEX IF NOT EXISTS jobs_client ON jobs (client, status);
+CREATE TABLE IF NOT EXISTS clients (
+    name TEXT PRIMARY KEY,
+    token_hash TEXT NOT NULL UNIQUE,
+    created REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS cache (
     key TEXT PRIMARY KEY,
     result TEXT NOT NULL,
@@ -61,8 +72,21 @@ CREATE TABLE IF NOT EXISTS cache (
 # Every column but the request body, which only a claim needs (reads of status stay small).
 _COLUMNS = (
     "id, idem_key, req_hash, request_id, est_bytes, priority, status, attempts, claim, worker, created, "
-    "started, finished, result, error, error_class, cached"
+    "started, finished, result, error, error_class, cached, client, problem_key"
 )
+# Columns added after the first release: (name, declaration) for ALTER TABLE on an older file.
+_ADDED_COLUMNS = (
+    ("client", "TEXT NOT NULL DEFAULT ''"),
+    ("problem_key", "TEXT NOT NULL DEFAULT ''"),
+)
+
+
+_CLIENT_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+def token_hash(token: str) -> str:
+    """How a token is stored: sha256 (tokens are 256-bit random, so no salt or slow hash is needed)."""
+    return hashlib.sha256(token.encode()).hexdigest()
 
 
 class JobStatus(str, Enum):
@@ -97,6 +121,8 @@ class NewJob:
     request_id: str = ""
     idem_key: str | None = None
     priority: int = 0
+    client: str = ""
+    problem_key: str = ""
 
 
 @dataclass(frozen=True)
@@ -121,6 +147,8 @@ class Job:
     cached: bool
     idem_key: str | None
     request_id: str
+    client: str = ""
+    problem_key: str = ""
 
     @classmethod
     def from_row(cls, r: sqlite3.Row) -> "Job":
@@ -143,6 +171,8 @@ class Job:
             cached=bool(r["cached"]),
             idem_key=r["idem_key"],
             request_id=r["request_id"],
+            client=r["client"],
+            problem_key=r["problem_key"],
         )
 
 
@@ -167,6 +197,10 @@ class JobStore:
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute(f"PRAGMA synchronous={synchronous.upper()}")
+        have = {r["name"] for r in self._db.execute("PRAGMA table_info(jobs)")}
+        for name, decl in _ADDED_COLUMNS if have else ():  # a store of an older release
+            if name not in have:
+                self._db.execute(f"ALTER TABLE jobs ADD COLUMN {name} {decl}")
         self._db.executescript(_SCHEMA)
 
     def close(self) -> None:
@@ -199,8 +233,10 @@ class JobStore:
         now = time.time()
         out = []
         for nj in jobs:
-            if nj.idem_key is not None:
-                row = db.execute(f"SELECT {_COLUMNS} FROM jobs WHERE idem_key = ?", (nj.idem_key,)).fetchone()
+            # Idempotency keys are per client: one client's key never finds another's job.
+            idem = None if nj.idem_key is None else f"{nj.client}\0{nj.idem_key}"
+            if idem is not None:
+                row = db.execute(f"SELECT {_COLUMNS} FROM jobs WHERE idem_key = ?", (idem,)).fetchone()
                 if row is not None:
                     if row["req_hash"] != nj.req_hash:
                         raise IdempotencyConflict(
@@ -210,41 +246,29 @@ class JobStore:
                     continue
             hit = self._cache_lookup(db, nj.cache_keys)
             job_id = uuid.uuid4().hex
-            if hit is not None:
-                db.execute(
-                    "INSERT INTO jobs (id, idem_key, req_hash, request, request_id, est_bytes, priority, "
-                    "status, created, started, finished, result, cached) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,1)",
-                    (
-                        job_id,
-                        nj.idem_key,
-                        nj.req_hash,
-                        nj.request_json,
-                        nj.request_id,
-                        nj.est_bytes,
-                        nj.priority,
-                        JobStatus.DONE.value,
-                        now,
-                        now,
-                        now,
-                        hit,
-                    ),
-                )
-            else:
-                db.execute(
-                    "INSERT INTO jobs (id, idem_key, req_hash, request, request_id, est_bytes, priority, "
-                    "status, created) VALUES (?,?,?,?,?,?,?,?,?)",
-                    (
-                        job_id,
-                        nj.idem_key,
-                        nj.req_hash,
-                        nj.request_json,
-                        nj.request_id,
-                        nj.est_bytes,
-                        nj.priority,
-                        JobStatus.QUEUED.value,
-                        now,
-                    ),
-                )
+            status = JobStatus.DONE if hit is not None else JobStatus.QUEUED
+            db.execute(
+                "INSERT INTO jobs (id, idem_key, req_hash, request, request_id, est_bytes, priority, "
+                "status, created, started, finished, result, cached, client, problem_key) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    job_id,
+                    idem,
+                    nj.req_hash,
+                    nj.request_json,
+                    nj.request_id,
+                    nj.est_bytes,
+                    nj.priority,
+                    status.value,
+                    now,
+                    None if hit is None else now,
+                    None if hit is None else now,
+                    hit,
+                    int(hit is not None),
+                    nj.client,
+                    nj.problem_key,
+                ),
+            )
             out.append((self._get(db, job_id), True))
         return out
 
@@ -318,34 +342,33 @@ class JobStore:
 
     def _complete(self, db, job_id, claim, result_json, cache_key) -> Finished:
         now = time.time()
-        if cache_key is not None:
-            db.execute(
-                "INSERT OR REPLACE INTO cache (key, result, created) VALUES (?,?,?)",
-                (cache_key, result_json, now),
-            )
         cur = db.execute(
             "UPDATE jobs SET status = 'done', result = ?, finished = ?, claim = NULL, "
             "lease_until = NULL, error = NULL, error_class = NULL "
             "WHERE id = ? AND claim = ? AND status = 'running'",
             (result_json, now, job_id, claim),
         )
-        current = cur.rowcount == 1
-        row = db.execute("SELECT req_hash FROM jobs WHERE id = ?", (job_id,)).fetchone()
-        ids = [job_id] if current else []
-        if row is not None:
-            dups = [
-                r["id"]
-                for r in db.execute(
-                    "SELECT id FROM jobs WHERE req_hash = ? AND status = 'queued'", (row["req_hash"],)
-                )
-            ]
-            db.executemany(
-                "UPDATE jobs SET status = 'done', result = ?, finished = ?, started = ?, cached = 1 "
-                "WHERE id = ?",
-                [(result_json, now, now, d) for d in dups],
+        if cur.rowcount != 1:
+            # A stale claim (a cancelled job whose candidate was killed, a lapsed lease): its
+            # answer is neither cached nor handed to duplicates.
+            return Finished(ids=[], current=False)
+        if cache_key is not None:
+            db.execute(
+                "INSERT OR REPLACE INTO cache (key, result, created) VALUES (?,?,?)",
+                (cache_key, result_json, now),
             )
-            ids += dups
-        return Finished(ids=ids, current=current)
+        row = db.execute("SELECT req_hash FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        dups = [
+            r["id"]
+            for r in db.execute(
+                "SELECT id FROM jobs WHERE req_hash = ? AND status = 'queued'", (row["req_hash"],)
+            )
+        ]
+        db.executemany(
+            "UPDATE jobs SET status = 'done', result = ?, finished = ?, started = ?, cached = 1 WHERE id = ?",
+            [(result_json, now, now, d) for d in dups],
+        )
+        return Finished(ids=[job_id, *dups], current=True)
 
     def fail(self, job_id: str, claim: str, error_class: str, message: str) -> JobStatus | None:
         """An infrastructure failure on a claim: re-queue the job, or fail it after ``max_attempts``.
@@ -425,10 +448,14 @@ class JobStore:
 
         return self._tx(fn) if claims else 0
 
-    def cancel(self, job_id: str) -> Job | None:
-        """Cancel a job that is not terminal yet; returns the job (None when unknown)."""
+    def cancel(self, job_id: str, client: str | None = None) -> Job | None:
+        """Cancel a job that is not terminal yet; returns the job (None when unknown, or owned by
+        another client than ``client``)."""
 
         def fn(db):
+            job = self._get(db, job_id)
+            if job is None or (client is not None and job.client != client):
+                return None
             db.execute(
                 "UPDATE jobs SET status = 'cancelled', claim = NULL, lease_until = NULL, finished = ? "
                 "WHERE id = ? AND status IN ('queued', 'running')",
@@ -438,6 +465,63 @@ class JobStore:
 
         return self._tx(fn)
 
+    def active(self, client: str) -> int:
+        """Jobs of ``client`` queued or running (its quota counts these)."""
+        return self._tx(
+            lambda db: db.execute(
+                "SELECT COUNT(*) FROM jobs WHERE client = ? AND status IN ('queued', 'running')", (client,)
+            ).fetchone()[0]
+        )
+
+    # -- clients ------------------------------------------------------------------------------
+
+    def add_client(self, name: str) -> str:
+        """Register client ``name`` with a fresh token; returns the token (stored only hashed, so
+        this is the one time it is seen). Raises `ValueError` for a taken or malformed name."""
+        token = secrets.token_urlsafe(32)
+        self.add_client_token(name, token)
+        return token
+
+    def add_client_token(self, name: str, token: str, replace: bool = False) -> None:
+        """Register ``name`` with a given token (a ``--token`` of the command line); ``replace``:
+        a client of that name gets this token instead of its old one."""
+        if not _CLIENT_NAME.match(name):
+            raise ValueError(f"client name {name!r}: 1-64 of letters, digits, '_', '-', '.'")
+        if len(token) < 8:
+            raise ValueError("a token has at least 8 characters")
+
+        def fn(db):
+            row = db.execute("SELECT name, token_hash FROM clients WHERE name = ?", (name,)).fetchone()
+            if row is not None and row["token_hash"] == token_hash(token):
+                return
+            if row is not None and not replace:
+                raise ValueError(f"client {name!r} exists (remove it first)")
+            db.execute("DELETE FROM clients WHERE name = ?", (name,))
+            db.execute(
+                "INSERT INTO clients (name, token_hash, created) VALUES (?,?,?)",
+                (name, token_hash(token), time.time()),
+            )
+
+        try:
+            self._tx(fn)
+        except StoreError as e:
+            raise ValueError(f"client {name!r} cannot be added: {e}") from e
+
+    def remove_client(self, name: str) -> bool:
+        return self._tx(lambda db: db.execute("DELETE FROM clients WHERE name = ?", (name,)).rowcount == 1)
+
+    def clients(self) -> list[str]:
+        return self._tx(lambda db: [r["name"] for r in db.execute("SELECT name FROM clients ORDER BY name")])
+
+    def client_for(self, token: str) -> str | None:
+        """The client a bearer token belongs to (None: no such token)."""
+        row = self._tx(
+            lambda db: db.execute(
+                "SELECT name FROM clients WHERE token_hash = ?", (token_hash(token),)
+            ).fetchone()
+        )
+        return None if row is None else row["name"]
+
     # -- reads --------------------------------------------------------------------------------
 
     @staticmethod
@@ -446,10 +530,14 @@ class JobStore:
         row = db.execute(f"SELECT {columns} FROM jobs WHERE id = ?", (job_id,)).fetchone()
         return None if row is None else Job.from_row(row)
 
-    def get(self, job_id: str) -> Job | None:
-        return self._tx(self._get, job_id)
+    def get(self, job_id: str, client: str | None = None) -> Job | None:
+        """The job (None when unknown, or owned by another client than ``client``)."""
+        job = self._tx(self._get, job_id)
+        return None if job is None or (client is not None and job.client != client) else job
 
-    def get_many(self, ids: Sequence[str]) -> dict[str, Job]:
+    def get_many(self, ids: Sequence[str], client: str | None = None) -> dict[str, Job]:
+        """Jobs by id; ids unknown (or of another client than ``client``) are left out."""
+
         def fn(db):
             out = {}
             for i in range(0, len(ids), 500):
@@ -458,7 +546,8 @@ class JobStore:
                 out.update({r["id"]: Job.from_row(r) for r in db.execute(q, chunk)})
             return out
 
-        return self._tx(fn)
+        jobs = self._tx(fn)
+        return jobs if client is None else {i: j for i, j in jobs.items() if j.client == client}
 
     def counts(self) -> dict[str, int]:
         """Jobs per status (every status present, zeros included)."""
@@ -477,3 +566,44 @@ class JobStore:
                 for r in db.execute("SELECT id, claim, worker FROM jobs WHERE status = 'running'")
             ]
         )
+
+
+class StoreLocked(InfrastructureError):
+    """Another server holds this store."""
+
+
+class ServerLock:
+    """An exclusive lock on a store for one server: two servers on one file would re-queue and claim
+    each other's running jobs. ``flock`` on ``<db>.lock``: the kernel drops it when the holder
+    dies, so a ``kill -9``'d server never leaves a stale lock."""
+
+    def __init__(self, db_path: str | Path):
+        self.path = Path(f"{db_path}.lock")
+        self._fd: int | None = None
+
+    def acquire(self) -> "ServerLock":
+        import fcntl
+        import os
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise StoreLocked(
+                f"another server (pid {holder}) holds the job store {str(self.path)[:-5]}; "
+                "one server per store"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        self._fd = fd
+        return self
+
+    def release(self) -> None:
+        import os
+
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

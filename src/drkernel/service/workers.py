@@ -16,8 +16,11 @@ import json
 import logging
 import multiprocessing as mp
 import os
+import signal
 import threading
+import time
 import traceback
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping, Protocol
 
@@ -39,9 +42,14 @@ class WorkerHandle(Protocol):
         """Start the worker; returns its device info (``device_name``, ``memory_bytes``, ...)."""
         ...
 
-    async def evaluate(self, request_json: str) -> str:
+    async def evaluate(self, request_json: str, job_id: str = "") -> str:
         """Evaluate one request (`EvalRequest` JSON); returns `EvalResult` JSON. Raises
+        `WorkerUnavailable` when the worker was gone before the request reached it, and
         `InfrastructureError` when the worker or its evaluator failed."""
+        ...
+
+    async def cancel(self, job_id: str) -> None:
+        """Kill the running candidate of ``job_id`` (its evaluation then ends at once)."""
         ...
 
     @property
@@ -56,6 +64,48 @@ class WorkerHandle(Protocol):
     def describe(self) -> dict[str, Any]:
         """Where it runs (pid, node) for /v1/workers."""
         ...
+
+
+class WorkerUnavailable(InfrastructureError):
+    """The worker was not running when a request was sent: the job never reached it (no attempt
+    is spent on it)."""
+
+
+class JobThreads:
+    """Which evaluator thread runs which job, so a cancel reaches the job's candidate: the
+    evaluator's ``cancel_thread(ident)`` (when it has one) kills the candidate that thread runs."""
+
+    def __init__(self) -> None:
+        self._threads: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def run(self, evaluator, request_json: str, job_id: str) -> tuple[str, str]:
+        with self._lock:
+            self._threads[job_id] = threading.get_ident()
+        try:
+            return run_one(evaluator, request_json)
+        finally:
+            with self._lock:
+                self._threads.pop(job_id, None)
+
+    def cancel(self, evaluator, job_id: str, patience_s: float = 30.0) -> None:
+        """Kill the candidate of ``job_id``, now or as soon as its evaluation has one (a cancel may
+        arrive while the job still compiles or waits for a slot): a daemon thread retries until the
+        kill lands, the job ends, or ``patience_s`` passes (the slot watchdog bounds the rest)."""
+        cancel_thread = getattr(evaluator, "cancel_thread", None)
+        if cancel_thread is None:
+            return
+
+        def keep_trying() -> None:
+            deadline = time.monotonic() + patience_s
+            while time.monotonic() < deadline:
+                with self._lock:
+                    ident = self._threads.get(job_id)
+                if ident is None or cancel_thread(ident):
+                    return
+                time.sleep(0.1)
+
+        threading.Thread(target=keep_trying, daemon=True, name=f"cancel-{job_id[:8]}").start()
 
 
 def load_factory(spec: str):
@@ -91,11 +141,20 @@ def run_one(evaluator, request_json: str) -> tuple[str, str]:
     try:
         return "result", evaluator.evaluate(EvalRequest.from_dict(json.loads(request_json))).to_json()
     except Exception as e:  # noqa: BLE001 - any exception here is an infrastructure failure, reported
-        return "error", f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=5)[-2000:]}"
+        # The traceback stays in the worker's log; the job's error (which its client reads) gets
+        # the exception's type and first line only.
+        log.error("evaluation failed:\n%s", traceback.format_exc(limit=8))
+        first = str(e).splitlines()[0][:300] if str(e) else ""
+        return "error", f"{type(e).__name__}: {first}"
 
 
-def _worker_main(conn, spec: str, device: str, kwargs: Mapping[str, Any] | None, slots: int) -> None:
-    """Entry point of a worker process: build the evaluator, then serve ``(key, request)`` messages."""
+def _worker_main(
+    conn, spec: str, device: str, kwargs: Mapping[str, Any] | None, slots: int, tag: str = ""
+) -> None:
+    """Entry point of a worker process: build the evaluator, then serve ``(key, request)`` messages.
+    ``tag`` goes into the environment that its candidate children inherit, so the server can find
+    and kill them if this process dies (`kill_tagged`)."""
+    os.environ[WORKER_TAG_ENV] = tag
     try:
         evaluator = build_evaluator(spec, device, kwargs)
         conn.send(("ready", evaluator_info(evaluator, device)))
@@ -103,11 +162,18 @@ def _worker_main(conn, spec: str, device: str, kwargs: Mapping[str, Any] | None,
         conn.send(("start_failed", f"{type(e).__name__}: {e}"))
         return
     send_lock = threading.Lock()
+    threads = JobThreads()
 
     def job(key: str, request_json: str) -> None:
-        kind, payload = run_one(evaluator, request_json)
+        kind, payload = threads.run(evaluator, request_json, key)
         with send_lock:
-            conn.send((kind, key, payload))
+            try:
+                conn.send((kind, key, payload))
+            except (OSError, ValueError, TypeError) as e:  # an answer that cannot travel is our failure
+                try:
+                    conn.send(("error", key, f"answer could not be sent: {type(e).__name__}"))
+                except (OSError, ValueError):
+                    pass  # the pipe is gone: the server sees EOF and fails the job
 
     with ThreadPoolExecutor(max_workers=slots) as pool:
         while True:
@@ -117,8 +183,34 @@ def _worker_main(conn, spec: str, device: str, kwargs: Mapping[str, Any] | None,
                 break
             if msg[0] == "stop":
                 break
+            if msg[0] == "cancel":
+                threads.cancel(evaluator, msg[1])
+                continue
             pool.submit(job, msg[1], msg[2])
     evaluator.close()
+
+
+WORKER_TAG_ENV = "KERNELGYM_WORKER_TAG"
+
+
+def kill_tagged(tag: str) -> int:
+    """SIGKILL every process of this user whose environment carries ``tag`` (the candidates of a
+    dead worker: they run in sessions of their own, so no process group reaches them, and the
+    sandbox's die-with-parent may be absent). Returns how many were signalled."""
+    needle = f"{WORKER_TAG_ENV}={tag}".encode() + b"\0"
+    killed = 0
+    for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
+        if pid == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if needle not in f.read() + b"\0":
+                    continue
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
+        except (OSError, ValueError):
+            continue
+    return killed
 
 
 class LocalWorker:
@@ -146,9 +238,10 @@ class LocalWorker:
         self._loop = asyncio.get_running_loop()
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe()
+        self._tag = uuid.uuid4().hex
         self._proc = ctx.Process(
             target=_worker_main,
-            args=(child, self.spec, self.device, self.kwargs, self.slots),
+            args=(child, self.spec, self.device, self.kwargs, self.slots, self._tag),
             name=f"kernelgym-{self.name}",
             daemon=True,
         )
@@ -159,7 +252,7 @@ class LocalWorker:
         ready = await asyncio.to_thread(self._await_ready)
         threading.Thread(
             target=self._reader,
-            args=(parent, self._proc, self._pending),
+            args=(parent, self._proc, self._pending, self._tag),
             daemon=True,
             name=f"kernelgym-{self.name}-reader",
         ).start()
@@ -183,7 +276,7 @@ class LocalWorker:
         self._proc.join(timeout=1.0)
         return self._proc.exitcode
 
-    def _reader(self, conn, proc, pending: dict[str, asyncio.Future]) -> None:
+    def _reader(self, conn, proc, pending: dict[str, asyncio.Future], tag: str) -> None:
         """Thread: deliver answers to their futures; on EOF fail everything still pending on this
         process (a restarted worker has a new process and a new ``pending``)."""
         while True:
@@ -193,6 +286,8 @@ class LocalWorker:
                 break
             self._loop.call_soon_threadsafe(self._deliver, pending, key, kind, payload)
         proc.join(timeout=2.0)
+        if not proc.is_alive():  # its candidates do not outlive it
+            kill_tagged(tag)
         err = f"worker {self.name} process lost (exit code {proc.exitcode})"
         self._loop.call_soon_threadsafe(self._fail_all, pending, err)
 
@@ -212,19 +307,26 @@ class LocalWorker:
                 fut.set_exception(InfrastructureError(err))
         pending.clear()
 
-    async def evaluate(self, request_json: str) -> str:
+    async def evaluate(self, request_json: str, job_id: str = "") -> str:
         if not self.alive:
-            raise InfrastructureError(f"worker {self.name} is not running")
+            raise WorkerUnavailable(f"worker {self.name} is not running")
         self._seq += 1
-        key = str(self._seq)
+        key = job_id or f"_{self._seq}"
         fut = self._loop.create_future()
         self._pending[key] = fut
         try:
             self._conn.send(("eval", key, request_json))
         except (OSError, ValueError) as e:
             self._pending.pop(key, None)
-            raise InfrastructureError(f"worker {self.name} pipe broke: {e}") from e
+            raise WorkerUnavailable(f"worker {self.name} pipe broke: {e}") from e
         return await fut
+
+    async def cancel(self, job_id: str) -> None:
+        if job_id in self._pending and self.alive:
+            try:
+                self._conn.send(("cancel", job_id))
+            except (OSError, ValueError):
+                pass
 
     @property
     def alive(self) -> bool:

@@ -2,14 +2,29 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+import enum
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from drkernel.config import from_mapping, read_yaml_mapping, to_plain
 from drkernel.errors import ConfigError
 
-OVERLONG = ("drop", "truncate")
-SCHEDULERS = ("constant", "constant_with_warmup", "linear", "cosine")
+
+class Overlong(str, enum.Enum):
+    """What to do with a trajectory longer than ``max_length``."""
+
+    DROP = "drop"
+    TRUNCATE = "truncate"
+
+
+class Scheduler(str, enum.Enum):
+    """Learning-rate schedules (Hugging Face ``lr_scheduler_type`` names)."""
+
+    CONSTANT = "constant"
+    CONSTANT_WITH_WARMUP = "constant_with_warmup"
+    LINEAR = "linear"
+    COSINE = "cosine"
 
 
 @dataclass(frozen=True)
@@ -30,7 +45,7 @@ class SFTConfig:
     """Keep only trajectories whose best turn reward is at least this; None keeps all."""
     max_length: int = 32768
     """Token limit per trajectory."""
-    overlong: str = "drop"
+    overlong: Overlong = Overlong.DROP
     """What to do with a longer trajectory: ``drop`` it or ``truncate`` it (cutting its last turns)."""
     learning_rate: float = 2e-5
     """Peak learning rate."""
@@ -44,7 +59,7 @@ class SFTConfig:
     """Micro-batches per optimiser step."""
     warmup_ratio: float = 0.03
     """Fraction of the steps spent warming the learning rate up."""
-    lr_scheduler: str = "cosine"
+    lr_scheduler: Scheduler = Scheduler.COSINE
     """Learning-rate schedule: one of ``constant``, ``constant_with_warmup``, ``linear``, ``cosine``."""
     weight_decay: float = 0.0
     """AdamW weight decay."""
@@ -67,10 +82,12 @@ class SFTConfig:
         problems = []
         if not self.data:
             problems.append("data=[] (at least one trajectory file)")
-        if self.overlong not in OVERLONG:
-            problems.append(f"overlong={self.overlong!r} (one of {OVERLONG})")
-        if self.lr_scheduler not in SCHEDULERS:
-            problems.append(f"lr_scheduler={self.lr_scheduler!r} (one of {SCHEDULERS})")
+        for name, choices in (("overlong", Overlong), ("lr_scheduler", Scheduler)):
+            value = getattr(self, name)
+            if value not in {c.value for c in choices}:
+                problems.append(f"{name}={value!r} (one of {[c.value for c in choices]})")
+            else:
+                object.__setattr__(self, name, choices(value))  # the enum, also when built from a string
         for name in ("max_length", "per_device_batch_size", "gradient_accumulation_steps", "logging_steps"):
             if getattr(self, name) < 1:
                 problems.append(f"{name}={getattr(self, name)} (at least 1)")
@@ -82,29 +99,16 @@ class SFTConfig:
             raise ConfigError("invalid SFTConfig: " + "; ".join(problems))
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return to_plain(self)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "SFTConfig":
+        """Types checked, unknown and missing keys named (`drkernel.config`); ``data`` may be one path."""
         d = dict(d)
-        unknown = set(d) - {f.name for f in fields(cls)}
-        if unknown:
-            raise ConfigError(f"unknown SFTConfig keys: {sorted(unknown)}")
-        missing = {"model", "data", "output_dir"} - set(d)
-        if missing:
-            raise ConfigError(f"SFTConfig needs {sorted(missing)}")
-        if isinstance(d["data"], str):
+        if isinstance(d.get("data"), str):
             d["data"] = [d["data"]]
-        return cls(**d)
+        return from_mapping(cls, d)
 
     @classmethod
     def from_yaml(cls, path: str | Path, **overrides: Any) -> "SFTConfig":
-        import yaml
-
-        try:
-            d = yaml.safe_load(Path(path).read_text()) or {}
-        except (OSError, yaml.YAMLError) as e:
-            raise ConfigError(f"cannot read SFT config {path}: {e}") from e
-        if not isinstance(d, dict):
-            raise ConfigError(f"{path}: expected a mapping of SFTConfig fields")
-        return cls.from_dict({**d, **overrides})
+        return cls.from_dict({**read_yaml_mapping(path, "SFT config"), **overrides})

@@ -71,7 +71,7 @@ def _trl_args(config: SFTConfig) -> Any:
         per_device_train_batch_size=config.per_device_batch_size,
         gradient_accumulation_steps=config.gradient_accumulation_steps,
         warmup_steps=config.warmup_ratio,
-        lr_scheduler_type=config.lr_scheduler,
+        lr_scheduler_type=config.lr_scheduler.value,
         weight_decay=config.weight_decay,
         max_grad_norm=config.max_grad_norm,
         bf16=config.bf16,
@@ -105,7 +105,7 @@ def run_sft(config: SFTConfig) -> SFTResult:
 
     model, tokenizer = load_model(config)
     conversations = load_conversations(config.data, config.min_reward)
-    examples = build_examples(tokenizer, conversations, config.max_length, config.overlong)
+    examples = build_examples(tokenizer, conversations, config.max_length, config.overlong.value)
     trained = sum(ex.trained_tokens for ex in examples)
     total = sum(len(ex.input_ids) for ex in examples)
     log.info(

@@ -97,12 +97,22 @@ def test_void_turns_get_zero_advantage_and_leave_the_baseline():
     assert adv[1, 5].item() == pytest.approx(1.5)
 
 
-def test_trloo_without_our_turn_record_uses_the_reward_on_the_last_turn():
+def test_multi_turn_batch_without_our_turn_record_is_refused():
+    # Before: the trajectory total on the last token became the last turn's reward, and per-turn
+    # credit and void turns were lost without a word.
     data = _batch([[0.0, 2.0], [0.0, 0.0, 1.0], [0.5]], ["a", "a", "a"])
     data.non_tensor_batch.pop(alg.TURN_REWARDS)
+    with pytest.raises(ConfigError, match="multi-turn batch without per-turn rewards"):
+        ray_trainer.compute_advantage(data, adv_estimator="trloo", config=AlgoConfig())
+
+
+def test_single_turn_batch_without_our_turn_record_is_its_own_turn():
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0], [1, 0, 0, 0]])
+    data = _batch([[2.0], [1.0], [0.0]], ["a", "a", "a"], mask=mask)
+    data.non_tensor_batch.pop(alg.TURN_REWARDS)
     adv = ray_trainer.compute_advantage(data, adv_estimator="trloo", config=AlgoConfig()).batch["advantages"]
-    # turn 0 returns: [2.0, 1.0, 0.5] -> A0 = 2.0 - 0.75 = 1.25
-    assert adv[0, 0].item() == pytest.approx(1.25)
+    # leave-one-out: 2 - (1 + 0) / 2 = 1.5; 1 - (2 + 0) / 2 = 0; 0 - (2 + 1) / 2 = -1.5
+    assert adv[:, 0].tolist() == [1.5, 0.0, -1.5]
 
 
 def _actor_config(**info):
@@ -188,3 +198,33 @@ def test_hook_config_errors_name_the_values(tmp_path, monkeypatch):
     assert alg.HookConfig.from_env() == alg.HookConfig(
         prs="trajectory-geometric", importance_level="geometric"
     )
+
+
+def test_verls_v1_advantage_step_is_refused_loudly():
+    # verl's v1 trainer builds this batch from TransferQueue fields (uid, response_mask, rm_scores)
+    # alone, so per-turn rewards and void turns are lost; trloo refuses instead of training on the
+    # wrong credit. (v1.utils binds compute_advantage at import: it gets our hook only when the plugin
+    # was imported first, as VERL_USE_EXTERNAL_MODULES does; the estimator checks either way.)
+    from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
+
+    data = _batch([[0.5, 1.5], [0.0, 1.0, 2.0], [0.7]], ["a", "a", "b"])
+    data.non_tensor_batch.pop(alg.TURN_REWARDS)
+    with pytest.raises(ConfigError, match="multi-turn batch without per-turn rewards.*trainer.use_v1=false"):
+        compute_advantage_for_multi_trajectories(
+            data, batch_keys=["a_0_0", "a_1_0", "b_0_0"], adv_estimator="trloo", config=AlgoConfig()
+        )
+    single = _batch([[1.0], [0.0]], ["a", "a"], mask=torch.tensor([[1, 1, 0], [1, 0, 0]]))
+    estimator = core_algos.get_adv_estimator_fn("trloo")
+    with pytest.raises(ConfigError, match="outside drkernel's driver hook"):  # no hook: no MRS, no PRS
+        estimator(single.batch["token_level_rewards"], single.batch["response_mask"], np.array(["a", "a"]), AlgoConfig())
+
+
+def test_void_turn_returns_match_the_trainers():
+    # The batch of tests/rl/test_void_turns.py in verl's layout: later rewards flow through the void
+    # turn into the earlier turns' returns, exactly as in drkernel's own trainer.
+    mask = torch.tensor([[1, 1, 0, 1, 1, 0, 1, 1], [1, 1, 0, 1, 1, 0, 1, 1]])
+    data = _batch([[1.0, 0.0, 2.0], [0.0, 0.0, 1.0]], ["a", "a"], mask=mask)
+    out = ray_trainer.compute_advantage(data, adv_estimator="trloo", config=AlgoConfig())
+    firsts = [0, 3, 6]  # first token of each turn
+    assert out.batch["advantages"][:, firsts].tolist() == [[2.0, 0.0, 1.0], [-2.0, 1.0, -1.0]]
+    assert out.batch["returns"][:, firsts].tolist() == [[3.0, 2.0, 2.0], [1.0, 1.0, 1.0]]

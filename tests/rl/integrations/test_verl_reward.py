@@ -15,11 +15,11 @@ from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManage
 
 from drkernel.agent.extract import extract_code
 from drkernel.agent.prompts import PromptTemplates
-from drkernel.agent.rewards import turn_reward
 from drkernel.agent.tiny import build_tokenizer
 from drkernel.errors import ConfigError
 from drkernel.gym.config import EvalConfig, EvalRequest
 from drkernel.problems.problem import Problem
+from drkernel.reward import turn_reward
 from drkernel.rl.integrations.verl import algorithms as alg
 from drkernel.rl.integrations.verl.dataset import AGENT_NAME, verl_row, write_verl_dataset
 from drkernel.rl.integrations.verl.reward import URL_ENV, compute_score

@@ -31,6 +31,7 @@ from drkernel.rl.integrations.verl.algorithms import (
     TURN_HACKED,
     TURN_REWARDS,
     TURN_SPEEDUP,
+    HookConfig,
 )
 from drkernel.rl.integrations.verl.dataset import AGENT_NAME
 from drkernel.rl.integrations.verl.reward import (
@@ -68,6 +69,7 @@ class KernelAgentLoop(AgentLoopBase):
         self.turns = int(multi_turn.get("max_assistant_turns") or DEFAULT_TURNS)
         self.response_length = self.rollout_config.response_length
         self.templates = PromptTemplates.default()
+        self.reward = HookConfig.from_env().reward  # the same reward (and weights) as every other path
 
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         extra_info = dict(kwargs.get("extra_info") or {})
@@ -95,7 +97,12 @@ class KernelAgentLoop(AgentLoopBase):
                 runtime_ids = merged.token_ids
                 text = self.tokenizer.decode(out.token_ids, skip_special_tokens=True)
                 turn = await score_response(
-                    problem, text, config, f"{problem.key}/{uuid4().hex[:8]}/t{index}", client.evaluate
+                    problem,
+                    text,
+                    config,
+                    f"{problem.key}/{uuid4().hex[:8]}/t{index}",
+                    client.evaluate,
+                    self.reward,
                 )
                 turns.append(turn)
                 if index + 1 == self.turns or len(response_mask) >= self.response_length:

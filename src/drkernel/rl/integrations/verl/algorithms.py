@@ -18,21 +18,32 @@ registers:
   (REFERENCE.md section 6). The hook is the one place we reach into verl: its advantage functions
   receive tensors only, and per-turn rewards and coverage travel in ``non_tensor_batch``.
 
-The hook's settings come from a YAML file named by ``DRKERNEL_VERL_CONFIG`` (fields of `HookConfig`).
+The hook's settings come from a YAML file named by ``DRKERNEL_VERL_CONFIG`` (fields of `HookConfig`,
+its ``reward`` section included: the agent loop and the reward function score turns with it).
+
+verl's v1 trainer (``trainer.use_v1=true``, TransferQueue) calls the estimators from its own
+``_compute_advantage`` with uid, response_mask, rm_scores and log-probs only: no per-turn rewards and
+no driver hook (its ``compute_advantage`` is bound at import, past our wrapper), so void turns, per-turn
+credit, MRS and PRS would be skipped without a word. We run verl's v0 trainer
+(``trainer.use_v1=false``, set in configs/verl/run_qwen3_8b.sh) and ``trloo`` refuses to run outside
+the hook, and refuses a multi-turn batch that carries no per-turn rewards.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from dataclasses import asdict, dataclass, fields
-from pathlib import Path
-from typing import Any, Mapping
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 import torch
 
+from drkernel.config import from_mapping, read_yaml_mapping, to_plain
 from drkernel.errors import ConfigError
+from drkernel.reward import RewardConfig
 from drkernel.rl.advantages import trloo_advantages
 from drkernel.rl.integrations.verl.turns import per_turn_values, place_turn_rewards, turn_layout, turn_rewards
 from drkernel.rl.losses import LossAgg, ppo_policy_loss
@@ -57,7 +68,7 @@ TURN_KEYS = (TURN_REWARDS, TURN_COVERAGE, TURN_CORRECT, TURN_HACKED, TURN_SPEEDU
 
 @dataclass(frozen=True)
 class HookConfig:
-    """Settings of the driver hook (REFERENCE.md section 6 defaults)."""
+    """Settings of the driver hook and of the reward on verl (REFERENCE.md section 6 defaults)."""
 
     mrs: bool = True
     """Mismatch rejection sampling on the trainer-vs-rollout log-probs (needs rollout log-probs)."""
@@ -67,17 +78,20 @@ class HookConfig:
     """Upper bound on a trajectory's geometric-mean ratio."""
     token_veto: float = 1e-4
     """A turn with any token ratio below this is dropped."""
-    importance_level: str | None = None
+    importance_level: WeightLevel | None = None
     """Truncated importance weights (``token``, ``turn``, ``turn-geometric``, ``sequence``,
     ``geometric``) written to ``rollout_is_weights``; None leaves verl's own setting alone."""
     importance_upper: float = 2.0
     """Truncation bound of the importance weights."""
-    prs: str | None = "turn"
+    prs: CoverageMode | None = CoverageMode.TURN
     """Profiling-based rejection sampling: ``turn``, ``trajectory-geometric`` or None (off)."""
     prs_always_keep_speedup: float | None = None
     """Always keep a turn whose speedup reaches this; None = off."""
     seed: int = 0
     """Seed of the PRS draws (advanced once per batch)."""
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    """The per-turn reward (`drkernel.reward`) of the agent loop and the reward function: the same
+    function and weights as drkernel's own trainer (its ``reward`` section) and the bench."""
 
     def __post_init__(self) -> None:
         problems = []
@@ -94,26 +108,57 @@ class HookConfig:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "HookConfig":
-        unknown = set(d) - {f.name for f in fields(cls)}
-        if unknown:
-            raise ConfigError(f"unknown verl HookConfig keys: {sorted(unknown)}")
-        return cls(**d)
+        """Types checked and unknown keys named by the project's one loader (`drkernel.config`)."""
+        return from_mapping(cls, d, "verl HookConfig")
 
     @classmethod
     def from_env(cls) -> "HookConfig":
         path = os.environ.get(CONFIG_ENV)
         if not path:
             return cls()
-        import yaml
-
-        try:
-            d = yaml.safe_load(Path(path).read_text()) or {}
-        except (OSError, yaml.YAMLError) as e:
-            raise ConfigError(f"{CONFIG_ENV}={path}: cannot read it ({e})") from e
-        return cls.from_dict(d)
+        return cls.from_dict(read_yaml_mapping(path, f"{CONFIG_ENV}={path}"))
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return to_plain(self)
+
+
+class _HookState(threading.local):
+    """What the driver hook knows about the batch whose advantages are being computed (this thread)."""
+
+    active: bool = False
+    """Inside the hook's ``compute_advantage``."""
+    per_turn: bool = False
+    """The batch carried our per-turn rewards and they are on each turn's last token."""
+
+
+_HOOK = _HookState()
+
+
+@contextmanager
+def _inside_hook(per_turn: bool) -> Iterator[None]:
+    _HOOK.active, _HOOK.per_turn = True, per_turn
+    try:
+        yield
+    finally:
+        _HOOK.active, _HOOK.per_turn = False, False
+
+
+def _check_turn_rewards(layout: Any) -> None:
+    """Refuse what would train on the wrong credit without a word (see the module docstring)."""
+    if not _HOOK.active:
+        raise ConfigError(
+            f"adv_estimator={ESTIMATOR} ran outside drkernel's driver hook: verl's v1 trainer "
+            "(trainer.use_v1=true) passes no per-turn rewards and skips MRS and PRS; run verl's v0 "
+            "trainer (trainer.use_v1=false, as configs/verl/run_qwen3_8b.sh does; docs/VERL.md)"
+        )
+    multi_turn = layout.num_rows > 0 and int(layout.turn.max()) > 0
+    if multi_turn and not _HOOK.per_turn:
+        raise ConfigError(
+            f"adv_estimator={ESTIMATOR} on a multi-turn batch without per-turn rewards "
+            f"(non_tensor_batch[{TURN_REWARDS!r}]): the per-turn credit and the void turns would be lost. "
+            "verl's v1 trainer (trainer.use_v1=true) passes none: run trainer.use_v1=false with "
+            "rollout.agent.default_agent_loop=drkernel_kernel_agent (configs/verl/run_qwen3_8b.sh)"
+        )
 
 
 def _group_ids(index: Any, device: torch.device) -> torch.Tensor:
@@ -139,6 +184,7 @@ def compute_trloo_advantage(
         raise ConfigError("adv_estimator=trloo needs verl's `uid` (prompt groups) in the batch")
     gamma = float(config.get("gamma", 1.0)) if config is not None else 1.0
     layout = turn_layout(response_mask)
+    _check_turn_rewards(layout)
     reward = turn_rewards(token_level_rewards, layout)  # (R,)
     group = _group_ids(index, reward.device)[layout.traj_id]  # (R,)
     not_void = void_turn_mask(reward, layout.traj_id, layout.turn)  # (R,)
@@ -210,11 +256,12 @@ def _turn_field(data: Any, key: str, layout: Any, fill: float = float("nan")) ->
     return per_turn_values(list(data.non_tensor_batch[key]), layout, len(data), fill)
 
 
-def distribute_turn_rewards(data: Any) -> None:
+def distribute_turn_rewards(data: Any) -> bool:
     """Write each turn's reward on its last token in ``token_level_rewards`` (in place), keeping
-    anything else in it (a KL penalty) as it was; only for batches from our agent loop."""
+    anything else in it (a KL penalty) as it was; only for batches from our agent loop. Returns
+    whether the batch carried per-turn rewards."""
     if TURN_REWARDS not in data.non_tensor_batch:
-        return
+        return False
     batch = data.batch
     layout = turn_layout(batch["response_mask"])
     rewards = _turn_field(data, TURN_REWARDS, layout, fill=0.0)
@@ -223,6 +270,7 @@ def distribute_turn_rewards(data: Any) -> None:
     )
     batch["token_level_rewards"] = batch["token_level_rewards"] - batch["token_level_scores"] + placed
     batch["token_level_scores"] = placed
+    return True
 
 
 def apply_rejection(data: Any, config: HookConfig, generator: torch.Generator) -> dict[str, float]:
@@ -292,8 +340,8 @@ def install_driver_hook(config: HookConfig | None = None) -> bool:
     generator = torch.Generator().manual_seed(cfg.seed)
 
     def compute_advantage(data: Any, *args: Any, **kwargs: Any) -> Any:
-        distribute_turn_rewards(data)
-        data = original(data, *args, **kwargs)
+        with _inside_hook(per_turn=distribute_turn_rewards(data)):
+            data = original(data, *args, **kwargs)
         metrics = apply_rejection(data, cfg, generator)
         if metrics:
             log.info("drkernel rejection: %s", metrics)

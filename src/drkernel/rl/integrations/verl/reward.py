@@ -5,7 +5,8 @@
 while they ran, so their score is read back from the loop's record (no second evaluation); any
 other response (a single-turn rollout) is extracted, evaluated on the service named by
 ``extra_info["gym_url"]`` or ``$DRKERNEL_GYM_URL`` and scored with the paper's reward
-(`drkernel.agent.rewards.turn_reward`, REFERENCE.md section 5).
+(`drkernel.reward.turn_reward` with the hook config's ``reward`` section, REFERENCE.md section 5):
+the same function, and the same weights, as drkernel's own trainer and the bench.
 
 Dataset rows (`drkernel.rl.integrations.verl.dataset`) carry the problem in ``extra_info["problem"]``
 (a `Problem` dict) and the reference source as ``ground_truth``.
@@ -21,12 +22,12 @@ from typing import Any, Awaitable, Callable, Mapping
 
 from drkernel.agent.extract import extract_code
 from drkernel.agent.feedback import extraction_feedback, result_feedback, truncate
-from drkernel.agent.rewards import turn_reward
 from drkernel.errors import ConfigError
 from drkernel.gym.config import EvalConfig, EvalRequest
 from drkernel.gym.result import EvalResult
 from drkernel.problems.problem import Problem
-from drkernel.rl.integrations.verl.algorithms import TURN_CORRECT, TURN_REWARDS
+from drkernel.reward import RewardConfig, reward_coverage, turn_reward
+from drkernel.rl.integrations.verl.algorithms import TURN_CORRECT, TURN_REWARDS, HookConfig
 
 URL_ENV = "DRKERNEL_GYM_URL"
 TOKEN_ENV = "DRKERNEL_GYM_TOKEN"
@@ -61,14 +62,16 @@ def _num(x: float | None) -> float:
     return NAN if x is None or not math.isfinite(x) else float(x)
 
 
-def scored(result: EvalResult | None, feedback: str, instruction: str, outcome: str) -> ScoredTurn:
+def scored(
+    result: EvalResult | None, feedback: str, instruction: str, outcome: str, reward: RewardConfig
+) -> ScoredTurn:
     correct = bool(result is not None and result.correct)
     hacked = bool(result is not None and result.hacked)
     return ScoredTurn(
-        reward=turn_reward(result),
+        reward=turn_reward(result, reward),
         correct=correct,
         hacked=hacked,
-        coverage=_num(result.time_coverage) if result else NAN,
+        coverage=_num(reward_coverage(result)) if result else NAN,
         speedup=_num(result.speedup) if result else NAN,
         outcome=outcome,
         feedback=feedback,
@@ -82,19 +85,20 @@ async def score_response(
     config: EvalConfig,
     request_id: str,
     evaluate: Callable[[EvalRequest], Awaitable[EvalResult]],
+    reward: RewardConfig = RewardConfig(),
     feedback_max_chars: int = 2000,
 ) -> ScoredTurn:
-    """Extract the kernel from ``text``, evaluate it with ``evaluate``, and score it."""
+    """Extract the kernel from ``text``, evaluate it with ``evaluate``, and score it with ``reward``."""
     extraction = extract_code(text)
     if not extraction.ok:
         feedback, instruction = extraction_feedback(extraction)
-        return scored(None, truncate(feedback, feedback_max_chars), instruction, "unparseable")
+        return scored(None, truncate(feedback, feedback_max_chars), instruction, "unparseable", reward)
     result = await evaluate(
         EvalRequest(problem=problem, solution=extraction.code, config=config, request_id=request_id)
     )
     feedback, instruction = result_feedback(result)
     outcome = "hacked" if result.hacked else result.status.value
-    return scored(result, truncate(feedback, feedback_max_chars), instruction, outcome)
+    return scored(result, truncate(feedback, feedback_max_chars), instruction, outcome, reward)
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -163,7 +167,12 @@ def compute_score(
     async def run() -> ScoredTurn:
         async with AsyncServiceClient(url, token) as client:
             return await score_response(
-                problem, solution_str, config, f"{data_source}/{problem.key}", client.evaluate
+                problem,
+                solution_str,
+                config,
+                f"{data_source}/{problem.key}",
+                client.evaluate,
+                HookConfig.from_env().reward,
             )
 
     turn = asyncio.run(run())

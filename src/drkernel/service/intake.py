@@ -1,0 +1,84 @@
+"""From a validated request body to the gym's `EvalRequest`: which problem, on which device.
+
+By default a server evaluates against the problem sets it loaded, named by key: a client sends
+``problem_key`` and no code the server would run as the reference. Reference code from a request
+is accepted only with ``allow_custom_problems`` (the judge runs it, confined by the OS sandbox),
+and only for a key the server did not load: a loaded key always means the server's problem.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from drkernel.gym.config import EvalRequest
+from drkernel.problems.problem import Problem
+from drkernel.service.schemas import eval_config, valid_problem_key
+
+
+class Rejected(Exception):
+    """A request the server will not run: HTTP ``code``, an error name, the field at fault."""
+
+    def __init__(self, code: int, error: str, loc: tuple[str | int, ...], message: str):
+        super().__init__(message)
+        self.code, self.error, self.loc, self.message = code, error, loc, message
+
+
+class ProblemCatalog:
+    """The problems a server loaded, by key."""
+
+    def __init__(self, problems: Sequence[Problem] = ()):
+        self.by_key = {p.key: p for p in problems}
+
+    @classmethod
+    def load(cls, spec: str) -> "ProblemCatalog":
+        """``spec``: comma list of `load_problems` specs (``builtin``, a folder, a .jsonl); empty: none."""
+        from drkernel.problems import load_problems
+
+        problems: list[Problem] = []
+        for part in (s.strip() for s in spec.split(",")):
+            if part:
+                problems.extend(load_problems(part))
+        return cls(problems)
+
+
+def _problem(body: Any, catalog: ProblemCatalog, allow_custom: bool, where: tuple) -> Problem:
+    key = body.problem_key or (body.problem and f"{body.problem.source}/L{body.problem.level}/{body.problem.name}")
+    if not key:
+        raise Rejected(422, "invalid_request", (*where, "problem_key"), "problem_key is required")
+    if not valid_problem_key(key):
+        raise Rejected(422, "invalid_request", (*where, "problem_key"), "not a problem key (source/L<level>/name)")
+    loaded = catalog.by_key.get(key)
+    if loaded is not None:
+        if body.problem is not None and Problem.from_dict(body.problem.model_dump()).code_hash != loaded.code_hash:
+            raise Rejected(422, "problem_mismatch", (*where, "problem"),
+                           f"{key} is loaded by the server with other reference code; send the key alone")
+        return loaded
+    if body.problem is None:
+        raise Rejected(422, "unknown_problem", (*where, "problem_key"), f"the server has no problem {key}")
+    if not allow_custom:
+        raise Rejected(403, "custom_problems_disabled", (*where, "problem"),
+                       "this server evaluates only the problems it loaded (no --allow-custom-problems)")
+    problem = Problem.from_dict(body.problem.model_dump())
+    if body.problem_key is not None and body.problem_key != problem.key:
+        raise Rejected(422, "invalid_request", (*where, "problem_key"), "problem_key differs from the problem's key")
+    return problem
+
+
+def check_device(device: str, served: Sequence[str], where: tuple) -> None:
+    """A request's ``config.device`` must be one the server's workers run (``auto`` always is)."""
+    if device == "auto" or device in served:
+        return
+    if device == "cuda" and any(d.startswith("cuda") for d in served):
+        return
+    raise Rejected(422, "device_unavailable", (*where, "config", "device"),
+                   f"no worker runs {device!r} (this server runs {sorted(set(served)) or 'none'})")
+
+
+def to_request(body: Any, catalog: ProblemCatalog, allow_custom: bool, served: Sequence[str],
+               where: tuple = ("body",)) -> EvalRequest:
+    """The gym request for a validated body; raises `Rejected` (and `ConfigError` for a
+    cross-field config rule, such as ``timed_calls_max`` below ``timed_calls``)."""
+    problem = _problem(body, catalog, allow_custom, where)
+    config = eval_config(body.config)
+    check_device(config.device, served, where)
+    return EvalRequest(problem=problem, solution=body.solution, config=config, request_id=body.request_id)
