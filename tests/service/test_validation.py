@@ -118,6 +118,13 @@ def test_valid_edges_are_accepted(http, small_problem):
     assert r.status_code == 202, r.text
 
 
+def test_seed_may_be_null_so_the_gym_draws_secret_seeds(http, small_problem):
+    r = http.post("/v1/jobs", json=_body(small_problem, "class ModelNew: pass\n# null seed", seed=None))
+    assert r.status_code == 202, r.text
+    r = http.post("/v1/jobs", json=_body(small_problem, "class ModelNew: pass\n# str seed", seed="7"))
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"][-1] == "seed", r.text
+
+
 def test_every_evalconfig_field_is_bounded_at_the_api():
     """One source of truth: the API's config model has exactly EvalConfig's fields and defaults,
     and its bounds follow the server's configured maxima."""

@@ -5,8 +5,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import types
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, get_origin, get_type_hints
+from typing import Annotated, Any, Literal, Optional, Union, get_args, get_origin, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, StrictBool, StringConstraints, create_model
 
@@ -66,6 +67,9 @@ def _api_type(hint: Any, bounds: dict[str, Any]) -> Any:
     choices = bounds.pop("choices", None)
     if choices is not None:
         return Literal[choices]
+    if get_origin(hint) in (Union, types.UnionType) and type(None) in get_args(hint):
+        (inner,) = [a for a in get_args(hint) if a is not type(None)]
+        return Optional[_api_type(inner, bounds)]  # None: the gym draws it (e.g. secret seeds)
     if hint is bool:
         return StrictBool
     if get_origin(hint) is tuple:
