@@ -18,6 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from drkernel.cli import service as service_cli
+from drkernel.cli.devices import require_local_device
 from drkernel.errors import ConfigError, DrKernelError, InfrastructureError, JudgeError
 from drkernel.gym import EvalConfig, EvalRequest, EvalResult, InProcessEvaluator, Status
 from drkernel.problems import Problem, builtin_solution, load_builtin, resolve_problem
@@ -111,6 +112,7 @@ def eval_cmd(
 ) -> None:
     """Evaluate one solution against one problem."""
     try:
+        require_local_device(device)
         prob = resolve_problem(problem, problems)
         source = solution.read_text()
         config = EvalConfig(device=device, tolerance=profile, trials=trials, timeout_s=timeout)
@@ -153,6 +155,7 @@ def demo(
 ) -> None:
     """Evaluate the built-in suite's gold and broken solutions; print and save the table."""
     try:
+        require_local_device(device)
         problems = load_builtin([level] if level else None)
         config = EvalConfig(device=device)
     except (DrKernelError, ConfigError) as e:
