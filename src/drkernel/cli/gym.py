@@ -21,6 +21,7 @@ from drkernel.cli import service as service_cli
 from drkernel.cli.devices import require_local_device
 from drkernel.errors import ConfigError, DrKernelError, InfrastructureError, JudgeError
 from drkernel.gym import EvalConfig, EvalRequest, EvalResult, InProcessEvaluator, Status
+from drkernel.gym.result import Verdict
 from drkernel.problems import Problem, builtin_solution, load_builtin, resolve_problem
 
 app = typer.Typer(no_args_is_help=True, help="KernelGym: evaluate Triton solutions against PyTorch references.")
@@ -42,6 +43,32 @@ def _verdict(r: EvalResult) -> str:
     return f"[{style}]{r.status.value}[/]"
 
 
+def _counted(r: EvalResult, h) -> bool:
+    """Whether the result's verdict mode counts hack ``h`` (lenient modes leave strict-only ones out)."""
+    return r.verdict_mode == Verdict.STRICT.value or not h.strict_only
+
+
+def hack_names(r: EvalResult) -> tuple[str, str]:
+    """(hacks the verdict counts, strict-only flags it does not), each ``-`` when none.
+
+    A valid lazy solution carries a strict-only ``pytorch_passthrough``: shown under "hacks" it would
+    read as a caught hack although the verdict accepted it.
+    """
+    counted = ", ".join(h.name for h in r.hacks if _counted(r, h)) or "-"
+    strict = ", ".join(h.name for h in r.hacks if not _counted(r, h)) or "-"
+    return counted, strict
+
+
+def kernel_names(r: EvalResult, own: bool = True) -> str:
+    """``name xN`` per launched kernel (the solution's own, or the others), ``-`` when none."""
+    return ", ".join(f"{k.name} x{k.launches}" for k in r.kernels if k.own == own) or "-"
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, the cut marked with an ellipsis."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def result_table(rows: Sequence[tuple[str, str, EvalResult]], title: str) -> Table:
     """One row per (problem, solution label, result); status and speedup never wrap."""
     table = Table(title=title)
@@ -53,23 +80,22 @@ def result_table(rows: Sequence[tuple[str, str, EvalResult]], title: str) -> Tab
     table.add_column("own kernels", overflow="fold")
     table.add_column("hacks", overflow="fold")
     for problem, label, r in rows:
-        own = [f"{k.name} x{k.launches}" for k in r.kernels if k.own]
         table.add_row(problem.removeprefix("builtin/"), label, _verdict(r), "yes" if r.valid else "no",
-                      f"{r.speedup:.2f}x" if r.speedup is not None else "-", ", ".join(own) or "-",
-                      ", ".join(h.name for h in r.hacks) or "-")
+                      f"{r.speedup:.2f}x" if r.speedup is not None else "-", kernel_names(r), hack_names(r)[0])
     return table
 
 
-def markdown_table(rows: Sequence[tuple[str, str, EvalResult]]) -> str:
-    lines = ["| problem | solution | status | valid | speedup | solution ms | own kernels | hacks | error |",
-             "|---|---|---|---|---|---|---|---|---|"]
+def markdown_table(rows: Sequence[tuple[str, str, EvalResult]], error_chars: int = 160) -> str:
+    """The demo's table in markdown; the error column holds the error's last line, cut with an ellipsis."""
+    lines = ["| problem | solution | status | valid | speedup | solution ms | own kernels | hacks | strict-only flags | error |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for problem, label, r in rows:
-        own = ", ".join(f"{k.name}x{k.launches}" for k in r.kernels if k.own) or "-"
         err = (r.error or "").strip().splitlines()
+        counted, strict = hack_names(r)
         lines.append(f"| {problem} | {label} | {r.status.value} | {'yes' if r.valid else 'no'} | "
                      f"{f'{r.speedup:.2f}x' if r.speedup is not None else '-'} | "
-                     f"{f'{r.sol_timing.median_ms:.4g}' if r.sol_timing else '-'} | {own} | "
-                     f"{', '.join(h.name for h in r.hacks) or '-'} | {(err[-1] if err else '').replace('|', '/')[:160]} |")
+                     f"{f'{r.sol_timing.median_ms:.4g}' if r.sol_timing else '-'} | {kernel_names(r)} | "
+                     f"{counted} | {strict} | {clip((err[-1] if err else '').replace('|', '/'), error_chars)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -80,18 +106,17 @@ def _print_one(r: EvalResult) -> None:
     table.add_column("value", overflow="fold")
     trials = ", ".join(f"{t.trial}:{'ok' if t.passed else 'FAIL'}({t.size}"
                        + (f", err {t.max_abs_err:.2g})" if t.max_abs_err is not None else ")") for t in r.trials)
-    own = [f"{k.name} x{k.launches}" for k in r.kernels if k.own]
-    other = [f"{k.name} x{k.launches}" for k in r.kernels if not k.own]
     rows = [("status", _verdict(r)), ("valid", "yes" if r.valid else "no"),
             ("trials", trials or "-"), ("tolerance", f"{r.tolerance_profile} (atol {r.atol}, rtol {r.rtol})"),
-            ("own kernels", ", ".join(own) or "-"), ("other kernels", ", ".join(other) or "-"),
+            ("own kernels", kernel_names(r)), ("other kernels", kernel_names(r, own=False)),
             ("speedup", f"{r.speedup:.3f}x" if r.speedup is not None else "-"),
             ("solution time", _fmt_ms(r.sol_timing)),
             ("reference time", _fmt_ms(r.ref_timing) + (" (cached)" if r.reference_cached else "")),
             ("timing note", r.timing_note or "-"),
             ("stages", ", ".join(f"{k} {v:.2f}s" for k, v in r.stage_seconds.items())),
             ("elapsed", f"{r.elapsed_s or 0:.2f}s")]
-    rows += [(f"hack {h.code}", f"[magenta]{h.name}[/]: {h.message} ({h.evidence})") for h in r.hacks]
+    rows += [(f"hack {h.code}" + ("" if _counted(r, h) else " (strict only)"),
+              f"[magenta]{h.name}[/]: {h.message} ({h.evidence})") for h in r.hacks]
     for field, value in rows:
         table.add_row(field, value)
     console.print(table)
@@ -172,7 +197,7 @@ def demo(
     try:
         with InProcessEvaluator(device=device, concurrency=concurrency, pool_size=concurrency) as ev, \
                 Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                         console=console) as progress:
+                         console=console, disable=not console.is_terminal) as progress:
             task = progress.add_task("evaluating", total=len(jobs))
             with ThreadPoolExecutor(max_workers=concurrency) as pool:
                 futures = {pool.submit(ev.evaluate, req): i for i, (_, _, req) in enumerate(jobs)}
@@ -181,13 +206,19 @@ def demo(
                     key, label, _ = jobs[i]
                     rows[i] = (key, label, fut.result())
                     progress.update(task, advance=1, description=f"{key} {label}: {rows[i][2].status.value}")
+                    if not console.is_terminal:  # a log file gets one line per solution instead of a bar
+                        typer.echo(f"[{sum(r is not None for r in rows)}/{len(jobs)}] {key} {label}: "
+                                   f"{rows[i][2].status.value}")
             device_name = ev.device_info()["name"]
     except InfrastructureError as e:
         console.print(f"[red]infrastructure failure:[/] {e}")
         raise typer.Exit(3)
     done = [r for r in rows if r is not None]
     title = f"{len(done)} solutions of {len(problems)} built-in problems on {device_name}"
-    console.print(result_table(done, title))
+    if console.is_terminal:
+        console.print(result_table(done, title))
+    else:  # a boxed table folds into unreadable fragments at a log's 80 columns; markdown keeps one line a row
+        typer.echo(f"{title}\n\n{markdown_table(done)}")
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.md").write_text(f"# drkernel demo\n\n{title}, {time.monotonic() - t0:.0f} s.\n\n"
                                     + markdown_table(done))
