@@ -6,6 +6,7 @@ Exit codes follow `drkernel.cli`: 0 valid, 1 not valid, 2 bad usage or input, 3 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
@@ -26,6 +27,7 @@ from drkernel.problems import Problem, builtin_solution, load_builtin, resolve_p
 
 app = typer.Typer(no_args_is_help=True, help="KernelGym: evaluate Triton solutions against PyTorch references.")
 console = Console()
+log = logging.getLogger(__name__)
 STATUS_STYLE = {Status.CORRECT: "green", Status.INCORRECT: "red", Status.REJECTED: "magenta",
                 Status.UNSUPPORTED_ON_CPU: "yellow", Status.TIMEOUT: "yellow"}
 
@@ -144,7 +146,9 @@ def eval_cmd(
     except (DrKernelError, OSError) as e:
         console.print(f"[red]error:[/] {e}")
         raise typer.Exit(2)
+    _show_stages()
     try:
+        log.info("starting the judge process on %s", device)
         with InProcessEvaluator(device=device, concurrency=1, pool_size=0) as ev:  # one-shot: no spare child
             result = ev.evaluate(EvalRequest(problem=prob, solution=source, config=config))
     except JudgeError as e:
@@ -158,6 +162,27 @@ def eval_cmd(
     else:
         _print_one(result)
     raise typer.Exit(0 if result.valid else 1)
+
+
+def _show_stages() -> None:
+    """Print the evaluator's stage lines on stderr as they happen, with the seconds since the start.
+
+    An evaluation can take minutes (the reference on CPU, a candidate up to its time limit); without
+    them `gym eval` is silent until the end. stderr keeps ``--json`` output on stdout clean.
+    """
+    start = time.monotonic()
+
+    class _Elapsed(logging.Formatter):
+        def format(self, record: logging.LogRecord) -> str:
+            return f"[{time.monotonic() - start:6.1f}s] {record.getMessage()}"
+
+    handler = logging.StreamHandler()  # stderr
+    handler.setFormatter(_Elapsed())
+    for name in (__name__, "drkernel.gym.evaluator"):
+        logger = logging.getLogger(name)
+        logger.setLevel(logging.INFO)
+        logger.handlers = [handler]  # a second call (tests invoke the CLI repeatedly) replaces, not doubles
+        logger.propagate = False
 
 
 def demo_requests(problems: Sequence[Problem], config: EvalConfig) -> list[tuple[str, str, EvalRequest]]:

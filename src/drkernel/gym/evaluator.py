@@ -145,6 +145,7 @@ class InProcessEvaluator:
                             tolerance_profile=cfg.tolerance, verdict_mode=cfg.verdict_mode, config=cfg.to_dict(),
                             solution_hash=hashlib.sha256(request.solution.encode()).hexdigest())
         stages: dict[str, float] = {}
+        _announce(request, "static checks")
         blocked = self._static_checks(request, result)
         stages["static_checks"] = time.monotonic() - t0
         if blocked:
@@ -157,10 +158,13 @@ class InProcessEvaluator:
         result.versions = dict(rt.hello.get("versions", {}))
         result.backend_flags = dict(rt.hello.get("backend_flags", {}))
         t = time.monotonic()
+        _announce(request, f"running the reference on {rt.device_name}")
         prepared = rt.prepare(request.problem, cfg)
         stages["prepare"] = time.monotonic() - t
         job = self._job(request, prepared, rt)
         job_id = f"{next(self._ids)}-{result.solution_hash[:8]}"
+        _announce(request, f"running the solution in a fresh candidate process ({cfg.trials} trials, "
+                           f"limit {cfg.timeout_s:g} s)")
         with rt.slot():
             session = CandidateSession(rt, job, job_id, cfg.tolerance, cfg.seed, cfg.timeout_s,
                                        cfg.rss_limit_mb << 20)
@@ -191,6 +195,7 @@ class InProcessEvaluator:
         for hook, extra in out.hook_extra.items():
             candidate_report.setdefault(hook, {})["extra_runs"] = extra
         candidate_report["backend_flags_after"] = (out.done or {}).get("backend_flags")
+        _announce(request, f"{result.status.value}; verdict checks")
         for check in self.checks.verdict:
             result.hacks.extend(check.check(request, candidate_report, judge_report))
             annotate = getattr(check, "annotate", None)  # optional: fills coverage and warnings
@@ -309,3 +314,12 @@ class InProcessEvaluator:
         result.stage_seconds = {k: round(v, 6) for k, v in stages.items()}
         result.elapsed_s = time.monotonic() - t0
         return result.finalize()
+
+
+def _announce(request: EvalRequest, stage: str) -> None:
+    """Log the stage an evaluation enters (INFO on ``drkernel.gym.evaluator``).
+
+    `drkernel gym eval` shows these lines while it runs, so a person waiting on a slow reference or a
+    candidate near its time limit sees where the time goes; elsewhere INFO is off and they cost nothing.
+    """
+    log.info("%s: %s", request.request_id or request.problem.key, stage)
