@@ -22,7 +22,7 @@ PYTEST_ARGS ?=
 STAMP := $(VENV)/.installed$(if $(CONSTRAINTS),-locked,-newest)
 PIN := $(if $(CONSTRAINTS),-c $(CONSTRAINTS),--upgrade --upgrade-strategy eager)
 # torch, triton and nvidia-* never come from constraints.txt: whatever the venv holds stays.
-UNLOCKED := ^(torch|triton|nvidia-|drkernel)
+UNLOCKED := ^(torch|triton|nvidia-|drkernel|pip==)
 
 .PHONY: setup demo test test-slow test-all test-readme test-verl lock gpu-check clean
 
@@ -78,7 +78,7 @@ lock:
 	$(LOCK_VENV)/bin/python -m pip install -q -e ".[$(EXTRAS)]"
 	{ echo "# Versions the developers tested (pip constraints; torch, triton and nvidia-* left out)."; \
 	  echo "# Refresh with \`make lock\` ($$($(LOCK_VENV)/bin/python --version), $$(date -u +%Y-%m-%d))."; \
-	  $(LOCK_VENV)/bin/python -m pip freeze --exclude-editable | grep -viE "$(UNLOCKED)"; } > $(CONSTRAINTS).new
+	  $(LOCK_VENV)/bin/python -m pip freeze --all --exclude-editable | grep -viE "$(UNLOCKED)"; } > $(CONSTRAINTS).new
 	mv $(CONSTRAINTS).new $(CONSTRAINTS)
 	rm -rf $(LOCK_VENV)
 	@echo "wrote $(CONSTRAINTS): $$(grep -vc '^#' $(CONSTRAINTS)) pins"
