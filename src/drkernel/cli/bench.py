@@ -133,6 +133,7 @@ def run(
         TimeElapsedColumn(),
         TimeRemainingColumn(),
         console=console,
+        disable=not console.is_terminal,  # a log gets one line per episode instead (on_progress)
     )
     task = progress.add_task("", total=None)
     valid = 0
@@ -149,6 +150,8 @@ def run(
             else ""
         )
         progress.update(task, completed=done, total=total, description=desc)
+        if ep is not None and not console.is_terminal:
+            typer.echo(f"[{done}/{total}] {ep.id} -> {' -> '.join(t.outcome for t in ep.turns) or '-'}")
 
     async def go():
         try:
