@@ -38,14 +38,15 @@ def test_a_level_with_no_problems_is_an_error():
 
 
 def test_a_mistyped_problem_path_says_the_file_does_not_exist(tmp_path):
-    res = runner.invoke(app, ["gym", "eval", "--problem", str(tmp_path / "refernce.py"), "--solution", GELU_GOLD])
+    typo = str(tmp_path / "refernce.py")
+    res = runner.invoke(app, ["gym", "eval", "--problem", typo, "--solution", GELU_GOLD])
     assert res.exit_code == 2 and "no such file" in said(res) and "among" not in said(res)
     res = runner.invoke(app, ["problems", "show", str(tmp_path / "x.py")])
     assert res.exit_code == 2 and "no such file" in said(res)
 
 
 def test_cuda_on_a_machine_without_it_is_a_clear_error(tmp_path):
-    if torch.cuda.is_available():  # the message is for CPU builds; on a GPU host ask for a device past the last
+    if torch.cuda.is_available():  # on a GPU host: a device past the last one
         device = f"cuda:{torch.cuda.device_count()}"
     else:
         device = "cuda"
@@ -56,7 +57,8 @@ def test_cuda_on_a_machine_without_it_is_a_clear_error(tmp_path):
         res = runner.invoke(app, args)
         assert res.exit_code == 2, (args, res.output)
         text = said(res)
-        assert ("CUDA is not available" in text or "CUDA device(s) visible" in text) and "Traceback" not in text
+        assert "CUDA is not available" in text or "CUDA device(s) visible" in text
+        assert "Traceback" not in text
     assert not (tmp_path / "b" / "run.json").exists()  # nothing started
 
 

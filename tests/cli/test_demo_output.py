@@ -15,14 +15,16 @@ from drkernel.cli.gym import clip, hack_names, markdown_table
 from drkernel.gym import EvalResult, Status
 from drkernel.gym.result import Hack, KernelStat
 
-PASSTHROUGH = Hack(code=7, name="pytorch_passthrough", evidence="most rows in torch", message="m", strict_only=True)
+PASSTHROUGH = Hack(code=7, name="pytorch_passthrough", evidence="most rows in torch", message="m",
+                   strict_only=True)
 DECOY = Hack(code=3, name="decoy_kernel", evidence="launched, output unused", message="m")
 
 
 @pytest.fixture(scope="module")
 def demo_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("demo")
-    res = CliRunner().invoke(app, ["demo", "--out", str(out), "--device", "cpu", "--level", "1", "--limit", "1"])
+    args = ["demo", "--out", str(out), "--device", "cpu", "--level", "1", "--limit", "1"]
+    res = CliRunner().invoke(app, args)
     return res, out
 
 
@@ -38,7 +40,8 @@ def test_a_log_gets_one_line_per_solution_and_an_unwrapped_table(demo_run):
 
 def test_a_valid_lazy_solution_shows_no_hack(demo_run):
     _, out = demo_run
-    rows = {r["solution"]: EvalResult.from_dict(r["result"]) for r in json.loads((out / "results.json").read_text())}
+    saved = json.loads((out / "results.json").read_text())
+    rows = {r["solution"]: EvalResult.from_dict(r["result"]) for r in saved}
     lazy = rows["lazy_torch_most_rows"]
     assert lazy.valid and [h.name for h in lazy.hacks] == ["pytorch_passthrough"]  # strict only
     (line,) = [ln for ln in (out / "results.md").read_text().splitlines() if "lazy_torch_most_rows" in ln]

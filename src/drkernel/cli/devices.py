@@ -21,7 +21,8 @@ def require_local_device(name: str) -> None:
     if not (name == "cuda" or name.startswith("cuda:")):
         return
     if not torch.cuda.is_available():
-        build = "this torch build has no CUDA support" if torch.version.cuda is None else "no CUDA device is visible"
+        build = ("this torch build has no CUDA support" if torch.version.cuda is None
+                 else "no CUDA device is visible")
         raise ConfigError(
             f"--device {name}: CUDA is not available ({build}, torch {torch.__version__}); "
             "use --device cpu, or install a CUDA build of torch (TORCH_SPEC, see the Makefile)"

@@ -22,7 +22,7 @@ from drkernel.cli import service as service_cli
 from drkernel.cli.devices import require_local_device
 from drkernel.errors import ConfigError, DrKernelError, InfrastructureError, JudgeError
 from drkernel.gym import EvalConfig, EvalRequest, EvalResult, InProcessEvaluator, Status
-from drkernel.gym.result import Verdict
+from drkernel.gym.result import Hack, Verdict
 from drkernel.problems import Problem, builtin_solution, load_builtin, resolve_problem
 
 app = typer.Typer(no_args_is_help=True, help="KernelGym: evaluate Triton solutions against PyTorch references.")
@@ -45,7 +45,7 @@ def _verdict(r: EvalResult) -> str:
     return f"[{style}]{r.status.value}[/]"
 
 
-def _counted(r: EvalResult, h) -> bool:
+def _counted(r: EvalResult, h: Hack) -> bool:
     """Whether the result's verdict mode counts hack ``h`` (lenient modes leave strict-only ones out)."""
     return r.verdict_mode == Verdict.STRICT.value or not h.strict_only
 
@@ -83,21 +83,23 @@ def result_table(rows: Sequence[tuple[str, str, EvalResult]], title: str) -> Tab
     table.add_column("hacks", overflow="fold")
     for problem, label, r in rows:
         table.add_row(problem.removeprefix("builtin/"), label, _verdict(r), "yes" if r.valid else "no",
-                      f"{r.speedup:.2f}x" if r.speedup is not None else "-", kernel_names(r), hack_names(r)[0])
+                      f"{r.speedup:.2f}x" if r.speedup is not None else "-", kernel_names(r),
+                      hack_names(r)[0])
     return table
 
 
 def markdown_table(rows: Sequence[tuple[str, str, EvalResult]], error_chars: int = 160) -> str:
     """The demo's table in markdown; the error column holds the error's last line, cut with an ellipsis."""
-    lines = ["| problem | solution | status | valid | speedup | solution ms | own kernels | hacks | strict-only flags | error |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| problem | solution | status | valid | speedup | solution ms | own kernels | hacks "
+             "| strict-only flags | error |", "|---|---|---|---|---|---|---|---|---|---|"]
     for problem, label, r in rows:
         err = (r.error or "").strip().splitlines()
+        last = clip((err[-1] if err else "").replace("|", "/"), error_chars)
         counted, strict = hack_names(r)
         lines.append(f"| {problem} | {label} | {r.status.value} | {'yes' if r.valid else 'no'} | "
                      f"{f'{r.speedup:.2f}x' if r.speedup is not None else '-'} | "
                      f"{f'{r.sol_timing.median_ms:.4g}' if r.sol_timing else '-'} | {kernel_names(r)} | "
-                     f"{counted} | {strict} | {clip((err[-1] if err else '').replace('|', '/'), error_chars)} |")
+                     f"{counted} | {strict} | {last} |")
     return "\n".join(lines) + "\n"
 
 
