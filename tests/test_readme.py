@@ -10,7 +10,7 @@ Two lines cannot run literally everywhere, and the test says how it treats them:
     the repository's own ``.venv`` (CI, after ``make test``); ``make setup`` then has nothing to do.
     From another virtualenv (a developer's shared one) installing into it would be wrong, so the test
     runs ``make -n setup`` (the recipe parses, the target exists) and activates the running venv.
-  - ``drkernel gym serve``: runs until stopped, so it is started, asked ``GET /health`` until it
+  - ``drkernel gym serve``: runs until stopped, so it is started, asked ``GET /v1/health`` until it
     answers, and stopped. Port 8000 is used when free, another free port otherwise.
 
 Slow (several minutes on 2 cores): ``make test-readme``; CI (``.ci/run``) runs it after ``make test``.
@@ -98,7 +98,7 @@ def _free_port(preferred: int) -> int:
 
 
 def serve_until_healthy(shell: Shell, step: Step) -> str:
-    """Start a serving line, wait for ``/health`` to answer, stop it; returns the health reply."""
+    """Start a serving line, wait for ``/v1/health`` to answer, stop it; returns the health reply."""
     port = int(re.search(r"--port (\d+)", step.command).group(1))
     free = _free_port(port)
     command = step.command.replace(f"--port {port}", f"--port {free}")
@@ -109,11 +109,11 @@ def serve_until_healthy(shell: Shell, step: Step) -> str:
         while time.monotonic() < deadline:
             assert proc.poll() is None, f"`{command}` exited {proc.returncode}:\n{proc.stdout.read()}"
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{free}/health", timeout=5) as reply:
+                with urllib.request.urlopen(f"http://127.0.0.1:{free}/v1/health", timeout=5) as reply:
                     return reply.read().decode()
             except OSError:
                 time.sleep(1)
-        raise AssertionError(f"`{command}`: no answer on /health within 300 s")
+        raise AssertionError(f"`{command}`: no answer on /v1/health within 300 s")
     finally:
         proc.send_signal(signal.SIGINT)  # what Ctrl-C does
         try:
