@@ -22,6 +22,7 @@ from drkernel.cli import service as service_cli
 from drkernel.cli.devices import require_local_device
 from drkernel.errors import ConfigError, DrKernelError, InfrastructureError, JudgeError
 from drkernel.gym import EvalConfig, EvalRequest, EvalResult, InProcessEvaluator, Status
+from drkernel.gym.evaluator import STAGE_LOGGER
 from drkernel.gym.result import Hack, Verdict
 from drkernel.problems import Problem, builtin_solution, load_builtin, resolve_problem
 
@@ -180,9 +181,9 @@ def _show_stages() -> None:
 
     handler = logging.StreamHandler()  # stderr
     handler.setFormatter(_Elapsed())
-    for name in (__name__, "drkernel.gym.evaluator"):
+    for name in (__name__, STAGE_LOGGER):
         logger = logging.getLogger(name)
-        logger.setLevel(logging.INFO)
+        logger.setLevel(logging.DEBUG)
         logger.handlers = [handler]  # a second call (tests invoke the CLI repeatedly) replaces, not doubles
         logger.propagate = False
 

@@ -30,6 +30,8 @@ from drkernel.gym.runtime import DeviceRuntime, JudgeLost
 from drkernel.gym.session import CandidateSession, SessionOutcome
 
 log = logging.getLogger(__name__)
+STAGE_LOGGER = "drkernel.gym.stages"
+stage_log = logging.getLogger(STAGE_LOGGER)
 TIMING_SEED_OFFSET = 10_000
 CPU_INPUT_BUDGET = 1 << 30
 GPU_INPUT_FRACTION = 0.1  # judge and candidate both hold full-size tensors
@@ -317,9 +319,10 @@ class InProcessEvaluator:
 
 
 def _announce(request: EvalRequest, stage: str) -> None:
-    """Log the stage an evaluation enters (INFO on ``drkernel.gym.evaluator``).
+    """Log the stage an evaluation enters (DEBUG on ``STAGE_LOGGER``).
 
     `drkernel gym eval` shows these lines while it runs, so a person waiting on a slow reference or a
-    candidate near its time limit sees where the time goes; elsewhere INFO is off and they cost nothing.
+    candidate near its time limit sees where the time goes. DEBUG on a logger of their own, so a
+    service or a trainer logging ``drkernel`` at INFO does not get four lines per evaluation.
     """
-    log.info("%s: %s", request.request_id or request.problem.key, stage)
+    stage_log.debug("%s: %s", request.request_id or request.problem.key, stage)
