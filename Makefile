@@ -36,7 +36,7 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 		if any(d.metadata['Name'] == n for d in m.distributions())]" > $(VENV)/keep-torch.txt
 	@echo "==> setup 3/4: drkernel[$(EXTRAS)], versions from $(or $(CONSTRAINTS),the newest releases) (2-4 minutes)"
 	$(PY) -m pip install --progress-bar off -c $(VENV)/keep-torch.txt $(PIN) -e ".[$(EXTRAS)]" \
-		| grep -E "^(Collecting|Successfully installed)" | sed 's/^/    /' ; test $${PIPESTATUS[0]} -eq 0
+		| grep --line-buffered -E "^(Collecting|Successfully installed)" | sed -u 's/^/    /' ; test $${PIPESTATUS[0]} -eq 0
 	@echo "==> setup 4/4: check"
 	@$(PY) -c "import drkernel, torch, triton; print('    drkernel', drkernel.__version__, '| torch', torch.__version__, '| triton', triton.__version__)"
 	@rm -f $(VENV)/.installed-locked $(VENV)/.installed-newest
