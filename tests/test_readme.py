@@ -214,6 +214,7 @@ def scratch(tmp_path) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3 * LINE_TIMEOUT_S)  # the whole block: well past pyproject's 600 s per test
 def test_every_quick_start_line_works_in_order(scratch):
     venv = Path(sys.prefix)
     shell = Shell(cwd=scratch, venv=venv, in_repo_venv=venv.resolve() == (ROOT / ".venv").resolve())
