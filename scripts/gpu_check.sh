@@ -4,7 +4,7 @@
 # and writes JSON under ${OUT:-out}. Exit status 1 if any section failed.
 # Arguments select sections by tag (default: all), e.g. `bash scripts/gpu_check.sh gym-cost`, so a
 # caller with a per-command time limit can run them one by one.
-# Tags: env gym-checks timing gym-cost integrity-hacks integrity-honest integrity-redteam suite service service-processes
+# Tags: env gym-checks timing gym-cost integrity-hacks integrity-honest integrity-redteam suite service service-processes newcomer
 # agent train, and verl (only when named: it needs a venv with verl and vLLM, $VERL_PYTHON, default .venv-verl/bin/python).
 # Each section runs under `timeout ${SECTION_TIMEOUT:-560}` (seconds; SIGTERM, then SIGKILL 20 s later),
 # so a hung section fails alone and leaves the rest of a 10-minute call to the summary lines.
@@ -55,6 +55,7 @@ section service "service: worker-pool throughput vs fresh processes" "$PY" bench
 section service-processes "service: cancel kills host- and device-spinning candidates, a killed worker takes its candidates" "$PY" scripts/service_processes_gpu.py --device cuda:0 --out "$OUT"
 section agent "agent: scripted broken/lazy/gold episodes and a tiny model, real timings" "$PY" benchmarks/agent_e2e_gpu.py --out "$OUT/agent_e2e"
 section train "trainer: sanity task, bf16 mismatch, kernel task with GPU rewards" "$PY" benchmarks/train_gpu.py --out "$OUT/train_gpu"
+section newcomer "newcomer: compile_error on the GPU as on CPU, --device checks" "$PY" scripts/newcomer_gpu.py --out "$OUT"
 # --- verl (named only): one step of verl's v0 trainer through configs/verl/run_qwen3_8b.sh ---
 if [[ " ${SELECTED[*]} " == *" verl "* ]]; then
     VERL_PY="${VERL_PYTHON:-.venv-verl/bin/python}"

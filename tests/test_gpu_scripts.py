@@ -13,6 +13,7 @@ SCRIPTS = (
     "scripts/adversarial_gpu.py",
     "benchmarks/timing_repeatability.py",
     "benchmarks/gym_eval_cost.py",
+    "scripts/newcomer_gpu.py",
 )
 ABSENT = ("fastapi", "pydantic", "uvicorn", "openai", "ray")
 

@@ -29,6 +29,7 @@ def test_bench_run_against_the_real_gym_on_cpu(tmp_path):
     args += ["--device", "cpu", "--no-timing", "--eval-concurrency", "1", "--out", str(out)]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
+    assert "[1/1] " in result.output and "#0 -> syntax_error -> correct -> correct" in result.output  # a log line
     (row,) = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
     assert (
         len(row["episode"]["turns"][2]["result"]["trials"]) == 2

@@ -140,7 +140,9 @@ def test_config_errors_name_the_bad_values(tmp_path):
     with pytest.raises(ConfigError, match="learning_rate: expected float, got 'fast'"):
         SFTConfig.from_dict({"model": "tiny", "data": "x", "output_dir": "o", "learning_rate": "fast"})
     with pytest.raises(ConfigError, match="missing required keys \\['data'\\]"):
-        SFTConfig.from_yaml("configs/sft/tiny_cpu.yaml")
+        SFTConfig.from_dict({"model": "tiny", "output_dir": "o"})
+    # the tiny config trains on what the README's Quick start `bench run` line writes
+    assert SFTConfig.from_yaml("configs/sft/tiny_cpu.yaml").data == ["runs/b1/trajectories.jsonl"]
     paper = SFTConfig.from_yaml("configs/sft/paper_qwen3_8b.yaml", data="t.jsonl")
     assert (paper.learning_rate, paper.epochs) == (2e-5, 4.0)
 

@@ -104,6 +104,8 @@ def turn_summary(
         "lazy": _rate(turns, "lazy"),
         "mean_reward": sum(rewards) / len(rewards) if rewards else 0.0,
         "outcomes": dict(sorted(outcomes.items())),
+        # of the "correct" outcomes, how many were lazy: the outcomes plot shows them apart
+        "lazy_correct": sum(1 for x in turns if x is not None and x.outcome == "correct" and x.lazy),
     }
 
 

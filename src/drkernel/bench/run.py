@@ -203,11 +203,13 @@ async def run_bench(
     templates = PromptTemplates.from_dir(config.templates) if config.templates else None
     t0 = time.perf_counter()
     finished = policy_errors = 0
+    first_policy_error = ""
 
     def record(ep: Episode) -> None:
-        nonlocal finished, policy_errors
+        nonlocal finished, policy_errors, first_policy_error
         if ep.stop_reason == "policy_error":  # not the model's fault: left out, so a rerun retries it
             policy_errors += 1
+            first_policy_error = first_policy_error or ep.turns[-1].feedback
             log.warning(
                 "%s: the policy failed (%s); a rerun retries this episode", ep.id, ep.turns[-1].feedback
             )
@@ -238,6 +240,7 @@ async def run_bench(
         "policy": policy.name,
         "episodes_run_now": finished,
         "policy_errors": policy_errors,
+        "first_policy_error": first_policy_error,  # the feedback of the first failed request, shown by the CLI
         "elapsed_s": elapsed,
         "episodes_per_min": 60 * finished / elapsed if elapsed > 0 and finished else None,
         "turns": turns,

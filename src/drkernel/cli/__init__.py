@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import typer
 
+from drkernel import __version__
+
 from drkernel.cli import agent as agent_cli
 from drkernel.cli import bench as bench_cli
 from drkernel.cli import gym as gym_cli
@@ -26,7 +28,21 @@ app.command("demo")(gym_cli.demo)
 app.add_typer(agent_cli.app, name="agent")
 app.add_typer(bench_cli.app, name="bench")
 app.command("train")(train_cli.train)
-app.add_typer(sft_cli.app, name="sft")
+app.command("sft")(sft_cli.sft)
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"drkernel {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                 help="print the version and exit"),
+) -> None:
+    """drkernel: KernelGym, kernel agents and Dr. Kernel RL for Triton kernels."""
 
 
 def main() -> None:

@@ -19,6 +19,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from drkernel.cli.devices import require_local_device
 from drkernel.errors import DrKernelError, InfrastructureError
 
 app = typer.Typer(
@@ -114,6 +115,8 @@ def run(
     )
     try:
         cfg = BenchConfig.from_yaml(config, **over) if config else BenchConfig.from_dict(over)
+        if cfg.evaluator == "local":
+            require_local_device(cfg.device)
         check_same_run(out, cfg)
         probs = load_problems(cfg.problems)
         pol = make_policy(cfg.policy, probs)
@@ -129,6 +132,7 @@ def run(
         TimeElapsedColumn(),
         TimeRemainingColumn(),
         console=console,
+        disable=not console.is_terminal,  # a log gets one line per episode instead (on_progress)
     )
     task = progress.add_task("", total=None)
     valid = 0
@@ -145,6 +149,8 @@ def run(
             else ""
         )
         progress.update(task, completed=done, total=total, description=desc)
+        if ep is not None and not console.is_terminal:
+            typer.echo(f"[{done}/{total}] {ep.id} -> {' -> '.join(t.outcome for t in ep.turns) or '-'}")
 
     async def go():
         try:
@@ -163,15 +169,28 @@ def run(
         console.print(f"[red]error:[/] {e}")
         raise typer.Exit(2)
     console.print(_summary_table(metrics))
-    if metrics["run"]["policy_errors"]:
-        console.print(
-            f"[yellow]{metrics['run']['policy_errors']} episode(s) ended in policy errors and were not "
-            "written; rerun the same command to retry them[/]"
-        )
     if report:
         from drkernel.bench.report import write_report
 
         console.print(f"report: {write_report(out)}")
+    _fail_on_policy_errors(metrics["run"])
+
+
+def _fail_on_policy_errors(run: dict[str, Any]) -> None:
+    """Exit 3 when episodes failed for the policy's sake (an unreachable endpoint, a dead server).
+
+    Such episodes are not written, so an exit 0 would present a partial (or empty) benchmark as done.
+    """
+    if not run["policy_errors"]:
+        return
+    lines = (run.get("first_policy_error") or "").splitlines()
+    reason = next((ln for ln in lines if ln.startswith("The request failed")), " ".join(lines))
+    console.print(
+        f"[red]infrastructure failure:[/] {run['policy_errors']} of {run['episodes_run_now']} episode(s) "
+        f"ended in policy errors and were not written ({reason or 'no message'}); "
+        "fix the policy or its endpoint and rerun the same command to retry them"
+    )
+    raise typer.Exit(3)
 
 
 @app.command("report")

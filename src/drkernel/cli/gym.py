@@ -6,6 +6,7 @@ Exit codes follow `drkernel.cli`: 0 valid, 1 not valid, 2 bad usage or input, 3 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
@@ -18,12 +19,16 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from drkernel.cli import service as service_cli
+from drkernel.cli.devices import require_local_device
 from drkernel.errors import ConfigError, DrKernelError, InfrastructureError, JudgeError
 from drkernel.gym import EvalConfig, EvalRequest, EvalResult, InProcessEvaluator, Status
+from drkernel.gym.evaluator import STAGE_LOGGER
+from drkernel.gym.result import Hack, Verdict
 from drkernel.problems import Problem, builtin_solution, load_builtin, resolve_problem
 
 app = typer.Typer(no_args_is_help=True, help="KernelGym: evaluate Triton solutions against PyTorch references.")
 console = Console()
+log = logging.getLogger(__name__)
 STATUS_STYLE = {Status.CORRECT: "green", Status.INCORRECT: "red", Status.REJECTED: "magenta",
                 Status.UNSUPPORTED_ON_CPU: "yellow", Status.TIMEOUT: "yellow"}
 
@@ -41,6 +46,32 @@ def _verdict(r: EvalResult) -> str:
     return f"[{style}]{r.status.value}[/]"
 
 
+def _counted(r: EvalResult, h: Hack) -> bool:
+    """Whether the result's verdict mode counts hack ``h`` (lenient modes leave strict-only ones out)."""
+    return r.verdict_mode == Verdict.STRICT.value or not h.strict_only
+
+
+def hack_names(r: EvalResult) -> tuple[str, str]:
+    """(hacks the verdict counts, strict-only flags it does not), each ``-`` when none.
+
+    A valid lazy solution carries a strict-only ``pytorch_passthrough``: shown under "hacks" it would
+    read as a caught hack although the verdict accepted it.
+    """
+    counted = ", ".join(h.name for h in r.hacks if _counted(r, h)) or "-"
+    strict = ", ".join(h.name for h in r.hacks if not _counted(r, h)) or "-"
+    return counted, strict
+
+
+def kernel_names(r: EvalResult, own: bool = True) -> str:
+    """``name xN`` per launched kernel (the solution's own, or the others), ``-`` when none."""
+    return ", ".join(f"{k.name} x{k.launches}" for k in r.kernels if k.own == own) or "-"
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, the cut marked with an ellipsis."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def result_table(rows: Sequence[tuple[str, str, EvalResult]], title: str) -> Table:
     """One row per (problem, solution label, result); status and speedup never wrap."""
     table = Table(title=title)
@@ -52,23 +83,24 @@ def result_table(rows: Sequence[tuple[str, str, EvalResult]], title: str) -> Tab
     table.add_column("own kernels", overflow="fold")
     table.add_column("hacks", overflow="fold")
     for problem, label, r in rows:
-        own = [f"{k.name} x{k.launches}" for k in r.kernels if k.own]
         table.add_row(problem.removeprefix("builtin/"), label, _verdict(r), "yes" if r.valid else "no",
-                      f"{r.speedup:.2f}x" if r.speedup is not None else "-", ", ".join(own) or "-",
-                      ", ".join(h.name for h in r.hacks) or "-")
+                      f"{r.speedup:.2f}x" if r.speedup is not None else "-", kernel_names(r),
+                      hack_names(r)[0])
     return table
 
 
-def markdown_table(rows: Sequence[tuple[str, str, EvalResult]]) -> str:
-    lines = ["| problem | solution | status | valid | speedup | solution ms | own kernels | hacks | error |",
-             "|---|---|---|---|---|---|---|---|---|"]
+def markdown_table(rows: Sequence[tuple[str, str, EvalResult]], error_chars: int = 160) -> str:
+    """The demo's table in markdown; the error column holds the error's last line, cut with an ellipsis."""
+    lines = ["| problem | solution | status | valid | speedup | solution ms | own kernels | hacks "
+             "| strict-only flags | error |", "|---|---|---|---|---|---|---|---|---|---|"]
     for problem, label, r in rows:
-        own = ", ".join(f"{k.name}x{k.launches}" for k in r.kernels if k.own) or "-"
         err = (r.error or "").strip().splitlines()
+        last = clip((err[-1] if err else "").replace("|", "/"), error_chars)
+        counted, strict = hack_names(r)
         lines.append(f"| {problem} | {label} | {r.status.value} | {'yes' if r.valid else 'no'} | "
                      f"{f'{r.speedup:.2f}x' if r.speedup is not None else '-'} | "
-                     f"{f'{r.sol_timing.median_ms:.4g}' if r.sol_timing else '-'} | {own} | "
-                     f"{', '.join(h.name for h in r.hacks) or '-'} | {(err[-1] if err else '').replace('|', '/')[:160]} |")
+                     f"{f'{r.sol_timing.median_ms:.4g}' if r.sol_timing else '-'} | {kernel_names(r)} | "
+                     f"{counted} | {strict} | {last} |")
     return "\n".join(lines) + "\n"
 
 
@@ -79,18 +111,17 @@ def _print_one(r: EvalResult) -> None:
     table.add_column("value", overflow="fold")
     trials = ", ".join(f"{t.trial}:{'ok' if t.passed else 'FAIL'}({t.size}"
                        + (f", err {t.max_abs_err:.2g})" if t.max_abs_err is not None else ")") for t in r.trials)
-    own = [f"{k.name} x{k.launches}" for k in r.kernels if k.own]
-    other = [f"{k.name} x{k.launches}" for k in r.kernels if not k.own]
     rows = [("status", _verdict(r)), ("valid", "yes" if r.valid else "no"),
             ("trials", trials or "-"), ("tolerance", f"{r.tolerance_profile} (atol {r.atol}, rtol {r.rtol})"),
-            ("own kernels", ", ".join(own) or "-"), ("other kernels", ", ".join(other) or "-"),
+            ("own kernels", kernel_names(r)), ("other kernels", kernel_names(r, own=False)),
             ("speedup", f"{r.speedup:.3f}x" if r.speedup is not None else "-"),
             ("solution time", _fmt_ms(r.sol_timing)),
             ("reference time", _fmt_ms(r.ref_timing) + (" (cached)" if r.reference_cached else "")),
             ("timing note", r.timing_note or "-"),
             ("stages", ", ".join(f"{k} {v:.2f}s" for k, v in r.stage_seconds.items())),
             ("elapsed", f"{r.elapsed_s or 0:.2f}s")]
-    rows += [(f"hack {h.code}", f"[magenta]{h.name}[/]: {h.message} ({h.evidence})") for h in r.hacks]
+    rows += [(f"hack {h.code}" + ("" if _counted(r, h) else " (strict only)"),
+              f"[magenta]{h.name}[/]: {h.message} ({h.evidence})") for h in r.hacks]
     for field, value in rows:
         table.add_row(field, value)
     console.print(table)
@@ -111,13 +142,16 @@ def eval_cmd(
 ) -> None:
     """Evaluate one solution against one problem."""
     try:
+        require_local_device(device)
         prob = resolve_problem(problem, problems)
         source = solution.read_text()
         config = EvalConfig(device=device, tolerance=profile, trials=trials, timeout_s=timeout)
     except (DrKernelError, OSError) as e:
         console.print(f"[red]error:[/] {e}")
         raise typer.Exit(2)
+    _show_stages()
     try:
+        log.info("starting the judge process on %s", device)
         with InProcessEvaluator(device=device, concurrency=1, pool_size=0) as ev:  # one-shot: no spare child
             result = ev.evaluate(EvalRequest(problem=prob, solution=source, config=config))
     except JudgeError as e:
@@ -131,6 +165,27 @@ def eval_cmd(
     else:
         _print_one(result)
     raise typer.Exit(0 if result.valid else 1)
+
+
+def _show_stages() -> None:
+    """Print the evaluator's stage lines on stderr as they happen, with the seconds since the start.
+
+    An evaluation can take minutes (the reference on CPU, a candidate up to its time limit); without
+    them `gym eval` is silent until the end. stderr keeps ``--json`` output on stdout clean.
+    """
+    start = time.monotonic()
+
+    class _Elapsed(logging.Formatter):
+        def format(self, record: logging.LogRecord) -> str:
+            return f"[{time.monotonic() - start:6.1f}s] {record.getMessage()}"
+
+    handler = logging.StreamHandler()  # stderr
+    handler.setFormatter(_Elapsed())
+    for name in (__name__, STAGE_LOGGER):
+        logger = logging.getLogger(name)
+        logger.setLevel(logging.DEBUG)
+        logger.handlers = [handler]  # a second call (tests invoke the CLI repeatedly) replaces, not doubles
+        logger.propagate = False
 
 
 def demo_requests(problems: Sequence[Problem], config: EvalConfig) -> list[tuple[str, str, EvalRequest]]:
@@ -153,6 +208,7 @@ def demo(
 ) -> None:
     """Evaluate the built-in suite's gold and broken solutions; print and save the table."""
     try:
+        require_local_device(device)
         problems = load_builtin([level] if level else None)
         config = EvalConfig(device=device)
     except (DrKernelError, ConfigError) as e:
@@ -169,7 +225,7 @@ def demo(
     try:
         with InProcessEvaluator(device=device, concurrency=concurrency, pool_size=concurrency) as ev, \
                 Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                         console=console) as progress:
+                         console=console, disable=not console.is_terminal) as progress:
             task = progress.add_task("evaluating", total=len(jobs))
             with ThreadPoolExecutor(max_workers=concurrency) as pool:
                 futures = {pool.submit(ev.evaluate, req): i for i, (_, _, req) in enumerate(jobs)}
@@ -178,13 +234,19 @@ def demo(
                     key, label, _ = jobs[i]
                     rows[i] = (key, label, fut.result())
                     progress.update(task, advance=1, description=f"{key} {label}: {rows[i][2].status.value}")
+                    if not console.is_terminal:  # a log file gets one line per solution instead of a bar
+                        typer.echo(f"[{sum(r is not None for r in rows)}/{len(jobs)}] {key} {label}: "
+                                   f"{rows[i][2].status.value}")
             device_name = ev.device_info()["name"]
     except InfrastructureError as e:
         console.print(f"[red]infrastructure failure:[/] {e}")
         raise typer.Exit(3)
     done = [r for r in rows if r is not None]
     title = f"{len(done)} solutions of {len(problems)} built-in problems on {device_name}"
-    console.print(result_table(done, title))
+    if console.is_terminal:
+        console.print(result_table(done, title))
+    else:  # a boxed table folds into unreadable fragments at a log's 80 columns; markdown keeps one line a row
+        typer.echo(f"{title}\n\n{markdown_table(done)}")
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.md").write_text(f"# drkernel demo\n\n{title}, {time.monotonic() - t0:.0f} s.\n\n"
                                     + markdown_table(done))

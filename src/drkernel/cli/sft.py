@@ -11,15 +11,9 @@ from rich.console import Console
 
 from drkernel.errors import DrKernelError
 
-app = typer.Typer(
-    invoke_without_command=True,
-    no_args_is_help=True,
-    help="SFT cold start: train a model on exported multi-turn trajectories.",
-)
 console = Console()
 
 
-@app.callback()
 def sft(
     config: Optional[Path] = typer.Option(
         None, "--config", "-c", help="YAML SFT config (configs/sft/*.yaml)"

@@ -69,6 +69,29 @@ def _raised_in_triton_language(traceback: str) -> bool:
     return bool(frames) and "/triton/language/" in frames[-1]
 
 
+_KERNEL_BODY_ERRORS = ("AttributeError", "NameError", "UnboundLocalError", "TypeError")
+_INTERPRETER_FRAME = "/triton/runtime/interpreter.py"
+
+
+def _raised_in_kernel_body(traceback: str) -> bool:
+    """Whether the first exception is a name or type error raised by the solution's own lines inside
+    a kernel run by the Triton interpreter (``tl.gelu``, an undefined name, a wrong helper call).
+
+    On a GPU the compiler reads the kernel's source and rejects these as a ``CompilationError``; the
+    interpreter runs the body as Python, so they arrive as an ``InterpreterError`` whose cause was
+    raised in solution.py below the interpreter's frame. An error raised inside Triton or torch is not
+    the body's own and is left to the other rules.
+    """
+    first = traceback.split("The above exception was the direct cause")[0]
+    lines = [line for line in first.strip().splitlines() if line.strip()]
+    frames = [line for line in lines if line.lstrip().startswith("File ")]
+    if not lines or not frames or not any(_INTERPRETER_FRAME in f for f in frames):
+        return False
+    innermost = frames[-1]
+    own = "site-packages" not in innermost and "/triton/" not in innermost and "/torch/" not in innermost
+    return own and lines[-1].split(":", 1)[0].rsplit(".", 1)[-1] in _KERNEL_BODY_ERRORS
+
+
 def classify_error(stage: str, exc_type: str, message: str, traceback: str, *, cpu_mode: bool,
                    source: str = "") -> Status:
     """Status for an exception the candidate reported from ``stage`` (``source``: the solution's)."""
@@ -88,7 +111,8 @@ def classify_error(stage: str, exc_type: str, message: str, traceback: str, *, c
     if cpu_mode and stage != "import" and (any(m in text for m in _INTERPRETER_ONLY)
                                            or any(m in source for m in _GPU_ONLY_SOURCE)):
         return Status.UNSUPPORTED_ON_CPU
-    if _DOT_SIZE in text or (cpu_mode and stage == "forward" and _raised_in_triton_language(traceback)):
+    if _DOT_SIZE in text or (cpu_mode and stage == "forward" and (_raised_in_triton_language(traceback)
+                                                                  or _raised_in_kernel_body(traceback))):
         return Status.COMPILE_ERROR
     if any(t in exc_type for t in _COMPILE_TYPES) or any(f"{t}:" in text for t in _COMPILE_TYPES):
         return Status.COMPILE_ERROR

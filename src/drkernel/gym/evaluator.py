@@ -31,6 +31,8 @@ from drkernel.gym.seeds import plan_seeds
 from drkernel.gym.session import CandidateSession, SessionOutcome
 
 log = logging.getLogger(__name__)
+STAGE_LOGGER = "drkernel.gym.stages"
+stage_log = logging.getLogger(STAGE_LOGGER)
 CPU_INPUT_BUDGET = 1 << 30
 GPU_INPUT_FRACTION = 0.1  # judge and candidate both hold full-size tensors
 CPU_TIMING_NOTE = "not timed: CPU mode runs kernels in the Triton interpreter, whose times mean nothing"
@@ -166,6 +168,7 @@ class InProcessEvaluator:
                             tolerance_profile=cfg.tolerance, verdict_mode=cfg.verdict_mode, config=cfg.to_dict(),
                             solution_hash=hashlib.sha256(request.solution.encode()).hexdigest())
         stages: dict[str, float] = {}
+        _announce(request, "static checks")
         blocked = self._static_checks(request, result)
         stages["static_checks"] = time.monotonic() - t0
         if blocked:
@@ -178,10 +181,13 @@ class InProcessEvaluator:
         result.versions = dict(rt.hello.get("versions", {}))
         result.backend_flags = dict(rt.hello.get("backend_flags", {}))
         t = time.monotonic()
+        _announce(request, f"running the reference on {rt.device_name}")
         prepared = rt.prepare(request.problem, cfg)
         stages["prepare"] = time.monotonic() - t
         job = self._job(request, prepared, rt)
         job_id = f"{next(self._ids)}-{result.solution_hash[:8]}"
+        _announce(request, f"running the solution in a fresh candidate process ({cfg.trials} trials, "
+                           f"limit {cfg.timeout_s:g} s)")
         with rt.slot():
             session = CandidateSession(rt, job, job_id, cfg.tolerance, job["weight_seed"], cfg.timeout_s,
                                        cfg.rss_limit_mb << 20)
@@ -212,6 +218,7 @@ class InProcessEvaluator:
         for hook, extra in out.hook_extra.items():
             candidate_report.setdefault(hook, {})["extra_runs"] = extra
         candidate_report["backend_flags_after"] = (out.done or {}).get("backend_flags")
+        _announce(request, f"{result.status.value}; verdict checks")
         for check in self.checks.verdict:
             result.hacks.extend(check.check(request, candidate_report, judge_report))
             annotate = getattr(check, "annotate", None)  # optional: fills coverage and warnings
@@ -333,3 +340,13 @@ class InProcessEvaluator:
         result.stage_seconds = {k: round(v, 6) for k, v in stages.items()}
         result.elapsed_s = time.monotonic() - t0
         return result.finalize()
+
+
+def _announce(request: EvalRequest, stage: str) -> None:
+    """Log the stage an evaluation enters (DEBUG on ``STAGE_LOGGER``).
+
+    `drkernel gym eval` shows these lines while it runs, so a person waiting on a slow reference or a
+    candidate near its time limit sees where the time goes. DEBUG on a logger of their own, so a
+    service or a trainer logging ``drkernel`` at INFO does not get four lines per evaluation.
+    """
+    stage_log.debug("%s: %s", request.request_id or request.problem.key, stage)

@@ -153,8 +153,20 @@ def _split_level(spec: str) -> tuple[str, list[int] | None]:
 
 
 def load_problems(spec: str) -> list[Problem]:
-    """Problems from a spec string (see the module docstring)."""
+    """Problems from a spec string (see the module docstring).
+
+    A level that selects nothing (``builtin:7``) is an error, not an empty list: an empty table or
+    an empty benchmark would read as success.
+    """
     base, levels = _split_level(spec)
+    problems = _load_base(spec, base, levels)
+    if levels and not problems:
+        present = sorted({p.level for p in _load_base(spec, base, None)})
+        raise ProblemSourceError(f"{spec!r}: no problems at level {levels[0]} (levels present: {present})")
+    return problems
+
+
+def _load_base(spec: str, base: str, levels: list[int] | None) -> list[Problem]:
     if base == "builtin":
         return load_builtin(levels)
     path = Path(base)
@@ -182,6 +194,8 @@ def find_problem(problems: Sequence[Problem], ident: str) -> Problem:
 
 def resolve_problem(ident: str, spec: str = "builtin") -> Problem:
     """A problem from a path to a reference file, or an identifier within ``spec``'s problems."""
-    if ident.endswith(".py") and Path(ident).is_file():
+    if ident.endswith(".py"):  # a path, never a name: a mistyped one must not read as a failed lookup
+        if not Path(ident).is_file():
+            raise ProblemSourceError(f"{ident!r}: no such file (a reference .py path)")
         return load_file(ident)
     return find_problem(load_problems(spec), ident)
