@@ -116,7 +116,7 @@ def run(
     try:
         cfg = BenchConfig.from_yaml(config, **over) if config else BenchConfig.from_dict(over)
         if cfg.evaluator == "local":
-            require_local_device(cfg.device)
+            require_local_device(cfg.eval.device)
         check_same_run(out, cfg)
         probs = load_problems(cfg.problems)
         pol = make_policy(cfg.policy, probs)
