@@ -6,9 +6,8 @@ collect what happened. Nothing the candidate sends is unpickled; headers are val
 from __future__ import annotations
 
 import math
-import shutil
+import os
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,8 +67,8 @@ class CandidateSession:
         self.out.child_wait_s = time.monotonic() - t
         self.out.child_start_s = child.start_s
         started = time.monotonic()
-        workdir = tempfile.mkdtemp(prefix="drkernel-solution-")  # the solution file lives here, removed after
-        self.job = {**self.job, "workdir": workdir}
+        # the solution file lives in the child's private dir (its own tmpfs under the sandbox)
+        self.job = {**self.job, "workdir": os.path.join(child.private_dir, "solution")}
         self._acquire("shared")
         try:
             with RssWatch(child.pid, self.rss_limit) as watch:
@@ -83,7 +82,6 @@ class CandidateSession:
             t = time.monotonic()
             try:
                 self._finish(child)
-                shutil.rmtree(workdir, ignore_errors=True)
                 self.out.exit_s = time.monotonic() - t
                 self.rt.judge_call({"op": "release", "job": self.job_id})
             finally:
