@@ -116,6 +116,8 @@ class GymConfig:
     profile: bool = True
     trials: int = 5
     timeout_s: float = 300.0
+    unsafe_no_sandbox: bool = False
+    """``in_process``: run solutions without the OS sandbox (trusted code only; logs a loud warning)."""
 
 
 @dataclass(frozen=True)

@@ -114,7 +114,8 @@ def build_env(
         from drkernel.gym import InProcessEvaluator
 
         evaluator = InProcessEvaluator(
-            device=config.gym.device, concurrency=config.gym.concurrency, pool_size=config.gym.pool_size
+            device=config.gym.device, concurrency=config.gym.concurrency, pool_size=config.gym.pool_size,
+            unsafe_no_sandbox=config.gym.unsafe_no_sandbox,
         )
     episode_config = EpisodeConfig(
         turns=r.turns, sampling=sampling, eval_config=eval_config_of(config.gym), concurrency=r.concurrency
