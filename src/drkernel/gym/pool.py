@@ -92,10 +92,22 @@ class Child:
     def recv(self, deadline: float | None = None) -> Message:
         return self.channel.recv(deadline)
 
+    @property
+    def returncode(self) -> int | None:
+        """The child's exit status as Popen reports it (negative: killed by that signal), also when a
+        sandbox in between turned a signal into an exit code."""
+        rc = self.proc.returncode
+        return self.runner.exit_status(rc) if rc is not None else None
+
     def alive(self) -> bool:
         return self.proc.poll() is None
 
     def kill(self) -> None:
+        """Kill the child and everything it started, and return once they are gone. Under the sandbox
+        the processes inside left our process group (``--new-session``); killing bwrap kills its
+        init through ``--die-with-parent``, and the init's exit tears down the pid namespace, so we
+        wait for the init (bwrap's child) too, not only for bwrap."""
+        inner = _children(self.proc.pid)
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -104,6 +116,8 @@ class Child:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             log.warning("child %d did not exit after SIGKILL", self.proc.pid)
+        if not _wait_gone(inner, time.monotonic() + 10):
+            log.warning("processes %s of child %d outlived it", inner, self.proc.pid)
         self.channel.close()
 
     def log_tail(self, n: int = LOG_TAIL) -> str:
@@ -123,6 +137,34 @@ class Child:
             pass
         if not self.runner.sandboxed:  # a host temp dir (the sandbox's own tmpfs went with the child)
             shutil.rmtree(self.private_dir, ignore_errors=True)
+
+
+def _children(pid: int) -> list[int]:
+    """Direct children of ``pid`` (empty when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(c) for c in f.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _wait_gone(pids: list[int], deadline: float) -> bool:
+    """Wait until every pid has exited (a zombie counts: it runs nothing); False at the deadline."""
+    def running(pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except (OSError, IndexError):
+            return False
+
+    left = list(pids)
+    while left:
+        left = [p for p in left if running(p)]
+        if left and time.monotonic() > deadline:
+            return False
+        if left:
+            time.sleep(0.01)
+    return True
 
 
 class WarmPool:

@@ -106,6 +106,8 @@ class Runner(Protocol):
 
     def private_dir(self) -> str: ...
 
+    def exit_status(self, returncode: int) -> int: ...
+
 
 def boot_argv(spawn: Spawn) -> list[str]:
     return [sys.executable, "-c", BOOT, json.dumps(asdict(spawn.limits)), spawn.module]
@@ -139,6 +141,9 @@ class UnsafeRunner:
 
         return tempfile.mkdtemp(prefix="drkernel-child-")
 
+    def exit_status(self, returncode: int) -> int:
+        return returncode
+
     def popen(self, spawn: Spawn) -> subprocess.Popen:
         return subprocess.Popen(boot_argv(spawn), stdin=spawn.stdin, stdout=spawn.stdout, stderr=spawn.stderr,
                                 env=spawn.env, start_new_session=True, close_fds=True)
@@ -158,6 +163,12 @@ class BwrapRunner:
 
     def private_dir(self) -> str:
         return PRIVATE_TMP
+
+    def exit_status(self, returncode: int) -> int:
+        """bwrap exits with 128 + N when its child was killed by signal N; report it as Popen would
+        for the child itself (-N), so a crash reads "killed by SIGSEGV". The outer bwrap itself
+        killed (our SIGKILL) is already negative."""
+        return -(returncode - 128) if 128 < returncode < 128 + 65 else returncode
 
     def ro_paths(self, env: dict[str, str]) -> list[str]:
         """Directories bound read-only: system dirs, the Python prefixes, PYTHONPATH and library paths.
@@ -191,7 +202,7 @@ class BwrapRunner:
                 cmd += ["--dev-bind", node, node]
             if os.path.isdir("/sys"):
                 cmd += ["--ro-bind", "/sys", "/sys"]  # CUDA and NVML read PCI topology there
-        cmd += ["--chdir", PRIVATE_TMP, "--", *argv]
+        cmd += ["--remount-ro", "/", "--chdir", PRIVATE_TMP, "--", *argv]  # the root's own tmpfs too
         return cmd
 
     def popen(self, spawn: Spawn) -> subprocess.Popen:
