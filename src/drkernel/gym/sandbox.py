@@ -49,6 +49,7 @@ log = logging.getLogger(__name__)
 SANDBOX_UID = 65534
 PRIVATE_TMP = "/tmp"
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+NEVER_BOUND = {"/", "/tmp", "/proc", "/dev", "/sys"}  # a PYTHONPATH entry of these would undo the wall
 GPU_NODES = re.compile(r"^(nvidia.*|dri|kfd)$")  # /dev entries bound into a GPU child
 ENV_KEEP = {"PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES",
             "PYTHONHASHSEED", "OMP_NUM_THREADS", "MKL_NUM_THREADS"}
@@ -179,7 +180,7 @@ class BwrapRunner:
             wanted += [p for p in env.get(var, "").split(os.pathsep) if os.path.isabs(p)]
         wanted += [p for p in sys.path if os.path.isabs(p) and "site-packages" in p]
         out: list[str] = []
-        for p in sorted({os.path.normpath(p) for p in wanted if os.path.lexists(p)}):
+        for p in sorted({os.path.normpath(p) for p in wanted if os.path.lexists(p)} - NEVER_BOUND):
             if not any(p == q or p.startswith(q.rstrip("/") + "/") for q in out):
                 out.append(p)
         return out
@@ -187,16 +188,15 @@ class BwrapRunner:
     def command(self, argv: Sequence[str], env: dict[str, str], limits: Limits, gpu: bool) -> list[str]:
         """The bubblewrap command line: the one place it is built."""
         cmd = [self.binary, "--unshare-all", "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
-               "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+               "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--proc", "/proc", "--dev", "/dev"]
+        if self.version >= (0, 10):
+            cmd += ["--size", str(limits.tmp_bytes)]
+        cmd += ["--tmpfs", PRIVATE_TMP]  # first, so that binds below /tmp (e.g. a --target install) stay visible
         for p in self.ro_paths(env):
             if os.path.islink(p):
                 cmd += ["--symlink", os.readlink(p), p]
             else:
                 cmd += ["--ro-bind", p, p]
-        cmd += ["--proc", "/proc", "--dev", "/dev"]
-        if self.version >= (0, 10):
-            cmd += ["--size", str(limits.tmp_bytes)]
-        cmd += ["--tmpfs", PRIVATE_TMP]
         if gpu:
             for node in gpu_nodes():
                 cmd += ["--dev-bind", node, node]
