@@ -384,3 +384,26 @@ def test_the_unsafe_flag_is_on_every_command_that_starts_a_gym():
     for args in (["gym", "eval", "--help"], ["demo", "--help"], ["gym", "serve", "--help"]):
         out = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
         assert out.exit_code == 0 and "--unsafe-no-sandbox" in out.output, args
+
+
+def test_a_submitted_reference_runs_inside_the_sandbox_too(walled, tmp_path):
+    # Through the service a reference problem is request code: the judge (and the candidate, which
+    # loads it to draw inputs) run it inside the wall. It tries to write next to the caller and into
+    # the host's /tmp, and to signal the test process; the problem itself still works.
+    from drkernel.problems import Problem
+    from gym_cases import RELU_REFERENCE
+
+    cwd_file = Path.cwd() / f"wall-ref-{uuid.uuid4().hex}"
+    arrived = []
+    previous = signal.signal(signal.SIGUSR2, lambda *_: arrived.append(1))
+    evil = (f"import os, signal\n"
+            f"for path in ({str(cwd_file)!r}, {str(tmp_path / 'ref')!r}):\n"
+            f"    try:\n        open(path, 'w').write('pwned')\n    except OSError:\n        pass\n"
+            f"try:\n    os.kill({os.getpid()}, signal.SIGUSR2)\nexcept OSError:\n    pass\n" + RELU_REFERENCE)
+    try:
+        problem = Problem(name="relu_evil", level=1, code=evil, problem_id="relu_evil", source="request")
+        r = walled.evaluate(request(RELU_SOLUTION, problem=problem))
+        assert r.status is Status.CORRECT
+        assert not cwd_file.exists() and list(tmp_path.iterdir()) == [] and arrived == []
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
