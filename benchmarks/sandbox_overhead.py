@@ -128,7 +128,8 @@ def main() -> int:
     print(f"SUMMARY sandbox overhead per evaluation: {100 * overhead:+.1f} % (target <= +10 % on the GPU); "
           f"outputs through the host instead of CUDA IPC: {fallback}")
     for k, v in cache.items():
-        print(f"SUMMARY triton cache ({k}): compile stage first {v['first_compile_s']} s, repeat {v['repeat_compile_s']} s")
+        print(f"SUMMARY triton cache ({k}): compile stage first {v['first_compile_s']} s, "
+              f"repeat {v['repeat_compile_s']} s")
     print(f"wrote {args.out}")
     ok = all(s == ["correct"] for s in statuses.values())
     print("PASS sandbox overhead" if ok else "FAIL sandbox overhead: an evaluation was not correct")

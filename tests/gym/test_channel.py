@@ -171,8 +171,8 @@ def test_forged_claims_against_the_source():
     assert "does not define" in forged_claims("import triton\n@triton.jit\ndef other(x): pass\n", claim)
     assert forged_claims("import triton\n@triton.jit\ndef relu_kernel(x): pass\n", claim) is None
     # the call form and a kernel defined inside a function are the source's own too
-    assert forged_claims("import triton\ndef make():\n    def relu_kernel(x): pass\n    return triton.jit(relu_kernel)\n",
-                         {"reports": {"launches": {"kernels": [{"name": "make.<locals>.relu_kernel",
-                                                                 "own": True}]}}}) is None
+    nested = "import triton\ndef make():\n    def relu_kernel(x): pass\n    return triton.jit(relu_kernel)\n"
+    claim = {"reports": {"launches": {"kernels": [{"name": "make.<locals>.relu_kernel", "own": True}]}}}
+    assert forged_claims(nested, claim) is None
     assert forged_claims("", {"reports": {"launches": {"kernels": [{"name": "k", "own": False}]}}}) is None
     assert forged_claims("", {"reports": "junk"}) is None

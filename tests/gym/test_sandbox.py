@@ -156,7 +156,8 @@ def test_no_network(walled):
             import socket
             attempt("loopback", lambda: socket.create_connection(("127.0.0.1", {port}), timeout=5).close())
             attempt("outside", lambda: socket.create_connection(("1.1.1.1", 53), timeout=5).close())
-            attempt("interfaces", lambda: sorted(l.split(":")[0].strip() for l in open("/proc/net/dev").readlines()[2:]))
+            attempt("interfaces", lambda: sorted(line.split(":")[0].strip()
+                                                 for line in open("/proc/net/dev").readlines()[2:]))
         ''')))
         seen = observed(r)
         assert seen["loopback"].startswith("denied") and seen["outside"].startswith("denied")
@@ -213,7 +214,8 @@ def test_the_job_store_files_are_out_of_reach(walled):
             import sqlite3
             attempt("db", lambda: open("{db}", "rb").read())
             attempt("wal", lambda: open("{db}-wal", "rb").read())
-            attempt("sql", lambda: sqlite3.connect("file:{db}?mode=ro", uri=True).execute("select * from jobs").fetchall())
+            attempt("sql", lambda: sqlite3.connect("file:{db}?mode=ro", uri=True)
+                                          .execute("select * from jobs").fetchall())
         ''')))
         seen = observed(r)
         assert all(v.startswith("denied") for v in seen.values()), seen

@@ -3,7 +3,8 @@ breaks CUDA initialisation: the driver reserves far more address space than it u
 
 A watcher thread sums the resident size of every process in the candidate's process group and of
 every descendant of its leader (the sandbox's processes), and kills the group when the sum passes
-the limit (killing bwrap, the leader, takes its whole pid namespace along). Linux ``/proc`` only; elsewhere the watch is a no-op.
+the limit (killing bwrap, the leader, takes its whole pid namespace along). Linux ``/proc`` only;
+elsewhere the watch is a no-op.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ class Child:
         self.log_path = tempfile.NamedTemporaryFile(prefix="drkernel-child-", suffix=".log", delete=False).name
         self.runner = runner
         self.private_dir = runner.private_dir()  # the child's writable dir, as the child sees it
-        child_env = sandbox_env(env, private=self.private_dir)
+        child_env = sandbox_env(env, private=self.private_dir, sandboxed=runner.sandboxed)
         child_env["DRKERNEL_DEVICE"] = device
         if device == "cpu":
             child_env["TRITON_INTERPRET"] = "1"

@@ -37,7 +37,7 @@ import shutil
 import subprocess
 import sys
 import threading
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Protocol, Sequence
 
@@ -114,13 +114,14 @@ def boot_argv(spawn: Spawn) -> list[str]:
     return [sys.executable, "-c", BOOT, json.dumps(asdict(spawn.limits)), spawn.module]
 
 
-def child_env(env: dict[str, str], *, private: str) -> dict[str, str]:
+def child_env(env: dict[str, str], *, private: str, sandboxed: bool = True) -> dict[str, str]:
     """The child's environment: an allow-list of the host's, the caller's additions, and the paths of
-    its private directory. Nothing about the channel."""
+    its private directory. Nothing about the channel. A sandboxed child never gets a cache or dump
+    directory from outside (a shared Triton cache is an attack surface: module docstring)."""
     src = str(Path(drkernel.__file__).resolve().parents[1])
     out = {k: v for k, v in os.environ.items()
            if (k in ENV_KEEP or k.startswith(ENV_KEEP_PREFIXES)) and k not in ENV_DROP}
-    out.update({k: v for k, v in env.items() if k not in ENV_DROP or private != PRIVATE_TMP})
+    out.update({k: v for k, v in env.items() if not (sandboxed and k in ENV_DROP)})
     out.update({"HOME": private, "TMPDIR": private, "PYTHONDONTWRITEBYTECODE": "1",
                 "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)})
     out.setdefault("TRITON_CACHE_DIR", os.path.join(private, "triton-cache"))
@@ -160,7 +161,6 @@ class BwrapRunner:
     extra_ro: tuple[str, ...] = ()
     name: str = "bwrap"
     sandboxed: bool = True
-    _gpu_nodes: list[str] = field(default_factory=list)
 
     def private_dir(self) -> str:
         return PRIVATE_TMP

@@ -150,7 +150,8 @@ def forged_claims(source: str, done: dict[str, Any]) -> str | None:
     if not own:
         return None
     try:
-        defined = {n.name for n in ast.walk(ast.parse(source)) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        defined = {n.name for n in ast.walk(ast.parse(source))
+                   if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     except (SyntaxError, ValueError):
         defined = set()
     if "jit" not in source:
