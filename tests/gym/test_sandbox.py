@@ -409,3 +409,12 @@ def test_a_submitted_reference_runs_inside_the_sandbox_too(walled, tmp_path):
         assert not cwd_file.exists() and list(tmp_path.iterdir()) == [] and arrived == []
     finally:
         signal.signal(signal.SIGUSR2, previous)
+
+
+def test_the_unsafe_runner_still_evaluates_and_says_so_loudly(caplog):
+    with caplog.at_level("WARNING", logger="drkernel.gym.sandbox"):
+        with InProcessEvaluator(device="cpu", concurrency=1, pool_size=0, checks=core_checks(),
+                                unsafe_no_sandbox=True) as ev:
+            assert not ev.runner.sandboxed and ev.device_info()["sandbox"] == "none"
+            assert ev.evaluate(request(RELU_SOLUTION)).status is Status.CORRECT
+    assert any("WITHOUT THE SANDBOX" in rec.getMessage() for rec in caplog.records)

@@ -50,6 +50,7 @@ SANDBOX_UID = 65534
 PRIVATE_TMP = "/tmp"
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 NEVER_BOUND = {"/", "/tmp", "/proc", "/dev", "/sys"}  # a PYTHONPATH entry of these would undo the wall
+CPU_TOPOLOGY = "/sys/devices/system/cpu"
 GPU_NODES = re.compile(r"^(nvidia.*|dri|kfd)$")  # /dev entries bound into a GPU child
 ENV_KEEP = {"PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES",
             "PYTHONHASHSEED", "OMP_NUM_THREADS", "MKL_NUM_THREADS"}
@@ -202,6 +203,8 @@ class BwrapRunner:
                 cmd += ["--dev-bind", node, node]
             if os.path.isdir("/sys"):
                 cmd += ["--ro-bind", "/sys", "/sys"]  # CUDA and NVML read PCI topology there
+        elif os.path.isdir(CPU_TOPOLOGY):
+            cmd += ["--ro-bind", CPU_TOPOLOGY, CPU_TOPOLOGY]  # cache sizes and cores for PyTorch's CPU kernels
         cmd += ["--remount-ro", "/", "--chdir", PRIVATE_TMP, "--", *argv]  # the root's own tmpfs too
         return cmd
 
