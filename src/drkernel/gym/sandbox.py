@@ -77,7 +77,8 @@ class Limits:
     nofile: int = 4096
     fsize_bytes: int = 4 << 30
     cpu_s: int | None = 4 * 3600  # a backstop against an orphan spinning; the wall clock is the real limit
-    tmp_bytes: int = 8 << 30      # size of the private tmpfs (bwrap >= 0.10)
+    tmp_bytes: int = 2 << 30      # size of the private /tmp (bwrap >= 0.10): tmpfs pages are host memory
+    shm_bytes: int = 512 << 20    # size of the private /dev/shm (idem) that the RSS watch does not see
 
 
 CANDIDATE_LIMITS = Limits()
@@ -190,9 +191,10 @@ class BwrapRunner:
         """The bubblewrap command line: the one place it is built."""
         cmd = [self.binary, "--unshare-all", "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
                "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--proc", "/proc", "--dev", "/dev"]
-        if self.version >= (0, 10):
-            cmd += ["--size", str(limits.tmp_bytes)]
-        cmd += ["--tmpfs", PRIVATE_TMP]  # first, so that binds below /tmp (e.g. a --target install) stay visible
+        sized = self.version >= (0, 10)  # --size: older bwrap mounts them at the kernel's default size
+        cmd += [*(["--size", str(limits.shm_bytes)] if sized else []), "--tmpfs", "/dev/shm"]
+        # /tmp first, so that binds below it (e.g. a pip --target install) stay visible
+        cmd += [*(["--size", str(limits.tmp_bytes)] if sized else []), "--tmpfs", PRIVATE_TMP]
         for p in self.ro_paths(env):
             if os.path.islink(p):
                 cmd += ["--symlink", os.readlink(p), p]
