@@ -4,11 +4,13 @@ which runs a reference that can come from a request through the service).
 The wall is the operating system, not the audit hook: a child runs under bubblewrap (``bwrap``) in
 its own user namespace as uid 65534, its own mount namespace (read-only binds of the system
 directories, the Python prefixes and the ``PYTHONPATH`` entries it imports from; a private tmpfs
-``/tmp`` that is its only writable place; a fresh ``/proc`` and minimal ``/dev``, plus the GPU device
-nodes), no network, its own pid, IPC, UTS and cgroup namespaces, ``--die-with-parent`` and a new
-session. Resource limits (processes, open files, file size, CPU time, no core dumps) are set by
-`boot` in the child itself before it imports anything of the request, and cannot be raised again.
-The environment is rebuilt from an allow-list (`child_env`).
+``/tmp`` and ``/dev/shm``, sized, its only writable places; a fresh ``/proc`` and minimal ``/dev``,
+plus the GPU device nodes; the root remounted read-only), no network, its own pid, IPC, UTS and
+cgroup namespaces, no capabilities, ``--die-with-parent`` and a new session. Resource limits
+(processes, open files, file size, CPU time, no core dumps) are set by `main` in the child itself
+before it imports anything of the request, soft = hard, so they cannot be raised again. The
+environment is rebuilt from an allow-list (`child_env`). As root, bwrap itself is started as host
+uid 65534 when that works (`bwrap_runner`), so no process of the sandbox is host root.
 
 Two runners implement `Runner`: `BwrapRunner` (the default, and the only one that isolates) and
 `UnsafeRunner` (a plain subprocess, only with an explicit ``unsafe_no_sandbox``; it logs a loud
