@@ -29,7 +29,14 @@ import pytest
 import drkernel
 from drkernel.gym import InProcessEvaluator, Status
 from drkernel.gym.checks import core_checks
-from drkernel.gym.sandbox import ENV_KEEP, ENV_KEEP_PREFIXES, SandboxUnavailable, bwrap_runner, make_runner
+from drkernel.gym.sandbox import (
+    CANDIDATE_LIMITS,
+    ENV_KEEP,
+    ENV_KEEP_PREFIXES,
+    SandboxUnavailable,
+    bwrap_runner,
+    make_runner,
+)
 from gym_cases import RELU_SOLUTION, request
 
 SRC = Path(drkernel.__file__).resolve().parents[1]  # bound read-only into every child
@@ -421,3 +428,24 @@ def test_the_unsafe_runner_still_evaluates_and_says_so_loudly(caplog):
             assert not ev.runner.sandboxed and ev.device_info()["sandbox"] == "none"
             assert ev.evaluate(request(RELU_SOLUTION)).status is Status.CORRECT
     assert any("WITHOUT THE SANDBOX" in rec.getMessage() for rec in caplog.records)
+
+
+def test_the_command_line_binds_only_what_it_should(monkeypatch, tmp_path):
+    # Extra read-only paths come from DRKERNEL_SANDBOX_RO; `/` and `/tmp` are never bound, whoever
+    # asks (they would undo the wall); PYTHONPATH entries are bound read-only.
+    extra = tmp_path / "cuda"
+    extra.mkdir()
+    monkeypatch.setenv("DRKERNEL_SANDBOX_RO", f"{extra}:/:/tmp:relative")
+    bwrap_runner.cache_clear()
+    try:
+        runner = bwrap_runner()
+        env = {"PYTHONPATH": f"{SRC}:/tmp"}
+        cmd = runner.command(["python"], env, CANDIDATE_LIMITS, gpu=False)
+    finally:
+        bwrap_runner.cache_clear()
+    binds = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--ro-bind"]
+    assert str(extra) in binds and str(SRC) in binds
+    assert "/" not in binds and "/tmp" not in binds and "relative" not in binds
+    assert cmd[cmd.index("--uid") + 1] == "65534" and "--unshare-all" in cmd and "--die-with-parent" in cmd
+    assert cmd.index("--tmpfs") < cmd.index("--ro-bind")  # binds below /tmp stay visible
+    assert cmd[-2:] == ["--", "python"]

@@ -53,6 +53,7 @@ PRIVATE_TMP = "/tmp"
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 NEVER_BOUND = {"/", "/tmp", "/proc", "/dev", "/sys"}  # a PYTHONPATH entry of these would undo the wall
 CPU_TOPOLOGY = "/sys/devices/system/cpu"
+EXTRA_RO_ENV = "DRKERNEL_SANDBOX_RO"  # more read-only paths, e.g. a CUDA install under /opt
 GPU_NODES = re.compile(r"^(nvidia.*|dri|kfd)$")  # /dev entries bound into a GPU child
 ENV_KEEP = {"PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES",
             "PYTHONHASHSEED", "OMP_NUM_THREADS", "MKL_NUM_THREADS"}
@@ -308,9 +309,10 @@ def bwrap_runner() -> BwrapRunner:
     when that works (then no process of the sandbox is host root, and the process limit binds)."""
     binary = find_bwrap()
     version = _version(binary)
+    extra = tuple(p for p in os.environ.get(EXTRA_RO_ENV, "").split(os.pathsep) if os.path.isabs(p))
     errors = []
     for as_nobody in ((True, False) if os.geteuid() == 0 else (False,)):
-        runner = BwrapRunner(binary, version, as_nobody=as_nobody)
+        runner = BwrapRunner(binary, version, as_nobody=as_nobody, extra_ro=extra)
         if as_nobody and not _nobody_can_use_gpu():
             continue
         err = _probe(runner)
