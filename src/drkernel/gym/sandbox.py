@@ -255,10 +255,22 @@ _SPAWNER = _Spawner()
 
 def gpu_nodes() -> list[str]:
     """Device nodes a GPU child needs: /dev/nvidia*, /dev/nvidia-caps, /dev/dri, /dev/kfd."""
+    _ensure_uvm()
     try:
         return sorted(os.path.join("/dev", n) for n in os.listdir("/dev") if GPU_NODES.match(n))
     except OSError:
         return []
+
+
+@functools.lru_cache(maxsize=None)
+def _ensure_uvm() -> None:
+    """The driver creates /dev/nvidia-uvm on the first CUDA use, which a sandboxed child cannot do
+    (it may not create device nodes): create it here, on the host, when it is missing."""
+    if os.path.exists("/dev/nvidia0") and not os.path.exists("/dev/nvidia-uvm") and shutil.which("nvidia-modprobe"):
+        try:
+            subprocess.run(["nvidia-modprobe", "-u", "-c=0"], capture_output=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            log.warning("nvidia-modprobe failed: %s", e)
 
 
 def find_bwrap() -> str:
