@@ -11,6 +11,7 @@ audit-hook detectors), so every attempt really runs.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
@@ -234,33 +235,42 @@ def test_the_job_store_files_are_out_of_reach(walled):
 
 
 def test_a_candidate_cannot_read_another_candidates_temp_dir(walled):
-    # A writes a secret next to its solution file and stays alive; B, running at the same time,
-    # looks everywhere it can for it.
+    # A writes a secret next to its solution file and waits; the host (root, through
+    # /proc/<pid>/root) sees the secret appear, runs B, which looks everywhere it can for it, and
+    # then lets A go by writing a release file into A's private /tmp. No timing involved.
     secret_name = f"secret-{uuid.uuid4().hex}"
-    victim = probe(f'''
+    victim = probe(f"""
         import time
-        start = time.time()
         open(os.path.join(os.path.dirname(__file__), "{secret_name}"), "w").write("mine")
-        time.sleep(5)
-        found["window"] = [start, time.time()]
-    ''')
-    hunter = probe(f'''
-        import glob, time
-        time.sleep(1.5)
-        found["at"] = time.time()
+        deadline = time.time() + 120
+        while not os.path.exists("/tmp/release") and time.time() < deadline:
+            time.sleep(0.05)
+        found["released"] = os.path.exists("/tmp/release")
+    """)
+    hunter = probe(f"""
+        import glob
         found["tmp"] = sorted(os.listdir("/tmp"))
         found["hits"] = [p for p in glob.glob("/tmp/**", recursive=True) + glob.glob("/proc/*/root/tmp/**",
                          recursive=True) if "{secret_name}" in p]
-    ''')
+    """)
     results = {}
-    threads = [threading.Thread(target=lambda k=k, s=s: results.__setitem__(k, walled.evaluate(request(s))))
-               for k, s in (("victim", victim), ("hunter", hunter))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    window, seen = observed(results["victim"])["window"], observed(results["hunter"])
-    assert window[0] < seen["at"] < window[1], "precondition: the two candidates did not overlap"
+    victim_thread = threading.Thread(target=lambda: results.__setitem__("victim", walled.evaluate(request(victim))))
+    victim_thread.start()
+    try:
+        planted = []
+        while not planted and victim_thread.is_alive():
+            planted = glob.glob(f"/proc/[0-9]*/root/tmp/solution/{secret_name}")
+        assert planted, "the victim never wrote its secret"
+        results["hunter"] = walled.evaluate(request(hunter))
+    finally:
+        for path in glob.glob(f"/proc/[0-9]*/root/tmp/solution/{secret_name}"):
+            try:
+                Path(path).parent.parent.joinpath("release").write_text("go")
+            except OSError:
+                pass
+        victim_thread.join()
+    seen = observed(results["hunter"])
+    assert observed(results["victim"])["released"] is True  # it was alive all along
     assert seen["hits"] == [] and secret_name not in json.dumps(seen)
     assert set(seen["tmp"]) <= {"solution", "triton-cache"}
 

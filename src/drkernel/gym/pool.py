@@ -59,6 +59,7 @@ class Child:
         self.channel = Channel(from_child_r, to_child_w)
         self.hello: dict = {}
         self.start_s: float | None = None
+        self.inner: list[int] = []  # the runner's processes below ours (bwrap's init), seen at ready
 
     @property
     def pid(self) -> int:
@@ -83,6 +84,7 @@ class Child:
             self.kill()
             raise InfrastructureError(f"child sent {msg.op!r} instead of ready")
         self.hello = msg.header
+        self.inner = _children(self.proc.pid)
         self.start_s = time.monotonic() - self.started
         return self.hello
 
@@ -107,7 +109,7 @@ class Child:
         the processes inside left our process group (``--new-session``); killing bwrap kills its
         init through ``--die-with-parent``, and the init's exit tears down the pid namespace, so we
         wait for the init (bwrap's child) too, not only for bwrap."""
-        inner = _children(self.proc.pid)
+        inner = sorted(set(self.inner) | set(_children(self.proc.pid)))  # bwrap may already have exited
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
