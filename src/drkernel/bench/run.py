@@ -77,6 +77,8 @@ class BenchConfig:
     """The per-turn reward (`drkernel.reward`), the same one training uses."""
     eval_concurrency: int = 4
     """Solutions the local gym evaluates at once."""
+    unsafe_no_sandbox: bool = False
+    """``local`` evaluator: run solutions without the OS sandbox (trusted code only; loud warning)."""
     concurrency: int = 64
     """Episodes in flight at once."""
     limit: int | None = None
@@ -136,13 +138,14 @@ class BenchConfig:
         )
 
 
-def make_evaluator(spec: str, device: str = "auto", concurrency: int = 4) -> Evaluator:
+def make_evaluator(spec: str, device: str = "auto", concurrency: int = 4,
+                   unsafe_no_sandbox: bool = False) -> Evaluator:
     """``local`` -> the in-process gym; an ``http(s)://`` URL -> the KernelGym service client (bearer
     token from ``KERNELGYM_TOKEN`` when set)."""
     if spec == "local":
         from drkernel.gym import InProcessEvaluator
 
-        return InProcessEvaluator(device=device, concurrency=concurrency)
+        return InProcessEvaluator(device=device, concurrency=concurrency, unsafe_no_sandbox=unsafe_no_sandbox)
     if spec.startswith(("http://", "https://")):
         try:
             from drkernel.service.client import ServiceEvaluator

@@ -120,7 +120,7 @@ def run(
         check_same_run(out, cfg)
         probs = load_problems(cfg.problems)
         pol = make_policy(cfg.policy, probs)
-        ev = make_evaluator(cfg.evaluator, cfg.eval.device, cfg.eval_concurrency)
+        ev = make_evaluator(cfg.evaluator, cfg.eval.device, cfg.eval_concurrency, cfg.unsafe_no_sandbox)
     except DrKernelError as e:
         console.print(f"[red]error:[/] {e}")
         raise typer.Exit(2)

@@ -139,6 +139,8 @@ def eval_cmd(
     trials: int = typer.Option(5, "--trials", help="correctness trials"),
     timeout: float = typer.Option(300.0, "--timeout", help="wall-clock limit of the candidate (s)"),
     as_json: bool = typer.Option(False, "--json", help="print the EvalResult as JSON"),
+    unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox",
+                                           help="run solutions WITHOUT the OS sandbox (trusted code only)"),
 ) -> None:
     """Evaluate one solution against one problem."""
     try:
@@ -152,7 +154,8 @@ def eval_cmd(
     _show_stages()
     try:
         log.info("starting the judge process on %s", device)
-        with InProcessEvaluator(device=device, concurrency=1, pool_size=0) as ev:  # one-shot: no spare child
+        with InProcessEvaluator(device=device, concurrency=1, pool_size=0,  # one-shot: no spare child
+                                unsafe_no_sandbox=_unsafe(unsafe_no_sandbox)) as ev:
             result = ev.evaluate(EvalRequest(problem=prob, solution=source, config=config))
     except JudgeError as e:
         console.print(f"[red]error: the reference problem cannot run:[/] {str(e).splitlines()[0]}")
@@ -188,6 +191,15 @@ def _show_stages() -> None:
         logger.propagate = False
 
 
+def _unsafe(flag: bool) -> bool:
+    """The ``--unsafe-no-sandbox`` flag, announced loudly when given."""
+    if flag:
+        from drkernel.gym.sandbox import UNSAFE_WARNING
+
+        console.print(f"[bold red]WARNING: {UNSAFE_WARNING}[/]")
+    return flag
+
+
 def demo_requests(problems: Sequence[Problem], config: EvalConfig) -> list[tuple[str, str, EvalRequest]]:
     """Every solution file of every built-in problem: gold, and the broken, lazy and slow ones."""
     out = []
@@ -205,6 +217,8 @@ def demo(
     level: int = typer.Option(0, "--level", help="only this level of the suite (0: all)"),
     limit: int = typer.Option(0, "--limit", help="at most this many problems (0: all)"),
     concurrency: int = typer.Option(2, "--concurrency", help="candidates in flight"),
+    unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox",
+                                           help="run solutions WITHOUT the OS sandbox (trusted code only)"),
 ) -> None:
     """Evaluate the built-in suite's gold and broken solutions; print and save the table."""
     try:
@@ -223,7 +237,8 @@ def demo(
     rows: list[tuple[str, str, EvalResult] | None] = [None] * len(jobs)
     t0 = time.monotonic()
     try:
-        with InProcessEvaluator(device=device, concurrency=concurrency, pool_size=concurrency) as ev, \
+        with InProcessEvaluator(device=device, concurrency=concurrency, pool_size=concurrency,
+                                unsafe_no_sandbox=_unsafe(unsafe_no_sandbox)) as ev, \
                 Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                          console=console, disable=not console.is_terminal) as progress:
             task = progress.add_task("evaluating", total=len(jobs))

@@ -63,6 +63,9 @@ def serve(
         120.0, help="a worker holding a job past timeout_s + this is killed"
     ),
     log_level: str = typer.Option("info", help="uvicorn and drkernel log level"),
+    unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox",
+                                           help="run solutions and references WITHOUT the OS sandbox (trusted "
+                                                "code only)"),
 ) -> None:
     """Run the KernelGym service (HTTP API, job store, device workers)."""
     import logging
@@ -78,7 +81,8 @@ def serve(
             db_path=str(db),
             devices=devices,
             evaluator=evaluator,
-            evaluator_kwargs=json.loads(evaluator_kwargs),
+            evaluator_kwargs={**json.loads(evaluator_kwargs),
+                              **({"unsafe_no_sandbox": True} if unsafe_no_sandbox else {})},
             slots_per_worker=slots,
             token=token,
             ray_address=ray_address,
@@ -108,6 +112,10 @@ def serve(
         console.print(f"[red]error:[/] {e}")
         raise typer.Exit(2)
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if unsafe_no_sandbox:
+        from drkernel.gym.sandbox import UNSAFE_WARNING
+
+        console.print(f"[bold red]WARNING: {UNSAFE_WARNING}[/]")
     console.print(f"KernelGym service on http://{host}:{port} (docs at /docs), store {db}")
     if token is None:
         console.print(f"clients: tokens of `drkernel gym token add`, or the token in {config.db_path}.token")

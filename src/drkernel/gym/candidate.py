@@ -122,6 +122,7 @@ class Candidate:
         drawn = self.predraw(job, refs)
         t = self.stage("inputs", t)
 
+        os.makedirs(job["workdir"], exist_ok=True)
         path = os.path.join(job["workdir"], job["solution_name"])
         with open(path, "w") as f:
             f.write(job["solution"])

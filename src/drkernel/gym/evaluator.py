@@ -28,6 +28,7 @@ from drkernel.gym.refcache import TIMING_FIELDS, ReferenceTimingCache, reference
 from drkernel.gym.result import EvalResult, Hack, KernelStat, Status, TimingStats, TrialResult
 from drkernel.gym.runtime import DeviceRuntime, JudgeLost
 from drkernel.gym.seeds import plan_seeds
+from drkernel.gym.sandbox import make_runner
 from drkernel.gym.session import CandidateSession, SessionOutcome
 
 log = logging.getLogger(__name__)
@@ -63,12 +64,18 @@ class InProcessEvaluator:
         checks: the reward-integrity checks to run (default: `default_checks()`).
         reference_cache_dir: where reference timings persist (in memory only when None).
         cache_reference_timings: reuse a reference timing for the same problem, GPU, versions, config.
+        unsafe_no_sandbox: run judge and candidates without the OS sandbox (`drkernel.gym.sandbox`).
+            Only for code you trust; without it the evaluator refuses to start when bwrap does not
+            work here. Under the sandbox every child has a private Triton cache and
+            ``triton_cache_dir`` applies to unsandboxed children only.
     """
 
     def __init__(self, device: str = "auto", concurrency: int = 2, pool_size: int = 2,
                  triton_cache_dir: str | None = None, checks: CheckRegistry | None = None,
-                 reference_cache_dir: str | None = None, cache_reference_timings: bool = True) -> None:
+                 reference_cache_dir: str | None = None, cache_reference_timings: bool = True,
+                 unsafe_no_sandbox: bool = False) -> None:
         EvalConfig(device=device)  # validates the device string
+        self.runner = make_runner(unsafe_no_sandbox)  # refuses (SandboxUnavailable) without a working sandbox
         self.concurrency = max(1, concurrency)
         self.pool_size = max(0, pool_size)
         self.env = {"TRITON_CACHE_DIR": triton_cache_dir} if triton_cache_dir else {}
@@ -140,7 +147,8 @@ class InProcessEvaluator:
     # -- runtimes -----------------------------------------------------------------------------
 
     def _new_runtime(self, device: str) -> DeviceRuntime:
-        return DeviceRuntime(device, pool_size=self.pool_size, concurrency=self.concurrency, env=self.env)
+        return DeviceRuntime(device, pool_size=self.pool_size, concurrency=self.concurrency, env=self.env,
+                             runner=self.runner)
 
     def _runtime(self, device: str) -> DeviceRuntime:
         with self._lock:

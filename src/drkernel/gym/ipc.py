@@ -123,9 +123,27 @@ class Channel:
                 pass
 
 
+_adopted: list[Channel] = []
+
+
+def adopt_stdio_channel() -> None:
+    """In a child's boot: the parent hands the channel over as stdin (its messages) and stdout (ours).
+    Move both onto fresh descriptors, point stdin at /dev/null and stdout at stderr (the child's log),
+    so that no descriptor number is named in the environment or on the command line, and whatever
+    the child prints cannot corrupt the channel."""
+    read_fd, write_fd = os.dup(0), os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)
+    _adopted.append(Channel(read_fd, write_fd))
+
+
 def child_channel() -> Channel:
-    """The channel of a child process, from the fds its parent named in the environment."""
-    return Channel(int(os.environ["DRKERNEL_FD_IN"]), int(os.environ["DRKERNEL_FD_OUT"]))
+    """The channel of a child process, adopted by its boot (`drkernel.gym.sandbox`); handed out once."""
+    if not _adopted:
+        raise RuntimeError("no channel: a child must be started through drkernel.gym.sandbox")
+    return _adopted.pop()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,9 +1,10 @@
 """Host memory cap for candidate children, by watching resident size (not ``RLIMIT_AS``, which
 breaks CUDA initialisation: the driver reserves far more address space than it uses).
 
-A watcher thread sums the resident size of every process in the candidate's process group (the
-candidate is a session leader, so anything it forks stays in the group) and kills the group when
-the sum passes the limit. Linux ``/proc`` only; elsewhere the watch is a no-op.
+A watcher thread sums the resident size of every process in the candidate's process group and of
+every descendant of its leader (the sandbox's processes), and kills the group when the sum passes
+the limit (killing bwrap, the leader, takes its whole pid namespace along). Linux ``/proc`` only;
+elsewhere the watch is a no-op.
 """
 
 from __future__ import annotations
@@ -16,12 +17,16 @@ PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 def group_rss_bytes(pgid: int) -> int:
-    """Resident bytes of all processes whose process group is ``pgid``."""
-    total = 0
+    """Resident bytes of the processes in process group ``pgid`` and of every descendant of process
+    ``pgid`` (under the sandbox the candidate runs in a session of its own inside bwrap's pid
+    namespace, so it is a descendant of the group's leader, not a member of its group)."""
     try:
         pids = [p for p in os.listdir("/proc") if p.isdigit()]
     except OSError:
         return 0
+    rss: dict[int, int] = {}
+    children: dict[int, list[int]] = {}
+    members: list[int] = []
     for pid in pids:
         try:
             with open(f"/proc/{pid}/stat", "rb") as f:
@@ -30,9 +35,20 @@ def group_rss_bytes(pgid: int) -> int:
             continue
         # fields after the ")" that closes the command name: state ppid pgrp ... rss is field 24
         fields = stat[stat.rfind(b")") + 2:].split()
-        if len(fields) > 21 and int(fields[2]) == pgid:
-            total += int(fields[21]) * PAGE
-    return total
+        if len(fields) <= 21:
+            continue
+        rss[int(pid)] = int(fields[21]) * PAGE
+        children.setdefault(int(fields[1]), []).append(int(pid))
+        if int(fields[2]) == pgid:
+            members.append(int(pid))
+    seen: set[int] = set()
+    todo = [pgid, *members]
+    while todo:
+        pid = todo.pop()
+        if pid not in seen:
+            seen.add(pid)
+            todo.extend(children.get(pid, ()))
+    return sum(rss.get(pid, 0) for pid in seen)
 
 
 class RssWatch:

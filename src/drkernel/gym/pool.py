@@ -1,7 +1,9 @@
 """Child processes (judge and candidates) and the warm pool of candidates.
 
-A child is ``python -m <module>`` in its own session, talking over two private pipes (fds named in
-its environment), with stdout and stderr going to a log file whose tail explains crashes. The pool
+A child is ``python -m <module>`` started by a `Runner` (the bwrap sandbox, `drkernel.gym.sandbox`)
+in its own session, talking over two private pipes handed over as its stdin and stdout (its boot
+moves them onto fresh descriptors; nothing names them in its environment), with stderr going to a
+log file whose tail explains crashes. The pool
 keeps ``size`` candidates started and warm (torch and triton imported, CUDA initialised) so a
 solution does not wait for start-up; each is handed out once, then discarded.
 """
@@ -11,18 +13,18 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
-from pathlib import Path
 from typing import Any, Callable, ContextManager
 
-import drkernel
 from drkernel.errors import InfrastructureError
 from drkernel.gym.ipc import Channel, ChannelClosed, ChannelTimeout, Message
+from drkernel.gym.sandbox import CANDIDATE_LIMITS, Limits, Runner, Spawn
+from drkernel.gym.sandbox import child_env as sandbox_env
 
 log = logging.getLogger(__name__)
 START_TIMEOUT_S = 300.0
@@ -30,30 +32,34 @@ LOG_TAIL = 16000
 
 
 class Child:
-    """One child process and its message channel."""
+    """One child process and its message channel, started by a `Runner` (the sandbox)."""
 
-    def __init__(self, module: str, device: str, env: dict[str, str]) -> None:
+    def __init__(self, module: str, device: str, env: dict[str, str], runner: Runner,
+                 limits: Limits = CANDIDATE_LIMITS) -> None:
         to_child_r, to_child_w = os.pipe()
         from_child_r, from_child_w = os.pipe()
         self.log_path = tempfile.NamedTemporaryFile(prefix="drkernel-child-", suffix=".log", delete=False).name
-        src = str(Path(drkernel.__file__).resolve().parents[1])
-        child_env = {**os.environ, **env, "DRKERNEL_FD_IN": str(to_child_r), "DRKERNEL_FD_OUT": str(from_child_w),
-                     "DRKERNEL_DEVICE": device,
-                     "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)}
+        self.runner = runner
+        self.private_dir = runner.private_dir()  # the child's writable dir, as the child sees it
+        child_env = sandbox_env(env, private=self.private_dir, sandboxed=runner.sandboxed)
+        child_env["DRKERNEL_DEVICE"] = device
         if device == "cpu":
             child_env["TRITON_INTERPRET"] = "1"
         else:
             child_env.pop("TRITON_INTERPRET", None)
         self.started = time.monotonic()
-        with open(self.log_path, "wb") as logf:
-            self.proc = subprocess.Popen([sys.executable, "-m", module], pass_fds=(to_child_r, from_child_w),
-                                         stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-                                         env=child_env, start_new_session=True)
-        os.close(to_child_r)
-        os.close(from_child_w)
+        try:
+            with open(self.log_path, "wb") as logf:
+                # the channel travels as stdin/stdout; the child's boot moves it off them
+                self.proc = runner.popen(Spawn(module, child_env, stdin=to_child_r, stdout=from_child_w,
+                                               stderr=logf, limits=limits, gpu=device != "cpu"))
+        finally:
+            os.close(to_child_r)
+            os.close(from_child_w)
         self.channel = Channel(from_child_r, to_child_w)
         self.hello: dict = {}
         self.start_s: float | None = None
+        self.inner: list[int] = []  # the runner's processes below ours (bwrap's init), seen at ready
 
     @property
     def pid(self) -> int:
@@ -78,6 +84,7 @@ class Child:
             self.kill()
             raise InfrastructureError(f"child sent {msg.op!r} instead of ready")
         self.hello = msg.header
+        self.inner = _children(self.proc.pid)
         self.start_s = time.monotonic() - self.started
         return self.hello
 
@@ -87,10 +94,22 @@ class Child:
     def recv(self, deadline: float | None = None) -> Message:
         return self.channel.recv(deadline)
 
+    @property
+    def returncode(self) -> int | None:
+        """The child's exit status as Popen reports it (negative: killed by that signal), also when a
+        sandbox in between turned a signal into an exit code."""
+        rc = self.proc.returncode
+        return self.runner.exit_status(rc) if rc is not None else None
+
     def alive(self) -> bool:
         return self.proc.poll() is None
 
     def kill(self) -> None:
+        """Kill the child and everything it started, and return once they are gone. Under the sandbox
+        the processes inside left our process group (``--new-session``); killing bwrap kills its
+        init through ``--die-with-parent``, and the init's exit tears down the pid namespace, so we
+        wait for the init (bwrap's child) too, not only for bwrap."""
+        inner = sorted(set(self.inner) | set(_children(self.proc.pid)))  # bwrap may already have exited
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -99,6 +118,8 @@ class Child:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             log.warning("child %d did not exit after SIGKILL", self.proc.pid)
+        if not _wait_gone(inner, time.monotonic() + 10):
+            log.warning("processes %s of child %d outlived it", inner, self.proc.pid)
         self.channel.close()
 
     def log_tail(self, n: int = LOG_TAIL) -> str:
@@ -116,14 +137,45 @@ class Child:
             os.unlink(self.log_path)
         except OSError:
             pass
+        if not self.runner.sandboxed:  # a host temp dir (the sandbox's own tmpfs went with the child)
+            shutil.rmtree(self.private_dir, ignore_errors=True)
+
+
+def _children(pid: int) -> list[int]:
+    """Direct children of ``pid`` (empty when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(c) for c in f.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _wait_gone(pids: list[int], deadline: float) -> bool:
+    """Wait until every pid has exited (a zombie counts: it runs nothing); False at the deadline."""
+    def running(pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except (OSError, IndexError):
+            return False
+
+    left = list(pids)
+    while left:
+        left = [p for p in left if running(p)]
+        if left and time.monotonic() > deadline:
+            return False
+        if left:
+            time.sleep(0.01)
+    return True
 
 
 class WarmPool:
     """``size`` candidate children kept started and warm; ``take`` hands one out for one use."""
 
-    def __init__(self, device: str, size: int, env: dict[str, str],
+    def __init__(self, device: str, size: int, env: dict[str, str], runner: Runner,
                  gate: Callable[[], ContextManager[Any]] | None = None) -> None:
         self.device = device
+        self.runner = runner
         self.size = size
         self.env = env
         self.gate = gate
@@ -144,7 +196,7 @@ class WarmPool:
     def _fill(self) -> None:
         child = None
         try:
-            child = Child("drkernel.gym.candidate", self.device, self.env)
+            child = Child("drkernel.gym.candidate", self.device, self.env, self.runner)
             child.wait_ready(gate=self.gate)
         except Exception as e:  # recorded; take() starts one in the foreground and raises if that fails too
             log.error("warm candidate failed to start: %s", e)
@@ -167,7 +219,7 @@ class WarmPool:
                     raise InfrastructureError("the pool is closed")
                 child = self._ready.pop(0) if self._ready else None
             if child is None:
-                child = Child("drkernel.gym.candidate", self.device, self.env)
+                child = Child("drkernel.gym.candidate", self.device, self.env, self.runner)
                 child.wait_ready(gate=self.gate)
             if self.size:
                 self._start_one()

@@ -17,6 +17,7 @@ from drkernel.errors import InfrastructureError, JudgeError
 from drkernel.gym.ipc import ChannelClosed, ChannelTimeout, ProtocolViolation
 from drkernel.gym.pool import Child, WarmPool
 from drkernel.gym.seeds import public_seed
+from drkernel.gym.sandbox import JUDGE_LIMITS, Runner
 
 log = logging.getLogger(__name__)
 JUDGE_TIMEOUT_S = 1800.0
@@ -79,8 +80,10 @@ class RWLock:
 class DeviceRuntime:
     """Judge + warm pool + locks for one device. Starts in the background; `wait_ready` joins."""
 
-    def __init__(self, device: str, *, pool_size: int, concurrency: int, env: dict[str, str]) -> None:
+    def __init__(self, device: str, *, pool_size: int, concurrency: int, env: dict[str, str],
+                 runner: Runner) -> None:
         self.requested = device
+        self.runner = runner
         self.pool_size = pool_size
         self.concurrency = concurrency
         self.env = env
@@ -99,9 +102,9 @@ class DeviceRuntime:
 
     def _start(self) -> None:
         try:
-            self.judge = Child("drkernel.gym.judge", self.requested, self.env)
+            self.judge = Child("drkernel.gym.judge", self.requested, self.env, self.runner, JUDGE_LIMITS)
             self.hello = self.judge.wait_ready()
-            self.pool = WarmPool(self.device, self.pool_size, self.env, gate=self.rw.shared)
+            self.pool = WarmPool(self.device, self.pool_size, self.env, self.runner, gate=self.rw.shared)
         except BaseException as e:
             self._error = e
         finally:
@@ -162,7 +165,7 @@ class DeviceRuntime:
         log.warning("restarting the judge on %s", self.device)
         assert self.judge is not None
         self.judge.discard()
-        self.judge = Child("drkernel.gym.judge", self.device, self.env)
+        self.judge = Child("drkernel.gym.judge", self.device, self.env, self.runner, JUDGE_LIMITS)
         self.judge.wait_ready()
 
     def prepare(self, problem: Any, config: Any) -> dict[str, Any]:
@@ -180,7 +183,8 @@ class DeviceRuntime:
         return {"device": self.device, "name": self.device_name, "ready": self.ready, "in_flight": self.in_flight,
                 "concurrency": self.concurrency, "pool_size": self.pool_size,
                 "pool_ready": self.pool.ready_count if self.pool else 0,
-                "total_memory": self.hello.get("total_memory"), "versions": self.hello.get("versions", {})}
+                "total_memory": self.hello.get("total_memory"), "versions": self.hello.get("versions", {}),
+                "sandbox": self.runner.name}
 
     def close(self) -> None:
         self._ready.wait()

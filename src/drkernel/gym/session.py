@@ -1,14 +1,32 @@
 """One candidate's run, seen from the orchestrator: hand it the job, relay its exported outputs to
 the judge, grant the exclusive timing region, enforce the wall-clock and memory limits, and
 collect what happened. Nothing the candidate sends is unpickled; headers are validated JSON.
+
+Solution code runs in the candidate's process, so it can find the channel (a pipe among its own
+descriptors) and write messages of its own. The orchestrator therefore takes nothing on the
+candidate's word that it can establish itself: every comparison is the judge's; messages must
+come in the protocol's order (`ProtocolOrder`: the trials in order, each integrity tag judged
+once, one report per hook, the timed region only after them, ``done`` last), and anything else
+is a protocol violation (a crash, never valid); the final report's claims are cross-checked
+against the source (`forged_claims`).
+
+The candidate's side of the sequence (orchestrator replies in brackets)::
+
+    solution_path
+    (outputs trial=i [verdict])*            i = 0, 1, ... in order; stops at the first failure
+    ((compare tag [verdict])* extra hook)*  one ``extra`` per hook of the job
+    lock [locked] timing [continue|remeasure] (timing_sync)? | unlock      GPU timing only
+    (compare trial=timing tag [verdict])*   sampled timed calls
+    done                                    (``error`` may come at any point; then only ``done``)
 """
 
 from __future__ import annotations
 
+import ast
+import enum
 import math
-import shutil
+import os
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,6 +66,102 @@ class SessionOutcome:
     release_s: float = 0.0                      # the judge freeing the job's tensors
 
 
+class Phase(enum.Enum):
+    START = "start"        # before the harness named the solution file
+    TRIALS = "trials"      # correctness trials, in order
+    EXTRAS = "extras"      # every trial passed: the hooks' extra runs
+    TIMING = "timing"      # the hooks are done; the timed region may start (GPU)
+    SAMPLES = "samples"    # the timed region is over: its sampled outputs
+    ENDED = "ended"        # an error was reported or a trial failed: only ``done`` may follow
+
+
+class ProtocolOrder:
+    """The candidate's message order (module docstring); `check` raises `ProtocolViolation` on any
+    message out of it. What the candidate could forge in order is caught by `forged_claims` and
+    by the verdict checks, which read only the judge's comparisons."""
+
+    def __init__(self, trials: int, hooks: int, timing: bool) -> None:
+        self.trials, self.hooks, self.timing = trials, hooks, timing
+        self.phase = Phase.START
+        self.next_trial = 0
+        self.extras_seen = 0
+        self.tags: set[str] = set()
+
+    def check(self, op: str, h: dict[str, Any]) -> None:
+        p = self.phase
+        if op == "error":
+            self.phase = Phase.ENDED
+        elif op == "done":
+            finished = p is Phase.ENDED or p is Phase.SAMPLES or (p is Phase.TIMING and not self.timing)
+            if not finished:
+                raise ProtocolViolation(f"done out of order (during {p.value}: {self.next_trial} of "
+                                        f"{self.trials} trials, {self.extras_seen} of {self.hooks} hook reports)")
+        elif p is Phase.ENDED:
+            raise ProtocolViolation(f"{op!r} after the run ended (an error or a failed trial)")
+        elif op == "solution_path":
+            self._expect(p is Phase.START, op)
+            self.phase = Phase.TRIALS
+        elif op == "outputs":
+            self._expect(p is Phase.TRIALS, op)
+            if h.get("trial") != self.next_trial:
+                raise ProtocolViolation(f"outputs of trial {h.get('trial')!r} when trial {self.next_trial} was due")
+        elif op == "compare":
+            timed = h.get("trial") == "timing"
+            self._expect(p is (Phase.SAMPLES if timed else Phase.EXTRAS), f"{op} of trial {h.get('trial')!r}")
+        elif op == "extra":
+            self._expect(p is Phase.EXTRAS, op)
+            self.extras_seen += 1
+            if self.extras_seen == self.hooks:
+                self.phase = Phase.TIMING
+        elif op == "lock":
+            self._expect(p is Phase.TIMING and self.timing, op)
+        elif op not in ("timing", "timing_sync", "unlock"):  # those: checked against the device hold
+            raise ProtocolViolation(f"unknown message {op!r}")
+
+    def _expect(self, ok: bool, what: str) -> None:
+        if not ok:
+            raise ProtocolViolation(f"{what} out of order (during {self.phase.value})")
+
+    def judged(self, tag: str | None, passed: bool) -> None:
+        """A verdict was recorded: a trial's (``tag`` None) or a tagged run's (each tag once)."""
+        if tag is not None:
+            if tag in self.tags:
+                raise ProtocolViolation(f"a second comparison for {tag!r}")
+            self.tags.add(tag)
+            return
+        if not passed:
+            self.phase = Phase.ENDED
+            return
+        self.next_trial += 1
+        if self.next_trial == self.trials:
+            self.phase = Phase.EXTRAS if self.hooks else Phase.TIMING
+
+    def timed_region_over(self) -> None:
+        self.phase = Phase.SAMPLES
+
+
+def forged_claims(source: str, done: dict[str, Any]) -> str | None:
+    """A final report that claims launches of the solution's own kernels the source cannot have:
+    own kernels without any ``jit`` in the source, or named after no function it defines."""
+    reports = done.get("reports") if isinstance(done.get("reports"), dict) else {}
+    launches = reports.get("launches") if isinstance(reports.get("launches"), dict) else {}
+    kernels = launches.get("kernels") if isinstance(launches.get("kernels"), list) else []
+    own = [str(k.get("name", "")) for k in kernels if isinstance(k, dict) and k.get("own")]
+    if not own:
+        return None
+    try:
+        defined = {n.name for n in ast.walk(ast.parse(source))
+                   if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    except (SyntaxError, ValueError):
+        defined = set()
+    if "jit" not in source:
+        return f"the report claims launches of own kernels {own[:4]} but the source uses no triton.jit"
+    missing = [n for n in own if n.rsplit(".", 1)[-1] not in defined]
+    if missing:
+        return f"the report claims own kernels {missing[:4]} that the source does not define"
+    return None
+
+
 class CandidateSession:
     def __init__(self, runtime: DeviceRuntime, job: dict[str, Any], job_id: str, profile: str,
                  weight_seed: int, timeout_s: float, rss_limit_bytes: int) -> None:
@@ -60,6 +174,7 @@ class CandidateSession:
         self.rss_limit = rss_limit_bytes
         self.out = SessionOutcome()
         self.hold: str | None = None
+        self.order = ProtocolOrder(len(job["trials"]), len(job.get("hooks") or ()), bool(job.get("timing")))
 
     def run(self) -> SessionOutcome:
         t = time.monotonic()
@@ -68,8 +183,8 @@ class CandidateSession:
         self.out.child_wait_s = time.monotonic() - t
         self.out.child_start_s = child.start_s
         started = time.monotonic()
-        workdir = tempfile.mkdtemp(prefix="drkernel-solution-")  # the solution file lives here, removed after
-        self.job = {**self.job, "workdir": workdir}
+        # the solution file lives in the child's private dir (its own tmpfs under the sandbox)
+        self.job = {**self.job, "workdir": os.path.join(child.private_dir, "solution")}
         self._acquire("shared")
         try:
             with RssWatch(child.pid, self.rss_limit) as watch:
@@ -83,7 +198,6 @@ class CandidateSession:
             t = time.monotonic()
             try:
                 self._finish(child)
-                shutil.rmtree(workdir, ignore_errors=True)
                 self.out.exit_s = time.monotonic() - t
                 self.rt.judge_call({"op": "release", "job": self.job_id})
             finally:
@@ -105,6 +219,7 @@ class CandidateSession:
             while True:
                 msg = child.recv(deadline)
                 h, op = msg.header, msg.op
+                self.order.check(op, h)
                 if op in ("outputs", "compare"):
                     tag = (str(h.get("tag", ""))[:200] or "extra") if op == "compare" else None
                     verdict = self._compare(h, msg.blob, tag=tag)
@@ -112,11 +227,13 @@ class CandidateSession:
                         self.out.ipc_fallback = str(verdict.get("message", ""))
                         child.send({"op": "retry_host"})
                     elif tag is None:
+                        self.order.judged(None, bool(verdict["passed"]))
                         if not self.out.trials:
                             self.out.out_bytes = _output_bytes(h.get("tree"))
                         self.out.trials.append(verdict)
                         child.send({"op": "verdict", "passed": bool(verdict["passed"])})
                     else:
+                        self.order.judged(tag, bool(verdict.get("passed")))
                         self.out.extra[tag] = verdict
                         child.send(verdict)
                 elif op == "lock":
@@ -138,6 +255,7 @@ class CandidateSession:
                     elif op == "timing_sync":
                         self.out.sol_timing_sync = _stats(h.get("stats"))
                     deadline += self._switch("shared")
+                    self.order.timed_region_over()
                 elif op == "extra":
                     self.out.hook_extra[str(h.get("hook", ""))[:100]] = h.get("result")
                 elif op == "solution_path":
@@ -145,10 +263,11 @@ class CandidateSession:
                 elif op == "error":
                     self.out.error = {k: str(h.get(k, ""))[:20000] for k in ("stage", "type", "message", "traceback")}
                 elif op == "done":
+                    forged = forged_claims(str(self.job.get("solution", "")), h)
+                    if forged:
+                        raise ProtocolViolation(f"forged report: {forged}")
                     self.out.done = h
                     return
-                else:
-                    raise ProtocolViolation(f"unknown message {op!r}")
         except ChannelTimeout:
             self.out.timed_out = True
         except ChannelClosed:
@@ -204,7 +323,7 @@ class CandidateSession:
             except subprocess.TimeoutExpired:
                 pass
         child.kill()
-        self.out.returncode = child.proc.returncode
+        self.out.returncode = child.returncode
         self.out.log_tail = child.log_tail()
         child.discard()
 

@@ -175,6 +175,8 @@ class GymConfig:
     """``in_process``: solutions evaluated at once."""
     pool_size: int = 4
     """``in_process``: warm candidate processes kept ready."""
+    unsafe_no_sandbox: bool = False
+    """``in_process``: run solutions without the OS sandbox (trusted code only; logs a loud warning)."""
 
 
 @dataclass(frozen=True)

@@ -104,7 +104,8 @@ def build_env(
         from drkernel.gym import InProcessEvaluator
 
         evaluator = InProcessEvaluator(
-            device=config.eval.device, concurrency=config.gym.concurrency, pool_size=config.gym.pool_size
+            device=config.eval.device, concurrency=config.gym.concurrency, pool_size=config.gym.pool_size,
+            unsafe_no_sandbox=config.gym.unsafe_no_sandbox,
         )
     episode_config = EpisodeConfig(
         turns=r.turns,

