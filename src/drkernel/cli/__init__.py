@@ -14,6 +14,7 @@ import typer
 from drkernel.cli import agent as agent_cli
 from drkernel.cli import bench as bench_cli
 from drkernel.cli import gym as gym_cli
+from drkernel.cli import organism as organism_cli
 from drkernel.cli import problems as problems_cli
 from drkernel.cli import sft as sft_cli
 from drkernel.cli import train as train_cli
@@ -27,6 +28,7 @@ app.add_typer(agent_cli.app, name="agent")
 app.add_typer(bench_cli.app, name="bench")
 app.command("train")(train_cli.train)
 app.add_typer(sft_cli.app, name="sft")
+app.add_typer(organism_cli.app, name="organism")
 
 
 def main() -> None:

@@ -123,9 +123,11 @@ class TaskConfig:
     """What the policy is asked to do."""
 
     kind: str = "kernel"
-    """``kernel`` (write Triton kernels, rewarded by the gym) or ``sanity`` (learning check, no gym)."""
+    """``kernel`` (write Triton kernels, rewarded by the gym), ``sanity`` (learning check, no gym) or
+    ``organism`` (the miniature Dr. Kernel, drkernel.organism: programs over generated problem families)."""
     problems: str = "builtin"
-    """``kernel``: ``builtin`` or a problems file / KernelBench folder (see drkernel.problems)."""
+    """``kernel``: ``builtin`` or a problems file / KernelBench folder (see drkernel.problems);
+    ``organism``: ``<train|heldout>:<count>[:family,...]``, e.g. ``train:16``."""
     levels: tuple[int, ...] = ()
     """``kernel``: keep only these levels; empty keeps all."""
     include: tuple[str, ...] = ()
@@ -207,7 +209,7 @@ CHOICES = {
     "model.precision": ("fp32", "bf16-autocast", "bf16"),
     "rollout.backend": ("hf", "openai", "vllm"),
     "gym.kind": ("in_process", "service"),
-    "task.kind": ("kernel", "sanity"),
+    "task.kind": ("kernel", "sanity", "organism"),
     "algorithm.advantage": ("trloo", "grpo"),
     "algorithm.loss_agg": ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean"),
     "algorithm.is_level": ("none", "token", "turn", "turn-geometric", "sequence", "geometric"),
