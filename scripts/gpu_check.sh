@@ -4,7 +4,8 @@
 # and writes JSON under ${OUT:-out}. Exit status 1 if any section failed.
 # Arguments select sections by tag (default: all), e.g. `bash scripts/gpu_check.sh gym-cost`, so a
 # caller with a per-command time limit can run them one by one.
-# Tags: env gym-checks timing gym-cost integrity-hacks integrity-honest suite service agent train.
+# Tags: env gym-checks timing gym-cost integrity-hacks integrity-honest suite service agent train
+#       organism-nocheck organism-nopr organism-full organism-grpo organism-report.
 # Each section runs under `timeout ${SECTION_TIMEOUT:-560}` (seconds; SIGTERM, then SIGKILL 20 s later),
 # so a hung section fails alone and leaves the rest of a 10-minute call to the summary lines.
 set -u
@@ -51,6 +52,22 @@ section suite "suite: every built-in solution at full size, eager vs solution" "
 section service "service: worker-pool throughput vs fresh processes" "$PY" benchmarks/worker_throughput_gpu.py --device cuda:0 --out "$OUT/worker_throughput_gpu.json"
 section agent "agent: scripted broken/lazy/gold episodes and a tiny model, real timings" "$PY" benchmarks/agent_e2e_gpu.py --out "$OUT/agent_e2e"
 section train "trainer: sanity task, bf16 mismatch, kernel task with GPU rewards" "$PY" benchmarks/train_gpu.py --out "$OUT/train_gpu"
+
+# --- organism (issue 17): one arm x 2 seeds per section (each run <= ~2.5 min), then the report. ---
+# Run dirs (checkpoints, episodes) stay under runs/organism-gpu (SFT policies cached there per seed);
+# $OUT gets one JSON per arm and the report (table, SVG curves, summary): 7 files.
+# CPU dry run: ORGANISM_SCALE=dry ORGANISM_DEVICE=cpu bash scripts/gpu_check.sh organism-full organism-report
+ORGANISM_SCALE="${ORGANISM_SCALE:-gpu}"
+ORGANISM_DEVICE="${ORGANISM_DEVICE:-cuda}"
+ORGANISM_RUNS="${ORGANISM_RUNS:-runs/organism-gpu}"
+for arm in nocheck nopr full grpo; do
+    section "organism-$arm" "organism: arm $arm x seeds 0,1" "$PY" -m drkernel.organism suite --arms "$arm" \
+        --seeds 0,1 --scale "$ORGANISM_SCALE" --device "$ORGANISM_DEVICE" --out "$ORGANISM_RUNS/$arm" \
+        --cache "$ORGANISM_RUNS/cache" --bundle "$OUT/organism_$arm.json"
+done
+section organism-report "organism: table, curves and the paper's claims against the seed spread" \
+    "$PY" -m drkernel.organism report "$OUT" --out "$OUT/organism_report"
+# --- end organism ---
 
 echo
 if [ ${#failed[@]} -eq 0 ]; then

@@ -37,14 +37,20 @@ def _ints(text: str) -> list[int]:
         raise ConfigError(f"expected comma-separated integers, got {text!r}") from e
 
 
-def suite(arms: str, seeds: str, out: str, device: str, scale_name: str, report: bool) -> list[str]:
-    """Run the (arm, seed) pairs; return SUMMARY lines (and write the report when asked)."""
+def suite(arms: str, seeds: str, out: str, device: str, scale_name: str, report: bool,
+          cache: str | None = None, bundle: str | None = None) -> list[str]:
+    """Run the (arm, seed) pairs; return SUMMARY lines (and write the report when asked; copy the
+    suite's JSON to ``bundle``, the one file a caller with a small file budget keeps)."""
     from drkernel.organism.arms import arm
     from drkernel.organism.report import write_report
     from drkernel.organism.run import run_suite
 
     chosen = [arm(a.strip()) for a in arms.split(",") if a.strip()]
-    runs = run_suite(chosen, _ints(seeds), _scale(scale_name, device), Path(out), device)
+    runs = run_suite(chosen, _ints(seeds), _scale(scale_name, device), Path(out), device,
+                     Path(cache) if cache else None)
+    if bundle:
+        Path(bundle).parent.mkdir(parents=True, exist_ok=True)
+        Path(bundle).write_text((Path(out) / "organism_suite.json").read_text())
     lines = [f"SUMMARY organism run {r['arm']} seed {r['seed']}: {r['steps_done']} steps in "
              f"{r['wall_seconds']:.0f} s; last reward {r['steps'][-1].get('gym/org/reward_mean', 0):.3f} "
              f"hack {r['steps'][-1].get('gym/org/hack_rate', 0):.2f} "
@@ -78,6 +84,8 @@ def parser() -> argparse.ArgumentParser:
         s.add_argument("--device", default="auto")
         s.add_argument("--scale", default="auto", help="gpu, cpu, dry or auto (gpu when CUDA is there)")
         s.add_argument("--report", action="store_true", help="also write the table and plots under OUT/report")
+        s.add_argument("--cache", default=None, help="where SFT policies are kept (default OUT/cache)")
+        s.add_argument("--bundle", default=None, help="also copy organism_suite.json to this path")
     r = sub.add_parser("report")
     r.add_argument("paths", nargs="+")
     r.add_argument("--out", default="runs/org/report")
@@ -95,9 +103,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     try:
         if args.command == "run":
-            lines = suite(args.arm, args.seed, args.out, args.device, args.scale, args.report)
+            lines = suite(args.arm, args.seed, args.out, args.device, args.scale, args.report, args.cache,
+                          args.bundle)
         elif args.command == "suite":
-            lines = suite(args.arms, args.seeds, args.out, args.device, args.scale, args.report)
+            lines = suite(args.arms, args.seeds, args.out, args.device, args.scale, args.report, args.cache,
+                          args.bundle)
         elif args.command == "report":
             from drkernel.organism.report import write_report
 

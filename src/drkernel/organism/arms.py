@@ -64,6 +64,9 @@ class Scale:
     """Stop after the step that crosses this many seconds of RL (0: no limit)."""
     gym: dict[str, Any] = field(default_factory=dict)
     """EvalConfig fields besides the device."""
+    torch_threads: int = 0
+    """Intra-op threads of this process during the run (0: leave as is). The CPU scales use 1: on a
+    shared, oversubscribed host two spinning OpenMP threads made a tiny model's step 20x slower."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -76,10 +79,10 @@ SCALES: dict[str, Scale] = {s.name: s for s in (
     Scale("gpu", model="gpu", n_train=16, n_heldout=6, heldout_samples=4, steps=12, budget_s=150.0, gym=GPU_GYM),
     Scale("cpu", model="cpu", n_train=1, n_heldout=0, heldout_samples=0, families=("ew2",), sft_specs=1,
           sft_draws=48, sft_steps=150, sft_batch=32, sft_lr=3e-3, steps=5, prompts_per_step=1,
-          samples_per_prompt=32, turns=1, max_tokens=16, rl_lr=1e-3, mini_batches=2, gym=CPU_GYM),
+          samples_per_prompt=32, turns=1, max_tokens=16, rl_lr=1e-3, mini_batches=2, gym=CPU_GYM, torch_threads=1),
     Scale("dry", model="cpu", n_train=2, n_heldout=1, heldout_samples=2, families=("ew2", "ew3"), sft_specs=2,
           sft_draws=16, sft_steps=40, sft_batch=32, sft_lr=3e-3, steps=2, prompts_per_step=2, samples_per_prompt=4, turns=2,
-          max_tokens=16, rl_lr=1e-3, mini_batches=1, gym=CPU_GYM),
+          max_tokens=16, rl_lr=1e-3, mini_batches=1, gym=CPU_GYM, torch_threads=1),
 )}
 
 

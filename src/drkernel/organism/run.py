@@ -170,11 +170,18 @@ def run_suite(arms: Sequence[Arm], seeds: Sequence[int], scale: Scale, out_dir: 
     cuda = gym.device != "cpu"
     cache = EvalCache()
     runs = []
-    with InProcessEvaluator(device=gym.device, concurrency=8 if cuda else 2, pool_size=4 if cuda else 2) as ev:
-        for seed in seeds:
-            for a in arms:
-                runs.append(run_arm(a, scale, seed, out_dir, device, ev, cache, cache_dir))
-                log.info("%s seed %d done in %.0f s", a.name, seed, runs[-1]["wall_seconds"])
+    threads = torch.get_num_threads()
+    if scale.torch_threads:
+        torch.set_num_threads(scale.torch_threads)
+    try:
+        with InProcessEvaluator(device=gym.device, concurrency=8 if cuda else 2,
+                                pool_size=4 if cuda else 2) as ev:
+            for seed in seeds:
+                for a in arms:
+                    runs.append(run_arm(a, scale, seed, out_dir, device, ev, cache, cache_dir))
+                    log.info("%s seed %d done in %.0f s", a.name, seed, runs[-1]["wall_seconds"])
+    finally:
+        torch.set_num_threads(threads)
     bundle = {"schema": "organism-suite/1", "runs": runs, "evaluations": cache.evaluations,
               "eval_seconds": cache.seconds}
     (out_dir / "organism_suite.json").write_text(json.dumps(bundle, indent=1))
