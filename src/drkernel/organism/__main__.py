@@ -113,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             lines = write_report(args.paths, Path(args.out), args.tail)
         else:
-            lines = [f"SFT policy in {sft_only(args.seed, args.out, args.device, args.scale)}"]
+            lines = [sft_only(args.seed, args.out, args.device, args.scale)]  # the folder, for model.source
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2

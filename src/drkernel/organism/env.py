@@ -167,11 +167,12 @@ class OrganismEnv:
     """Multi-turn organism episodes judged by the real gym (see the module docstring)."""
 
     def __init__(self, problems: Sequence[Problem], evaluator: Evaluator, settings: EnvSettings,
-                 sampling: Any, cache: EvalCache | None = None, shard: tuple[int, int] = (0, 1)) -> None:
+                 sampling: Any, cache: EvalCache | None = None, shard: tuple[int, int] = (0, 1),
+                 owns_evaluator: bool = False) -> None:
         self.problems, self.specs = list(problems), [from_problem(p) for p in problems]
         self.evaluator, self.settings, self.sampling = evaluator, settings, sampling
         self.cache = cache if cache is not None else EvalCache()
-        self.shard = shard
+        self.shard, self.owns_evaluator = shard, owns_evaluator
 
     async def _turn(self, policy: Any, chosen: Sequence[int], histories: list[list[dict[str, str]]]
                     ) -> tuple[list[Any], list[TurnOutcome]]:
@@ -243,7 +244,9 @@ class OrganismEnv:
         return step_metrics(episodes, prompts, self.settings.corpus, prefix="gym/heldout/")
 
     def close(self) -> None:
-        pass
+        """Close the evaluator when this env started it (a suite shares one and closes it itself)."""
+        if self.owns_evaluator:
+            self.evaluator.close()
 
 
 
@@ -264,4 +267,4 @@ def build_env(config: Any, sampling: Any, shard: tuple[int, int] = (0, 1)) -> Or
                            seed=config.run.seed)
     evaluator = InProcessEvaluator(device=config.gym.device, concurrency=config.gym.concurrency,
                                    pool_size=config.gym.pool_size)
-    return OrganismEnv(problems, evaluator, settings, sampling, shard=shard)
+    return OrganismEnv(problems, evaluator, settings, sampling, shard=shard, owns_evaluator=True)
