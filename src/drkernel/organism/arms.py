@@ -81,7 +81,7 @@ SCALES: dict[str, Scale] = {s.name: s for s in (
           sft_draws=48, sft_steps=150, sft_batch=32, sft_lr=3e-3, steps=5, prompts_per_step=1,
           samples_per_prompt=32, turns=1, max_tokens=16, rl_lr=1e-3, mini_batches=2, gym=CPU_GYM, torch_threads=1),
     Scale("dry", model="cpu", n_train=2, n_heldout=1, heldout_samples=2, families=("ew2", "ew3"), sft_specs=2,
-          sft_draws=16, sft_steps=40, sft_batch=32, sft_lr=3e-3, steps=2, prompts_per_step=2, samples_per_prompt=4, turns=2,
+          sft_draws=24, sft_steps=150, sft_batch=32, sft_lr=3e-3, steps=2, prompts_per_step=2, samples_per_prompt=4, turns=2,
           max_tokens=16, rl_lr=1e-3, mini_batches=1, gym=CPU_GYM, torch_threads=1),
 )}
 
