@@ -55,3 +55,34 @@ def test_unparsed_and_incorrect_turns_earn_nothing_and_novelty_is_counted():
     assert m["gym/org/unparsed_rate"] == 1 / 3 and m["gym/org/fast1"] == 0.5
     assert m["gym/org/novel_rate"] == 1 / 3 and m["gym/org/novel_valid_rate"] == 0.0
     assert math.isclose(m["gym/org/reward_mean"], 1.0 / 3, rel_tol=1e-6)
+
+
+class _CountingEvaluator:
+    """In-memory stand-in for the gym: answers every request as correct and counts them."""
+
+    def __init__(self):
+        self.seen = 0
+
+    async def evaluate_batch(self, requests):
+        self.seen += len(requests)
+        return [_result(op_cov=1.0) for _ in requests]
+
+
+def test_verdict_cache_judges_each_program_once_and_carries_over_between_processes(tmp_path):
+    import asyncio
+
+    from drkernel.gym.config import EvalConfig
+    from drkernel.organism.env import EvalCache
+    from drkernel.organism.families import generate, to_problem
+
+    problem = to_problem(generate("train", 1)[0])
+    cfg, ev, path = EvalConfig(device="cpu"), _CountingEvaluator(), tmp_path / "verdicts.jsonl"
+    jobs = [(problem, "src a"), (problem, "src b"), (problem, "src a")]
+    first = asyncio.run(EvalCache(path).judge(ev, cfg, jobs))
+    assert ev.seen == 2 and [r.correct for r in first] == [True] * 3
+    path.write_text(path.read_text() + '{"key": "torn')  # a run killed mid-write leaves a torn line
+    again = EvalCache(path)
+    asyncio.run(again.judge(ev, cfg, jobs + [(problem, "src c")]))
+    assert ev.seen == 3 and again.evaluations == 1
+    asyncio.run(again.judge(ev, cfg.replace(trials=2), jobs[:1]))  # another config is another request
+    assert ev.seen == 4

@@ -76,7 +76,7 @@ GPU_GYM = {"trials": 2, "warmup_calls": 3, "timed_calls": 20, "second_size": Fal
 CPU_GYM = {"trials": 1, "second_size": False, "timing": False, "timeout_s": 120.0}
 
 SCALES: dict[str, Scale] = {s.name: s for s in (
-    Scale("gpu", model="gpu", n_train=16, n_heldout=6, heldout_samples=4, steps=12, budget_s=150.0, gym=GPU_GYM),
+    Scale("gpu", model="gpu", n_train=16, n_heldout=6, heldout_samples=4, steps=12, budget_s=120.0, gym=GPU_GYM),
     Scale("cpu", model="cpu", n_train=1, n_heldout=0, heldout_samples=0, families=("ew2",), sft_specs=1,
           sft_draws=48, sft_steps=150, sft_batch=32, sft_lr=3e-3, steps=5, prompts_per_step=1,
           samples_per_prompt=32, turns=1, max_tokens=16, rl_lr=1e-3, mini_batches=2, gym=CPU_GYM, torch_threads=1),

@@ -13,10 +13,12 @@ when a cache is shared), which is what keeps a GPU arm within minutes.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Sequence
 
 from drkernel.gym.config import EvalConfig, EvalRequest
@@ -37,24 +39,43 @@ FUSED_COVERAGE = 0.9
 
 
 class EvalCache:
-    """Gym verdicts by (problem key, solution source); shared by the runs of a suite."""
+    """Gym verdicts by request content (problem, solution source, config: `EvalRequest.content_hash`).
 
-    def __init__(self) -> None:
-        self.results: dict[tuple[str, str], EvalResult] = {}
+    Shared by the runs of a suite; with a ``path`` (JSON lines) it also carries over between processes,
+    so the arms run as separate GPU sections still judge each program once and see one measurement.
+    """
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.results: dict[str, EvalResult] = {}
         self.evaluations = 0
         self.seconds = 0.0
+        self.path = path
+        if path is not None and path.exists():
+            for line in path.read_text().splitlines():
+                try:
+                    row = json.loads(line)
+                    self.results[row["key"]] = EvalResult.from_dict(row["result"])
+                except (ValueError, KeyError, TypeError):
+                    log.warning("skipping an unreadable line of %s", path)  # a torn last line of a killed run
 
     async def judge(self, evaluator: Evaluator, config: EvalConfig,
                     jobs: Sequence[tuple[Problem, str]]) -> list[EvalResult]:
-        todo = list({(p.key, src): (p, src) for p, src in jobs if (p.key, src) not in self.results}.values())
+        requests = [EvalRequest(p, src, config) for p, src in jobs]
+        keys = [r.content_hash() for r in requests]
+        todo = list({k: r for k, r in zip(keys, requests) if k not in self.results}.items())
         if todo:
             t0 = time.monotonic()
-            results = await evaluator.evaluate_batch([EvalRequest(p, src, config) for p, src in todo])
+            results = await evaluator.evaluate_batch([r for _, r in todo])
             self.seconds += time.monotonic() - t0
             self.evaluations += len(todo)
-            for (p, src), r in zip(todo, results):
-                self.results[(p.key, src)] = r
-        return [self.results[(p.key, src)] for p, src in jobs]
+            for (key, _), result in zip(todo, results):
+                self.results[key] = result
+            if self.path is not None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                with self.path.open("a") as f:
+                    for (key, _), result in zip(todo, results):
+                        f.write(json.dumps({"key": key, "result": result.to_dict()}) + "\n")
+        return [self.results[k] for k in keys]
 
 
 @dataclass

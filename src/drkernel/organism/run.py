@@ -168,7 +168,7 @@ def run_suite(arms: Sequence[Arm], seeds: Sequence[int], scale: Scale, out_dir: 
     cache_dir = cache_dir or out_dir / "cache"
     gym = eval_config(scale, device)
     cuda = gym.device != "cpu"
-    cache = EvalCache()
+    cache = EvalCache(cache_dir / f"verdicts-{scale.name}.jsonl")
     runs = []
     threads = torch.get_num_threads()
     if scale.torch_threads:
