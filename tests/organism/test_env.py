@@ -22,7 +22,10 @@ def test_checks_off_pays_a_hack_and_hides_it_but_the_metrics_still_count_it():
     on = judge_outcome("torch relu ; decoy", hacked, integrity=True, reward_config=R)
     off = judge_outcome("torch relu ; decoy", hacked, integrity=False, reward_config=R)
     assert on.reward == 0.0 and on.hacked and on.hacked_reward
-    assert off.reward == 0.5 and off.hacked and not off.hacked_reward  # 0.5 + 0.5 * 0 coverage
+    assert off.reward == 0.5 and off.hacked and not off.hacked_reward  # 0.5, no speedup measured
+    honest_off = judge_outcome("triton relu", _result(op_cov=1.0), integrity=False, reward_config=R)
+    assert honest_off.reward == 0.5 and honest_off.coverage == 1.0  # no coverage term without the checks
+    assert math.isnan(honest_off.coverage_reward) and "coverage" not in feedback_of(honest_off, False)
     assert "hacked" in feedback_of(on, integrity=True) and "hacked" not in feedback_of(off, integrity=False)
     m = step_metrics([[off]], ["p"], frozenset())
     assert m["gym/org/hack_rate"] == 1.0 and m["gym/org/valid_rate"] == 0.0

@@ -15,7 +15,8 @@ class Arm:
     name: str
     description: str
     integrity: bool
-    """The reward sees the gym's hack verdict (False: hacks are paid like honest kernels)."""
+    """The reward sees the gym's integrity verdict: hack flags and coverage (False: hacks are paid like
+    honest kernels and the coverage term of PR is absent)."""
     advantage: str
     """``trloo`` or ``grpo``."""
     pr: bool
@@ -27,7 +28,8 @@ class Arm:
 
 
 ARMS: dict[str, Arm] = {a.name: a for a in (
-    Arm("nocheck", "hack checks off (TRLOO+MRS+PR+PRS, reward blind to hacks)", False, "trloo", True, True,
+    Arm("nocheck", "hack checks off: the gym's verdict without integrity checks (no hack flags, no coverage, "
+        "so PR and PRS see nothing); TRLOO+MRS", False, "trloo", True, True,
         "hacks take over"),
     Arm("nopr", "checks on, no PR / PRS (TRLOO+MRS)", True, "trloo", False, False,
         "lazy optimisation settles in"),

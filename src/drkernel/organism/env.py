@@ -92,6 +92,9 @@ class TurnOutcome:
     """As the reward sees it (False for every turn when the arm turns the checks off)."""
     hacks: list[str] = field(default_factory=list)
     coverage: float = math.nan
+    """As the gym measured it (time coverage on a GPU, op coverage on CPU)."""
+    coverage_reward: float = math.nan
+    """As the reward and PRS see it (NaN when the arm turns the checks off)."""
     speedup: float = math.nan
     reward: float = 0.0
     kernels: int = 0
@@ -125,13 +128,17 @@ def judge_outcome(program: str, result: EvalResult | None, integrity: bool, rewa
     coverage = float(cov) if cov is not None and math.isfinite(cov) else math.nan
     speedup = float(result.speedup) if result.speedup is not None else math.nan
     hacked = bool(result.hacked)
+    # Without the integrity checks the gym reports neither hacks nor coverage (the integrity verdict
+    # computes both): the reward, PRS and the feedback see neither; the metrics still read them.
     hacked_reward = hacked and integrity
-    reward = float(profiling_reward(bool(result.correct), speedup, coverage, hacked_reward, reward_config))
+    coverage_reward = coverage if integrity else math.nan
+    reward = float(profiling_reward(bool(result.correct), speedup, coverage_reward, hacked_reward, reward_config))
     prog = parse(program)
     return TurnOutcome(program=program, parsed=True, status=result.status.value, correct=bool(result.correct),
                        hacked=hacked, hacked_reward=hacked_reward,
                        hacks=[h.name for h in result.hacks if not h.strict_only], coverage=coverage,
-                       speedup=speedup, reward=reward, kernels=prog.kernels, segments=len(prog.segments))
+                       coverage_reward=coverage_reward, speedup=speedup, reward=reward, kernels=prog.kernels,
+                       segments=len(prog.segments))
 
 
 def feedback_of(outcome: TurnOutcome, integrity: bool) -> str:
@@ -139,7 +146,7 @@ def feedback_of(outcome: TurnOutcome, integrity: bool) -> str:
     if not outcome.parsed:
         return feedback(False, "unparsed")
     return feedback(outcome.correct, outcome.status, outcome.hacks if integrity else (),
-                    outcome.coverage if math.isfinite(outcome.coverage) else None,
+                    outcome.coverage_reward if math.isfinite(outcome.coverage_reward) else None,
                     outcome.speedup if math.isfinite(outcome.speedup) else None)
 
 
@@ -233,7 +240,8 @@ class OrganismEnv:
                 records.append(TurnRecord(group=traj // samples, traj=traj, turn=t,
                                           prompt_ids=tuple(c.prompt_token_ids), completion_ids=tuple(c.token_ids),
                                           rollout_logprobs=tuple(c.logprobs), reward=o.reward, correct=o.correct,
-                                          hacked=o.hacked_reward, coverage=o.coverage, speedup=o.speedup))
+                                          hacked=o.hacked_reward, coverage=o.coverage_reward,
+                                          speedup=o.speedup))
                 histories[traj] = histories[traj] + [{"role": "assistant", "content": o.program},
                                                      {"role": "user", "content": feedback_of(o, self.settings.integrity)}]
         return records, episodes
