@@ -31,3 +31,19 @@ def test_reversed_claim_and_svg_parses():
     assert got["hack_rate:nocheck"] == "REVERSED"
     root = ET.fromstring(curves_svg(runs))
     assert root.tag.endswith("svg") and len(root.findall(".//{http://www.w3.org/2000/svg}polyline")) == 6 * 2
+
+
+def test_missing_or_corrupt_inputs_are_config_errors(tmp_path):
+    import pytest
+
+    from drkernel.errors import ConfigError
+    from drkernel.organism.report import write_report
+
+    with pytest.raises(ConfigError):
+        write_report([tmp_path / "absent"], tmp_path / "r")
+    (tmp_path / "organism_suite.json").write_text("{not json")
+    with pytest.raises(ConfigError):
+        write_report([tmp_path], tmp_path / "r")
+    (tmp_path / "organism_suite.json").write_text('{"runs": []}')
+    with pytest.raises(ConfigError):  # nothing to report is an error, not an empty table
+        write_report([tmp_path], tmp_path / "r")

@@ -23,11 +23,20 @@ ARM_ORDER = ("nocheck", "nopr", "full", "grpo")
 
 def load_runs(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
     """Every run in the given bundles, run files or folders (searched recursively), once each."""
+    from drkernel.errors import ConfigError
+
     runs: dict[tuple[str, int], dict[str, Any]] = {}
     for path in map(Path, paths):
+        if not path.exists():
+            raise ConfigError(f"no such run file or folder: {path}")
         files = sorted(path.rglob("organism_*.json")) if path.is_dir() else [path]
         for f in files:
-            data = json.loads(f.read_text())
+            try:
+                data = json.loads(f.read_text())
+            except (OSError, ValueError) as e:
+                raise ConfigError(f"{f} is not a readable organism JSON file: {e}") from e
+            if not isinstance(data, dict):
+                raise ConfigError(f"{f} is not an organism run or suite file")
             for run in data.get("runs", [data] if data.get("schema", "").startswith("organism-run") else []):
                 runs[(run["arm"], int(run["seed"]))] = run
     return [runs[k] for k in sorted(runs, key=lambda k: (_arm_rank(k[0]), k[1]))]
