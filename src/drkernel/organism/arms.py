@@ -52,7 +52,7 @@ class Scale:
     sft_specs: int = 3000
     sft_draws: int = 1
     """Examples per corpus instance."""
-    sft_steps: int = 800
+    sft_steps: int = 1500
     sft_batch: int = 64
     sft_lr: float = 1e-3
     steps: int = 12
