@@ -140,13 +140,14 @@ def generate(split: Split | str, count: int, seed: int = 0, families: Sequence[s
     return list(seen.values())
 
 
-def _fmt(c: float | None) -> str:
-    return repr(float(c)) if c is not None else ""
+def with_constant(template: str, constant: float | None) -> str:
+    """``template`` with its ``{c}`` placeholder filled (templates without one are returned as is)."""
+    return template.replace("{c}", repr(float(constant))) if constant is not None else template
 
 
 def torch_line(op: str, constant: float | None) -> str:
     """``h = <op applied to h>`` in PyTorch."""
-    return f"h = {OPS[op].torch.replace('c', _fmt(constant)) if constant is not None else OPS[op].torch}"
+    return f"h = {with_constant(OPS[op].torch, constant)}"
 
 
 def reference_code(spec: Spec) -> str:

@@ -1,7 +1,7 @@
 """The organism's operator vocabulary: each op once, as PyTorch source and as Triton source.
 
 An op is written against a running value ``h`` (and, for the binary ops, the second input ``y``);
-``c`` is the op's constant. The reference problems, the PyTorch segments of a solution and the Triton
+``{c}`` is where the op's constant goes. The reference problems, the PyTorch segments of a solution and the Triton
 kernels all render from these two templates, so a program that names the right ops in the right order
 computes the reference exactly (up to float rounding), and one that does not is wrong for real.
 """
@@ -27,7 +27,7 @@ class Op:
     Attributes:
         name: the token the policy writes.
         kind: elementwise, row reduction or GEMM.
-        torch: PyTorch expression of ``h`` (and ``y``, ``c``), or for row ops of the row tensor ``h``.
+        torch: PyTorch expression of ``h`` (and ``y``, ``{c}``), or for row ops of the row tensor ``h``.
         triton: Triton expression (elementwise), or statements computing ``out`` from ``h`` (row ops,
             where ``n`` is the row length and ``mask`` the valid columns).
         constants: the constants a problem may give this op (empty: the op has none).
@@ -55,8 +55,8 @@ ELEMENTWISE = (
     Op("abs", OpKind.ELEMENTWISE, "torch.abs(h)", "tl.abs(h)"),
     Op("square", OpKind.ELEMENTWISE, "h * h", "h * h"),
     Op("sin", OpKind.ELEMENTWISE, "torch.sin(h)", "tl.sin(h)"),
-    Op("scale", OpKind.ELEMENTWISE, "h * c", "h * c", constants=(0.5, 2.0, -1.5, 0.25, 3.0)),
-    Op("shift", OpKind.ELEMENTWISE, "h + c", "h + c", constants=(0.5, -1.0, 1.5, -0.25)),
+    Op("scale", OpKind.ELEMENTWISE, "h * {c}", "h * {c}", constants=(0.5, 2.0, -1.5, 0.25, 3.0)),
+    Op("shift", OpKind.ELEMENTWISE, "h + {c}", "h + {c}", constants=(0.5, -1.0, 1.5, -0.25)),
     Op("add_y", OpKind.ELEMENTWISE, "h + y", "h + y"),
     Op("mul_y", OpKind.ELEMENTWISE, "h * y", "h * y"),
 )

@@ -74,7 +74,8 @@ class Program:
         return sum(s.mode is not Mode.TORCH for s in self.segments)
 
 
-def _check_segment(seg: Segment) -> None:
+def check_segment(seg: Segment) -> None:
+    """ProgramError unless ``seg`` is well formed (known ops; a kernel's row op last, matmul first)."""
     if seg.mode is Mode.DECOY:
         if seg.ops:
             raise ProgramError(f"'decoy' takes no ops, got {' '.join(seg.ops)}")
@@ -108,7 +109,7 @@ def parse(text: str) -> Program:
         except ValueError:
             raise ProgramError(f"unknown mode {words[0]!r} (triton, torch or decoy)") from None
         seg = Segment(mode, tuple(words[1:]))
-        _check_segment(seg)
+        check_segment(seg)
         segments.append(seg)
     return Program(tuple(segments))
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections import defaultdict, deque
 
-from drkernel.organism.families import Spec, torch_line
+from drkernel.organism.families import Spec, torch_line, with_constant
 from drkernel.organism.ops import OPS, OpKind
-from drkernel.organism.program import Mode, Program, ProgramError, Segment, _check_segment
+from drkernel.organism.program import Mode, Program, Segment, check_segment
 
 HEADER = "import torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n"
 EW_BLOCK = 1024
@@ -35,8 +35,7 @@ def _triton_lines(ops: tuple[str, ...], constants: list[float | None], indent: s
     lines = []
     for op, c in zip(ops, constants):
         if OPS[op].kind is OpKind.ELEMENTWISE:
-            expr = OPS[op].triton.replace("c", repr(float(c))) if c is not None else OPS[op].triton
-            lines.append(f"{indent}h = {expr}")
+            lines.append(f"{indent}h = {with_constant(OPS[op].triton, c)}")
         elif OPS[op].kind is OpKind.ROW:
             lines += [indent + line for line in OPS[op].triton.splitlines()]
     return lines
@@ -116,9 +115,9 @@ def _segment(i: int, seg: Segment, consts: list[float | None]) -> tuple[str | No
 
 
 def render(spec: Spec, program: Program) -> str:
-    """The solution source of ``program`` for ``spec``; ProgramError if a segment is malformed."""
+    """The solution source of ``program`` for ``spec``; `ProgramError` if a segment is malformed."""
     for seg in program.segments:
-        _check_segment(seg)
+        check_segment(seg)
     constants = bind_constants(spec, program.ops)
     kernels: list[str] = []
     forward: list[str] = []
@@ -134,5 +133,3 @@ def render(spec: Spec, program: Program) -> str:
             "    def forward(self, x, y):\n        h = x.contiguous()\n        y = y.contiguous()\n"
             + "\n".join(forward) + "\n        return h\n")
 
-
-__all__ = ["ProgramError", "bind_constants", "render"]

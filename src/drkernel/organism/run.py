@@ -30,7 +30,7 @@ SCHEMA = "organism-run/1"
 
 
 @dataclass(frozen=True)
-class Policy0:
+class SftPolicy:
     """The SFT starting point of a seed: where it is saved and how it was made."""
 
     path: Path
@@ -44,7 +44,7 @@ def _fingerprint(scale: Scale, seed: int) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
-def prepare_policy(scale: Scale, seed: int, cache_dir: Path, device: torch.device) -> Policy0:
+def prepare_policy(scale: Scale, seed: int, cache_dir: Path, device: torch.device) -> SftPolicy:
     """Tokenizer + model trained from scratch on the bad-habits corpus; reused when already on disk."""
     from drkernel.organism import model as m
 
@@ -54,7 +54,7 @@ def prepare_policy(scale: Scale, seed: int, cache_dir: Path, device: torch.devic
     path = cache_dir / f"sft-{scale.model}-{seed}-{_fingerprint(scale, seed)}"
     info_file = path / "organism_sft.json"
     if info_file.exists():
-        return Policy0(path, pairs, json.loads(info_file.read_text()))
+        return SftPolicy(path, pairs, json.loads(info_file.read_text()))
     t0 = time.monotonic()
     tokenizer = m.build_tokenizer(corpus, m.SIZES[scale.model].vocab)
     model = m.build_model(tokenizer, m.SIZES[scale.model], seed)
@@ -64,7 +64,7 @@ def prepare_policy(scale: Scale, seed: int, cache_dir: Path, device: torch.devic
             "steps": scale.sft_steps, "loss_first": losses[0], "loss_last": sum(losses[-10:]) / len(losses[-10:]),
             "seconds": time.monotonic() - t0, "kinds": _kinds(corpus)}
     info_file.write_text(json.dumps(info, indent=2))
-    return Policy0(path, pairs, info)
+    return SftPolicy(path, pairs, info)
 
 
 def _kinds(corpus: Sequence[Any]) -> dict[str, int]:
