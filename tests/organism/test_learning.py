@@ -4,7 +4,6 @@ interpreter). Reward and the CPU Fast@1 proxy must rise from step 1; the policy 
 its corpus does not hold; the report must be written from the run's own output."""
 
 import json
-import math
 
 from drkernel.organism.arms import ARMS, SCALES
 from drkernel.organism.report import write_report
@@ -25,7 +24,6 @@ def test_cpu_organism_learns_on_the_honest_arm(tmp_path):
     # step 1 is sampled before any update: it is the SFT policy's level
     assert _mean(reward[-2:]) > reward[0] + 0.1, reward
     assert _mean(fast1[-2:]) > fast1[0] + 0.1, fast1
-    assert all(math.isnan(s.get("gym/org/speedup", math.nan)) for s in steps)  # nothing timed on CPU
     # recombination: some sampled programs that parse are in no SFT example for that prompt
     assert sum(s["gym/org/novel_rate"] for s in steps) > 0
     assert run["sft"]["params"] < 200_000 and run["sft"]["loss_last"] < run["sft"]["loss_first"] / 4

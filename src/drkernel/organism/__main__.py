@@ -47,10 +47,7 @@ def suite(arms: str, seeds: str, out: str, device: str, scale_name: str, report:
 
     chosen = [arm(a.strip()) for a in arms.split(",") if a.strip()]
     runs = run_suite(chosen, _ints(seeds), _scale(scale_name, device), Path(out), device,
-                     Path(cache) if cache else None)
-    if bundle:
-        Path(bundle).parent.mkdir(parents=True, exist_ok=True)
-        Path(bundle).write_text((Path(out) / "organism_suite.json").read_text())
+                     Path(cache) if cache else None, Path(bundle) if bundle else None)
     lines = [f"SUMMARY organism run {r['arm']} seed {r['seed']}: {r['steps_done']} steps in "
              f"{r['wall_seconds']:.0f} s; last reward {r['steps'][-1].get('gym/org/reward_mean', 0):.3f} "
              f"hack {r['steps'][-1].get('gym/org/hack_rate', 0):.2f} "

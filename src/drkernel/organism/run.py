@@ -160,8 +160,10 @@ def _device_name(cache: EvalCache) -> str:
 
 
 def run_suite(arms: Sequence[Arm], seeds: Sequence[int], scale: Scale, out_dir: Path, device: str,
-              cache_dir: Path | None = None) -> list[dict[str, Any]]:
-    """Every (seed, arm) pair with one evaluator and one verdict cache; writes ``organism_suite.json``."""
+              cache_dir: Path | None = None, bundle: Path | None = None) -> list[dict[str, Any]]:
+    """Every (seed, arm) pair with one evaluator and one verdict cache. ``organism_suite.json`` (and its
+    copy ``bundle``) is rewritten after every run, so a suite killed at a time limit keeps its finished
+    runs."""
     from drkernel.gym import InProcessEvaluator
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -180,9 +182,15 @@ def run_suite(arms: Sequence[Arm], seeds: Sequence[int], scale: Scale, out_dir: 
                 for a in arms:
                     runs.append(run_arm(a, scale, seed, out_dir, device, ev, cache, cache_dir))
                     log.info("%s seed %d done in %.0f s", a.name, seed, runs[-1]["wall_seconds"])
+                    _write_bundle(runs, cache, [out_dir / "organism_suite.json"] + ([bundle] if bundle else []))
     finally:
         torch.set_num_threads(threads)
-    bundle = {"schema": "organism-suite/1", "runs": runs, "evaluations": cache.evaluations,
-              "eval_seconds": cache.seconds}
-    (out_dir / "organism_suite.json").write_text(json.dumps(bundle, indent=1))
     return runs
+
+
+def _write_bundle(runs: Sequence[dict[str, Any]], cache: EvalCache, paths: Sequence[Path]) -> None:
+    text = json.dumps({"schema": "organism-suite/1", "runs": list(runs), "evaluations": cache.evaluations,
+                       "eval_seconds": cache.seconds}, indent=1)
+    for path in paths:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
