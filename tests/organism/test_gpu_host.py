@@ -20,7 +20,7 @@ class Absent:
 
 sys.meta_path.insert(0, Absent())
 import drkernel.organism.__main__ as entry
-import drkernel.organism.run, drkernel.organism.report, drkernel.rl.trainer, drkernel.gym
+import drkernel.organism.run, drkernel.organism.report, drkernel.organism.env, drkernel.rl.trainer, drkernel.gym
 import drkernel.agent.policies.hf_local
 entry.parser().parse_args(["suite", "--arms", "full", "--scale", "dry"])
 print("loaded", ",".join(m for m in sys.modules if m.split(".")[0] in ABSENT))

@@ -78,13 +78,19 @@ GPU_GYM = {"trials": 2, "warmup_calls": 3, "timed_calls": 20, "second_size": Fal
 CPU_GYM = {"trials": 1, "second_size": False, "timing": False, "timeout_s": 120.0}
 
 SCALES: dict[str, Scale] = {s.name: s for s in (
-    Scale("gpu", model="gpu", n_train=16, n_heldout=6, heldout_samples=4, steps=12, budget_s=120.0, gym=GPU_GYM),
+    # the GPU arms: about 11 M parameters, 16 problems, <= 12 steps within a 120 s RL budget
+    Scale("gpu", model="gpu", n_train=16, n_heldout=6, heldout_samples=4, steps=12, budget_s=120.0,
+          gym=GPU_GYM),
+    # the test suite's learning check: one ew2 problem, 32 samples per step, 5 steps
     Scale("cpu", model="cpu", n_train=1, n_heldout=0, heldout_samples=0, families=("ew2",), sft_specs=1,
           sft_draws=48, sft_steps=150, sft_batch=32, sft_lr=3e-3, steps=5, prompts_per_step=1,
-          samples_per_prompt=32, turns=1, max_tokens=16, rl_lr=1e-3, mini_batches=2, gym=CPU_GYM, torch_threads=1),
-    Scale("dry", model="cpu", n_train=2, n_heldout=1, heldout_samples=2, families=("ew2", "ew3"), sft_specs=2,
-          sft_draws=24, sft_steps=150, sft_batch=32, sft_lr=3e-3, steps=2, prompts_per_step=2, samples_per_prompt=4, turns=2,
-          max_tokens=16, rl_lr=1e-3, mini_batches=1, gym=CPU_GYM, torch_threads=1),
+          samples_per_prompt=32, turns=1, max_tokens=16, rl_lr=1e-3, mini_batches=2, gym=CPU_GYM,
+          torch_threads=1),
+    # the GPU sections' CPU dry run: every stage (SFT, two turns, held-out, report) at toy size
+    Scale("dry", model="cpu", n_train=2, n_heldout=1, heldout_samples=2, families=("ew2", "ew3"),
+          sft_specs=2, sft_draws=24, sft_steps=150, sft_batch=32, sft_lr=3e-3, steps=2, prompts_per_step=2,
+          samples_per_prompt=4, turns=2, max_tokens=16, rl_lr=1e-3, mini_batches=1, gym=CPU_GYM,
+          torch_threads=1),
 )}
 
 

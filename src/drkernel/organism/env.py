@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from drkernel.errors import ConfigError
 from drkernel.gym.config import EvalConfig, EvalRequest
 from drkernel.gym.protocol import Evaluator
 from drkernel.gym.result import EvalResult
@@ -29,6 +30,8 @@ from drkernel.organism.families import from_problem
 from drkernel.organism.program import ProgramError, parse
 from drkernel.organism.render import render
 from drkernel.problems.problem import Problem
+from drkernel.rl.distributed import share
+from drkernel.rl.envs import StepRollout, pick
 from drkernel.rl.rewards import RewardConfig, profiling_reward
 from drkernel.rl.rows import TurnRecord
 
@@ -205,8 +208,6 @@ class OrganismEnv:
     async def _turn(self, policy: Any, chosen: Sequence[int], histories: list[list[dict[str, str]]]
                     ) -> tuple[list[Any], list[TurnOutcome]]:
         """Sample one turn for every trajectory and judge it."""
-        from drkernel.errors import ConfigError
-
         completions = await policy.generate(histories, self.sampling)
         sources: list[str | None] = []
         errors: list[str] = []
@@ -246,10 +247,7 @@ class OrganismEnv:
                                                      {"role": "user", "content": feedback_of(o, self.settings.integrity)}]
         return records, episodes
 
-    async def rollout(self, policy: Any, step: int) -> Any:
-        from drkernel.rl.distributed import share
-        from drkernel.rl.envs import StepRollout, pick
-
+    async def rollout(self, policy: Any, step: int) -> StepRollout:
         s = self.settings
         picked = share(pick(len(self.problems), s.prompts_per_step, step, s.seed), *self.shard)
         chosen = [i for i in picked for _ in range(s.samples_per_prompt)]

@@ -23,7 +23,6 @@ from drkernel.organism.arms import Arm, Scale
 from drkernel.organism.corpus import build_corpus
 from drkernel.organism.env import EnvSettings, EvalCache, OrganismEnv
 from drkernel.organism.families import load_split
-from drkernel.rl.rewards import RewardConfig
 
 log = logging.getLogger(__name__)
 SCHEMA = "organism-run/1"
