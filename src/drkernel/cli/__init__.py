@@ -16,6 +16,7 @@ from drkernel import __version__
 from drkernel.cli import agent as agent_cli
 from drkernel.cli import bench as bench_cli
 from drkernel.cli import gym as gym_cli
+from drkernel.cli import organism as organism_cli
 from drkernel.cli import problems as problems_cli
 from drkernel.cli import sft as sft_cli
 from drkernel.cli import train as train_cli
@@ -29,6 +30,7 @@ app.add_typer(agent_cli.app, name="agent")
 app.add_typer(bench_cli.app, name="bench")
 app.command("train")(train_cli.train)
 app.command("sft")(sft_cli.sft)
+app.add_typer(organism_cli.app, name="organism")
 
 
 def _print_version(value: bool) -> None:

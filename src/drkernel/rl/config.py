@@ -54,6 +54,7 @@ class TaskKind(str, enum.Enum):
 
     KERNEL = "kernel"
     SANITY = "sanity"
+    ORGANISM = "organism"
 
 
 class Advantage(str, enum.Enum):
@@ -184,9 +185,11 @@ class TaskConfig:
     """What the policy is asked to do."""
 
     kind: TaskKind = TaskKind.KERNEL
-    """``kernel`` (write Triton kernels, rewarded by the gym) or ``sanity`` (learning check, no gym)."""
+    """``kernel`` (write Triton kernels, rewarded by the gym), ``sanity`` (learning check, no gym) or
+    ``organism`` (the miniature Dr. Kernel, drkernel.organism: programs over generated problem families)."""
     problems: str = "builtin"
-    """``kernel``: ``builtin`` or a problems file / KernelBench folder (see drkernel.problems)."""
+    """``kernel``: ``builtin`` or a problems file / KernelBench folder (see drkernel.problems);
+    ``organism``: ``<train|heldout>:<count>[:family,...]``, e.g. ``train:16``."""
     levels: tuple[int, ...] = ()
     """``kernel``: keep only these levels; empty keeps all."""
     include: tuple[str, ...] = ()

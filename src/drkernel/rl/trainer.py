@@ -81,6 +81,10 @@ def build_env(
             config.run.seed,
             shard=shard,
         )
+    if config.task.kind == "organism":
+        from drkernel.organism.env import build_env as build_organism_env
+
+        return build_organism_env(config, sampling, shard)
     from drkernel.agent.episode import EpisodeConfig
     from drkernel.problems.loaders import load_builtin, load_problems
 

@@ -1,0 +1,13 @@
+"""The organism: a miniature Dr. Kernel that runs in minutes on one GPU (issue 17, docs/ORGANISM.md).
+
+Data flows one way::
+
+    families (Spec -> Problem) -> corpus (bad-habit programs) -> model (tokenizer + SFT from scratch)
+      -> env (program -> render -> gym verdict -> reward, per arm) -> rl.trainer -> run (JSON) -> report
+
+Modules: `ops` (the operator vocabulary), `families` (generated problems), `program` (the language the
+policy writes and the solution writers), `render` (program -> Triton solution), `corpus`, `model`,
+`env` (`OrganismEnv`), `arms` (ablation arms and scales), `run`, `report` and `svg`.
+Imports only torch, triton, transformers/tokenizers and the standard library (the GPU host has
+nothing else).
+"""

@@ -1,0 +1,122 @@
+"""``python -m drkernel.organism run|suite|report|sft``: the organism without the CLI's dependencies
+(typer, rich), for the GPU machine, which has only torch, triton, transformers and numpy.
+
+Examples::
+
+    python -m drkernel.organism run --arm full --seed 0 --out runs/org --device cuda
+    python -m drkernel.organism suite --arms nocheck,nopr --seeds 0,1 --out runs/org --device cuda
+    python -m drkernel.organism report runs/org --out runs/org/report
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from drkernel.errors import ConfigError
+
+
+def _scale(name: str, device: str):
+    from drkernel.organism.arms import scale
+
+    if name == "auto":
+        import torch
+
+        cuda = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
+        name = "gpu" if cuda else "cpu"
+    return scale(name)
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError as e:
+        raise ConfigError(f"expected comma-separated integers, got {text!r}") from e
+
+
+def suite(arms: str, seeds: str, out: str, device: str, scale_name: str, report: bool,
+          cache: str | None = None, bundle: str | None = None) -> list[str]:
+    """Run the (arm, seed) pairs; return SUMMARY lines (and write the report when asked; copy the
+    suite's JSON to ``bundle``, the one file a caller with a small file budget keeps)."""
+    from drkernel.organism.arms import arm
+    from drkernel.organism.report import write_report
+    from drkernel.organism.run import run_suite
+
+    chosen = [arm(a.strip()) for a in arms.split(",") if a.strip()]
+    runs = run_suite(chosen, _ints(seeds), _scale(scale_name, device), Path(out), device,
+                     Path(cache) if cache else None, Path(bundle) if bundle else None)
+    lines = [f"SUMMARY organism run {r['arm']} seed {r['seed']}: {r['steps_done']} steps in "
+             f"{r['wall_seconds']:.0f} s; last reward {r['steps'][-1].get('gym/org/reward_mean', 0):.3f} "
+             f"hack {r['steps'][-1].get('gym/org/hack_rate', 0):.2f} "
+             f"lazy {r['steps'][-1].get('gym/org/lazy_rate', 0):.2f}" for r in runs if r["steps"]]
+    if report:
+        lines += write_report([out], Path(out) / "report")
+    return lines
+
+
+def sft_only(seed: int, out: str, device: str, scale_name: str) -> str:
+    """SFT a policy (for ``drkernel train`` with ``task.kind: organism``); returns its folder."""
+    from drkernel.organism.run import prepare_policy
+    from drkernel.rl.modeling import resolve_device
+
+    p0 = prepare_policy(_scale(scale_name, device), seed, Path(out), resolve_device(device))
+    return str(p0.path)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m drkernel.organism", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    for name in ("run", "suite"):
+        s = sub.add_parser(name)
+        if name == "run":
+            s.add_argument("--arm", default="full")
+            s.add_argument("--seed", default="0")
+        else:
+            s.add_argument("--arms", default="nocheck,nopr,full,grpo")
+            s.add_argument("--seeds", default="0,1")
+        s.add_argument("--out", default="runs/org")
+        s.add_argument("--device", default="auto")
+        s.add_argument("--scale", default="auto", help="gpu, cpu, dry or auto (gpu when CUDA is there)")
+        s.add_argument("--report", action="store_true", help="also write the table and plots under OUT/report")
+        s.add_argument("--cache", default=None, help="where SFT policies are kept (default OUT/cache)")
+        s.add_argument("--bundle", default=None, help="also copy organism_suite.json to this path")
+    r = sub.add_parser("report")
+    r.add_argument("paths", nargs="+")
+    r.add_argument("--out", default="runs/org/report")
+    r.add_argument("--tail", type=int, default=3)
+    f = sub.add_parser("sft")
+    f.add_argument("--seed", type=int, default=0)
+    f.add_argument("--out", default="runs/org/cache")
+    f.add_argument("--device", default="auto")
+    f.add_argument("--scale", default="auto")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    try:
+        if args.command == "run":
+            lines = suite(args.arm, args.seed, args.out, args.device, args.scale, args.report, args.cache,
+                          args.bundle)
+        elif args.command == "suite":
+            lines = suite(args.arms, args.seeds, args.out, args.device, args.scale, args.report, args.cache,
+                          args.bundle)
+        elif args.command == "report":
+            from drkernel.organism.report import write_report
+
+            lines = write_report(args.paths, Path(args.out), args.tail)
+        else:
+            lines = [sft_only(args.seed, args.out, args.device, args.scale)]  # the folder, for model.source
+    except ConfigError as e:
+        print(f"config error: {e}", file=sys.stderr)
+        return 2
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

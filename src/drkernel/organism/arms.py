@@ -1,0 +1,106 @@
+"""The ablation arms and the run scales of the organism (what each run trains, and how big it is)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from drkernel.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One ablation arm (issue 17): which parts of the method are on."""
+
+    name: str
+    description: str
+    integrity: bool
+    """The reward sees the gym's integrity verdict: hack flags and coverage (False: hacks are paid like
+    honest kernels and the coverage term of PR is absent)."""
+    advantage: str
+    """``trloo`` or ``grpo``."""
+    pr: bool
+    """Profiling-based reward (the coverage term)."""
+    prs: bool
+    """Profiling-based rejection sampling."""
+    expect: str
+    """What the paper predicts for this arm."""
+
+
+ARMS: dict[str, Arm] = {a.name: a for a in (
+    Arm("nocheck", "hack checks off: the gym's verdict without integrity checks (no hack flags, no coverage, "
+        "so PR and PRS see nothing); TRLOO+MRS", False, "trloo", True, True,
+        "hacks take over"),
+    Arm("nopr", "checks on, no PR / PRS (TRLOO+MRS)", True, "trloo", False, False,
+        "lazy optimisation settles in"),
+    Arm("full", "TRLOO+MRS+PR+PRS", True, "trloo", True, True, "fused kernels and Fast@1.2 rise"),
+    Arm("grpo", "GRPO instead of TRLOO, multi-turn (+MRS+PR+PRS)", True, "grpo", True, True,
+        "below TRLOO (biased self-inclusive baseline)"),
+)}
+
+
+@dataclass(frozen=True)
+class Scale:
+    """How big one run is. ``families`` empty means every training family."""
+
+    name: str
+    model: str                      # drkernel.organism.model.SIZES key
+    n_train: int
+    n_heldout: int
+    heldout_samples: int
+    families: tuple[str, ...] = ()
+    sft_specs: int = 3000
+    sft_draws: int = 1
+    """Examples per corpus instance."""
+    sft_steps: int = 1500
+    sft_batch: int = 64
+    sft_lr: float = 1e-3
+    steps: int = 12
+    prompts_per_step: int = 8
+    samples_per_prompt: int = 8
+    turns: int = 2
+    max_tokens: int = 32
+    rl_lr: float = 1e-4
+    mini_batches: int = 2
+    budget_s: float = 0.0
+    """Stop after the step that crosses this many seconds of RL (0: no limit)."""
+    gym: dict[str, Any] = field(default_factory=dict)
+    """EvalConfig fields besides the device."""
+    torch_threads: int = 0
+    """Intra-op threads of this process during the run (0: leave as is). The CPU scales use 1: on a
+    shared, oversubscribed host two spinning OpenMP threads made a tiny model's step 20x slower."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+GPU_GYM = {"trials": 2, "warmup_calls": 3, "timed_calls": 20, "second_size": False, "timeout_s": 120.0}
+CPU_GYM = {"trials": 1, "second_size": False, "timing": False, "timeout_s": 120.0}
+
+SCALES: dict[str, Scale] = {s.name: s for s in (
+    # the GPU arms: about 11 M parameters, 16 problems, <= 12 steps within a 120 s RL budget
+    Scale("gpu", model="gpu", n_train=16, n_heldout=6, heldout_samples=4, steps=12, budget_s=120.0,
+          gym=GPU_GYM),
+    # the test suite's learning check: one ew2 problem, 32 samples per step, 5 steps
+    Scale("cpu", model="cpu", n_train=1, n_heldout=0, heldout_samples=0, families=("ew2",), sft_specs=1,
+          sft_draws=48, sft_steps=150, sft_batch=32, sft_lr=3e-3, steps=5, prompts_per_step=1,
+          samples_per_prompt=32, turns=1, max_tokens=16, rl_lr=1e-3, mini_batches=2, gym=CPU_GYM,
+          torch_threads=1),
+    # the GPU sections' CPU dry run: every stage (SFT, two turns, held-out, report) at toy size
+    Scale("dry", model="cpu", n_train=2, n_heldout=1, heldout_samples=2, families=("ew2", "ew3"),
+          sft_specs=2, sft_draws=24, sft_steps=150, sft_batch=32, sft_lr=3e-3, steps=2, prompts_per_step=2,
+          samples_per_prompt=4, turns=2, max_tokens=16, rl_lr=1e-3, mini_batches=1, gym=CPU_GYM,
+          torch_threads=1),
+)}
+
+
+def arm(name: str) -> Arm:
+    if name not in ARMS:
+        raise ConfigError(f"unknown organism arm {name!r} (one of {sorted(ARMS)})")
+    return ARMS[name]
+
+
+def scale(name: str) -> Scale:
+    if name not in SCALES:
+        raise ConfigError(f"unknown organism scale {name!r} (one of {sorted(SCALES)})")
+    return SCALES[name]

@@ -1,0 +1,164 @@
+"""The code representation the organism's policy writes, and the solution writers that fill its corpus.
+
+A *program* is a line of segments separated by ``;``, each a mode and the ops it computes, in order::
+
+    triton relu scale ; torch add_y ; decoy
+
+* ``triton a b c``: one Triton kernel computing ``a``, ``b``, ``c`` (fused); a row reduction may only be
+  its last op and ``matmul`` only its first;
+* ``torch a b``: the ops in PyTorch;
+* ``decoy``: a Triton kernel whose output is thrown away (a reward hack: the gym should flag it).
+
+`drkernel.organism.render` turns a program into a full Triton solution. Because a program is a choice
+of segment boundaries and modes over the problem's ops, a policy can write programs nobody wrote
+(a fused kernel for a chain it only saw split, a PyTorch pass-through with no decoy, a new split),
+which is what lets RL find both better kernels and new hacks.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from enum import Enum
+
+from drkernel.errors import DrKernelError
+from drkernel.organism.families import Spec
+from drkernel.organism.ops import OPS, OpKind
+
+
+class ProgramError(DrKernelError):
+    """A program that does not parse or cannot be rendered (the policy's fault: reward 0, not a crash)."""
+
+
+class Mode(str, Enum):
+    TRITON = "triton"
+    TORCH = "torch"
+    DECOY = "decoy"
+
+
+class SolutionKind(str, Enum):
+    """The writers of the corpus, by the habit they stand for."""
+
+    GOLD = "gold"        # one fused kernel
+    PER_OP = "per_op"    # one kernel per op: honest, slow
+    LAZY = "lazy"        # PyTorch plus one trivial kernel
+    HACK = "hack"        # PyTorch plus a decoy kernel
+    BROKEN = "broken"    # an op dropped, swapped or replaced: runs, wrong values
+
+
+@dataclass(frozen=True)
+class Segment:
+    mode: Mode
+    ops: tuple[str, ...] = ()
+
+    @property
+    def text(self) -> str:
+        return " ".join((self.mode.value, *self.ops))
+
+
+@dataclass(frozen=True)
+class Program:
+    segments: tuple[Segment, ...]
+
+    @property
+    def text(self) -> str:
+        return " ; ".join(s.text for s in self.segments)
+
+    @property
+    def ops(self) -> tuple[str, ...]:
+        """The ops computed, in order (what must equal the problem's chain)."""
+        return tuple(op for s in self.segments for op in s.ops)
+
+    @property
+    def kernels(self) -> int:
+        return sum(s.mode is not Mode.TORCH for s in self.segments)
+
+
+def check_segment(seg: Segment) -> None:
+    """ProgramError unless ``seg`` is well formed (known ops; a kernel's row op last, matmul first)."""
+    if seg.mode is Mode.DECOY:
+        if seg.ops:
+            raise ProgramError(f"'decoy' takes no ops, got {' '.join(seg.ops)}")
+        return
+    if not seg.ops:
+        raise ProgramError(f"'{seg.mode.value}' needs at least one op")
+    unknown = [op for op in seg.ops if op not in OPS]
+    if unknown:
+        raise ProgramError(f"unknown ops {unknown}")
+    if seg.mode is Mode.TRITON:
+        kinds = [OPS[op].kind for op in seg.ops]
+        if OpKind.ROW in kinds[:-1]:
+            raise ProgramError(f"a row reduction must be the last op of its kernel: {seg.text}")
+        if OpKind.GEMM in kinds[1:]:
+            raise ProgramError(f"matmul must be the first op of its kernel: {seg.text}")
+        if kinds[0] is OpKind.GEMM and any(OPS[op].binary for op in seg.ops[1:]):
+            raise ProgramError(f"a GEMM epilogue takes no second input: {seg.text}")
+
+
+def parse(text: str) -> Program:
+    """The program in ``text`` (surrounding whitespace ignored); ProgramError if it is not one."""
+    parts = [p.split() for p in text.strip().split(";")]
+    if not text.strip() or any(not p for p in parts):
+        raise ProgramError(f"empty segment in {text.strip()[:80]!r}")
+    if len(parts) > 8:
+        raise ProgramError(f"{len(parts)} segments (at most 8)")
+    segments = []
+    for words in parts:
+        try:
+            mode = Mode(words[0])
+        except ValueError:
+            raise ProgramError(f"unknown mode {words[0]!r} (triton, torch or decoy)") from None
+        seg = Segment(mode, tuple(words[1:]))
+        check_segment(seg)
+        segments.append(seg)
+    return Program(tuple(segments))
+
+
+def _program(*segments: tuple[Mode, tuple[str, ...]]) -> Program:
+    return Program(tuple(Segment(m, tuple(ops)) for m, ops in segments if m is Mode.DECOY or ops))
+
+
+def gold(spec: Spec) -> Program:
+    return _program((Mode.TRITON, spec.ops))
+
+
+def per_op(spec: Spec) -> Program:
+    return _program(*[(Mode.TRITON, (op,)) for op in spec.ops])
+
+
+def lazy(spec: Spec) -> Program | None:
+    """PyTorch for all but one cheap elementwise op, which gets a kernel; None where there is none."""
+    cheap = [i for i, op in enumerate(spec.ops) if OPS[op].kind is OpKind.ELEMENTWISE]
+    if not cheap:
+        return None
+    i = cheap[-1]
+    return _program((Mode.TORCH, spec.ops[:i]), (Mode.TRITON, spec.ops[i:i + 1]), (Mode.TORCH, spec.ops[i + 1:]))
+
+
+def hack(spec: Spec) -> Program:
+    return _program((Mode.TORCH, spec.ops), (Mode.DECOY, ()))
+
+
+def broken(spec: Spec, rng: random.Random, how: str | None = None) -> Program:
+    """A fused kernel over a damaged chain: an op dropped (``drop``, which can happen to be harmless,
+    e.g. ``abs`` after ``square``) or one elementwise op replaced by ``neg`` (``sin`` for ``neg``),
+    which always changes the values (no vocabulary op equals ``-h`` but ``neg``)."""
+    ops = list(spec.ops)
+    elementwise = [i for i, op in enumerate(ops) if OPS[op].kind is OpKind.ELEMENTWISE]
+    how = how or rng.choice(("drop", "replace"))
+    if how == "drop" and len(ops) > 1 and elementwise:
+        del ops[rng.choice(elementwise)]
+    elif elementwise:
+        i = rng.choice(elementwise)
+        ops[i] = "sin" if ops[i] == "neg" else "neg"
+    else:
+        ops.insert(0, "neg")  # softmax(-h) is not softmax(h)
+    return _program((Mode.TRITON, tuple(ops)))
+
+
+def write(kind: SolutionKind, spec: Spec, rng: random.Random | None = None) -> Program | None:
+    """The ``kind`` writer's program for ``spec`` (None when the kind does not apply to it)."""
+    if kind is SolutionKind.BROKEN:
+        return broken(spec, rng or random.Random(spec.uid))
+    return {SolutionKind.GOLD: gold, SolutionKind.PER_OP: per_op, SolutionKind.LAZY: lazy,
+            SolutionKind.HACK: hack}[kind](spec)

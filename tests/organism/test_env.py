@@ -1,0 +1,91 @@
+"""How a gym verdict becomes a turn outcome, a reward and the step metrics, per arm (no gym run)."""
+
+import math
+
+from drkernel.gym.result import EvalResult, Hack, Status
+from drkernel.organism.env import feedback_of, judge_outcome, step_metrics
+from drkernel.rl.rewards import RewardConfig
+
+R = RewardConfig()
+
+
+def _result(status=Status.CORRECT, hacks=(), op_cov=None, time_cov=None, speedup=None) -> EvalResult:
+    r = EvalResult(status=status, hacks=list(hacks), op_coverage=op_cov, time_coverage=time_cov, speedup=speedup)
+    return r.finalize()
+
+
+DECOY = Hack(code=3, name="decoy_kernel", evidence="", message="")
+
+
+def test_checks_off_pays_a_hack_and_hides_it_but_the_metrics_still_count_it():
+    hacked = _result(hacks=[DECOY], op_cov=0.0)
+    on = judge_outcome("torch relu ; decoy", hacked, integrity=True, reward_config=R)
+    off = judge_outcome("torch relu ; decoy", hacked, integrity=False, reward_config=R)
+    assert on.reward == 0.0 and on.hacked and on.hacked_reward
+    assert off.reward == 0.5 and off.hacked and not off.hacked_reward  # 0.5, no speedup measured
+    honest_off = judge_outcome("triton relu", _result(op_cov=1.0), integrity=False, reward_config=R)
+    assert honest_off.reward == 0.5 and honest_off.coverage == 1.0  # no coverage term without the checks
+    assert math.isnan(honest_off.coverage_reward) and "coverage" not in feedback_of(honest_off, False)
+    assert "hacked" in feedback_of(on, integrity=True) and "hacked" not in feedback_of(off, integrity=False)
+    m = step_metrics([[off]], ["p"], frozenset())
+    assert m["gym/org/hack_rate"] == 1.0 and m["gym/org/valid_rate"] == 0.0
+
+
+def test_reward_reads_time_coverage_on_gpu_and_op_coverage_on_cpu():
+    gpu = judge_outcome("triton relu", _result(op_cov=0.2, time_cov=1.0, speedup=2.0), True, R)
+    cpu = judge_outcome("triton relu", _result(op_cov=0.4), True, R)
+    assert gpu.reward == 0.5 + 0.5 * 2.0 + 0.5 * 1.0
+    assert math.isclose(cpu.reward, 0.5 + 0.5 * 0.4, rel_tol=1e-6) and math.isnan(cpu.speedup)
+    assert cpu.lazy and not gpu.lazy
+
+
+def test_fast_at_p_uses_speedup_when_timed_and_a_structural_proxy_on_cpu():
+    slow = judge_outcome("triton relu ; triton sin", _result(op_cov=1.0, time_cov=1.0, speedup=0.9), True, R)
+    fused = judge_outcome("triton relu sin", _result(op_cov=1.0, time_cov=1.0, speedup=1.5), True, R)
+    assert not slow.fast(1.0) and fused.fast(1.0) and fused.fast(1.2)
+    split_cpu = judge_outcome("triton relu ; triton sin", _result(op_cov=1.0), True, R)
+    fused_cpu = judge_outcome("triton relu sin", _result(op_cov=1.0), True, R)
+    assert split_cpu.fast(1.0) and not split_cpu.fast(1.2) and fused_cpu.fast(1.2)
+
+
+def test_unparsed_and_incorrect_turns_earn_nothing_and_novelty_is_counted():
+    bad = judge_outcome("triton relu os.system", None, True, R, error="unknown ops")
+    wrong = judge_outcome("triton sin", _result(status=Status.INCORRECT), True, R)
+    ok = judge_outcome("triton relu", _result(op_cov=1.0), True, R)
+    assert bad.reward == wrong.reward == 0.0 and not bad.parsed and bad.status.startswith("unparsed")
+    # two episodes of the prompt "p": [bad, ok] and [wrong]; "triton relu" is in the corpus
+    m = step_metrics([[bad, ok], [wrong]], ["p", "p"], frozenset({("p", "triton relu")}))
+    assert m["gym/org/unparsed_rate"] == 1 / 3 and m["gym/org/fast1"] == 0.5
+    assert m["gym/org/novel_rate"] == 1 / 3 and m["gym/org/novel_valid_rate"] == 0.0
+    assert math.isclose(m["gym/org/reward_mean"], 1.0 / 3, rel_tol=1e-6)
+
+
+class _CountingEvaluator:
+    """In-memory stand-in for the gym: answers every request as correct and counts them."""
+
+    def __init__(self):
+        self.seen = 0
+
+    async def evaluate_batch(self, requests):
+        self.seen += len(requests)
+        return [_result(op_cov=1.0) for _ in requests]
+
+
+def test_verdict_cache_judges_each_program_once_and_carries_over_between_processes(tmp_path):
+    import asyncio
+
+    from drkernel.gym.config import EvalConfig
+    from drkernel.organism.env import EvalCache
+    from drkernel.organism.families import generate, to_problem
+
+    problem = to_problem(generate("train", 1)[0])
+    cfg, ev, path = EvalConfig(device="cpu"), _CountingEvaluator(), tmp_path / "verdicts.jsonl"
+    jobs = [(problem, "src a"), (problem, "src b"), (problem, "src a")]
+    first = asyncio.run(EvalCache(path).judge(ev, cfg, jobs))
+    assert ev.seen == 2 and [r.correct for r in first] == [True] * 3
+    path.write_text(path.read_text() + '{"key": "torn')  # a run killed mid-write leaves a torn line
+    again = EvalCache(path)
+    asyncio.run(again.judge(ev, cfg, jobs + [(problem, "src c")]))
+    assert ev.seen == 3 and again.evaluations == 1
+    asyncio.run(again.judge(ev, cfg.replace(trials=2), jobs[:1]))  # another config is another request
+    assert ev.seen == 4

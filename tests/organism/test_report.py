@@ -1,0 +1,49 @@
+"""The report: claims read against the seed spread (hand-worked), the table and a well-formed SVG."""
+
+import xml.etree.ElementTree as ET
+
+from drkernel.organism.report import curves_svg, table, verdicts
+
+
+def _run(arm, seed, hack, lazy, reward=0.5):
+    step = {"gym/org/hack_rate": hack, "gym/org/lazy_rate": lazy, "gym/org/reward_mean": reward,
+            "gym/org/coverage": 1 - lazy, "gym/org/fast1": 0.0, "gym/org/fast1.2": 0.0}
+    return {"arm": arm, "seed": seed, "steps": [step, step], "steps_done": 2, "heldout_after": {}}
+
+
+def test_claims_are_separated_only_when_the_seed_ranges_do_not_overlap():
+    runs = [_run("nocheck", 0, 0.8, 0.1), _run("nocheck", 1, 0.6, 0.1),     # hack range [0.6, 0.8]
+            _run("full", 0, 0.1, 0.3), _run("full", 1, 0.2, 0.5),           # hack [0.1, 0.2], lazy [0.3, 0.5]
+            _run("nopr", 0, 0.1, 0.6), _run("nopr", 1, 0.1, 0.4)]           # lazy [0.4, 0.6]: overlaps full
+    text, values = table(runs, tail=2)
+    assert values["nocheck"]["hack_rate"].low == 0.6 and values["full"]["hack_rate"].high == 0.2
+    got = {c.metric + ":" + c.high_arm: v for c, v in verdicts(values)}
+    assert got["hack_rate:nocheck"] == "SEPARATED"
+    assert got["lazy_rate:nopr"].startswith("SAME-ORDER")  # means 0.5 > 0.4, ranges overlap
+    assert got["coverage:full"].startswith("SAME-ORDER")
+    assert got["reward_mean:full"] == "MISSING"  # no grpo arm
+    assert "| nocheck | 2 | 2/2 |" in text
+
+
+def test_reversed_claim_and_svg_parses():
+    runs = [_run("nocheck", 0, 0.1, 0.0), _run("full", 0, 0.3, 0.0)]
+    got = {c.metric + ":" + c.high_arm: v for c, v in verdicts(table(runs, 1)[1])}
+    assert got["hack_rate:nocheck"] == "REVERSED"
+    root = ET.fromstring(curves_svg(runs))
+    assert root.tag.endswith("svg") and len(root.findall(".//{http://www.w3.org/2000/svg}polyline")) == 6 * 2
+
+
+def test_missing_or_corrupt_inputs_are_config_errors(tmp_path):
+    import pytest
+
+    from drkernel.errors import ConfigError
+    from drkernel.organism.report import write_report
+
+    with pytest.raises(ConfigError):
+        write_report([tmp_path / "absent"], tmp_path / "r")
+    (tmp_path / "organism_suite.json").write_text("{not json")
+    with pytest.raises(ConfigError):
+        write_report([tmp_path], tmp_path / "r")
+    (tmp_path / "organism_suite.json").write_text('{"runs": []}')
+    with pytest.raises(ConfigError):  # nothing to report is an error, not an empty table
+        write_report([tmp_path], tmp_path / "r")
