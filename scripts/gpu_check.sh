@@ -4,7 +4,7 @@
 # and writes JSON under ${OUT:-out}. Exit status 1 if any section failed.
 # Arguments select sections by tag (default: all), e.g. `bash scripts/gpu_check.sh gym-cost`, so a
 # caller with a per-command time limit can run them one by one.
-# Tags: env gym-checks timing gym-cost integrity-hacks integrity-honest suite service agent train.
+# Tags: env gym-checks timing gym-cost integrity-hacks integrity-honest suite sustained service agent train.
 # Each section runs under `timeout ${SECTION_TIMEOUT:-560}` (seconds; SIGTERM, then SIGKILL 20 s later),
 # so a hung section fails alone and leaves the rest of a 10-minute call to the summary lines.
 set -u
@@ -48,6 +48,7 @@ section integrity-hacks "integrity: GPU-only hacks and the hacked corpus" "$PY" 
 section integrity-honest "integrity: honest and lazy corpus (no false positives, coverage)" "$PY" scripts/adversarial_gpu.py --kinds honest,lazy --out "$OUT"
 # --- end reward integrity ---
 section suite "suite: every built-in solution at full size, eager vs solution" "$PY" scripts/suite_gpu_bench.py --labels gold,lazy,slow --out "$OUT/suite_gpu.json"
+section sustained "throughput: sustained mixed load (RL-like batch, 40 % failing), evaluations/s, busy, stages" "$PY" benchmarks/sustained_load.py --device cuda:0 --duration-s "${SUSTAINED_S:-150}" --out "$OUT/sustained_load"
 section service "service: worker-pool throughput vs fresh processes" "$PY" benchmarks/worker_throughput_gpu.py --device cuda:0 --out "$OUT/worker_throughput_gpu.json"
 section agent "agent: scripted broken/lazy/gold episodes and a tiny model, real timings" "$PY" benchmarks/agent_e2e_gpu.py --out "$OUT/agent_e2e"
 section train "trainer: sanity task, bf16 mismatch, kernel task with GPU rewards" "$PY" benchmarks/train_gpu.py --out "$OUT/train_gpu"

@@ -13,6 +13,7 @@ SCRIPTS = (
     "scripts/adversarial_gpu.py",
     "benchmarks/timing_repeatability.py",
     "benchmarks/gym_eval_cost.py",
+    "benchmarks/sustained_load.py",
 )
 ABSENT = ("fastapi", "pydantic", "uvicorn", "openai", "ray")
 
