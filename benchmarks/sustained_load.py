@@ -27,6 +27,7 @@ stage shares) into ``--out``; ``--replot`` redraws from the JSON. Needs only tor
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import random
 import re
@@ -71,14 +72,14 @@ def wrong_variant(source: str) -> str:
 
 def nocompile_variant(source: str) -> str | None:
     """The gold with a static assertion that fails in its first kernel (a Triton compile error)."""
-    lines = source.splitlines()
-    for i, line in enumerate(lines):
-        if line.strip().startswith("@triton.jit"):
-            for j in range(i + 1, len(lines)):
-                if lines[j].rstrip().endswith(":") and lines[j].lstrip().startswith(("def ", ")")) or \
-                        re.match(r"^\s*\)\s*(->.*)?:\s*$", lines[j]):
-                    indent = " " * (len(lines[i]) - len(lines[i].lstrip()) + 4)
-                    return "\n".join(lines[:j + 1] + [indent + "tl.static_assert(False)"] + lines[j + 1:])
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in node.decorator_list):
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and len(node.body) > 1:
+                first = node.body[1]  # after the docstring
+            lines = source.splitlines()
+            indent = " " * first.col_offset
+            return "\n".join(lines[:first.lineno - 1] + [indent + "tl.static_assert(False)"] + lines[first.lineno - 1:])
     return None
 
 
