@@ -4,7 +4,7 @@
 # and writes JSON under ${OUT:-out}. Exit status 1 if any section failed.
 # Arguments select sections by tag (default: all), e.g. `bash scripts/gpu_check.sh gym-cost`, so a
 # caller with a per-command time limit can run them one by one.
-# Tags: env sandbox gym-checks timing gym-cost integrity-hacks integrity-honest integrity-redteam suite service
+# Tags: env sandbox gym-checks timing gym-cost integrity-hacks integrity-honest integrity-redteam suite sustained service
 # service-processes newcomer agent train organism-nocheck organism-nopr organism-full organism-grpo
 # organism-report, and verl (only when named: it needs a venv with verl and vLLM,
 # $VERL_PYTHON, default .venv-verl/bin/python).
@@ -55,6 +55,7 @@ section integrity-honest "integrity: honest and lazy corpus (no false positives,
 section integrity-redteam "integrity: issue 12 red team (attacks and honest solutions in unusual styles)" "$PY" scripts/adversarial_gpu.py --kinds hacked,honest --redteam only --out "$OUT"
 # --- end reward integrity ---
 section suite "suite: every built-in solution at full size, eager vs solution" "$PY" scripts/suite_gpu_bench.py --labels gold,lazy,slow --out "$OUT/suite_gpu.json"
+section sustained "throughput: sustained mixed load (RL-like batch, 40 % failing), evaluations/s, busy, stages" "$PY" benchmarks/sustained_load.py --device cuda:0 --duration-s "${SUSTAINED_S:-150}" --out "$OUT/sustained_load"
 section service "service: worker-pool throughput vs fresh processes" "$PY" benchmarks/worker_throughput_gpu.py --device cuda:0 --out "$OUT/worker_throughput_gpu.json"
 # dry run on CPU: PYTHONPATH=src python scripts/service_processes_gpu.py --device cpu
 section service-processes "service: cancel kills host- and device-spinning candidates, a killed worker takes its candidates" "$PY" scripts/service_processes_gpu.py --device cuda:0 --out "$OUT"

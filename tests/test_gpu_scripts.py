@@ -14,6 +14,7 @@ SCRIPTS = (
     "benchmarks/timing_repeatability.py",
     "benchmarks/gym_eval_cost.py",
     "scripts/newcomer_gpu.py",
+    "benchmarks/sustained_load.py",
 )
 ABSENT = ("fastapi", "pydantic", "uvicorn", "openai", "ray")
 

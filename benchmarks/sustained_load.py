@@ -1,0 +1,299 @@
+"""Sustained load: evaluations per GPU-second when work arrives faster than the device can take it.
+
+The workload is mixed like an RL batch: the built-in suite's solutions (gold, lazy, slow, broken) at
+full size, plus our Triton solutions of three KernelBench problems (19_ReLU, 23_Softmax,
+12_Gemm_Multiply_LeakyReLU), and failing variants made from the golds (wrong outputs, a kernel that
+does not compile) so that about ``--fail-fraction`` of the evaluations fail, as early RL batches do.
+Every request gets a fresh seed (distinct content, so no cache answers); the reference-timing cache
+stays on, as in training.
+
+A producer keeps ``2 x concurrency`` requests outstanding until ``--duration-s`` has passed, then
+waits for what is in flight. Reported:
+
+* evaluations/s over the whole run, and per status;
+* the GPU's busy fraction (``nvidia-smi`` utilisation sampled every 100 ms; absent on CPU);
+* time per stage (the sum over evaluations of ``EvalResult.stage_seconds``, and its share);
+* latency p50/p95 from submission to result, and service time p50/p95 (the evaluation alone);
+* the speedup's coefficient of variation per problem over its repeated gold evaluations.
+
+    PYTHONPATH=src python3 benchmarks/sustained_load.py --device cuda:0 --out out/sustained_load
+    PYTHONPATH=src python3 benchmarks/sustained_load.py --device cpu --duration-s 60 --quick   # smoke run
+
+Writes ``sustained_load.json`` and ``sustained_load.png`` (completions over time, latency histogram,
+stage shares) into ``--out``; ``--replot`` redraws from the JSON. Needs only torch, triton, numpy
+(matplotlib for the plot, skipped when absent).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import random
+import re
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter, defaultdict
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+from drkernel.gym import EvalConfig, EvalRequest, InProcessEvaluator
+from drkernel.problems import builtin_solution, find_problem, load_builtin, load_rows
+
+REPO = Path(__file__).resolve().parents[1]
+ROWS = REPO / "tests" / "data" / "kernelbench_level1_level2.jsonl"
+SOLUTIONS = REPO / "tests" / "gym" / "solutions"
+KERNELBENCH = {"19_ReLU": "relu_19.py", "23_Softmax": "softmax_23.py",
+               "12_Gemm_Multiply_LeakyReLU": "gemm_multiply_leakyrelu_12.py"}
+
+
+@dataclass(frozen=True)
+class Item:
+    """One entry of the workload: a problem, a solution source and the label it should earn."""
+
+    problem: object
+    source: str
+    label: str  # gold, lazy, slow, broken, wrong (made incorrect), nocompile (made not to compile)
+
+
+def wrong_variant(source: str) -> str:
+    """The gold with outputs off by 50 %: correct shapes, wrong values (fails its first trial)."""
+    renamed = re.sub(r"\bclass ModelNew\b", "class GoldModelNew", source)
+    return renamed + (
+        "\n\nclass ModelNew(GoldModelNew):\n"
+        "    def forward(self, *args):\n"
+        "        return super().forward(*args) * 1.5\n")
+
+
+def nocompile_variant(source: str) -> str | None:
+    """The gold with a static assertion that fails in its first kernel (a Triton compile error)."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in node.decorator_list):
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and len(node.body) > 1:
+                first = node.body[1]  # after the docstring
+            lines = source.splitlines()
+            indent = " " * first.col_offset
+            return "\n".join(lines[:first.lineno - 1] + [indent + "tl.static_assert(False)"] + lines[first.lineno - 1:])
+    return None
+
+
+def workload(fail_fraction: float, seed: int, levels: list[int]) -> tuple[list[Item], list[Item]]:
+    """(passing-ish items, failing items). Labels: the suite's own, plus made-up failures."""
+    ok, failing = [], []
+    for p in load_builtin(levels):
+        for name, label in p.metadata.get("solutions", {}).items():
+            src = builtin_solution(p, name)
+            (failing if label == "broken" else ok).append(Item(p, src, label))
+            if label == "gold":
+                failing.append(Item(p, wrong_variant(src), "wrong"))
+                nc = nocompile_variant(src)
+                if nc:
+                    failing.append(Item(p, nc, "nocompile"))
+    rows = load_rows(ROWS)
+    for name, fname in KERNELBENCH.items():
+        ok.append(Item(find_problem(rows, name), (SOLUTIONS / fname).read_text(), "gold"))
+    return ok, failing
+
+
+def draw(ok: list[Item], failing: list[Item], fail_fraction: float, rng: random.Random) -> Item:
+    return rng.choice(failing) if rng.random() < fail_fraction else rng.choice(ok)
+
+
+class GpuBusy:
+    """Samples ``nvidia-smi``'s utilisation.gpu every 100 ms in the background (None without one)."""
+
+    def __init__(self, index: int) -> None:
+        self.samples: list[float] = []
+        cmd = ["nvidia-smi", f"--id={index}", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits",
+               "-lms", "100"]
+        try:
+            self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        except OSError:
+            self.proc = None
+            return
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            try:
+                self.samples.append(float(line.strip()))
+            except ValueError:
+                pass
+
+    def stop(self) -> float | None:
+        if self.proc is None:
+            return None
+        self.proc.terminate()
+        return statistics.mean(self.samples) / 100 if self.samples else None
+
+
+def pct(xs: list[float], q: float) -> float | None:
+    if not xs:
+        return None
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def run(args) -> dict:
+    rng = random.Random(args.seed)
+    ok, failing = workload(args.fail_fraction, args.seed, args.levels)
+    cfg = EvalConfig(device=args.device, trials=args.trials, warmup_calls=args.warmup, timed_calls=args.timed)
+    rows: list[dict] = []
+    gpu_index = int(args.device.split(":")[1]) if args.device.startswith("cuda:") else 0
+    with InProcessEvaluator(device=args.device, concurrency=args.concurrency, pool_size=args.pool_size) as ev:
+        warm = time.monotonic()
+        ev.evaluate(EvalRequest(problem=ok[0].problem, solution=ok[0].source, config=cfg))  # judge + pool up
+        print(f"warm-up evaluation: {time.monotonic() - warm:.1f} s", flush=True)
+        busy = GpuBusy(gpu_index) if args.device.startswith("cuda") else None
+        t0 = time.monotonic()
+
+        def one(item: Item, k: int) -> dict:
+            submitted = time.monotonic()
+            request = EvalRequest(problem=item.problem, solution=item.source,
+                                  config=replace(cfg, seed=args.seed * 100_000 + k))
+            r = ev.evaluate(request)
+            done = time.monotonic()
+            return {"problem": item.problem.name, "label": item.label, "status": r.status.value,
+                    "valid": r.valid, "speedup": r.speedup, "submitted_s": submitted - t0, "done_s": done - t0,
+                    "latency_s": done - submitted, "stages": r.stage_seconds}
+
+        with ThreadPoolExecutor(max_workers=2 * args.concurrency) as pool:
+            pending, k = set(), 0
+            while time.monotonic() - t0 < args.duration_s or pending:
+                while time.monotonic() - t0 < args.duration_s and len(pending) < 2 * args.concurrency:
+                    pending.add(pool.submit(one, draw(ok, failing, args.fail_fraction, rng), k))
+                    k += 1
+                finished, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
+                for f in finished:
+                    rows.append(f.result())
+                    if len(rows) % 10 == 0:
+                        rate = len(rows) / (time.monotonic() - t0)
+                        print(f"  {len(rows)} evaluations, {rate:.2f}/s", flush=True)
+        wall = time.monotonic() - t0
+        busy_fraction = busy.stop() if busy else None
+        info = ev.device_info()
+    return summarize(rows, wall, busy_fraction, args, info)
+
+
+ORCHESTRATOR_STAGES = ("static_checks", "prepare", "child_wait", "candidate", "child_exit", "judge_release",
+                       "reference_lock_wait", "reference_timing")
+"""Stages on an evaluation's critical path, one after the other (``candidate`` is split below)."""
+CANDIDATE_STAGES = ("inputs", "import", "compile", "correctness", "extra_runs", "timing", "timing_samples")
+"""The candidate's own stages, inside ``candidate``; ``integrity.*`` are inside ``extra_runs`` and
+``child_start`` (a warm child starting in the background) is off the critical path."""
+
+
+def critical_path(stages: dict[str, float]) -> dict[str, float]:
+    """One evaluation's stages as disjoint parts of its wall time: the orchestrator's, with
+    ``candidate`` replaced by the candidate's own stages and the rest of its wall (``candidate_other``)."""
+    out = {k: stages[k] for k in ORCHESTRATOR_STAGES if k in stages and k != "candidate"}
+    parts = {k: stages[k] for k in CANDIDATE_STAGES if k in stages}
+    out.update(parts)
+    if "candidate" in stages:
+        out["candidate_other"] = max(0.0, stages["candidate"] - sum(parts.values()))
+    return out
+
+
+def summarize(rows: list[dict], wall: float, busy: float | None, args, info: dict) -> dict:
+    stages: dict[str, float] = defaultdict(float)
+    for r in rows:
+        for k, v in critical_path(r["stages"] or {}).items():
+            stages[k] += v
+    background = sum((r["stages"] or {}).get("child_start", 0.0) for r in rows)
+    total_stage = sum(stages.values()) or 1.0
+    by_problem: dict[str, list[float]] = defaultdict(list)
+    for r in rows:
+        if r["label"] == "gold" and r["valid"] and r["speedup"]:
+            by_problem[r["problem"]].append(r["speedup"])
+    cvs = {p: statistics.pstdev(v) / statistics.mean(v) for p, v in by_problem.items() if len(v) > 1}
+    lat = [r["latency_s"] for r in rows]
+    failing = sum(1 for r in rows if not r["valid"])
+    return {
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "device": info,
+        "args": {k: v for k, v in vars(args).items() if k != "func"},
+        "evaluations": len(rows), "wall_s": wall, "evals_per_s": len(rows) / wall if wall else None,
+        "failing_fraction": failing / len(rows) if rows else None,
+        "statuses": dict(Counter(r["status"] for r in rows)), "labels": dict(Counter(r["label"] for r in rows)),
+        "gpu_busy_fraction": busy, "latency_p50_s": pct(lat, 0.5), "latency_p95_s": pct(lat, 0.95),
+        "stage_seconds": dict(sorted(stages.items(), key=lambda kv: -kv[1])),
+        "child_start_s_background": background,
+        "stage_share": {k: v / total_stage for k, v in sorted(stages.items(), key=lambda kv: -kv[1])},
+        "speedup_cv": cvs, "speedup_cv_max": max(cvs.values()) if cvs else None, "rows": rows,
+    }
+
+
+def plot(summary: dict, path: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not installed: no plot")
+        return
+    rows = sorted(summary["rows"], key=lambda r: r["done_s"])
+    fig, (a, b, c) = plt.subplots(1, 3, figsize=(16, 4.5))
+    a.plot([r["done_s"] for r in rows], range(1, len(rows) + 1), color="tab:blue")
+    a.set(xlabel="seconds since start", ylabel="evaluations finished",
+          title=f"{summary['evals_per_s']:.2f} evaluations/s"
+                + (f", GPU busy {summary['gpu_busy_fraction']:.0%}" if summary["gpu_busy_fraction"] else ""))
+    a.set_ylim(bottom=0)
+    a.grid(alpha=0.3)
+    b.hist([r["latency_s"] for r in rows], bins=30, color="tab:orange")
+    b.axvline(summary["latency_p50_s"], color="k", linestyle="--", label="p50")
+    b.axvline(summary["latency_p95_s"], color="tab:red", linestyle="--", label="p95")
+    b.set(xlabel="submission to result (s)", ylabel="evaluations", title="latency")
+    b.legend()
+    share = list(summary["stage_share"].items())[:10]
+    c.barh([k for k, _ in share][::-1], [v for _, v in share][::-1], color="tab:green")
+    c.set(xlabel="share of the evaluations' summed wall time", title="where the time goes (critical path)")
+    fig.suptitle(f"sustained load, {summary['device'].get('device_name', summary['args']['device'])}, "
+                 f"{summary['failing_fraction']:.0%} failing")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"wrote {path}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--concurrency", type=int, default=4)
+    ap.add_argument("--pool-size", type=int, default=4)
+    ap.add_argument("--duration-s", type=float, default=180.0)
+    ap.add_argument("--fail-fraction", type=float, default=0.4)
+    ap.add_argument("--levels", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--trials", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--timed", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--quick", action="store_true", help="CPU smoke run: fewer trials and calls")
+    ap.add_argument("--out", default="out/sustained_load")
+    ap.add_argument("--replot", action="store_true")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.replot:
+        plot(json.loads((out / "sustained_load.json").read_text()), out / "sustained_load.png")
+        return 0
+    if args.quick:
+        args.trials, args.warmup, args.timed = 2, 1, 3
+    summary = run(args)
+    (out / "sustained_load.json").write_text(json.dumps(summary, indent=1))
+    plot(summary, out / "sustained_load.png")
+    keys = ("evaluations", "wall_s", "evals_per_s", "failing_fraction", "gpu_busy_fraction", "latency_p50_s",
+            "latency_p95_s", "speedup_cv_max")
+    for k in keys:
+        print(f"SUMMARY sustained_load {k}: {summary[k]}")
+    print("SUMMARY sustained_load statuses:", summary["statuses"])
+    print("SUMMARY sustained_load top stages:", {k: round(v, 1) for k, v in list(summary["stage_seconds"].items())[:6]})
+    return 0 if summary["evaluations"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
