@@ -102,7 +102,7 @@ def summary(values: list[float]) -> dict[str, float]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "out"), "sandbox_overhead.json"))
     args = ap.parse_args()

@@ -45,7 +45,7 @@ section() {
 }
 
 section env "environment" "$PY" -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'NO GPU')"
-section sandbox "sandbox: bwrap on the GPU, overhead on vs off, Triton cache cost" "$PY" benchmarks/sandbox_overhead.py --device cuda --rounds 5 --out "$OUT/sandbox_overhead.json"
+section sandbox "sandbox: bwrap on the GPU, overhead on vs off, Triton cache cost" "$PY" benchmarks/sandbox_overhead.py --device cuda:0 --rounds 5 --out "$OUT/sandbox_overhead.json"
 section gym-checks "gym: GPU checks (IPC, timing, statuses, gold solutions)" "$PY" scripts/gym_gpu_checks.py --out "$OUT"
 section timing "gym: timing repeatability, head start on/off, quiet/loaded host" "$PY" benchmarks/timing_repeatability.py --out "$OUT"
 section gym-cost "gym: evaluation cost and speedup stability" "$PY" benchmarks/gym_eval_cost.py --out "$OUT"
