@@ -119,7 +119,8 @@ def workload(distinct: int, seed: int = 0) -> list[EvalRequest]:
 
 def comparable(r: EvalResult) -> dict[str, Any]:
     """What must be identical between a service result and a direct evaluation (run-to-run noise
-    such as stage times, and the request id, left out)."""
+    such as stage times, the request id, and the trial seeds, which the gym draws secretly for every
+    evaluation, left out)."""
     return {
         "status": r.status.value,
         "compiled": r.compiled,
@@ -128,7 +129,7 @@ def comparable(r: EvalResult) -> dict[str, Any]:
         "valid_strict": r.valid_strict,
         "hacks": sorted(h.code for h in r.hacks),
         "problem_key": r.problem_key,
-        "trials": [(t.trial, t.seed, t.passed) for t in r.trials],
+        "trials": [(t.trial, t.passed) for t in r.trials],
         "solution_hash": r.solution_hash,
         "device_name": r.device_name,
         "op_coverage": r.op_coverage,

@@ -56,7 +56,8 @@ CPU_TOPOLOGY = "/sys/devices/system/cpu"
 EXTRA_RO_ENV = "DRKERNEL_SANDBOX_RO"  # more read-only paths, e.g. a CUDA install under /opt
 GPU_NODES = re.compile(r"^(nvidia.*|dri|kfd)$")  # /dev entries bound into a GPU child
 ENV_KEEP = {"PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES",
-            "PYTHONHASHSEED", "OMP_NUM_THREADS", "MKL_NUM_THREADS"}
+            "PYTHONHASHSEED", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+            "KERNELGYM_WORKER_TAG"}  # the service's worker tag: its orphan sweep finds a dead worker's children
 ENV_KEEP_PREFIXES = ("CUDA_", "NVIDIA_", "PYTORCH_", "TORCH_", "TRITON_")
 ENV_DROP = {"TRITON_CACHE_DIR", "TRITON_HOME", "TRITON_DUMP_DIR", "TRITON_OVERRIDE_DIR"}  # set per child
 BOOT = "from drkernel.gym.sandbox import main; main()"
