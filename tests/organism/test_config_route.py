@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_shipped_config_builds_an_organism_env():
-    config = load_config(REPO / "configs/organism/full.yaml", ["task.problems=train:3:ew2", "gym.device=cpu",
+    config = load_config(REPO / "configs/organism/full.yaml", ["task.problems=train:3:ew2", "eval.device=cpu",
                                                                "gym.pool_size=0"])
     assert config.task.kind == "organism" and config.rollout.turns == 2
     env = build_env(config, SamplingParams(max_tokens=8), None, None)

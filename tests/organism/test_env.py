@@ -4,13 +4,14 @@ import math
 
 from drkernel.gym.result import EvalResult, Hack, Status
 from drkernel.organism.env import feedback_of, judge_outcome, step_metrics
-from drkernel.rl.rewards import RewardConfig
+from drkernel.reward import RewardConfig
 
 R = RewardConfig()
 
 
 def _result(status=Status.CORRECT, hacks=(), op_cov=None, time_cov=None, speedup=None) -> EvalResult:
-    r = EvalResult(status=status, hacks=list(hacks), op_coverage=op_cov, time_coverage=time_cov, speedup=speedup)
+    r = EvalResult(status=status, hacks=list(hacks), op_coverage=op_cov, time_coverage=time_cov,
+                   speedup=speedup)
     return r.finalize()
 
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-METRICS = ("reward_mean", "hack_rate", "lazy_rate", "coverage", "fast1", "fast1.2", "fused_rate", "valid_rate",
-           "novel_rate")
+METRICS = ("reward_mean", "hack_rate", "lazy_rate", "coverage", "fast1", "fast1.2", "fused_rate",
+           "valid_rate", "novel_rate")
 PLOTTED = ("reward_mean", "hack_rate", "lazy_rate", "coverage", "fast1", "fast1.2")
 COLORS = {"nocheck": "#d62728", "nopr": "#ff7f0e", "full": "#2ca02c", "grpo": "#1f77b4"}
 ARM_ORDER = ("nocheck", "nopr", "full", "grpo")
@@ -84,7 +84,8 @@ def table(runs: Sequence[dict[str, Any]], tail: int) -> tuple[str, dict[str, dic
     values = {a: {m: spread([final(r, m, tail) for r in rs]) for m in METRICS} for a, rs in arms.items()}
     for a, rs in arms.items():
         values[a]["step1_reward"] = spread([curve(r, "reward_mean")[0] for r in rs if r["steps"]])
-        values[a]["heldout_fast1"] = spread([r["heldout_after"].get("gym/heldout/fast1", math.nan) for r in rs])
+        values[a]["heldout_fast1"] = spread([r["heldout_after"].get("gym/heldout/fast1", math.nan)
+                                             for r in rs])
     cols = ("step1_reward",) + METRICS + ("heldout_fast1",)
     lines = ["| arm | seeds | steps | " + " | ".join(cols) + " |", "|" + "---|" * (len(cols) + 3)]
     for a, rs in arms.items():
@@ -102,8 +103,10 @@ class Claim:
 
 
 CLAIMS = (
-    Claim("without hack checks, hacks take over (hack rate: nocheck above full)", "nocheck", "full", "hack_rate"),
-    Claim("without PR/PRS, lazy optimisation settles in (lazy rate: nopr above full)", "nopr", "full", "lazy_rate"),
+    Claim("without hack checks, hacks take over (hack rate: nocheck above full)", "nocheck", "full",
+          "hack_rate"),
+    Claim("without PR/PRS, lazy optimisation settles in (lazy rate: nopr above full)", "nopr", "full",
+          "lazy_rate"),
     Claim("PR+PRS raise coverage (coverage: full above nopr)", "full", "nopr", "coverage"),
     Claim("TRLOO beats GRPO on multi-turn (reward: full above grpo)", "full", "grpo", "reward_mean"),
     Claim("fused kernels rise with the full method (Fast@1.2: full above nopr)", "full", "nopr", "fast1.2"),
@@ -161,7 +164,8 @@ def write_report(paths: Sequence[str | Path], out: Path, tail: int = 3) -> list[
                "runs": [{"arm": r["arm"], "seed": r["seed"], "steps_done": r["steps_done"],
                          "wall_seconds": r["wall_seconds"]} for r in runs]}
     (out / "organism_summary.json").write_text(json.dumps(summary, indent=1))
+    shown = ("reward_mean", "hack_rate", "lazy_rate", "fast1.2")
     lines = [f"SUMMARY organism {a}: seeds={values[a]['reward_mean'].seeds} "
-             + " ".join(f"{m}={values[a][m].text()}" for m in ("reward_mean", "hack_rate", "lazy_rate", "fast1.2"))
+             + " ".join(f"{m}={values[a][m].text()}" for m in shown)
              for a in values]
     return lines + [f"SUMMARY organism claim: {c.text}: {v}" for c, v in checks]
