@@ -75,7 +75,9 @@ class Scale:
         return asdict(self)
 
 
-GPU_GYM = {"trials": 2, "warmup_calls": 3, "timed_calls": 20, "second_size": False, "timeout_s": 120.0}
+# Three trials on the GPU: one plain, one spread (x8), one shifted (+100) in every evaluation, so a
+# verdict (cached per program) does not hang on which variant a single extra trial drew.
+GPU_GYM = {"trials": 3, "warmup_calls": 3, "timed_calls": 20, "second_size": False, "timeout_s": 120.0}
 CPU_GYM = {"trials": 1, "second_size": False, "timing": False, "timeout_s": 120.0}
 
 SCALES: dict[str, Scale] = {s.name: s for s in (
