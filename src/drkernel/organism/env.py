@@ -280,11 +280,25 @@ class OrganismEnv:
             self.evaluator.close()
 
 
+def _evaluator(config: Any) -> Evaluator:
+    """The gym of the config's ``gym`` section, chosen as for the kernel task: a KernelGym service at
+    ``gym.url``, or in process on ``eval.device`` (in the OS sandbox unless ``gym.unsafe_no_sandbox``)."""
+    from drkernel.rl.config import GymKind
+
+    if config.gym.kind == GymKind.SERVICE:
+        from drkernel.service.client import ServiceEvaluator
+
+        return ServiceEvaluator(config.gym.url)
+    from drkernel.gym import InProcessEvaluator
+
+    return InProcessEvaluator(device=config.eval.device, concurrency=config.gym.concurrency,
+                              pool_size=config.gym.pool_size, unsafe_no_sandbox=config.gym.unsafe_no_sandbox)
+
+
 def build_env(config: Any, sampling: Any, shard: tuple[int, int] = (0, 1)) -> OrganismEnv:
     """The env of ``task.kind: organism`` for `drkernel train` (integrity checks on; the no-check arm
     runs through ``drkernel organism run --arm nocheck``). The gym's settings are the config's ``eval``
     section (its seed too: None draws secret seeds), the reward its ``reward`` section."""
-    from drkernel.gym import InProcessEvaluator
     from drkernel.organism.families import load_split
 
     problems = load_split("train:16" if config.task.problems == "builtin" else config.task.problems,
@@ -293,6 +307,4 @@ def build_env(config: Any, sampling: Any, shard: tuple[int, int] = (0, 1)) -> Or
     settings = EnvSettings(prompts_per_step=r.prompts_per_step, samples_per_prompt=r.samples_per_prompt,
                            turns=r.turns, integrity=True, reward=config.reward,
                            eval_config=config.eval.replace(second_size=False), seed=config.run.seed)
-    evaluator = InProcessEvaluator(device=config.eval.device, concurrency=config.gym.concurrency,
-                                   pool_size=config.gym.pool_size)
-    return OrganismEnv(problems, evaluator, settings, sampling, shard=shard, owns_evaluator=True)
+    return OrganismEnv(problems, _evaluator(config), settings, sampling, shard=shard, owns_evaluator=True)
