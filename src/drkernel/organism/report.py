@@ -17,6 +17,7 @@ from typing import Any, Iterable, Sequence
 METRICS = ("reward_mean", "hack_rate", "lazy_rate", "coverage", "fast1", "fast1.2", "fused_rate",
            "valid_rate", "novel_rate")
 PLOTTED = ("reward_mean", "hack_rate", "lazy_rate", "coverage", "fast1", "fast1.2")
+SUMMARY_SCHEMA = "organism-summary/1"
 COLORS = {"nocheck": "#d62728", "nopr": "#ff7f0e", "full": "#2ca02c", "grpo": "#1f77b4"}
 ARM_ORDER = ("nocheck", "nopr", "full", "grpo")
 
@@ -35,11 +36,26 @@ def load_runs(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
                 data = json.loads(f.read_text())
             except (OSError, ValueError) as e:
                 raise ConfigError(f"{f} is not a readable organism JSON file: {e}") from e
-            if not isinstance(data, dict):
-                raise ConfigError(f"{f} is not an organism run or suite file")
-            for run in data.get("runs", [data] if data.get("schema", "").startswith("organism-run") else []):
+            for run in _runs_in(f, data):
                 runs[(run["arm"], int(run["seed"]))] = run
     return [runs[k] for k in sorted(runs, key=lambda k: (_arm_rank(k[0]), k[1]))]
+
+
+def _runs_in(f: Path, data: Any) -> list[dict[str, Any]]:
+    """The runs of one file by its schema: a suite bundle, a run file, or none in the report's own
+    summary (found again when the report's folder is searched a second time)."""
+    from drkernel.errors import ConfigError
+
+    schema = data.get("schema", "") if isinstance(data, dict) else ""
+    if schema == SUMMARY_SCHEMA:
+        return []
+    runs = data.get("runs") if schema.startswith("organism-suite") else [data]
+    if not schema.startswith(("organism-suite", "organism-run")) or not isinstance(runs, list):
+        raise ConfigError(f"{f} is not an organism run or suite file (schema {schema!r})")
+    for run in runs:
+        if not isinstance(run, dict) or not {"arm", "seed", "steps"} <= run.keys():
+            raise ConfigError(f"{f}: a run without arm, seed and steps")
+    return runs
 
 
 def _arm_rank(arm: str) -> int:
@@ -159,7 +175,7 @@ def write_report(paths: Sequence[str | Path], out: Path, tail: int = 3) -> list[
     claims = "\n".join(f"- {c.text}: **{v}**" for c, v in checks)
     (out / "organism_table.md").write_text(header + text + "\n\n" + claims + "\n")
     (out / "organism_curves.svg").write_text(curves_svg(runs))
-    summary = {"tail": tail, "values": {a: {m: vars(s) for m, s in v.items()} for a, v in values.items()},
+    summary = {"schema": SUMMARY_SCHEMA, "tail": tail, "values": {a: {m: vars(s) for m, s in v.items()} for a, v in values.items()},
                "claims": [{"claim": c.text, "verdict": v} for c, v in checks],
                "runs": [{"arm": r["arm"], "seed": r["seed"], "steps_done": r["steps_done"],
                          "wall_seconds": r["wall_seconds"]} for r in runs]}
