@@ -175,7 +175,8 @@ def write_report(paths: Sequence[str | Path], out: Path, tail: int = 3) -> list[
     claims = "\n".join(f"- {c.text}: **{v}**" for c, v in checks)
     (out / "organism_table.md").write_text(header + text + "\n\n" + claims + "\n")
     (out / "organism_curves.svg").write_text(curves_svg(runs))
-    summary = {"schema": SUMMARY_SCHEMA, "tail": tail, "values": {a: {m: vars(s) for m, s in v.items()} for a, v in values.items()},
+    summary = {"schema": SUMMARY_SCHEMA, "tail": tail,
+               "values": {a: {m: vars(s) for m, s in v.items()} for a, v in values.items()},
                "claims": [{"claim": c.text, "verdict": v} for c, v in checks],
                "runs": [{"arm": r["arm"], "seed": r["seed"], "steps_done": r["steps_done"],
                          "wall_seconds": r["wall_seconds"]} for r in runs]}
