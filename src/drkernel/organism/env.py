@@ -298,7 +298,8 @@ def _evaluator(config: Any) -> Evaluator:
 def build_env(config: Any, sampling: Any, shard: tuple[int, int] = (0, 1)) -> OrganismEnv:
     """The env of ``task.kind: organism`` for `drkernel train` (integrity checks on; the no-check arm
     runs through ``drkernel organism run --arm nocheck``). The gym's settings are the config's ``eval``
-    section (its seed too: None draws secret seeds), the reward its ``reward`` section."""
+    section (its seed too: None draws secret seeds; no second-size trial, as in `drkernel organism`
+    runs), the reward its ``reward`` section."""
     from drkernel.organism.families import load_split
 
     problems = load_split("train:16" if config.task.problems == "builtin" else config.task.problems,

@@ -36,22 +36,25 @@ def load_runs(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
                 data = json.loads(f.read_text())
             except (OSError, ValueError) as e:
                 raise ConfigError(f"{f} is not a readable organism JSON file: {e}") from e
-            for run in _runs_in(f, data):
+            for run in _runs_in(f, data, named=not path.is_dir()):
                 runs[(run["arm"], int(run["seed"]))] = run
     return [runs[k] for k in sorted(runs, key=lambda k: (_arm_rank(k[0]), k[1]))]
 
 
-def _runs_in(f: Path, data: Any) -> list[dict[str, Any]]:
-    """The runs of one file by its schema: a suite bundle, a run file, or none in the report's own
-    summary (found again when the report's folder is searched a second time)."""
+def _runs_in(f: Path, data: Any, named: bool) -> list[dict[str, Any]]:
+    """The runs of one file by its schema: a suite bundle or a run file. In a searched folder other
+    files are skipped (the report's own summary, found again when its folder is searched a second
+    time; an SFT policy's ``organism_sft.json``); a file named on its own must be a run or a suite."""
     from drkernel.errors import ConfigError
 
-    schema = data.get("schema", "") if isinstance(data, dict) else ""
-    if schema == SUMMARY_SCHEMA:
+    schema = str(data.get("schema", "")) if isinstance(data, dict) else ""
+    if not schema.startswith(("organism-suite", "organism-run")):
+        if named:
+            raise ConfigError(f"{f} is not an organism run or suite file (schema {schema!r})")
         return []
     runs = data.get("runs") if schema.startswith("organism-suite") else [data]
-    if not schema.startswith(("organism-suite", "organism-run")) or not isinstance(runs, list):
-        raise ConfigError(f"{f} is not an organism run or suite file (schema {schema!r})")
+    if not isinstance(runs, list):
+        raise ConfigError(f"{f}: 'runs' is not a list")
     for run in runs:
         if not isinstance(run, dict) or not {"arm", "seed", "steps"} <= run.keys():
             raise ConfigError(f"{f}: a run without arm, seed and steps")
