@@ -4,13 +4,14 @@ import math
 
 from drkernel.gym.result import EvalResult, Hack, Status
 from drkernel.organism.env import feedback_of, judge_outcome, step_metrics
-from drkernel.rl.rewards import RewardConfig
+from drkernel.reward import RewardConfig
 
 R = RewardConfig()
 
 
 def _result(status=Status.CORRECT, hacks=(), op_cov=None, time_cov=None, speedup=None) -> EvalResult:
-    r = EvalResult(status=status, hacks=list(hacks), op_coverage=op_cov, time_coverage=time_cov, speedup=speedup)
+    r = EvalResult(status=status, hacks=list(hacks), op_coverage=op_cov, time_coverage=time_cov,
+                   speedup=speedup)
     return r.finalize()
 
 
@@ -65,9 +66,11 @@ class _CountingEvaluator:
 
     def __init__(self):
         self.seen = 0
+        self.seeds = set()
 
     async def evaluate_batch(self, requests):
         self.seen += len(requests)
+        self.seeds |= {r.config.seed for r in requests}
         return [_result(op_cov=1.0) for _ in requests]
 
 
@@ -89,3 +92,8 @@ def test_verdict_cache_judges_each_program_once_and_carries_over_between_process
     assert ev.seen == 3 and again.evaluations == 1
     asyncio.run(again.judge(ev, cfg.replace(trials=2), jobs[:1]))  # another config is another request
     assert ev.seen == 4
+    # the cache keys on the request as sent: no seed of its own, so the gym draws secret ones; a caller's
+    # fixed seed is part of the key (a verdict under seed 7 is not one under secret seeds)
+    assert ev.seeds == {None}
+    asyncio.run(again.judge(ev, cfg.replace(seed=7), jobs[:1]))
+    assert ev.seen == 5 and ev.seeds == {None, 7}

@@ -4,15 +4,17 @@ import pytest
 import torch
 
 from drkernel.errors import ConfigError
+from drkernel.gym.inputs import load_reference
 from drkernel.organism.families import (CPU_SIZES, HELDOUT_FAMILIES, Kind, Spec, from_problem, generate,
-                                        load_split, reference_code, to_problem)
+                                        input_variants, load_split, reference_code, to_problem)
 from drkernel.problems.loaders import load_builtin
 
 
 def test_thousands_of_distinct_instances_the_same_for_the_same_seed():
     a = generate("train", 3000, seed=0)
     assert len({s.uid for s in a}) == 3000
-    assert [s.uid for s in generate("train", 50, seed=0)] == [s.uid for s in a[:50]]  # a prefix: RL problems are in the corpus
+    # a prefix: the RL problems are in the corpus
+    assert [s.uid for s in generate("train", 50, seed=0)] == [s.uid for s in a[:50]]
     assert [s.uid for s in generate("train", 50, seed=1)] != [s.uid for s in a[:50]]
 
 
@@ -31,7 +33,8 @@ def _run_reference(spec: Spec) -> torch.Tensor:
     return scope["Model"]()(*scope["get_inputs"]())
 
 
-@pytest.mark.parametrize("family", ["ew2", "ew4", "row-softmax", "row-layernorm", "gemm2", "ew5", "row-logsumexp", "gemm3"])
+@pytest.mark.parametrize("family", ["ew2", "ew4", "row-softmax", "row-layernorm", "gemm2", "ew5",
+                                    "row-logsumexp", "gemm3"])
 def test_every_family_renders_a_reference_that_runs(family):
     split = "heldout" if family in HELDOUT_FAMILIES else "train"
     for spec in generate(split, 6, seed=3, families=(family,)):
@@ -54,3 +57,17 @@ def test_problem_round_trip_and_loader_errors():
             load_split(bad)
     with pytest.raises(ConfigError):
         Spec(Kind.EW, ("relu", "os.system"), (None, None))
+
+
+def test_only_a_sine_after_another_op_opts_out_of_the_spread_and_shifted_inputs():
+    n = None
+    opted = [Spec(Kind.GEMM, ("matmul", "sin"), (n, n)), Spec(Kind.EW, ("square", "sin"), (n, n)),
+             Spec(Kind.ROW, ("relu", "sin", "softmax"), (n, n, n))]
+    kept = [Spec(Kind.EW, ("sin", "square"), (n, n)), Spec(Kind.GEMM, ("matmul", "relu"), (n, n)),
+            Spec(Kind.ROW, ("square", "softmax"), (n, n)), Spec(Kind.ROW, ("logsumexp",), (n,))]
+    for spec in opted + kept:
+        module = load_reference(reference_code(spec))  # what the gym reads (`drkernel.gym.inputs`)
+        assert getattr(module, "INPUT_VARIANTS", True) is (spec in kept) is input_variants(spec), spec
+    # the rule stays narrow: most generated problems keep the variants
+    specs = generate("train", 300, seed=0) + generate("heldout", 60, seed=0)
+    assert sum(not input_variants(s) for s in specs) < 0.25 * len(specs)

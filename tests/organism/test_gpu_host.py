@@ -20,7 +20,8 @@ class Absent:
 
 sys.meta_path.insert(0, Absent())
 import drkernel.organism.__main__ as entry
-import drkernel.organism.run, drkernel.organism.report, drkernel.organism.env, drkernel.rl.trainer, drkernel.gym
+import drkernel.organism.run, drkernel.organism.report, drkernel.organism.env
+import drkernel.rl.trainer, drkernel.gym
 import drkernel.agent.policies.hf_local
 entry.parser().parse_args(["suite", "--arms", "full", "--scale", "dry"])
 print("loaded", ",".join(m for m in sys.modules if m.split(".")[0] in ABSENT))
@@ -28,7 +29,8 @@ print("loaded", ",".join(m for m in sys.modules if m.split(".")[0] in ABSENT))
 
 
 def test_organism_entry_point_loads_without_the_web_and_cli_stack():
+    env = {"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"}
     out = subprocess.run([sys.executable, "-c", CODE.format(absent=ABSENT)], cwd=REPO, capture_output=True,
-                         text=True, timeout=300, env={"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"})
+                         text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip().splitlines()[-1] == "loaded", out.stdout

@@ -58,3 +58,11 @@ def test_constants_bind_by_position_among_same_named_ops():
     # a third scale the problem lacks takes the op's first constant; the output is then simply wrong
     assert bind_constants(spec, ("scale", "scale", "scale")) == [0.5, 2.0, 0.5]
     assert "h * 2.0" in render(spec, parse("triton scale relu scale shift"))
+
+
+def test_gemm_kernels_accumulate_in_fp32_not_tf32():
+    # TF32 (tl.dot's default on a GPU) fails the gym's spread-input trial (docs/ORGANISM.md)
+    spec = generate("train", 1, seed=0, families=("gemm1",))[0]
+    for kind in (SolutionKind.GOLD, SolutionKind.PER_OP):
+        source = render(spec, write(kind, spec))
+        assert source.count("tl.dot(") == source.count('tl.dot(a, b, input_precision="ieee")') == 1

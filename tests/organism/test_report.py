@@ -47,3 +47,31 @@ def test_missing_or_corrupt_inputs_are_config_errors(tmp_path):
     (tmp_path / "organism_suite.json").write_text('{"runs": []}')
     with pytest.raises(ConfigError):  # nothing to report is an error, not an empty table
         write_report([tmp_path], tmp_path / "r")
+
+
+EXTRA = {"scale": {"name": "dry"}, "wall_seconds": 1.0, "heldout_before": {}}
+
+
+def test_the_report_can_be_rewritten_into_the_folder_it_reads(tmp_path):
+    import json
+
+    import pytest
+
+    from drkernel.errors import ConfigError
+    from drkernel.organism.report import write_report
+
+    runs = [_run("nocheck", 0, 0.8, 0.1) | EXTRA, _run("full", 0, 0.1, 0.3) | EXTRA]
+    (tmp_path / "organism_full.json").write_text(json.dumps({"schema": "organism-suite/1", "runs": runs}))
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "organism_sft.json").write_text('{"params": 1}')  # an SFT policy's info: skipped
+    first = write_report([tmp_path], tmp_path / "organism_report")
+    # the second pass finds organism_report/organism_summary.json too; it holds no runs to read
+    assert write_report([tmp_path], tmp_path / "organism_report") == first
+    nocheck = [line for line in first if line.startswith("SUMMARY organism nocheck")]
+    assert len(nocheck) == 1 and "hack_rate=0.80" in nocheck[0], first
+    with pytest.raises(ConfigError):  # named on its own, a file must be a run or a suite
+        write_report([tmp_path / "organism_report" / "organism_summary.json"], tmp_path / "again")
+    bad = {"schema": "organism-suite/1", "runs": [{"arm": 1}]}  # a run without seed and steps
+    (tmp_path / "organism_full.json").write_text(json.dumps(bad))
+    with pytest.raises(ConfigError):
+        write_report([tmp_path], tmp_path / "organism_report")

@@ -80,7 +80,8 @@ def parser() -> argparse.ArgumentParser:
         s.add_argument("--out", default="runs/org")
         s.add_argument("--device", default="auto")
         s.add_argument("--scale", default="auto", help="gpu, cpu, dry or auto (gpu when CUDA is there)")
-        s.add_argument("--report", action="store_true", help="also write the table and plots under OUT/report")
+        s.add_argument("--report", action="store_true",
+                       help="also write the table and plots under OUT/report")
         s.add_argument("--cache", default=None, help="where SFT policies are kept (default OUT/cache)")
         s.add_argument("--bundle", default=None, help="also copy organism_suite.json to this path")
     r = sub.add_parser("report")

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from drkernel.errors import ConfigError
+from drkernel.rl.config import Advantage
 
 
 @dataclass(frozen=True)
@@ -17,8 +18,8 @@ class Arm:
     integrity: bool
     """The reward sees the gym's integrity verdict: hack flags and coverage (False: hacks are paid like
     honest kernels and the coverage term of PR is absent)."""
-    advantage: str
-    """``trloo`` or ``grpo``."""
+    advantage: Advantage
+    """TRLOO (the paper's) or GRPO."""
     pr: bool
     """Profiling-based reward (the coverage term)."""
     prs: bool
@@ -29,12 +30,12 @@ class Arm:
 
 ARMS: dict[str, Arm] = {a.name: a for a in (
     Arm("nocheck", "hack checks off: the gym's verdict without integrity checks (no hack flags, no coverage, "
-        "so PR and PRS see nothing); TRLOO+MRS", False, "trloo", True, True,
+        "so PR and PRS see nothing); TRLOO+MRS", False, Advantage.TRLOO, True, True,
         "hacks take over"),
-    Arm("nopr", "checks on, no PR / PRS (TRLOO+MRS)", True, "trloo", False, False,
+    Arm("nopr", "checks on, no PR / PRS (TRLOO+MRS)", True, Advantage.TRLOO, False, False,
         "lazy optimisation settles in"),
-    Arm("full", "TRLOO+MRS+PR+PRS", True, "trloo", True, True, "fused kernels and Fast@1.2 rise"),
-    Arm("grpo", "GRPO instead of TRLOO, multi-turn (+MRS+PR+PRS)", True, "grpo", True, True,
+    Arm("full", "TRLOO+MRS+PR+PRS", True, Advantage.TRLOO, True, True, "fused kernels and Fast@1.2 rise"),
+    Arm("grpo", "GRPO instead of TRLOO, multi-turn (+MRS+PR+PRS)", True, Advantage.GRPO, True, True,
         "below TRLOO (biased self-inclusive baseline)"),
 )}
 
@@ -74,7 +75,9 @@ class Scale:
         return asdict(self)
 
 
-GPU_GYM = {"trials": 2, "warmup_calls": 3, "timed_calls": 20, "second_size": False, "timeout_s": 120.0}
+# Three trials on the GPU: one plain, one spread (x8), one shifted (+100) in every evaluation, so a
+# verdict (cached per program) does not hang on which variant a single extra trial drew.
+GPU_GYM = {"trials": 3, "warmup_calls": 3, "timed_calls": 20, "second_size": False, "timeout_s": 120.0}
 CPU_GYM = {"trials": 1, "second_size": False, "timing": False, "timeout_s": 120.0}
 
 SCALES: dict[str, Scale] = {s.name: s for s in (

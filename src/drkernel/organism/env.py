@@ -30,9 +30,9 @@ from drkernel.organism.families import from_problem
 from drkernel.organism.program import ProgramError, parse
 from drkernel.organism.render import render
 from drkernel.problems.problem import Problem
+from drkernel.reward import RewardConfig, profiling_reward, reward_coverage
 from drkernel.rl.distributed import share
 from drkernel.rl.envs import StepRollout, pick
-from drkernel.rl.rewards import RewardConfig, profiling_reward
 from drkernel.rl.rows import TurnRecord
 
 log = logging.getLogger(__name__)
@@ -127,7 +127,7 @@ def judge_outcome(program: str, result: EvalResult | None, integrity: bool, rewa
     """A turn's outcome from the gym result (None: the program did not parse or render)."""
     if result is None:
         return TurnOutcome(program=program, parsed=False, status=f"unparsed: {error}"[:120])
-    cov = result.time_coverage if result.time_coverage is not None else result.op_coverage
+    cov = reward_coverage(result)
     coverage = float(cov) if cov is not None and math.isfinite(cov) else math.nan
     speedup = float(result.speedup) if result.speedup is not None else math.nan
     hacked = bool(result.hacked)
@@ -135,7 +135,8 @@ def judge_outcome(program: str, result: EvalResult | None, integrity: bool, rewa
     # computes both): the reward, PRS and the feedback see neither; the metrics still read them.
     hacked_reward = hacked and integrity
     coverage_reward = coverage if integrity else math.nan
-    reward = float(profiling_reward(bool(result.correct), speedup, coverage_reward, hacked_reward, reward_config))
+    reward = float(profiling_reward(bool(result.correct), speedup, coverage_reward, hacked_reward,
+                                    reward_config))
     prog = parse(program)
     return TurnOutcome(program=program, parsed=True, status=result.status.value, correct=bool(result.correct),
                        hacked=hacked, hacked_reward=hacked_reward,
@@ -239,12 +240,14 @@ class OrganismEnv:
             for traj, (c, o) in enumerate(zip(completions, outcomes)):
                 episodes[traj].append(o)
                 records.append(TurnRecord(group=traj // samples, traj=traj, turn=t,
-                                          prompt_ids=tuple(c.prompt_token_ids), completion_ids=tuple(c.token_ids),
-                                          rollout_logprobs=tuple(c.logprobs), reward=o.reward, correct=o.correct,
-                                          hacked=o.hacked_reward, coverage=o.coverage_reward,
-                                          speedup=o.speedup))
+                                          prompt_ids=tuple(c.prompt_token_ids),
+                                          completion_ids=tuple(c.token_ids),
+                                          rollout_logprobs=tuple(c.logprobs), reward=o.reward,
+                                          correct=o.correct, hacked=o.hacked_reward,
+                                          coverage=o.coverage_reward, speedup=o.speedup))
+                reply = feedback_of(o, self.settings.integrity)
                 histories[traj] = histories[traj] + [{"role": "assistant", "content": o.program},
-                                                     {"role": "user", "content": feedback_of(o, self.settings.integrity)}]
+                                                     {"role": "user", "content": reply}]
         return records, episodes
 
     async def rollout(self, policy: Any, step: int) -> StepRollout:
@@ -263,7 +266,8 @@ class OrganismEnv:
                            evaluations=int(metrics["gym/org/evaluations"]))
 
     async def evaluate(self, policy: Any, problems: Sequence[Problem], samples: int) -> dict[str, float]:
-        """Single-turn metrics of ``policy`` on other problems (held-out families), prefixed ``gym/heldout/``."""
+        """Single-turn metrics of ``policy`` on other problems (held-out families), prefixed
+        ``gym/heldout/``."""
         held = OrganismEnv(problems, self.evaluator, self.settings, self.sampling, self.cache)
         chosen = [i for i in range(len(problems)) for _ in range(samples)]
         _, episodes = await held.episodes(policy, chosen, 1)
@@ -276,22 +280,32 @@ class OrganismEnv:
             self.evaluator.close()
 
 
+def _evaluator(config: Any) -> Evaluator:
+    """The gym of the config's ``gym`` section, chosen as for the kernel task: a KernelGym service at
+    ``gym.url``, or in process on ``eval.device`` (in the OS sandbox unless ``gym.unsafe_no_sandbox``)."""
+    from drkernel.rl.config import GymKind
+
+    if config.gym.kind == GymKind.SERVICE:
+        from drkernel.service.client import ServiceEvaluator
+
+        return ServiceEvaluator(config.gym.url)
+    from drkernel.gym import InProcessEvaluator
+
+    return InProcessEvaluator(device=config.eval.device, concurrency=config.gym.concurrency,
+                              pool_size=config.gym.pool_size, unsafe_no_sandbox=config.gym.unsafe_no_sandbox)
+
 
 def build_env(config: Any, sampling: Any, shard: tuple[int, int] = (0, 1)) -> OrganismEnv:
     """The env of ``task.kind: organism`` for `drkernel train` (integrity checks on; the no-check arm
-    runs through ``drkernel organism run --arm nocheck``)."""
-    from drkernel.gym import InProcessEvaluator
+    runs through ``drkernel organism run --arm nocheck``). The gym's settings are the config's ``eval``
+    section (its seed too: None draws secret seeds; no second-size trial, as in `drkernel organism`
+    runs), the reward its ``reward`` section."""
     from drkernel.organism.families import load_split
-    from drkernel.rl.envs import eval_config_of
-    from drkernel.rl.trainer import reward_config_of
 
     problems = load_split("train:16" if config.task.problems == "builtin" else config.task.problems,
                           config.run.seed)
     r = config.rollout
-    gym = eval_config_of(config.gym).replace(second_size=False)
     settings = EnvSettings(prompts_per_step=r.prompts_per_step, samples_per_prompt=r.samples_per_prompt,
-                           turns=r.turns, integrity=True, reward=reward_config_of(config), eval_config=gym,
-                           seed=config.run.seed)
-    evaluator = InProcessEvaluator(device=config.gym.device, concurrency=config.gym.concurrency,
-                                   pool_size=config.gym.pool_size)
-    return OrganismEnv(problems, evaluator, settings, sampling, shard=shard, owns_evaluator=True)
+                           turns=r.turns, integrity=True, reward=config.reward,
+                           eval_config=config.eval.replace(second_size=False), seed=config.run.seed)
+    return OrganismEnv(problems, _evaluator(config), settings, sampling, shard=shard, owns_evaluator=True)

@@ -63,7 +63,8 @@ def build_tokenizer(examples: Sequence[Example], vocab_size: int) -> Any:
 def build_model(tokenizer: Any, size: ModelSize, seed: int) -> Any:
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=size.hidden, intermediate_size=int(2.75 * size.hidden),
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=size.hidden,
+                         intermediate_size=int(2.75 * size.hidden),
                          num_hidden_layers=size.layers, num_attention_heads=size.heads,
                          num_key_value_heads=size.heads, max_position_embeddings=512,
                          bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
@@ -108,7 +109,8 @@ def sft(model: Any, tokenizer: Any, examples: Sequence[Example], steps: int, bat
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: min(1.0, (i + 1) / 20) * max(0.1, 1 - i / steps))
     losses = []
     for _ in range(steps):
-        ids, labels, mask = _batch(rng.sample(rows, min(batch_size, len(rows))), tokenizer.pad_token_id, device)
+        chosen = rng.sample(rows, min(batch_size, len(rows)))
+        ids, labels, mask = _batch(chosen, tokenizer.pad_token_id, device)
         loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -1,9 +1,9 @@
 """The organism's operator vocabulary: each op once, as PyTorch source and as Triton source.
 
 An op is written against a running value ``h`` (and, for the binary ops, the second input ``y``);
-``{c}`` is where the op's constant goes. The reference problems, the PyTorch segments of a solution and the Triton
-kernels all render from these two templates, so a program that names the right ops in the right order
-computes the reference exactly (up to float rounding), and one that does not is wrong for real.
+``{c}`` is where the op's constant goes. The reference problems, the PyTorch segments of a solution and
+the Triton kernels all render from these two templates, so a program that names the right ops in the right
+order computes the reference exactly (up to float rounding), and one that does not is wrong for real.
 """
 
 from __future__ import annotations

@@ -132,7 +132,8 @@ def lazy(spec: Spec) -> Program | None:
     if not cheap:
         return None
     i = cheap[-1]
-    return _program((Mode.TORCH, spec.ops[:i]), (Mode.TRITON, spec.ops[i:i + 1]), (Mode.TORCH, spec.ops[i + 1:]))
+    return _program((Mode.TORCH, spec.ops[:i]), (Mode.TRITON, spec.ops[i:i + 1]),
+                    (Mode.TORCH, spec.ops[i + 1:]))
 
 
 def hack(spec: Spec) -> Program:

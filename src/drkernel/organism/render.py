@@ -58,7 +58,8 @@ def _row_kernel(name: str, ops: tuple[str, ...], consts: list[float | None]) -> 
     reduces = OPS[ops[-1]].reduces
     needs_y = any(OPS[op].binary for op in ops)
     body = [f"@triton.jit\ndef {name}(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):",
-            "    row = tl.program_id(0).to(tl.int64)", "    cols = tl.arange(0, BLOCK)", "    mask = cols < n",
+            "    row = tl.program_id(0).to(tl.int64)", "    cols = tl.arange(0, BLOCK)",
+            "    mask = cols < n",
             "    h = tl.load(x_ptr + row * n + cols, mask=mask, other=0.0)"]
     if needs_y:
         body.append("    y = tl.load(y_ptr + row * n + cols, mask=mask, other=0.0)")
@@ -66,7 +67,8 @@ def _row_kernel(name: str, ops: tuple[str, ...], consts: list[float | None]) -> 
     body.append("    tl.store(out_ptr + row, out)" if reduces else
                 "    tl.store(out_ptr + row * n + cols, out, mask=mask)")
     shape = "h.shape[:-1]" if reduces else "h.shape"
-    call = (f"n = h.shape[-1]\nrows = h.numel() // n\nout = torch.empty({shape}, device=h.device, dtype=h.dtype)\n"
+    call = (f"n = h.shape[-1]\nrows = h.numel() // n\n"
+            f"out = torch.empty({shape}, device=h.device, dtype=h.dtype)\n"
             f"{name}[(rows,)](h, y, out, n, BLOCK=triton.next_power_of_2(n))\nh = out")
     return "\n".join(body), call
 
@@ -80,14 +82,15 @@ def _gemm_kernel(name: str, ops: tuple[str, ...], consts: list[float | None]) ->
             "    acc = tl.zeros((BM, BN), dtype=tl.float32)",
             "    for k0 in range(0, K, BK):",
             "        ka = k0 + rk",
-            "        a = tl.load(a_ptr + rm[:, None] * K + ka[None, :], mask=(rm[:, None] < M) & (ka[None, :] < K),"
-            " other=0.0)",
-            "        b = tl.load(b_ptr + ka[:, None] * N + rn[None, :], mask=(ka[:, None] < K) & (rn[None, :] < N),"
-            " other=0.0)",
-            "        acc += tl.dot(a, b)",
+            "        a = tl.load(a_ptr + rm[:, None] * K + ka[None, :],"
+            " mask=(rm[:, None] < M) & (ka[None, :] < K), other=0.0)",
+            "        b = tl.load(b_ptr + ka[:, None] * N + rn[None, :],"
+            " mask=(ka[:, None] < K) & (rn[None, :] < N), other=0.0)",
+            "        acc += tl.dot(a, b, input_precision=\"ieee\")",  # fp32, as the reference (not TF32)
             "    h = acc"]
     body += _triton_lines(ops[1:], consts[1:], "    ")
-    body.append("    tl.store(c_ptr + rm[:, None] * N + rn[None, :], h, mask=(rm[:, None] < M) & (rn[None, :] < N))")
+    body.append("    tl.store(c_ptr + rm[:, None] * N + rn[None, :], h,"
+                " mask=(rm[:, None] < M) & (rn[None, :] < N))")
     call = (f"M, K = h.shape\nN = y.shape[1]\nout = torch.empty((M, N), device=h.device, dtype=h.dtype)\n"
             f"{name}[(triton.cdiv(M, 64), triton.cdiv(N, 64))](h, y, out, M, N, K, {GEMM_BLOCKS})\nh = out")
     return "\n".join(body), call
@@ -97,7 +100,8 @@ DECOY_KERNEL = ("@triton.jit\ndef decoy_kernel(out_ptr, n, BLOCK: tl.constexpr):
                 "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
                 "    tl.store(out_ptr + offs, tl.zeros((BLOCK,), dtype=tl.float32), mask=offs < n)")
 DECOY_CALL = (f"scratch = torch.empty_like(h)\n"
-              f"decoy_kernel[(triton.cdiv(scratch.numel(), {EW_BLOCK}),)](scratch, scratch.numel(), BLOCK={EW_BLOCK})")
+              f"decoy_kernel[(triton.cdiv(scratch.numel(), {EW_BLOCK}),)]"
+              f"(scratch, scratch.numel(), BLOCK={EW_BLOCK})")
 
 
 def _segment(i: int, seg: Segment, consts: list[float | None]) -> tuple[str | None, str]:

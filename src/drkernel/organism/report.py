@@ -14,9 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-METRICS = ("reward_mean", "hack_rate", "lazy_rate", "coverage", "fast1", "fast1.2", "fused_rate", "valid_rate",
-           "novel_rate")
+METRICS = ("reward_mean", "hack_rate", "lazy_rate", "coverage", "fast1", "fast1.2", "fused_rate",
+           "valid_rate", "novel_rate")
 PLOTTED = ("reward_mean", "hack_rate", "lazy_rate", "coverage", "fast1", "fast1.2")
+SUMMARY_SCHEMA = "organism-summary/1"
 COLORS = {"nocheck": "#d62728", "nopr": "#ff7f0e", "full": "#2ca02c", "grpo": "#1f77b4"}
 ARM_ORDER = ("nocheck", "nopr", "full", "grpo")
 
@@ -35,11 +36,29 @@ def load_runs(paths: Iterable[str | Path]) -> list[dict[str, Any]]:
                 data = json.loads(f.read_text())
             except (OSError, ValueError) as e:
                 raise ConfigError(f"{f} is not a readable organism JSON file: {e}") from e
-            if not isinstance(data, dict):
-                raise ConfigError(f"{f} is not an organism run or suite file")
-            for run in data.get("runs", [data] if data.get("schema", "").startswith("organism-run") else []):
+            for run in _runs_in(f, data, named=not path.is_dir()):
                 runs[(run["arm"], int(run["seed"]))] = run
     return [runs[k] for k in sorted(runs, key=lambda k: (_arm_rank(k[0]), k[1]))]
+
+
+def _runs_in(f: Path, data: Any, named: bool) -> list[dict[str, Any]]:
+    """The runs of one file by its schema: a suite bundle or a run file. In a searched folder other
+    files are skipped (the report's own summary, found again when its folder is searched a second
+    time; an SFT policy's ``organism_sft.json``); a file named on its own must be a run or a suite."""
+    from drkernel.errors import ConfigError
+
+    schema = str(data.get("schema", "")) if isinstance(data, dict) else ""
+    if not schema.startswith(("organism-suite", "organism-run")):
+        if named:
+            raise ConfigError(f"{f} is not an organism run or suite file (schema {schema!r})")
+        return []
+    runs = data.get("runs") if schema.startswith("organism-suite") else [data]
+    if not isinstance(runs, list):
+        raise ConfigError(f"{f}: 'runs' is not a list")
+    for run in runs:
+        if not isinstance(run, dict) or not {"arm", "seed", "steps"} <= run.keys():
+            raise ConfigError(f"{f}: a run without arm, seed and steps")
+    return runs
 
 
 def _arm_rank(arm: str) -> int:
@@ -84,7 +103,8 @@ def table(runs: Sequence[dict[str, Any]], tail: int) -> tuple[str, dict[str, dic
     values = {a: {m: spread([final(r, m, tail) for r in rs]) for m in METRICS} for a, rs in arms.items()}
     for a, rs in arms.items():
         values[a]["step1_reward"] = spread([curve(r, "reward_mean")[0] for r in rs if r["steps"]])
-        values[a]["heldout_fast1"] = spread([r["heldout_after"].get("gym/heldout/fast1", math.nan) for r in rs])
+        values[a]["heldout_fast1"] = spread([r["heldout_after"].get("gym/heldout/fast1", math.nan)
+                                             for r in rs])
     cols = ("step1_reward",) + METRICS + ("heldout_fast1",)
     lines = ["| arm | seeds | steps | " + " | ".join(cols) + " |", "|" + "---|" * (len(cols) + 3)]
     for a, rs in arms.items():
@@ -102,8 +122,10 @@ class Claim:
 
 
 CLAIMS = (
-    Claim("without hack checks, hacks take over (hack rate: nocheck above full)", "nocheck", "full", "hack_rate"),
-    Claim("without PR/PRS, lazy optimisation settles in (lazy rate: nopr above full)", "nopr", "full", "lazy_rate"),
+    Claim("without hack checks, hacks take over (hack rate: nocheck above full)", "nocheck", "full",
+          "hack_rate"),
+    Claim("without PR/PRS, lazy optimisation settles in (lazy rate: nopr above full)", "nopr", "full",
+          "lazy_rate"),
     Claim("PR+PRS raise coverage (coverage: full above nopr)", "full", "nopr", "coverage"),
     Claim("TRLOO beats GRPO on multi-turn (reward: full above grpo)", "full", "grpo", "reward_mean"),
     Claim("fused kernels rise with the full method (Fast@1.2: full above nopr)", "full", "nopr", "fast1.2"),
@@ -156,12 +178,14 @@ def write_report(paths: Sequence[str | Path], out: Path, tail: int = 3) -> list[
     claims = "\n".join(f"- {c.text}: **{v}**" for c, v in checks)
     (out / "organism_table.md").write_text(header + text + "\n\n" + claims + "\n")
     (out / "organism_curves.svg").write_text(curves_svg(runs))
-    summary = {"tail": tail, "values": {a: {m: vars(s) for m, s in v.items()} for a, v in values.items()},
+    summary = {"schema": SUMMARY_SCHEMA, "tail": tail,
+               "values": {a: {m: vars(s) for m, s in v.items()} for a, v in values.items()},
                "claims": [{"claim": c.text, "verdict": v} for c, v in checks],
                "runs": [{"arm": r["arm"], "seed": r["seed"], "steps_done": r["steps_done"],
                          "wall_seconds": r["wall_seconds"]} for r in runs]}
     (out / "organism_summary.json").write_text(json.dumps(summary, indent=1))
+    shown = ("reward_mean", "hack_rate", "lazy_rate", "fast1.2")
     lines = [f"SUMMARY organism {a}: seeds={values[a]['reward_mean'].seeds} "
-             + " ".join(f"{m}={values[a][m].text()}" for m in ("reward_mean", "hack_rate", "lazy_rate", "fast1.2"))
+             + " ".join(f"{m}={values[a][m].text()}" for m in shown)
              for a in values]
     return lines + [f"SUMMARY organism claim: {c.text}: {v}" for c, v in checks]

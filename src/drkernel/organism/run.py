@@ -60,7 +60,8 @@ def prepare_policy(scale: Scale, seed: int, cache_dir: Path, device: torch.devic
     losses = m.sft(model, tokenizer, corpus, scale.sft_steps, scale.sft_batch, scale.sft_lr, seed, device)
     m.save(model.cpu(), tokenizer, path)
     info = {"params": m.n_params(model), "vocab": len(tokenizer), "examples": len(corpus),
-            "steps": scale.sft_steps, "loss_first": losses[0], "loss_last": sum(losses[-10:]) / len(losses[-10:]),
+            "steps": scale.sft_steps, "loss_first": losses[0],
+            "loss_last": sum(losses[-10:]) / len(losses[-10:]),
             "seconds": time.monotonic() - t0, "kinds": _kinds(corpus)}
     info_file.write_text(json.dumps(info, indent=2))
     return SftPolicy(path, pairs, info)
@@ -84,14 +85,17 @@ def train_config(arm: Arm, scale: Scale, seed: int, source: Path, out: Path, dev
         "rollout": {"backend": "hf", "batch_size": 256, "prompts_per_step": scale.prompts_per_step,
                     "samples_per_prompt": scale.samples_per_prompt, "turns": scale.turns,
                     "max_tokens": scale.max_tokens, "temperature": 1.0, "top_p": 1.0},
+        "eval": eval_config(scale, device).to_dict(),
+        "reward": {"coverage_weight": 0.5 if arm.pr else 0.0},
         "task": {"kind": "organism", "problems": f"train:{scale.n_train}:{','.join(scale.families)}"},
-        "algorithm": {"advantage": arm.advantage, "coverage_weight": 0.5 if arm.pr else 0.0, "prs": arm.prs,
-                      "mrs": True},
+        "algorithm": {"advantage": arm.advantage.value, "prs": arm.prs, "mrs": True},
         "optim": {"lr": scale.rl_lr, "mini_batches": scale.mini_batches, "micro_batch_rows": 64},
     })
 
 
 def eval_config(scale: Scale, device: str) -> EvalConfig:
+    """The gym's settings of a scale on ``device``; the seed stays None, so every evaluation draws its
+    trial seeds secretly (the policy cannot fit them)."""
     gym_device = "cpu" if device == "cpu" else ("cuda" if device in ("auto", "cuda") else device)
     return EvalConfig(device=gym_device, **scale.gym)
 
@@ -111,16 +115,17 @@ def run_arm(arm: Arm, scale: Scale, seed: int, out_dir: Path, device: str, evalu
     """One (arm, seed) run; returns and writes ``<out_dir>/<arm>-s<seed>/organism_run.json``."""
     from drkernel.agent.policies.base import SamplingParams
     from drkernel.rl.modeling import resolve_device
-    from drkernel.rl.trainer import Trainer, reward_config_of
+    from drkernel.rl.trainer import Trainer
 
     t_start = time.monotonic()
     p0 = prepare_policy(scale, seed, cache_dir, resolve_device(device))
     run_dir = out_dir / f"{arm.name}-s{seed}"
     cfg = train_config(arm, scale, seed, p0.path, run_dir, device)
     problems = load_split(cfg.task.problems, seed)
-    gym = eval_config(scale, device)
-    settings = EnvSettings(prompts_per_step=scale.prompts_per_step, samples_per_prompt=scale.samples_per_prompt,
-                           turns=scale.turns, integrity=arm.integrity, reward=reward_config_of(cfg),
+    gym = cfg.eval
+    settings = EnvSettings(prompts_per_step=scale.prompts_per_step,
+                           samples_per_prompt=scale.samples_per_prompt, turns=scale.turns,
+                           integrity=arm.integrity, reward=cfg.reward,
                            eval_config=gym, seed=seed, corpus=p0.corpus)
     sampling = SamplingParams(temperature=1.0, top_p=1.0, max_tokens=scale.max_tokens)
     env = OrganismEnv(problems, evaluator, settings, sampling, cache)
@@ -181,7 +186,8 @@ def run_suite(arms: Sequence[Arm], seeds: Sequence[int], scale: Scale, out_dir: 
                 for a in arms:
                     runs.append(run_arm(a, scale, seed, out_dir, device, ev, cache, cache_dir))
                     log.info("%s seed %d done in %.0f s", a.name, seed, runs[-1]["wall_seconds"])
-                    _write_bundle(runs, cache, [out_dir / "organism_suite.json"] + ([bundle] if bundle else []))
+                    paths = [out_dir / "organism_suite.json"] + ([bundle] if bundle else [])
+                    _write_bundle(runs, cache, paths)
     finally:
         torch.set_num_threads(threads)
     return runs
