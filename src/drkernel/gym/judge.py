@@ -19,9 +19,10 @@ from typing import Any
 import torch
 
 from drkernel.gym import inputs as harness
-from drkernel.gym.compare import compare_outputs, inputs_changed
+from drkernel.gym.compare import compare_outputs, inputs_changed, tf32_slack
 from drkernel.gym.coverage import OpProfile, record_ops
 from drkernel.gym.ipc import Channel, IpcUnavailable, ProtocolViolation, child_channel, decode_tree
+from drkernel.gym.seeds import Distribution, distribution_of
 from drkernel.problems.problem import Problem
 from drkernel.problems.scaling import rewrite_constants, scale_for_cpu, second_size_overrides
 
@@ -108,6 +109,23 @@ class Judge:
             torch.cuda.synchronize(self.device)
         return out, args
 
+    def slack(self, h: dict[str, Any], ref_out: Any) -> list[float] | None:
+        """TF32 slack (`drkernel.gym.compare`) on a scaled trial of a profile that allows TF32: the
+        reference run again with TF32 on, against itself. None elsewhere (CPU, plain trials)."""
+        if self.device.type != "cuda" or str(h["profile"]) != "kernelgym" or h.get("trial") == "timing":
+            return None
+        if distribution_of(int(h["seed"])) is not Distribution.WIDE:
+            return None
+        flags = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+        try:
+            ref_tf32, _ = self.run_reference(h["code"], int(h["seed"]), int(h["weight_seed"]))
+        finally:
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = flags
+        slack = tf32_slack(ref_out, ref_tf32)
+        del ref_tf32
+        return slack
+
     def compare(self, h: dict[str, Any], blob: bytes) -> dict[str, Any]:
         job, trial = str(h["job"]), h["trial"]  # a trial's index, or "timing" for the timed calls' inputs
         cur = self.current.get(job)
@@ -131,7 +149,7 @@ class Judge:
             return {"op": "verdict", "passed": False, "retry_host": True, "message": f"CUDA IPC failed: {e}"}
         except (ProtocolViolation, KeyError, TypeError, ValueError, RuntimeError) as e:
             return {"op": "verdict", "passed": False, "message": f"the solution's outputs could not be read: {e}"}
-        c = compare_outputs(cand_out, ref_out, str(h["profile"]))
+        c = compare_outputs(cand_out, ref_out, str(h["profile"]), self.slack(h, ref_out))
         del cand_out
         reply = {"op": "verdict", **c.to_dict()}
         if not h.get("tag"):
