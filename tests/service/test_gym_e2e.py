@@ -124,10 +124,12 @@ def _spinning(c: ServiceClient, worker_pid: int) -> tuple[str, str, set[int]]:
     (tag,) = tags
 
     def burning():
-        pids = set(_tagged(tag))
-        before = _cpu_ticks(pids)
+        """The tagged processes that each burn CPU now (the spinning candidate and its sandbox)."""
+        pids = set(_tagged(tag)) - {worker_pid}
+        before = {p: _cpu_ticks([p]) for p in pids}
         time.sleep(0.5)
-        return pids if _cpu_ticks(pids) - before > 20 else None
+        hot = {p for p in pids if _cpu_ticks([p]) - before[p] > 20}
+        return hot or None
 
     return job, tag, _wait_for(burning, 120)
 
@@ -142,8 +144,9 @@ def _wait_for(pred, timeout_s: float):
     raise AssertionError("condition not met in time")
 
 
-def _quiet(tag: str) -> bool:
-    pids = set(_tagged(tag))
+def _quiet(pids: set[int]) -> bool:
+    """The given processes are gone or idle (a refilling warm pool may burn CPU meanwhile: it is not
+    the cancelled candidate)."""
     before = _cpu_ticks(pids)
     time.sleep(0.5)
     return _cpu_ticks(pids) - before < 10
@@ -152,9 +155,9 @@ def _quiet(tag: str) -> bool:
 def test_cancel_kills_the_running_candidate(gym_server):
     with ServiceClient(gym_server.url) as c:
         (worker,) = c.workers()
-        job, tag, _ = _spinning(c, worker["pid"])
+        job, _, spinning = _spinning(c, worker["pid"])
         assert c.cancel(job).status == "cancelled"
-        _wait_for(lambda: _quiet(tag), 30)  # nothing of that worker burns CPU any more
+        _wait_for(lambda: _quiet(spinning), 30)  # the cancelled candidate burns no CPU any more
         assert c.workers()[0]["pid"] == worker["pid"]  # the worker itself lives on
 
 

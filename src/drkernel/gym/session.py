@@ -27,6 +27,7 @@ import enum
 import math
 import os
 import subprocess
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -175,11 +176,18 @@ class CandidateSession:
         self.out = SessionOutcome()
         self.hold: str | None = None
         self.order = ProtocolOrder(len(job["trials"]), len(job.get("hooks") or ()), bool(job.get("timing")))
+        self.child: Any = None
+        self.cancelled = False
+        self._cancel_lock = threading.Lock()
 
     def run(self) -> SessionOutcome:
         t = time.monotonic()
         assert self.rt.pool is not None
-        child = self.child = self.rt.pool.take()
+        child = self.rt.pool.take()
+        with self._cancel_lock:  # a cancel that came while we waited for a child kills it now
+            self.child, cancelled = child, self.cancelled
+        if cancelled:
+            child.kill()
         self.out.child_wait_s = time.monotonic() - t
         self.out.child_start_s = child.start_s
         started = time.monotonic()
@@ -206,8 +214,10 @@ class CandidateSession:
         return self.out
 
     def cancel(self) -> None:
-        """Kill the candidate now (its job was cancelled); `run` then ends as a crash at once."""
-        child = getattr(self, "child", None)
+        """Kill the candidate now (its job was cancelled), or as soon as `run` has one; `run` then ends
+        as a crash at once."""
+        with self._cancel_lock:
+            self.cancelled, child = True, self.child
         if child is not None:
             child.kill()
 
