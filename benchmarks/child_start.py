@@ -21,9 +21,9 @@ def mark(name):
 import torch; mark("import torch")
 import triton; mark("import triton")
 torch.cuda.init(); torch.zeros(1, device="cuda"); torch.cuda.synchronize(); mark("cuda context")
-from drkernel.gym.timing import warm_kernel; mark("import harness")
+from drkernel.gym.harness.timing import warm_kernel; mark("import harness")
 x = torch.zeros(16, device="cuda"); warm_kernel[(1,)](x, 16, BLOCK=16); torch.cuda.synchronize(); mark("first launch")
-from drkernel.gym.profiling import profile_forward
+from drkernel.gym.candidate.profiling import profile_forward
 profile_forward(lambda v: v.add_(1), [x], set()); mark("first profiler pass")
 import sys; marks["torch._dynamo imported"] = float("torch._dynamo" in sys.modules)
 print(json.dumps(marks))

@@ -1,4 +1,4 @@
-"""What the OS sandbox adds (`drkernel.gym.sandbox`): sandbox on vs off, side by side in one run.
+"""What the OS sandbox adds (`drkernel.gym.orchestrator.sandbox`): sandbox on vs off, side by side in one run.
 
 1. Candidate start: a fresh candidate child (boot, torch and triton imported, device initialised,
    warm-up kernel) until ``ready``, alternating bwrap and no sandbox.
@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from drkernel.gym import EvalConfig, EvalRequest, InProcessEvaluator
-from drkernel.gym.pool import Child
-from drkernel.gym.sandbox import make_runner
+from drkernel.gym.orchestrator.pool import Child
+from drkernel.gym.orchestrator.sandbox import make_runner
 from drkernel.problems import find_problem, load_rows
 
 REPO = Path(__file__).resolve().parents[1]

@@ -2,7 +2,7 @@
 a loaded host (GPU only; needs torch, triton, numpy).
 
 In one process, for a few solutions and their references (KernelBench 12_Gemm and 9_Matmul with our
-Triton solutions, built-in golds that are launch-bound or GEMM-like), `drkernel.gym.timing.time_cuda`
+Triton solutions, built-in golds that are launch-bound or GEMM-like), `drkernel.gym.harness.timing.time_cuda`
 is run ``--repeats`` times per mode, the modes interleaved so drift hits them alike:
 
 * ``plain``: no head start (the method before the head start existed),
@@ -34,8 +34,8 @@ from pathlib import Path
 
 import torch
 
-from drkernel.gym import inputs as harness
-from drkernel.gym.timing import L2Flusher, time_cuda
+from drkernel.gym.harness import inputs as harness
+from drkernel.gym.harness.timing import L2Flusher, time_cuda
 from drkernel.problems import builtin_solution, find_problem, load_builtin, load_rows
 
 REPO = Path(__file__).resolve().parents[1]

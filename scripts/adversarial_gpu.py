@@ -30,7 +30,7 @@ from corpus import Case, cases, problem_source  # noqa: E402
 
 from drkernel.gym import EvalConfig, EvalRequest  # noqa: E402
 from drkernel.gym.checks import default_checks  # noqa: E402
-from drkernel.gym.evaluator import InProcessEvaluator  # noqa: E402
+from drkernel.gym.orchestrator.evaluator import InProcessEvaluator  # noqa: E402
 from drkernel.problems.problem import Problem  # noqa: E402
 
 BIG_RELU = """import torch

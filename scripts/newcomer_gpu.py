@@ -1,7 +1,7 @@
 """GPU checks of the newcomer's path (run by scripts/gpu_check.sh, tag ``newcomer``; torch, triton, numpy).
 
 What the CPU tests cannot show: the built-in ``broken_compile_error`` file is a ``compile_error`` on the
-GPU too (the CPU rule in gym/classify.py must agree with the real compiler), the gold solution of the
+GPU too (the CPU rule in gym/verdict/classify.py must agree with the real compiler), the gold solution of the
 same problem is valid there, and the CLI's device check lets ``cuda`` through and refuses a device
 index past the last. Prints PASS/FAIL lines, writes ``$OUT/newcomer_gpu.json``, exits 1 on a failure.
 """

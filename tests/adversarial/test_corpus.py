@@ -13,8 +13,8 @@ from corpus import NOT_CORRECT, Case, cases, problem_source
 
 from drkernel.gym import EvalConfig, EvalRequest, Status
 from drkernel.gym.checks import default_checks
-from drkernel.gym.evaluator import InProcessEvaluator
-from drkernel.gym.static_checks import analyze
+from drkernel.gym.orchestrator.evaluator import InProcessEvaluator
+from drkernel.gym.verdict.static import analyze
 from drkernel.problems.problem import Problem
 
 HACKED, HONEST, LAZY = cases("hacked"), cases("honest"), cases("lazy")

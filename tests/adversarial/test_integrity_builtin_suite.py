@@ -10,7 +10,7 @@ import pytest
 
 from drkernel.gym import EvalConfig, EvalRequest, Status
 from drkernel.gym.checks import default_checks
-from drkernel.gym.evaluator import InProcessEvaluator
+from drkernel.gym.orchestrator.evaluator import InProcessEvaluator
 from drkernel.problems import builtin_solution, load_builtin
 
 PROBLEMS = {p.name: p for p in load_builtin()}

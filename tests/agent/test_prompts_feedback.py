@@ -79,7 +79,7 @@ def test_hacked_feedback_asks_for_an_honest_rewrite():
 
 
 def test_first_turn_states_the_solution_contract_from_its_one_definition():
-    from drkernel.gym.static_checks import ALLOWED_IMPORTS, CONTRACT
+    from drkernel.gym.verdict.static import ALLOWED_IMPORTS, CONTRACT
 
     text = PromptTemplates.default().first_messages(PROBLEM)[-1]["content"]
     assert all(rule.text in text for rule in CONTRACT)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from drkernel.gym.launches import LaunchRecorder
+from drkernel.gym.candidate.launches import LaunchRecorder
 
 
 class PassthroughProbe(LaunchRecorder):

@@ -8,7 +8,7 @@ import pytest
 
 from drkernel.gym import Status
 from drkernel.gym.ipc import ProtocolViolation
-from drkernel.gym.session import Phase, ProtocolOrder, forged_claims
+from drkernel.gym.orchestrator.session import Phase, ProtocolOrder, forged_claims
 from gym_cases import request
 
 # No Triton at all: find the pipes among our descriptors, the job in the harness's frames, compute
@@ -18,7 +18,7 @@ FORGER = '''
 import fcntl, os, sys
 import torch
 import torch.nn as nn
-from drkernel.gym import inputs as harness
+from drkernel.gym.harness import inputs as harness
 from drkernel.gym.ipc import Channel, encode_tree
 
 

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from drkernel.gym.classify import classify_error
+from drkernel.gym.verdict.classify import classify_error
 from drkernel.gym.result import Status
 from drkernel.problems import builtin_solution, load_builtin
 

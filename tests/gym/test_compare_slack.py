@@ -1,9 +1,9 @@
-"""TF32 slack on scaled trials (gym/compare.py): an allowed TF32 GEMM must pass a trial drawn at a
+"""TF32 slack on scaled trials (gym/judge/compare.py): an allowed TF32 GEMM must pass a trial drawn at a
 wider scale, and a dropped term must still fail where the reference has no matmul (no slack)."""
 
 import torch
 
-from drkernel.gym.compare import TF32_SLACK, compare_outputs, tf32_slack
+from drkernel.gym.judge.compare import TF32_SLACK, compare_outputs, tf32_slack
 
 
 def test_slack_is_a_multiple_of_the_tf32_reference_deviation_per_leaf():

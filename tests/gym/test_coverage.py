@@ -11,7 +11,7 @@ import textwrap
 import pytest
 import torch
 
-from drkernel.gym.coverage import (ALWAYS_ALLOWED, H100, OpProfile, base_name, launch_scope, op_coverage, op_name,
+from drkernel.gym.harness.recorder import (ALWAYS_ALLOWED, H100, OpProfile, base_name, launch_scope, op_coverage, op_name,
                                    record_ops, time_coverage)
 from drkernel.gym.result import KernelStat
 
@@ -99,7 +99,7 @@ INTERPRETED = textwrap.dedent('''
     import os, json
     import torch, triton, triton.language as tl
     import triton.runtime.interpreter as interp
-    from drkernel.gym.coverage import launch_scope, record_ops, op_coverage
+    from drkernel.gym.harness.recorder import launch_scope, record_ops, op_coverage
 
     original = interp.InterpretedFunction.run
     launches = []

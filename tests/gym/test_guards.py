@@ -12,7 +12,7 @@ import textwrap
 import pytest
 import torch
 
-from drkernel.gym.guards import FileRoots, GlobalState, IntegritySnapshot, check_outputs, scan_module
+from drkernel.gym.candidate.guards import FileRoots, GlobalState, IntegritySnapshot, check_outputs, scan_module
 
 SOLUTION = textwrap.dedent('''
     import os, warnings
@@ -64,7 +64,7 @@ DRIVER = textwrap.dedent('''
     import importlib.util, json, os, sys
     os.environ["TRITON_INTERPRET"] = "1"
     import torch, triton
-    from drkernel.gym.guards import AuditGuard
+    from drkernel.gym.candidate.guards import AuditGuard
     path = sys.argv[1]
     guard = AuditGuard(os.path.dirname(path), [path]).install()
     guard.arm()
@@ -179,7 +179,7 @@ def test_host_reads_counts_multi_element_reads_from_solution_code_only(tmp_path)
     the same calls from the harness, or on one element, are not."""
     import torch
 
-    from drkernel.gym.guards import HostReads
+    from drkernel.gym.candidate.guards import HostReads
 
     path = str(tmp_path / "solution_hostreads.py")
     reads = HostReads(lambda f: f == path).install()

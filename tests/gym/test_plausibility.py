@@ -1,8 +1,8 @@
 """The timed region's verdicts: plausibility bounds, the re-measurement, sampled timed outputs."""
 
-from drkernel.gym.plausibility import (floor_ms, impossible, missed_work, suspicious, tree_bytes)
+from drkernel.gym.verdict.plausibility import (floor_ms, impossible, missed_work, suspicious, tree_bytes)
 from drkernel.gym.result import EvalResult, Status
-from drkernel.gym.verdict import timing_hacks
+from drkernel.gym.verdict.checks import timing_hacks
 
 H100 = "NVIDIA H100 80GB HBM3"
 GB = 1 << 30
@@ -71,7 +71,7 @@ def test_not_judged_unless_correct_and_timed():
 
 def test_timing_plan_always_samples_the_last_timed_call():
     from drkernel.gym.config import EvalConfig
-    from drkernel.gym.evaluator import timing_plan
+    from drkernel.gym.orchestrator.evaluator import timing_plan
 
     cfg = EvalConfig(warmup_calls=10, timed_calls=100)
     plans = [timing_plan(cfg) for _ in range(50)]

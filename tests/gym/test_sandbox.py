@@ -1,4 +1,4 @@
-"""The OS wall around request code (`drkernel.gym.sandbox`): real solutions evaluated through the
+"""The OS wall around request code (`drkernel.gym.orchestrator.sandbox`): real solutions evaluated through the
 real gym on CPU try to get out, and the host is checked afterwards.
 
 Each probe solution runs its attempts at import, records what happened inside the sandbox and
@@ -30,7 +30,7 @@ import pytest
 import drkernel
 from drkernel.gym import InProcessEvaluator, Status
 from drkernel.gym.checks import core_checks
-from drkernel.gym.sandbox import (
+from drkernel.gym.orchestrator.sandbox import (
     CANDIDATE_LIMITS,
     ENV_KEEP,
     ENV_KEEP_PREFIXES,
@@ -432,7 +432,7 @@ def test_a_submitted_reference_runs_inside_the_sandbox_too(walled, tmp_path):
 
 
 def test_the_unsafe_runner_still_evaluates_and_says_so_loudly(caplog):
-    with caplog.at_level("WARNING", logger="drkernel.gym.sandbox"):
+    with caplog.at_level("WARNING", logger="drkernel.gym.orchestrator.sandbox"):
         with InProcessEvaluator(device="cpu", concurrency=1, pool_size=0, checks=core_checks(),
                                 unsafe_no_sandbox=True) as ev:
             assert not ev.runner.sandboxed and ev.device_info()["sandbox"] == "none"

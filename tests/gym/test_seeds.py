@@ -8,7 +8,7 @@ import types
 import pytest
 import torch
 
-from drkernel.gym import inputs as harness
+from drkernel.gym.harness import inputs as harness
 from drkernel.gym.seeds import (INTEGRITY_RUNS, PUBLIC_SEED, Distribution, distribution_of, plan_seeds,
                                 torch_seed, with_distribution)
 

@@ -1,4 +1,4 @@
-"""The orchestrator's side of one candidate (`drkernel.gym.session`): what it holds while the
+"""The orchestrator's side of one candidate (`drkernel.gym.orchestrator.session`): what it holds while the
 candidate ends."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 
 from drkernel.gym import Status
-from drkernel.gym.session import CandidateSession
+from drkernel.gym.orchestrator.session import CandidateSession
 from gym_cases import RELU_SOLUTION, request
 
 

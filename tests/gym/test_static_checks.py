@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from drkernel.gym.static_checks import analyze, static_check
+from drkernel.gym.verdict.static import analyze, static_check
 
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\nimport triton\nimport triton.language as tl\n"
 KERNEL = textwrap.dedent('''
@@ -54,7 +54,7 @@ def codes(source: str) -> set[int]:
     ("setattr(torch.Tensor, '__eq__', None)", 8),
     ("import time\ntime.perf_counter = lambda: 0.0", 8),
     ("from time import perf_counter\nimport time as t\nt.perf_counter = perf_counter", 8),
-    ("import drkernel.gym.compare", 8),
+    ("import drkernel.gym.judge.compare", 8),
     ("class T(torch.Tensor):\n    pass", 11),
     ("class D:\n    def __torch_function__(self, *a):\n        return 0", 11),
 ])
@@ -222,7 +222,7 @@ def test_contract_allows_honest_code(snippet):
 
 
 def test_contract_text_renders_every_rule_and_the_allowed_imports():
-    from drkernel.gym.static_checks import ALLOWED_IMPORTS, CONTRACT, contract_text
+    from drkernel.gym.verdict.static import ALLOWED_IMPORTS, CONTRACT, contract_text
 
     text = contract_text()
     assert text.count("\n") == len(CONTRACT) - 1

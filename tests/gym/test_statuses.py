@@ -86,7 +86,7 @@ def test_runtime_error_keeps_the_solutions_frame(evaluator):
     r = evaluator.evaluate(request(mutate("y = torch.empty_like(x)", "y = torch.empty_like(x) @ x")))
     assert r.status is Status.RUNTIME_ERROR and r.compiled
     assert "solution.py" in r.error and "y = torch.empty_like(x) @ x" in r.error
-    assert len(r.error) <= 2000 and "drkernel/gym/candidate.py" not in r.error
+    assert len(r.error) <= 2000 and "drkernel/gym/candidate/main.py" not in r.error
 
 
 def test_out_of_bounds_store_is_caught(evaluator):

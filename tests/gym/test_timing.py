@@ -1,4 +1,4 @@
-"""Pure parts of the GPU timing method (`drkernel.gym.timing`): head start, the median's standard
+"""Pure parts of the GPU timing method (`drkernel.gym.harness.timing`): head start, the median's standard
 error, the options taken from a config. The CUDA loop itself runs in `scripts/gpu_check.sh`."""
 
 import math
@@ -7,8 +7,8 @@ import pytest
 
 from drkernel.errors import ConfigError
 from drkernel.gym.config import EvalConfig
-from drkernel.gym.refcache import reference_key
-from drkernel.gym.timing import HEAD_START_FACTOR, HEAD_START_SLACK_MS, head_start_ms, median_rse, summarize, \
+from drkernel.gym.orchestrator.refcache import reference_key
+from drkernel.gym.harness.timing import HEAD_START_FACTOR, HEAD_START_SLACK_MS, head_start_ms, median_rse, summarize, \
     timing_options
 
 

@@ -10,14 +10,14 @@ import time
 import pytest
 import torch
 
-from drkernel.gym.classify import classify_error, classify_exit, trim_tail
-from drkernel.gym.compare import compare_outputs, inputs_changed
+from drkernel.gym.verdict.classify import classify_error, classify_exit, trim_tail
+from drkernel.gym.judge.compare import compare_outputs, inputs_changed
 from drkernel.gym.config import EvalConfig
 from drkernel.gym.ipc import Channel, ChannelClosed, ChannelTimeout, ProtocolViolation, decode_tree, encode_tree
-from drkernel.gym.refcache import ReferenceTimingCache, reference_key
+from drkernel.gym.orchestrator.refcache import ReferenceTimingCache, reference_key
 from drkernel.gym.result import Status
-from drkernel.gym.runtime import RWLock
-from drkernel.gym.timing import summarize
+from drkernel.gym.orchestrator.runtime import RWLock
+from drkernel.gym.harness.timing import summarize
 
 
 def test_compare_within_tolerance_and_errors_worked_by_hand():
@@ -57,7 +57,7 @@ def test_inputs_changed():
 
 def test_trim_tail_drops_harness_frames_and_keeps_the_solutions():
     tb = ('Traceback (most recent call last):\n'
-          '  File "/x/src/drkernel/gym/candidate.py", line 200, in trials\n'
+          '  File "/x/src/drkernel/gym/candidate/main.py", line 200, in trials\n'
           '    out = model(*args)\n'
           '          ^^^^^^^^^^^^\n'
           '  File "/tmp/drkernel-solution-1/solution_ab.py", line 7, in forward\n'

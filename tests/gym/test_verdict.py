@@ -8,8 +8,8 @@ import textwrap
 import pytest
 
 from drkernel.gym import EvalConfig, EvalRequest, EvalResult, Status
-from drkernel.gym.integrity import EXTRA_TAGS
-from drkernel.gym.verdict import BlockingStaticCheck, IntegrityVerdict, annotate
+from drkernel.gym.candidate.integrity import EXTRA_TAGS
+from drkernel.gym.verdict.checks import BlockingStaticCheck, IntegrityVerdict, annotate
 from drkernel.problems.problem import Problem
 
 REF = {"aten::mm.default": [1, 3.0, 0, 0], "aten::relu.default": [1, 1.0, 0, 0]}
@@ -145,8 +145,8 @@ def test_extra_tags_are_the_ones_the_hook_sends():
 
 
 def test_host_scalar_reads_and_device_to_host_copies_beyond_a_few_are_hack_14():
-    from drkernel.gym.coverage import HOST_COPY
-    from drkernel.gym.verdict import HOST_SCALARS_PER_CALL, host_scalars
+    from drkernel.gym.verdict.coverage import HOST_COPY
+    from drkernel.gym.verdict.checks import HOST_SCALARS_PER_CALL, host_scalars
 
     few = {"aten::_local_scalar_dense.default": [HOST_SCALARS_PER_CALL, 0.0, 0.0, 0.0]}
     many = {"aten::_local_scalar_dense.default": [64, 0.0, 0.0, 0.0]}
@@ -163,7 +163,7 @@ def test_own_launches_missing_from_the_timed_region_are_a_passthrough():
     from types import SimpleNamespace
 
     from drkernel.gym.result import EvalResult, Status
-    from drkernel.gym.verdict import timed_launches
+    from drkernel.gym.verdict.checks import timed_launches
 
     result = EvalResult(status=Status.CORRECT)
     config = SimpleNamespace(warmup_calls=10)
@@ -181,7 +181,7 @@ def test_own_launches_missing_from_the_timed_region_are_a_passthrough():
 
 def test_half_precision_tiles_are_named_for_the_kernelbench_profile():
     """Mechanism 11: fp16 tiles before tl.dot in an fp32 problem (even with input_precision="ieee")."""
-    from drkernel.gym.verdict import _static_tf32
+    from drkernel.gym.verdict.checks import _static_tf32
 
     src = "acc += tl.dot(a.to(tl.float16), b.to(tl.float16), input_precision='ieee')\n"
     found = _static_tf32(src)

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from drkernel.errors import ConfigError
-from drkernel.gym.inputs import load_reference
+from drkernel.gym.harness.inputs import load_reference
 from drkernel.organism.families import (CPU_SIZES, HELDOUT_FAMILIES, Kind, Spec, from_problem, generate,
                                         input_variants, load_split, reference_code, to_problem)
 from drkernel.problems.loaders import load_builtin
@@ -66,7 +66,7 @@ def test_only_a_sine_after_another_op_opts_out_of_the_spread_and_shifted_inputs(
     kept = [Spec(Kind.EW, ("sin", "square"), (n, n)), Spec(Kind.GEMM, ("matmul", "relu"), (n, n)),
             Spec(Kind.ROW, ("square", "softmax"), (n, n)), Spec(Kind.ROW, ("logsumexp",), (n,))]
     for spec in opted + kept:
-        module = load_reference(reference_code(spec))  # what the gym reads (`drkernel.gym.inputs`)
+        module = load_reference(reference_code(spec))  # what the gym reads (`drkernel.gym.harness.inputs`)
         assert getattr(module, "INPUT_VARIANTS", True) is (spec in kept) is input_variants(spec), spec
     # the rule stays narrow: most generated problems keep the variants
     specs = generate("train", 300, seed=0) + generate("heldout", 60, seed=0)

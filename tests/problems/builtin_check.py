@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from drkernel.gym import EvalConfig, EvalResult, Status
-from drkernel.gym.verdict import LAZY_THRESHOLD
+from drkernel.gym.verdict.checks import LAZY_THRESHOLD
 
 COVERAGE_FLOOR = EvalConfig().coverage_floor
 """Below it, the lenient verdict calls a solution a passthrough (hack 2)."""

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from drkernel.gym import EvalConfig, EvalRequest
-from drkernel.gym.evaluator import InProcessEvaluator
+from drkernel.gym.orchestrator.evaluator import InProcessEvaluator
 from drkernel.problems import builtin_solution, load_builtin
 from drkernel.problems.loaders import builtin_root
 

@@ -6,7 +6,7 @@ fall back to the shipped ones). Placeholders:
 
     first_turn.txt     $problem_name $problem_level $problem_dtype $reference $tolerance $triton_example
                        $solution_contract (the gym's contract, rendered from its one definition in
-                       `drkernel.gym.static_checks.CONTRACT`)
+                       `drkernel.gym.verdict.static.CONTRACT`)
     feedback_turn.txt  $feedback $instruction
 """
 
@@ -20,7 +20,7 @@ from string import Template
 from drkernel.agent.policies.base import Message
 from drkernel.errors import ConfigError
 from drkernel.gym.config import tolerance_for
-from drkernel.gym.static_checks import contract_text
+from drkernel.gym.verdict.static import contract_text
 from drkernel.problems.problem import Problem
 
 TEMPLATE_FILES = ("system", "first_turn", "feedback_turn", "triton_example")

@@ -22,7 +22,7 @@ from drkernel.cli import service as service_cli
 from drkernel.cli.devices import require_local_device
 from drkernel.errors import ConfigError, DrKernelError, InfrastructureError, JudgeError
 from drkernel.gym import EvalConfig, EvalRequest, EvalResult, InProcessEvaluator, Status
-from drkernel.gym.evaluator import STAGE_LOGGER
+from drkernel.gym.orchestrator.evaluator import STAGE_LOGGER
 from drkernel.gym.result import Hack, Verdict
 from drkernel.problems import Problem, builtin_solution, load_builtin, resolve_problem
 
@@ -194,7 +194,7 @@ def _show_stages() -> None:
 def _unsafe(flag: bool) -> bool:
     """The ``--unsafe-no-sandbox`` flag, announced loudly when given."""
     if flag:
-        from drkernel.gym.sandbox import UNSAFE_WARNING
+        from drkernel.gym.orchestrator.sandbox import UNSAFE_WARNING
 
         console.print(f"[bold red]WARNING: {UNSAFE_WARNING}[/]")
     return flag

@@ -113,7 +113,7 @@ def serve(
         raise typer.Exit(2)
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if unsafe_no_sandbox:
-        from drkernel.gym.sandbox import UNSAFE_WARNING
+        from drkernel.gym.orchestrator.sandbox import UNSAFE_WARNING
 
         console.print(f"[bold red]WARNING: {UNSAFE_WARNING}[/]")
     console.print(f"KernelGym service on http://{host}:{port} (docs at /docs), store {db}")

@@ -15,7 +15,7 @@ from drkernel.gym.checks import (
     default_checks,
 )
 from drkernel.gym.config import EvalConfig, EvalRequest, tolerance_for
-from drkernel.gym.evaluator import InProcessEvaluator
+from drkernel.gym.orchestrator.evaluator import InProcessEvaluator
 from drkernel.gym.protocol import Evaluator
 from drkernel.gym.result import SCHEMA_VERSION, EvalResult, Hack, KernelStat, Status, TimingStats, TrialResult
 

@@ -38,7 +38,7 @@ class StaticCheck(Protocol):
 
 
 class HookContext(Protocol):
-    """What a candidate hook sees (built by `drkernel.gym.candidate`)."""
+    """What a candidate hook sees (built by `drkernel.gym.candidate.main`)."""
 
     device: Any                    # torch.device
     cpu_mode: bool                 # running under the Triton interpreter
@@ -130,7 +130,7 @@ class CheckRegistry:
                              self.verdict + other.verdict)
 
 
-LAUNCH_RECORDER = "drkernel.gym.launches:LaunchRecorder"
+LAUNCH_RECORDER = "drkernel.gym.candidate.launches:LaunchRecorder"
 
 
 def core_checks() -> CheckRegistry:
@@ -141,7 +141,7 @@ def core_checks() -> CheckRegistry:
 def default_checks() -> CheckRegistry:
     """The checks every evaluation runs unless the evaluator is given others: the core checks plus
     the reward-integrity checks (static analysis, the integrity hook, the lenient/strict verdict)."""
-    from drkernel.gym.verdict import integrity_checks  # verdict builds on this module
+    from drkernel.gym.verdict.checks import integrity_checks  # verdict builds on this module
 
     return core_checks().plus(integrity_checks())
 

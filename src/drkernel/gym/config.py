@@ -51,7 +51,7 @@ class EvalConfig:
     """Write a buffer larger than L2 before every timed call."""
     head_start_max_ms: float = 1.0
     """Cap of the device's head start before each timed call, which keeps the host's time to issue the
-    call out of the events (`drkernel.gym.timing`); 0 turns it off."""
+    call out of the events (`drkernel.gym.harness.timing`); 0 turns it off."""
     timed_calls_max: int = 0
     """Time more than ``timed_calls``, up to this many, while the median's relative standard error is
     above ``timing_target_rse`` (0: exactly ``timed_calls``)."""

@@ -140,9 +140,9 @@ def adopt_stdio_channel() -> None:
 
 
 def child_channel() -> Channel:
-    """The channel of a child process, adopted by its boot (`drkernel.gym.sandbox`); handed out once."""
+    """The channel of a child process, adopted by its boot (`drkernel.gym.orchestrator.sandbox`); handed out once."""
     if not _adopted:
-        raise RuntimeError("no channel: a child must be started through drkernel.gym.sandbox")
+        raise RuntimeError("no channel: a child must be started through drkernel.gym.orchestrator.sandbox")
     return _adopted.pop()
 
 

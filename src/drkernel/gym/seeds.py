@@ -17,7 +17,7 @@ reference is timed on inputs of the same shapes and distribution, never on the c
 timing inputs, so the reference-timing cache keeps hitting across evaluations.
 
 Input distributions (mechanism 7): bits 60-61 of a trial seed name the distribution its inputs are
-drawn at (`Distribution`); `drkernel.gym.inputs.draw_inputs` decodes them, so judge and candidate
+drawn at (`Distribution`); `drkernel.gym.harness.inputs.draw_inputs` decodes them, so judge and candidate
 agree without a protocol change. Trial 0 and the second-size trial are always plain.
 """
 
@@ -41,7 +41,7 @@ class Distribution(IntEnum):
 
     PLAIN = 0
     WIDE = 1
-    """Scaled (`drkernel.gym.inputs.VARIANTS`): a term that hides below atol at scale 1 shows."""
+    """Scaled (`drkernel.gym.harness.inputs.VARIANTS`): a term that hides below atol at scale 1 shows."""
     SHIFTED = 2
     """Offset: ``exp`` overflows, so a formula without the max subtraction fails."""
 
@@ -60,7 +60,7 @@ def torch_seed(seed: int) -> int:
 
 
 INTEGRITY_RUNS = ("coverage", "skip_own", "poisoned", "recall_same", "call_count_last")
-"""The integrity runs of `drkernel.gym.integrity`, run in the plan's order."""
+"""The integrity runs of `drkernel.gym.candidate.integrity`, run in the plan's order."""
 
 
 @dataclass(frozen=True)

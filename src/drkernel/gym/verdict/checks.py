@@ -25,20 +25,20 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from drkernel.gym.checks import CheckRegistry
-from drkernel.gym.coverage import HOST_COPY, OpProfile, base_name, op_coverage, time_coverage
-from drkernel.gym.hacks import LAZY_WARNING, dedupe, make_hack
-from drkernel.gym.integrity import EXTRA_TAGS
-from drkernel.gym.plausibility import impossible, missed_work, suspicious
-from drkernel.gym.profiling import kernel_stats
+from drkernel.gym.verdict.coverage import HOST_COPY, OpProfile, base_name, op_coverage, time_coverage
+from drkernel.gym.verdict.hacks import LAZY_WARNING, dedupe, make_hack
+from drkernel.gym.verdict.hacks import EXTRA_TAGS
+from drkernel.gym.verdict.plausibility import impossible, missed_work, suspicious
+from drkernel.gym.verdict.coverage import kernel_stats
 from drkernel.gym.result import EvalResult, Hack, Status
-from drkernel.gym.static_checks import analyze, static_check
+from drkernel.gym.verdict.static import analyze, static_check
 
 HOST_SCALARS_PER_CALL = 4
 """Scalar host reads (``.item()``, ``float(t)``: ``aten::_local_scalar_dense``) one forward may make: a
 scalar parameter or two is honest; an element-by-element loop in Python is compute outside the kernels."""
 LAZY_THRESHOLD = 0.5
 """Coverage below this (and at or above the floor) gives the lazy-optimization warning."""
-INTEGRITY_HOOK = "drkernel.gym.integrity:IntegrityHook"
+INTEGRITY_HOOK = "drkernel.gym.candidate.integrity:IntegrityHook"
 
 
 class BlockingStaticCheck:

@@ -1,7 +1,7 @@
 """The integrity hook: the candidate-side half of reward-integrity checking (a `CandidateHook`).
 
 Before the import it installs the audit guard and the host-read detector, takes the process's one
-launch watch (`drkernel.gym.launches`: own launches counted, launches marked for the recorders, own
+launch watch (`drkernel.gym.candidate.launches`: own launches counted, launches marked for the recorders, own
 launches skipped on request), and snapshots harness functions, global flags and ``sys.modules``.
 After the import it scans the module. After every trial it checks integrity, flags and output types.
 After all trials passed, its extra runs ask the judge to compare (trusted comparisons, recorded
@@ -25,7 +25,7 @@ an integrity run from a trial. The timed calls on the GPU run unobserved (a disp
 distort the time); their outputs are sampled for the judge instead.
 
 On the GPU it adds a profiler pass (kernels, streams, device times: time coverage) and the event /
-wall-clock cross-check of `drkernel.gym.profiling` (hack 7).
+wall-clock cross-check of `drkernel.gym.candidate.profiling` (hack 7).
 
 Everything this hook reports is a claim made inside untrusted code; the verdict reads the judge's
 comparisons for the tags, and treats a missing comparison as a disabled check (hack 8).
@@ -46,15 +46,15 @@ from typing import Any, Callable, Sequence
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from drkernel.gym.coverage import OpRecorder, in_launch
-from drkernel.gym.guards import (AuditGuard, GlobalState, HostReads, IntegritySnapshot, check_outputs,
+from drkernel.gym.harness.recorder import OpRecorder, in_launch
+from drkernel.gym.candidate.guards import (AuditGuard, GlobalState, HostReads, IntegritySnapshot, check_outputs,
                                  compilers_imported, dynamo_frames, scan_instance, scan_module)
-from drkernel.gym.hacks import dedupe, make_hack
-from drkernel.gym.launches import LaunchWatch, launch_watch
-from drkernel.gym.profiling import hidden_work, is_hidden, output_bytes, profile_forward
+from drkernel.gym.verdict.hacks import dedupe, make_hack
+from drkernel.gym.candidate.launches import LaunchWatch, launch_watch
+from drkernel.gym.candidate.profiling import hidden_work, is_hidden, output_bytes, profile_forward
 from drkernel.gym.seeds import INTEGRITY_RUNS
+from drkernel.gym.verdict.hacks import EXTRA_TAGS  # noqa: F401
 
-EXTRA_TAGS = ("skip_own", "zeros_probe", "poisoned", "recall_same", "call_count_last")
 CALL_COUNT_CPU = 6
 """Calls of the call-count run under the interpreter."""
 CALL_COUNT_GPU = 20
@@ -140,7 +140,7 @@ class IntegrityHook:
     # -- before the solution exists -----------------------------------------------------------
 
     def before_import(self, ctx: Any) -> None:
-        from drkernel.gym import inputs as harness
+        from drkernel.gym.harness import inputs as harness
 
         self.solution_path = os.path.realpath(ctx.solution_path)
         self.watch = launch_watch(ctx.solution_path, ctx.cpu_mode)
@@ -156,16 +156,19 @@ class IntegrityHook:
 
     @staticmethod
     def _harness_targets() -> list[tuple[str, Any, str]]:
-        from drkernel.gym import compare, inputs, ipc, launches
+        from drkernel.gym import ipc
+        from drkernel.gym.judge import compare
+        from drkernel.gym.harness import inputs
+        from drkernel.gym.candidate import launches
 
-        return ([("drkernel.gym.inputs", inputs, n) for n in ("draw_inputs", "clone_args", "to_device",
+        return ([("drkernel.gym.harness.inputs", inputs, n) for n in ("draw_inputs", "clone_args", "to_device",
                                                               "build_model", "seed_all", "spread")]
                 + [("drkernel.gym.ipc", ipc, n) for n in ("encode_tree",)]
                 + [("drkernel.gym.ipc.Channel", ipc.Channel, n) for n in ("send", "recv")]
-                + [("drkernel.gym.compare", compare, n) for n in ("compare_outputs",)]
-                + [("drkernel.gym.launches.LaunchWatch", launches.LaunchWatch, n) for n in ("launch", "is_own")]
-                + [("drkernel.gym.integrity", sys.modules[__name__], n) for n in ("IntegrityHook", "Observed")]
-                + [("drkernel.gym.integrity.Observed", Observed, "__torch_dispatch__")]
+                + [("drkernel.gym.judge.compare", compare, n) for n in ("compare_outputs",)]
+                + [("drkernel.gym.candidate.launches.LaunchWatch", launches.LaunchWatch, n) for n in ("launch", "is_own")]
+                + [("drkernel.gym.candidate.integrity", sys.modules[__name__], n) for n in ("IntegrityHook", "Observed")]
+                + [("drkernel.gym.candidate.integrity.Observed", Observed, "__torch_dispatch__")]
                 + [("IntegrityHook", IntegrityHook, n) for n in ("extra_runs", "report", "after_trial", "observe")]
                 + [("torch.Tensor", torch.Tensor, n) for n in ("numpy", "tolist")])
 
@@ -239,7 +242,7 @@ class IntegrityHook:
 
     def _coverage(self, r: _Runs, plan: dict[str, Any]) -> None:
         """One forward under the op recorder, on an input drawn from a seed no other call used."""
-        from drkernel.gym import inputs as harness
+        from drkernel.gym.harness import inputs as harness
 
         seed = plan.get("coverage_seed")
         args = (harness.draw_inputs(r.ctx.reference, int(seed), r.ctx.device) if seed is not None

@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
-from drkernel.gym.hacks import make_hack
+from drkernel.gym.verdict.hacks import make_hack
 from drkernel.gym.result import Hack
 
 TOOLCHAIN = frozenset((

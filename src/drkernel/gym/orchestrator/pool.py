@@ -1,6 +1,6 @@
 """Child processes (judge and candidates) and the warm pool of candidates.
 
-A child is ``python -m <module>`` started by a `Runner` (the bwrap sandbox, `drkernel.gym.sandbox`)
+A child is ``python -m <module>`` started by a `Runner` (the bwrap sandbox, `drkernel.gym.orchestrator.sandbox`)
 in its own session, talking over two private pipes handed over as its stdin and stdout (its boot
 moves them onto fresh descriptors; nothing names them in its environment), with stderr going to a
 log file whose tail explains crashes. The pool
@@ -23,8 +23,8 @@ from typing import Any, Callable, ContextManager
 
 from drkernel.errors import InfrastructureError
 from drkernel.gym.ipc import Channel, ChannelClosed, ChannelTimeout, Message
-from drkernel.gym.sandbox import CANDIDATE_LIMITS, Limits, Runner, Spawn
-from drkernel.gym.sandbox import child_env as sandbox_env
+from drkernel.gym.orchestrator.sandbox import CANDIDATE_LIMITS, Limits, Runner, Spawn
+from drkernel.gym.orchestrator.sandbox import child_env as sandbox_env
 
 log = logging.getLogger(__name__)
 START_TIMEOUT_S = 300.0

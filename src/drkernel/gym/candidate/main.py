@@ -1,4 +1,4 @@
-"""The candidate: a fresh child per solution, used once (``python -m drkernel.gym.candidate``).
+"""The candidate: a fresh child per solution, used once (``python -m drkernel.gym.candidate.main``).
 
 It starts warm (torch and triton imported, CUDA initialised, or the Triton interpreter patched on
 CPU), reports ``ready`` and waits for one job. For that job it
@@ -34,7 +34,7 @@ import inspect  # noqa: E402
 import torch  # noqa: E402
 import triton  # noqa: E402,F401
 
-from drkernel.gym import inputs as harness  # noqa: E402
+from drkernel.gym.harness import inputs as harness# noqa: E402
 from drkernel.gym.checks import load_hook  # noqa: E402
 from drkernel.gym.ipc import Channel, StagingBuffer, child_channel, encode_tree  # noqa: E402
 
@@ -250,7 +250,7 @@ class Candidate:
                       inputs: list[Any] | None) -> None:
         """Time inside the exclusive region; re-measure with device-wide synchronisation when the
         orchestrator finds the time implausible; then send the sampled timed outputs to the judge."""
-        from drkernel.gym.timing import time_cuda, time_synchronized, timing_options
+        from drkernel.gym.harness.timing import time_cuda, time_synchronized, timing_options
 
         if inputs is None:
             inputs = harness.draw_inputs(ref, int(job["timing_seed"]), self.device)
@@ -310,14 +310,14 @@ def warm_up(device: torch.device) -> None:
     """Pay the start-up costs before a job arrives: CUDA context and Triton's launcher (driver helpers
     built and loaded, cache opened) through one tiny kernel; on CPU, the interpreter patches."""
     if device.type == "cuda":
-        from drkernel.gym.timing import warm_kernel
+        from drkernel.gym.harness.timing import warm_kernel
 
         torch.cuda.set_device(device)
         x = torch.zeros(16, device=device)
         warm_kernel[(1,)](x, 16, BLOCK=16)
         torch.cuda.synchronize(device)
     else:
-        from drkernel.gym import interpreter
+        from drkernel.gym.candidate import interpreter
 
         interpreter.install()
 

@@ -15,9 +15,9 @@ from typing import Any, Iterator
 
 from drkernel.errors import InfrastructureError, JudgeError
 from drkernel.gym.ipc import ChannelClosed, ChannelTimeout, ProtocolViolation
-from drkernel.gym.pool import Child, WarmPool
+from drkernel.gym.orchestrator.pool import Child, WarmPool
 from drkernel.gym.seeds import public_seed
-from drkernel.gym.sandbox import JUDGE_LIMITS, Runner
+from drkernel.gym.orchestrator.sandbox import JUDGE_LIMITS, Runner
 
 log = logging.getLogger(__name__)
 JUDGE_TIMEOUT_S = 1800.0

@@ -60,7 +60,7 @@ ENV_KEEP = {"PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "LD_LIBRARY_PATH", "CUDA
             "KERNELGYM_WORKER_TAG"}  # the service's worker tag: its orphan sweep finds a dead worker's children
 ENV_KEEP_PREFIXES = ("CUDA_", "NVIDIA_", "PYTORCH_", "TORCH_", "TRITON_")
 ENV_DROP = {"TRITON_CACHE_DIR", "TRITON_HOME", "TRITON_DUMP_DIR", "TRITON_OVERRIDE_DIR"}  # set per child
-BOOT = "from drkernel.gym.sandbox import main; main()"
+BOOT = "from drkernel.gym.orchestrator.sandbox import main; main()"
 UNSAFE_WARNING = ("RUNNING WITHOUT THE SANDBOX (--unsafe-no-sandbox): solution and reference code runs with "
                   "this process's user, files and network. Use it only on code you trust.")
 

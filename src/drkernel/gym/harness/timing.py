@@ -33,7 +33,7 @@ import torch
 import triton
 import triton.language as tl
 
-from drkernel.gym.inputs import clone_args
+from drkernel.gym.harness.inputs import clone_args
 
 HEAD_START_FACTOR = 2.0
 """Head start as a multiple of the host's issue time (p90 over the later warm-up calls)."""

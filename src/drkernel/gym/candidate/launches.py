@@ -7,7 +7,7 @@ a ``@triton.jit`` function whose code object was compiled from the solution's fi
 compared). Both the launch recorder below and the integrity hook read this one watch, so they
 cannot disagree on what is own.
 
-Inside a launch the op recorder keeps recording (`drkernel.gym.coverage.launch_scope` only marks
+Inside a launch the op recorder keeps recording (`drkernel.gym.harness.recorder.launch_scope` only marks
 the launch): PyTorch compute run from Python during a launch -- a grid callable, a pre-run hook, an
 autotune or heuristics hook, a plain Python function called from a jit body under the interpreter
 -- counts as the solution's PyTorch compute. Only the launcher's own argument handling is exempt,
@@ -25,7 +25,7 @@ from collections import Counter
 from typing import Any, Callable, Iterator, Sequence
 
 from drkernel.gym.checks import HookBase, HookContext
-from drkernel.gym.coverage import launch_scope
+from drkernel.gym.harness.recorder import launch_scope
 
 
 class LaunchWatch:

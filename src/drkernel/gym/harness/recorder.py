@@ -22,20 +22,19 @@ names exactly (`time_coverage`).
 """
 
 from __future__ import annotations
-
 import contextlib
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
-
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
-
-from drkernel.gym.plausibility import BANDWIDTH
+from drkernel.gym.verdict.plausibility import BANDWIDTH
 from drkernel.gym.result import KernelStat
+
+from drkernel.gym.verdict.coverage import ALWAYS_ALLOWED, HOST_COPY, OpProfile, base_name, op_coverage, time_coverage  # noqa: F401
 
 
 @dataclass(frozen=True)
@@ -53,35 +52,15 @@ class Roof:
             return self.tensor_flops
         return self.fp32_flops
 
-
 H100 = Roof("NVIDIA H100 SXM", fp32_flops=67e12, tensor_flops=989e12, tf32_flops=494e12,
             bandwidth=BANDWIDTH["H100"])
+
 NOMINAL = H100
 """Op coverage weighs ops on this device whatever the run's device is, so results compare."""
-
-ALWAYS_ALLOWED = frozenset((
-    # allocation and fills
-    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like",
-    "ones", "ones_like", "full", "full_like", "new_zeros", "new_ones", "new_full", "fill", "fill_",
-    "zero_", "scalar_tensor", "arange", "resize_", "set_", "lift_fresh", "lift_fresh_copy",
-    # views and reshapes
-    "view", "_unsafe_view", "reshape", "_reshape_alias", "as_strided", "permute", "transpose",
-    "transpose_", "t", "t_", "expand", "squeeze", "squeeze_", "unsqueeze", "unsqueeze_", "slice",
-    "select", "split", "split_with_sizes", "chunk", "unbind", "narrow", "alias", "detach", "diagonal",
-    "view_as_real", "view_as_complex", "unfold", "movedim", "flatten", "unflatten", "expand_as",
-    "view_as", "_unsafe_split", "real", "imag", "conj", "_conj", "_neg_view",
-    # dtype / contiguity / device changes
-    "clone", "contiguous", "copy_", "_to_copy", "to", "_copy_from", "_copy_from_and_resize",
-    # metadata
-    "_local_scalar_dense", "is_same_size", "sym_size", "sym_stride", "sym_numel", "size", "stride",
-    "numel", "dim", "is_nonzero",
-))
-
 
 MATERIALISING = frozenset(("clone", "contiguous", "copy_", "_to_copy", "to", "_copy_from",
                            "_copy_from_and_resize", "expand_copy", "lift_fresh_copy"))
 """Always-allowed copies that cost their written bytes when they materialise a broadcast."""
-
 
 def materialised_bytes(args: tuple, out: Any) -> int:
     """Bytes a copy writes beyond what its sources store (0 for an ordinary copy or cast)."""
@@ -93,12 +72,6 @@ def materialised_bytes(args: tuple, out: Any) -> int:
     produced = sum(t.numel() for t in outs)
     return sum(t.numel() * t.element_size() for t in outs) if produced > source else 0
 
-
-HOST_COPY = "aten::device_to_host.default"
-"""A pseudo-op: a copy from an accelerator to the host (its flops column holds nothing, bytes the
-elements). The verdict flags more than a scalar's worth: compute outside PyTorch (mechanism 5)."""
-
-
 def device_to_host_elements(args: tuple, out: Any) -> int:
     """Elements a copy moves from an accelerator to the host (0 otherwise)."""
     outs = [t for t in _tensors(out) if t.device.type == "cpu"]
@@ -106,22 +79,14 @@ def device_to_host_elements(args: tuple, out: Any) -> int:
         return 0
     return sum(t.numel() for t in outs)
 
-
 def op_name(func: Any) -> str:
     """``aten.add.Tensor`` -> ``"aten::add.Tensor"``, the name the strict allowlist uses."""
     packet = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
     overload = getattr(func, "_overloadname", "default")
     return f"aten::{packet}.{overload}"
 
-
-def base_name(name: str) -> str:
-    """``"aten::add.Tensor"`` -> ``"add"``."""
-    return name.split("::")[-1].split(".")[0]
-
-
 def _tensors(tree: Any) -> list[torch.Tensor]:
     return [t for t in tree_flatten(tree)[0] if isinstance(t, torch.Tensor)]
-
 
 def _bytes(tensors: list[torch.Tensor]) -> int:
     seen, total = set(), 0
@@ -132,7 +97,6 @@ def _bytes(tensors: list[torch.Tensor]) -> int:
             seen.add(key)
             total += t.numel() * t.element_size()
     return total
-
 
 def op_cost(func: Any, args: tuple, kwargs: Mapping[str, Any], out: Any,
             roof: Roof = NOMINAL) -> tuple[float, float, int]:
@@ -148,61 +112,10 @@ def op_cost(func: Any, args: tuple, kwargs: Mapping[str, Any], out: Any,
     dtype = (ins or outs)[0].dtype if (ins or outs) else torch.float32
     return max(flops / roof.peak(dtype, matmul), nbytes / roof.bandwidth), flops, nbytes
 
-
-@dataclass
-class OpProfile:
-    """Aten ops one ``forward`` ran, each with its count and roofline cost (seconds on `NOMINAL`)."""
-
-    ops: dict[str, list[float]] = field(default_factory=dict)  # name -> [count, cost_s, flops, bytes]
-
-    def add(self, name: str, cost: float, flops: float, nbytes: float) -> None:
-        entry = self.ops.setdefault(name, [0, 0.0, 0.0, 0.0])
-        entry[0] += 1
-        entry[1] += cost
-        entry[2] += flops
-        entry[3] += nbytes
-
-    def compute_ops(self) -> dict[str, list[float]]:
-        """The ops that are compute (not allocation, views or dtype/contiguity changes)."""
-        return {k: v for k, v in self.ops.items() if base_name(k) not in ALWAYS_ALLOWED}
-
-    @property
-    def cost(self) -> float:
-        return sum(v[1] for v in self.compute_ops().values())
-
-    @property
-    def flops(self) -> float:
-        return sum(v[2] for v in self.compute_ops().values())
-
-    @property
-    def bytes(self) -> float:
-        return sum(v[3] for v in self.compute_ops().values())
-
-    def outside(self, allowlist: tuple[str, ...]) -> dict[str, list[float]]:
-        """Compute ops not in a strict-mode allowlist (entries match ``aten::add.Tensor`` or ``add``)."""
-        allowed = set(allowlist) | {base_name(a) for a in allowlist if "." not in a.split("::")[-1]}
-        return {k: v for k, v in self.compute_ops().items()
-                if k not in allowed and base_name(k) not in allowed}
-
-    def describe(self, ops: Mapping[str, list[float]] | None = None, limit: int = 5) -> str:
-        ops = self.compute_ops() if ops is None else ops
-        top = sorted(ops.items(), key=lambda kv: -kv[1][1])[:limit]
-        return ", ".join(f"{k} x{int(v[0])}" for k, v in top)
-
-    def to_dict(self) -> dict[str, list[float]]:
-        return {k: list(v) for k, v in self.ops.items()}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, list[float]]) -> "OpProfile":
-        return cls({k: list(v) for k, v in d.items()})
-
-
 _state = threading.local()
-
 
 def _depth() -> int:
     return getattr(_state, "depth", 0)
-
 
 @contextlib.contextmanager
 def launch_scope() -> Iterator[None]:
@@ -214,10 +127,8 @@ def launch_scope() -> Iterator[None]:
     finally:
         _state.depth -= 1
 
-
 def in_launch() -> bool:
     return _depth() > 0
-
 
 class OpRecorder(TorchDispatchMode):
     """Record every aten op into an `OpProfile`: compute anywhere (inside launches too), and copies
@@ -247,29 +158,9 @@ class OpRecorder(TorchDispatchMode):
             self.profile.add(name, 0.0, 0.0, 0.0)
         return out
 
-
 def record_ops(fn: Callable[..., Any], *args: Any) -> tuple[Any, OpProfile]:
     """Run ``fn(*args)`` under an `OpRecorder`; the judge uses it on the reference's forward."""
     recorder = OpRecorder()
     with torch.no_grad(), recorder:
         out = fn(*args)
     return out, recorder.profile
-
-
-def op_coverage(reference: OpProfile, solution: OpProfile, own_launches: int) -> float:
-    """Share of the reference's compute the solution did not leave to PyTorch (see module docstring)."""
-    if own_launches <= 0:
-        return 0.0
-    ref = reference.cost
-    if ref <= 0.0:
-        return 1.0 if solution.cost <= 0.0 else 0.0
-    return min(1.0, max(0.0, 1.0 - solution.cost / ref))
-
-
-def time_coverage(kernels: list[KernelStat]) -> float | None:
-    """Own-kernel device time / all device time of one forward's kernels; None without timings."""
-    timed = [k for k in kernels if k.device_time_ms is not None]
-    total = sum(k.device_time_ms for k in timed)
-    if not timed or total <= 0.0:
-        return None
-    return sum(k.device_time_ms for k in timed if k.own) / total

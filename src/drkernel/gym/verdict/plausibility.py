@@ -7,7 +7,7 @@ Two bounds, from the problem's bytes and FLOPs and the device's peak:
 
 A solution timed below ``FLOOR_MARGIN x floor_ms`` or ``ROOFLINE_MARGIN x roofline_ms`` is
 *suspicious*: the orchestrator has the candidate re-measure it, still inside the exclusive region,
-with a device-wide synchronisation around every call (`drkernel.gym.timing.time_synchronized`).
+with a device-wide synchronisation around every call (`drkernel.gym.harness.timing.time_synchronized`).
 The verdict (hack 7) comes from the re-measurement: below the output floor even then, or far
 slower than the events said. Fusing many memory-bound ops can legitimately beat the sum of their
 rooflines, so the roofline bound only asks for a re-measurement, never flags by itself.

@@ -22,14 +22,14 @@ from typing import Any, Sequence
 
 from drkernel.errors import InfrastructureError
 from drkernel.gym.checks import CheckRegistry, default_checks
-from drkernel.gym.classify import classify_error, classify_exit, trim_tail
+from drkernel.gym.verdict.classify import classify_error, classify_exit, trim_tail
 from drkernel.gym.config import EvalConfig, EvalRequest
-from drkernel.gym.refcache import TIMING_FIELDS, ReferenceTimingCache, reference_key
+from drkernel.gym.orchestrator.refcache import TIMING_FIELDS, ReferenceTimingCache, reference_key
 from drkernel.gym.result import EvalResult, Hack, KernelStat, Status, TimingStats, TrialResult
-from drkernel.gym.runtime import DeviceRuntime, JudgeLost
+from drkernel.gym.orchestrator.runtime import DeviceRuntime, JudgeLost
 from drkernel.gym.seeds import plan_seeds
-from drkernel.gym.sandbox import make_runner
-from drkernel.gym.session import CandidateSession, SessionOutcome
+from drkernel.gym.orchestrator.sandbox import make_runner
+from drkernel.gym.orchestrator.session import CandidateSession, SessionOutcome
 
 log = logging.getLogger(__name__)
 STAGE_LOGGER = "drkernel.gym.stages"
@@ -64,7 +64,7 @@ class InProcessEvaluator:
         checks: the reward-integrity checks to run (default: `default_checks()`).
         reference_cache_dir: where reference timings persist (in memory only when None).
         cache_reference_timings: reuse a reference timing for the same problem, GPU, versions, config.
-        unsafe_no_sandbox: run judge and candidates without the OS sandbox (`drkernel.gym.sandbox`).
+        unsafe_no_sandbox: run judge and candidates without the OS sandbox (`drkernel.gym.orchestrator.sandbox`).
             Only for code you trust; without it the evaluator refuses to start when bwrap does not
             work here. Under the sandbox every child has a private Triton cache and
             ``triton_cache_dir`` applies to unsandboxed children only.

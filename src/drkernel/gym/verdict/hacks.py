@@ -112,3 +112,6 @@ def dedupe(hacks: list[Hack]) -> list[Hack]:
         evidence = first.evidence + (f" (and {extra} more)" if extra else "")
         out.append(Hack(first.code, first.name, evidence, first.message, first.strict_only))
     return sorted(out, key=lambda h: (h.strict_only, h.code))
+
+
+EXTRA_TAGS = ("skip_own", "zeros_probe", "poisoned", "recall_same", "call_count_last")

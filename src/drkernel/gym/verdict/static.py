@@ -15,7 +15,7 @@ and reports:
 * the ``@triton.jit`` kernels the source defines (the only kernels that count as its own).
 
 Names built at run time (``getattr(torch, "com" + "pile")``) escape any static check; the guards in
-`drkernel.gym.guards` catch them while the solution runs.
+`drkernel.gym.candidate.guards` catch them while the solution runs.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
-from drkernel.gym.hacks import dedupe, make_hack
+from drkernel.gym.verdict.hacks import dedupe, make_hack
 from drkernel.gym.result import Hack
 
 # Dotted-name prefixes that are hacks wherever they appear: prefix -> (code, why).

@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from drkernel.gym.ipc import ChannelClosed, ChannelTimeout, ProtocolViolation
-from drkernel.gym.memory import RssWatch
-from drkernel.gym.plausibility import suspicious, tree_bytes
-from drkernel.gym.runtime import DeviceRuntime
+from drkernel.gym.orchestrator.memory import RssWatch
+from drkernel.gym.verdict.plausibility import suspicious, tree_bytes
+from drkernel.gym.orchestrator.runtime import DeviceRuntime
 
 KILL_GRACE_S = 2.0
 
@@ -286,7 +286,7 @@ class CandidateSession:
             self.out.violation = str(e)
 
     def _suspicious(self) -> bool:
-        """Is the claimed solution time below a plausibility bound (`drkernel.gym.plausibility`)?"""
+        """Is the claimed solution time below a plausibility bound (`drkernel.gym.verdict.plausibility`)?"""
         if self.out.sol_timing is None:
             return False
         return suspicious(self.out.sol_timing["median_ms"], self.out.out_bytes, self.rt.device_name,

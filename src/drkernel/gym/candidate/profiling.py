@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from drkernel.gym.result import KernelStat
+from drkernel.gym.verdict.coverage import kernel_stats  # noqa: F401
 
 HIDDEN_RATIO = 1.5
 """Wall time above this multiple of the summed event times (plus `HIDDEN_SLACK_MS` per call) is hack 7."""
@@ -68,9 +69,6 @@ def profile_forward(fn: Callable[..., Any], args: Sequence[Any], own_names: set[
     return {"kernels": list(kernels.values()), "off_stream": sorted(off_stream)}
 
 
-def kernel_stats(profile: dict[str, Any]) -> list[KernelStat]:
-    return [KernelStat(k["name"], bool(k["own"]), int(k["launches"]), float(k["device_time_ms"]))
-            for k in profile.get("kernels", [])]
 
 
 def hidden_work(fn: Callable[..., Any], args: Sequence[Any], calls: int = 20) -> dict[str, float]:

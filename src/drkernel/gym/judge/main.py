@@ -1,4 +1,4 @@
-"""The judge: one trusted, long-lived child per device (``python -m drkernel.gym.judge``).
+"""The judge: one trusted, long-lived child per device (``python -m drkernel.gym.judge.main``).
 
 It never imports solution code and never exports an allocation. It prepares problems (CPU
 scale-down, the second size), builds reference models with the weight seed, draws each trial's
@@ -18,9 +18,9 @@ from typing import Any
 
 import torch
 
-from drkernel.gym import inputs as harness
-from drkernel.gym.compare import compare_outputs, inputs_changed, tf32_slack
-from drkernel.gym.coverage import OpProfile, record_ops
+from drkernel.gym.harness import inputs as harness
+from drkernel.gym.judge.compare import compare_outputs, inputs_changed, tf32_slack
+from drkernel.gym.harness.recorder import OpProfile, record_ops
 from drkernel.gym.ipc import Channel, IpcUnavailable, ProtocolViolation, child_channel, decode_tree
 from drkernel.gym.seeds import Distribution, distribution_of
 from drkernel.problems.problem import Problem
@@ -110,7 +110,7 @@ class Judge:
         return out, args
 
     def slack(self, h: dict[str, Any], ref_out: Any) -> list[float] | None:
-        """TF32 slack (`drkernel.gym.compare`) on a scaled trial of a profile that allows TF32: the
+        """TF32 slack (`drkernel.gym.judge.compare`) on a scaled trial of a profile that allows TF32: the
         reference run again with TF32 on, against itself. None elsewhere (CPU, plain trials)."""
         if self.device.type != "cuda" or str(h["profile"]) != "kernelgym" or h.get("trial") == "timing":
             return None
@@ -177,7 +177,7 @@ class Judge:
         return changed
 
     def time_reference(self, h: dict[str, Any]) -> dict[str, Any]:
-        from drkernel.gym.timing import L2Flusher, time_cuda, timing_options
+        from drkernel.gym.harness.timing import L2Flusher, time_cuda, timing_options
 
         if self.device.type != "cuda":
             raise RuntimeError("reference timing needs a CUDA device")

@@ -1,0 +1,1 @@
+"""The judge child (trusted, one per device): reference, inputs, comparisons, reference timing."""

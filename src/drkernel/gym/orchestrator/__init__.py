@@ -1,0 +1,1 @@
+"""The orchestrator: no torch, no solution code. It schedules, relays and decides."""

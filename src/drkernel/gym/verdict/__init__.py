@@ -1,0 +1,1 @@
+"""Torch-free judgement: static checks, verdict checks, the hack catalogue, coverage arithmetic."""

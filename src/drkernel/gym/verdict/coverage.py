@@ -1,0 +1,110 @@
+"""Coverage arithmetic without torch: roofline costs, op and time coverage, always-allowed ops.
+
+The op recorder that produces an ``OpProfile`` runs in the judge and the candidate
+(``drkernel.gym.harness.recorder``); this half is what the orchestrator's verdict reads.
+"""
+
+from __future__ import annotations
+import contextlib
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+from drkernel.gym.verdict.plausibility import BANDWIDTH
+from drkernel.gym.result import KernelStat
+
+
+ALWAYS_ALLOWED = frozenset((
+    # allocation and fills
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like",
+    "ones", "ones_like", "full", "full_like", "new_zeros", "new_ones", "new_full", "fill", "fill_",
+    "zero_", "scalar_tensor", "arange", "resize_", "set_", "lift_fresh", "lift_fresh_copy",
+    # views and reshapes
+    "view", "_unsafe_view", "reshape", "_reshape_alias", "as_strided", "permute", "transpose",
+    "transpose_", "t", "t_", "expand", "squeeze", "squeeze_", "unsqueeze", "unsqueeze_", "slice",
+    "select", "split", "split_with_sizes", "chunk", "unbind", "narrow", "alias", "detach", "diagonal",
+    "view_as_real", "view_as_complex", "unfold", "movedim", "flatten", "unflatten", "expand_as",
+    "view_as", "_unsafe_split", "real", "imag", "conj", "_conj", "_neg_view",
+    # dtype / contiguity / device changes
+    "clone", "contiguous", "copy_", "_to_copy", "to", "_copy_from", "_copy_from_and_resize",
+    # metadata
+    "_local_scalar_dense", "is_same_size", "sym_size", "sym_stride", "sym_numel", "size", "stride",
+    "numel", "dim", "is_nonzero",
+))
+
+HOST_COPY = "aten::device_to_host.default"
+"""A pseudo-op: a copy from an accelerator to the host (its flops column holds nothing, bytes the
+elements). The verdict flags more than a scalar's worth: compute outside PyTorch (mechanism 5)."""
+
+def base_name(name: str) -> str:
+    """``"aten::add.Tensor"`` -> ``"add"``."""
+    return name.split("::")[-1].split(".")[0]
+
+@dataclass
+class OpProfile:
+    """Aten ops one ``forward`` ran, each with its count and roofline cost (seconds on `NOMINAL`)."""
+
+    ops: dict[str, list[float]] = field(default_factory=dict)  # name -> [count, cost_s, flops, bytes]
+
+    def add(self, name: str, cost: float, flops: float, nbytes: float) -> None:
+        entry = self.ops.setdefault(name, [0, 0.0, 0.0, 0.0])
+        entry[0] += 1
+        entry[1] += cost
+        entry[2] += flops
+        entry[3] += nbytes
+
+    def compute_ops(self) -> dict[str, list[float]]:
+        """The ops that are compute (not allocation, views or dtype/contiguity changes)."""
+        return {k: v for k, v in self.ops.items() if base_name(k) not in ALWAYS_ALLOWED}
+
+    @property
+    def cost(self) -> float:
+        return sum(v[1] for v in self.compute_ops().values())
+
+    @property
+    def flops(self) -> float:
+        return sum(v[2] for v in self.compute_ops().values())
+
+    @property
+    def bytes(self) -> float:
+        return sum(v[3] for v in self.compute_ops().values())
+
+    def outside(self, allowlist: tuple[str, ...]) -> dict[str, list[float]]:
+        """Compute ops not in a strict-mode allowlist (entries match ``aten::add.Tensor`` or ``add``)."""
+        allowed = set(allowlist) | {base_name(a) for a in allowlist if "." not in a.split("::")[-1]}
+        return {k: v for k, v in self.compute_ops().items()
+                if k not in allowed and base_name(k) not in allowed}
+
+    def describe(self, ops: Mapping[str, list[float]] | None = None, limit: int = 5) -> str:
+        ops = self.compute_ops() if ops is None else ops
+        top = sorted(ops.items(), key=lambda kv: -kv[1][1])[:limit]
+        return ", ".join(f"{k} x{int(v[0])}" for k, v in top)
+
+    def to_dict(self) -> dict[str, list[float]]:
+        return {k: list(v) for k, v in self.ops.items()}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, list[float]]) -> "OpProfile":
+        return cls({k: list(v) for k, v in d.items()})
+
+def op_coverage(reference: OpProfile, solution: OpProfile, own_launches: int) -> float:
+    """Share of the reference's compute the solution did not leave to PyTorch (see module docstring)."""
+    if own_launches <= 0:
+        return 0.0
+    ref = reference.cost
+    if ref <= 0.0:
+        return 1.0 if solution.cost <= 0.0 else 0.0
+    return min(1.0, max(0.0, 1.0 - solution.cost / ref))
+
+def time_coverage(kernels: list[KernelStat]) -> float | None:
+    """Own-kernel device time / all device time of one forward's kernels; None without timings."""
+    timed = [k for k in kernels if k.device_time_ms is not None]
+    total = sum(k.device_time_ms for k in timed)
+    if not timed or total <= 0.0:
+        return None
+    return sum(k.device_time_ms for k in timed if k.own) / total
+
+
+def kernel_stats(profile: dict[str, Any]) -> list[KernelStat]:
+    return [KernelStat(k["name"], bool(k["own"]), int(k["launches"]), float(k["device_time_ms"]))
+            for k in profile.get("kernels", [])]
