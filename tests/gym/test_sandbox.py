@@ -127,7 +127,12 @@ def test_files_outside_the_private_tmp_cannot_be_written(walled, tmp_path):
         attempt("append_package", lambda: open("{SRC / 'drkernel' / '__init__.py'}", "a").write("pwned"))
     ''')))
     seen = observed(r)
+    # A checkout under /tmp (a fresh clone there): the child's /tmp is its own tmpfs, so a write to the
+    # cwd may succeed in there; what matters is that the host never sees it (asserted below).
+    cwd_private = str(Path.cwd()).startswith("/tmp/")
     for name in ("savetxt_cwd", "torch_save_src", "open_host_tmp", "append_package"):
+        if name == "savetxt_cwd" and cwd_private:
+            continue
         assert seen[name].startswith("denied"), (name, seen[name])
     assert seen["own_tmp"] == "ok: 6"
     assert not cwd_file.exists() and not src_file.exists() and not Path(inner).exists()
