@@ -22,7 +22,6 @@ from drkernel.rl.integrations.verl.dataset import AGENT_NAME, verl_row
 from drkernel.rl.integrations.verl.reward import URL_ENV
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "service"))
-from service_server import ServerProcess  # noqa: E402
 
 REFERENCE = (
     "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n\n"
@@ -48,19 +47,6 @@ class ScriptedServer:
         ]
         return TokenOutput(token_ids=ids, log_probs=[-0.5] * len(ids), stop_reason="completed")
 
-
-@pytest.fixture(scope="module")
-def service(tmp_path_factory):
-    srv = ServerProcess(
-        tmp_path_factory.mktemp("gym") / "jobs.sqlite",
-        "--devices",
-        "cpu:1",
-        "--evaluator",
-        "service_evaluators:DirectiveEvaluator",
-    )
-    srv.start()
-    yield srv
-    srv.stop()
 
 
 def _loop(tokenizer, server, turns=3, response_length=4096):

@@ -27,7 +27,6 @@ from drkernel.rl.integrations.verl.reward import URL_ENV, compute_score
 SERVICE_TESTS = Path(__file__).resolve().parents[2] / "service"
 sys.path.insert(0, str(SERVICE_TESTS))
 from service_evaluators import DirectiveEvaluator  # noqa: E402  (the service tests' deterministic evaluator)
-from service_server import ServerProcess  # noqa: E402
 
 REFERENCE = """import torch
 import torch.nn as nn
@@ -45,19 +44,6 @@ def get_init_inputs():
 ANSWER = "Here is my kernel.\n```python\nimport torch\nclass ModelNew(torch.nn.Module):\n    pass\n```\n"
 PROBLEM = Problem(name="double", level=1, code=REFERENCE, problem_id="double", source="test")
 
-
-@pytest.fixture(scope="module")
-def service(tmp_path_factory):
-    srv = ServerProcess(
-        tmp_path_factory.mktemp("gym") / "jobs.sqlite",
-        "--devices",
-        "cpu:1",
-        "--evaluator",
-        "service_evaluators:DirectiveEvaluator",
-    )
-    srv.start()
-    yield srv
-    srv.stop()
 
 
 def _expected(answer: str) -> float:

@@ -41,21 +41,6 @@ ONE_STEP = [
 ]
 
 
-@pytest.fixture(scope="module")
-def service(tmp_path_factory):
-    from service_server import ServerProcess
-
-    srv = ServerProcess(
-        tmp_path_factory.mktemp("gym") / "jobs.sqlite",
-        "--devices",
-        "cpu:1",
-        "--evaluator",
-        "service_evaluators:DirectiveEvaluator",
-    )
-    srv.start()
-    yield srv
-    srv.stop()
-
 
 def test_one_step_of_verls_v0_trainer(tmp_path, service):
     import torch
