@@ -11,8 +11,8 @@ import textwrap
 import pytest
 import torch
 
-from drkernel.gym.harness.recorder import (ALWAYS_ALLOWED, H100, OpProfile, base_name, launch_scope, op_coverage, op_name,
-                                   record_ops, time_coverage)
+from drkernel.gym.harness.recorder import H100, launch_scope, op_name, record_ops
+from drkernel.gym.verdict.coverage import ALWAYS_ALLOWED, OpProfile, base_name, op_coverage, time_coverage
 from drkernel.gym.result import KernelStat
 
 
@@ -99,7 +99,8 @@ INTERPRETED = textwrap.dedent('''
     import os, json
     import torch, triton, triton.language as tl
     import triton.runtime.interpreter as interp
-    from drkernel.gym.harness.recorder import launch_scope, record_ops, op_coverage
+    from drkernel.gym.harness.recorder import launch_scope, record_ops
+    from drkernel.gym.verdict.coverage import op_coverage
 
     original = interp.InterpretedFunction.run
     launches = []

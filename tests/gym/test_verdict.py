@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from drkernel.gym import EvalConfig, EvalRequest, EvalResult, Status
-from drkernel.gym.candidate.integrity import EXTRA_TAGS
+from drkernel.gym.verdict.hacks import EXTRA_TAGS
 from drkernel.gym.verdict.checks import BlockingStaticCheck, IntegrityVerdict, annotate
 from drkernel.problems.problem import Problem
 

@@ -53,7 +53,6 @@ from drkernel.gym.verdict.hacks import dedupe, make_hack
 from drkernel.gym.candidate.launches import LaunchWatch, launch_watch
 from drkernel.gym.candidate.profiling import hidden_work, is_hidden, output_bytes, profile_forward
 from drkernel.gym.seeds import INTEGRITY_RUNS
-from drkernel.gym.verdict.hacks import EXTRA_TAGS  # noqa: F401
 
 CALL_COUNT_CPU = 6
 """Calls of the call-count run under the interpreter."""

@@ -18,7 +18,6 @@ from typing import Any, Callable, Sequence
 import torch
 
 from drkernel.gym.result import KernelStat
-from drkernel.gym.verdict.coverage import kernel_stats  # noqa: F401
 
 HIDDEN_RATIO = 1.5
 """Wall time above this multiple of the summed event times (plus `HIDDEN_SLACK_MS` per call) is hack 7."""

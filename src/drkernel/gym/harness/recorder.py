@@ -18,7 +18,7 @@ copy outside a launch that *materialises* a broadcast (``expand`` then ``reshape
 
 time coverage (GPU, the paper's definition, REFERENCE.md section 4): device time of the solution's
 own kernels / device time of all kernels one ``forward`` launches, from the profiler, matching kernel
-names exactly (`time_coverage`).
+names exactly (`drkernel.gym.verdict.coverage.time_coverage`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from torch.utils.flop_counter import flop_registry
 from drkernel.gym.verdict.plausibility import BANDWIDTH
 from drkernel.gym.result import KernelStat
 
-from drkernel.gym.verdict.coverage import ALWAYS_ALLOWED, HOST_COPY, OpProfile, base_name, op_coverage, time_coverage  # noqa: F401
+from drkernel.gym.verdict.coverage import ALWAYS_ALLOWED, HOST_COPY, OpProfile, base_name
 
 
 @dataclass(frozen=True)
