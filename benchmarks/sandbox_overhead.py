@@ -126,7 +126,7 @@ def main() -> int:
         print(f"SUMMARY evaluation wall ({k}): median {wall_s[k]['median']:.3f} s, mean {wall_s[k]['mean']:.3f} s, "
               f"statuses {statuses[k]}")
     print(f"SUMMARY sandbox overhead per evaluation: {100 * overhead:+.1f} % (target <= +10 % on the GPU); "
-          f"outputs through the host instead of CUDA IPC: {fallback}")
+          f"outputs through the host instead of the staging buffer: {fallback}")
     for k, v in cache.items():
         print(f"SUMMARY triton cache ({k}): compile stage first {v['first_compile_s']} s, "
               f"repeat {v['repeat_compile_s']} s")

@@ -1,6 +1,7 @@
 """GPU checks of the gym (run by scripts/gpu_check.sh; torch, triton and numpy only).
 
-Exercises the code paths the CPU tests cannot: CUDA IPC export of outputs and post-run inputs,
+Exercises the code paths the CPU tests cannot: outputs and post-run inputs in the candidate's
+staging buffer (a VMM allocation whose descriptor crosses the sandboxes),
 CUDA-event timing with L2 flushes, the exclusive timing region under concurrency, the memory
 fraction, device faults. Evaluates every gold solution of the built-in suite. Prints one
 PASS/FAIL line per check and writes ``$OUT/gym_gpu_checks.json``; exits 1 if any check failed.
@@ -79,12 +80,18 @@ def variant(old: str, new: str) -> str:
     return SOLUTION.replace(old, new)
 
 
+def on_device(r) -> bool:
+    """The outputs crossed from the candidate's sandbox to the judge's in device memory (the staging
+    buffer's descriptor), not through host copies."""
+    return not any("through the host" in w for w in r.warnings)
+
+
 CASES = [
     # (name, problem, solution, config changes, expected status, extra check)
     ("correct_and_timed", RELU, SOLUTION, {}, Status.CORRECT,
      lambda r: r.speedup is not None and r.ref_timing.n == 100 and r.sol_timing.n == 100
-     and [k.name for k in r.kernels if k.own] == ["relu_kernel"]),
-    ("tuple_and_strided_outputs_via_ipc", TUPLE, TUPLE_SOLUTION, {}, Status.CORRECT, lambda r: True),
+     and [k.name for k in r.kernels if k.own] == ["relu_kernel"] and on_device(r)),
+    ("tuple_and_strided_outputs_via_staging", TUPLE, TUPLE_SOLUTION, {}, Status.CORRECT, on_device),
     ("incorrect", RELU, variant("tl.maximum(x, 0.0)", "x"), {}, Status.INCORRECT, lambda r: r.speedup is None),
     ("input_mutation_hack_6", RELU, variant("        return y\n", "        x.zero_()\n        return y\n"), {},
      Status.CORRECT, lambda r: [h.code for h in r.hacks] == [6] and r.valid is False),
@@ -122,6 +129,37 @@ def run_cases(ev: InProcessEvaluator, report: dict) -> int:
         if not ok and r.error:
             print("    " + r.error.replace("\n", "\n    ")[-1500:])
     return failed
+
+
+def run_vmm(report: dict) -> int:
+    """The staging buffer's driver calls (`drkernel.gym.harness.vmm`): a mapping through the exported
+    descriptor sees the bytes; a size larger than the allocation, or a descriptor that is not an
+    allocation, is refused (the judge then asks for host bytes)."""
+    import torch
+
+    from drkernel.gym.harness import vmm
+
+    dev = torch.device("cuda:0")
+    x = vmm.Exported(3 << 20, dev)
+    x.tensor.copy_(torch.arange(x.nbytes, device=dev, dtype=torch.int64).to(torch.uint8))
+    with vmm.imported(x.fd, x.nbytes, dev) as t:
+        same = bool(torch.equal(t, x.tensor))
+    refused = []
+    r, w = os.pipe()
+    for fd, size in ((x.fd, 2 * x.nbytes), (x.fd, x.nbytes + 1), (r, x.nbytes)):
+        try:
+            with vmm.imported(fd, size, dev):
+                refused.append(False)
+        except vmm.VmmError:
+            refused.append(True)
+    os.close(r)
+    os.close(w)
+    x.close()
+    ok = same and all(refused)
+    report["vmm"] = {"ok": ok, "same": same, "refused": refused, "nbytes": x.nbytes}
+    print(f"{'PASS' if ok else 'FAIL'} vmm_staging_buffer: mapped bytes equal {same}, bad sizes/descriptors "
+          f"refused {refused}")
+    return 0 if ok else 1
 
 
 def run_concurrent(ev: InProcessEvaluator, report: dict) -> int:
@@ -177,6 +215,11 @@ def main() -> int:
             print("FAIL: no CUDA device visible to the judge")
             return 1
         failed = run_cases(ev, report)
+        try:
+            failed += run_vmm(report)
+        except Exception as e:
+            failed += 1
+            print(f"FAIL run_vmm: raised {type(e).__name__}: {str(e)[-1500:]}")
         for step in (run_concurrent, run_gold):
             try:
                 failed += step(ev, report)

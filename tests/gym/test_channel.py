@@ -11,11 +11,11 @@ from drkernel.gym.ipc import ProtocolViolation
 from drkernel.gym.orchestrator.session import Phase, ProtocolOrder, forged_claims
 from gym_cases import request
 
-# No Triton at all: find the pipes among our descriptors, the job in the harness's frames, compute
+# No Triton at all: find the channel's socket among our descriptors, the job in the harness's frames, compute
 # the answers with PyTorch, and speak the protocol ourselves, down to a `done` whose report claims
 # own kernel launches; then exit before the harness can say anything.
 FORGER = '''
-import fcntl, os, sys
+import os, sys
 import torch
 import torch.nn as nn
 from drkernel.gym.harness import inputs as harness
@@ -23,19 +23,13 @@ from drkernel.gym.ipc import Channel, encode_tree
 
 
 def find_channel():
-    rd = wr = None
     for fd in sorted(int(f) for f in os.listdir("/proc/self/fd")):
         try:
-            if not os.readlink(f"/proc/self/fd/{fd}").startswith("pipe:"):
-                continue
-            mode = fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE
+            if os.readlink(f"/proc/self/fd/{fd}").startswith("socket:"):
+                return Channel(fd)
         except OSError:
             continue
-        if mode == os.O_RDONLY and rd is None:
-            rd = fd
-        elif mode == os.O_WRONLY and wr is None:
-            wr = fd
-    return Channel(rd, wr)
+    raise RuntimeError("no socket among our descriptors")
 
 
 def find_job():

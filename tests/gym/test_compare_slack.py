@@ -1,9 +1,11 @@
-"""TF32 slack on scaled trials (gym/judge/compare.py): an allowed TF32 GEMM must pass a trial drawn at a
+"""TF32 slack on scaled and shifted trials (gym/judge/compare.py): an allowed TF32 GEMM must pass a trial drawn at a
 wider scale, and a dropped term must still fail where the reference has no matmul (no slack)."""
 
 import torch
 
-from drkernel.gym.judge.compare import TF32_SLACK, compare_outputs, tf32_slack
+from drkernel.gym.harness.recorder import record_ops
+from drkernel.gym.judge.compare import TF32_OPS, TF32_SLACK, compare_outputs, tf32_slack
+from drkernel.gym.verdict.coverage import base_name
 
 
 def test_slack_is_a_multiple_of_the_tf32_reference_deviation_per_leaf():
@@ -29,3 +31,16 @@ def test_no_matmul_no_slack_so_a_dropped_term_still_fails():
     assert slack == [0.0]
     c = compare_outputs(x, ref, "kernelgym", slack)  # the solution returned x and dropped softmax(x)
     assert not c.passed and "TF32 slack" not in c.message
+
+
+def test_the_ops_that_earn_a_slack_are_named_as_the_recorder_names_them():
+    """The judge skips the TF32 re-run when no recorded op is in `TF32_OPS`: a name drift between the
+    recorder and that set would silently take the slack away from every GEMM and convolution."""
+    linear, conv = torch.nn.Linear(16, 8), torch.nn.Conv2d(3, 4, 3)
+    cases = [(linear, torch.randn(4, 16), True), (conv, torch.randn(1, 3, 8, 8), True),
+             (lambda a, b: torch.bmm(a, b), (torch.randn(2, 3, 4), torch.randn(2, 4, 5)), True),
+             (torch.relu, torch.randn(64), False), (lambda x: torch.softmax(x * 2 + 1, -1), torch.randn(4, 8), False)]
+    for fn, args, expected in cases:
+        args = args if isinstance(args, tuple) else (args,)
+        _, profile = record_ops(fn, *args)
+        assert any(base_name(op) in TF32_OPS for op in profile.ops) is expected, (fn, sorted(profile.ops))

@@ -13,7 +13,8 @@ import torch
 from drkernel.gym.verdict.classify import classify_error, classify_exit, trim_tail
 from drkernel.gym.judge.compare import compare_outputs, inputs_changed
 from drkernel.gym.config import EvalConfig
-from drkernel.gym.ipc import Channel, ChannelClosed, ChannelTimeout, ProtocolViolation, decode_tree, encode_tree
+from drkernel.gym.ipc import (Channel, ChannelClosed, ChannelTimeout, ProtocolViolation, channel_pair, close_fds,
+                              decode_tree, encode_tree)
 from drkernel.gym.orchestrator.refcache import ReferenceTimingCache, reference_key
 from drkernel.gym.result import Status
 from drkernel.gym.orchestrator.runtime import RWLock
@@ -125,6 +126,34 @@ def test_channel_frames_and_deadline():
     with pytest.raises(ProtocolViolation):
         ch.recv(time.monotonic() + 5)
     ch.close()
+
+
+def test_channel_over_a_socket_carries_descriptors_and_refuses_unasked_ones():
+    ours, theirs = channel_pair()
+    a, b = Channel(ours), Channel(theirs)
+    r, w = os.pipe()
+    try:
+        a.send({"op": "outputs"}, b"\x01" * 70000, fds=[r])
+        msg = b.recv(time.monotonic() + 5, max_fds=1)
+        assert msg.header == {"op": "outputs"} and len(msg.blob) == 70000 and len(msg.fds) == 1
+        os.write(w, b"y")  # the descriptor that arrived is the same pipe, under a number of its own
+        assert os.read(msg.fds[0], 1) == b"y" and msg.fds[0] != r
+        close_fds(msg.fds)
+        before = len(os.listdir("/proc/self/fd"))
+        a.send({"op": "done"}, fds=[r, w])  # nobody asked for descriptors with this message
+        with pytest.raises(ProtocolViolation, match="2 descriptors"):
+            b.recv(time.monotonic() + 5)
+        assert len(os.listdir("/proc/self/fd")) == before  # the ones that came were closed
+        a.send({"op": "next"})
+        assert b.recv(time.monotonic() + 5).header == {"op": "next"}  # the stream stays in step
+        piped = Channel(*os.pipe())
+        with pytest.raises(ProtocolViolation):
+            piped.send({"op": "x"}, fds=[r])  # pipes cannot carry descriptors
+        piped.close()
+    finally:
+        a.close()
+        b.close()
+        close_fds([r, w])
 
 
 def test_summarize_worked_by_hand():

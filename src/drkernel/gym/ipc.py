@@ -1,30 +1,34 @@
 """Messages between the orchestrator and its children, and the tensor wire format.
 
-A message is one JSON header plus an optional binary blob, framed on a pipe as
+A message is one JSON header plus an optional binary blob, framed on a Unix socket (or a pair of pipes) as
 
     [4-byte header length][header JSON][8-byte blob length][blob]
 
 The orchestrator only ever parses JSON; it relays blobs between candidate and judge unread, so
 untrusted bytes are never unpickled anywhere. Tensors travel as a JSON tree that names, per leaf,
-either a slice of the blob (host bytes) or a CUDA IPC handle (device memory exported by the
-candidate, mapped and copied by the judge). The judge never exports an allocation.
+either a slice of the blob (host bytes) or a byte range of the candidate's staging buffer, a device
+allocation whose descriptor travels with the message over the channel's Unix socket (SCM_RIGHTS),
+relayed by the orchestrator and mapped and copied by the judge (`drkernel.gym.harness.vmm`). The
+judge never exports an allocation.
 
 Standard library only at import time; the tensor helpers import torch when called.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import select
+import socket
+import stat
 import struct
 import time
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Sequence
 
 MAX_HEADER = 64 << 20
 MAX_BLOB = 16 << 30
+MAX_FDS = 4  # descriptors taken per read; the kernel closes any beyond
 
 
 class ChannelClosed(EOFError):
@@ -39,14 +43,11 @@ class ProtocolViolation(ValueError):
     """The other side sent bytes that are not a well-formed message."""
 
 
-class IpcUnavailable(RuntimeError):
-    """A CUDA IPC handle could not be opened here; the sender should send host bytes instead."""
-
-
 @dataclass
 class Message:
     header: dict[str, Any]
     blob: bytes = b""
+    fds: list[int] = field(default_factory=list)  # descriptors that came with it (the receiver closes them)
 
     @property
     def op(self) -> str:
@@ -54,15 +55,27 @@ class Message:
 
 
 class Channel:
-    """A framed, bidirectional message channel over two file descriptors."""
+    """A framed, bidirectional message channel over two file descriptors (one Unix socket, or two
+    pipes). Over a socket a message can carry file descriptors (SCM_RIGHTS): the candidate's staging
+    buffer travels that way (`drkernel.gym.harness.vmm`)."""
 
-    def __init__(self, read_fd: int, write_fd: int) -> None:
+    def __init__(self, read_fd: int, write_fd: int | None = None) -> None:
         self.read_fd = read_fd
-        self.write_fd = write_fd
+        self.write_fd = read_fd if write_fd is None else write_fd
+        self._rsock, self._wsock = _socket(self.read_fd), _socket(self.write_fd)
+        self._fds: list[int] = []  # descriptors received with the message being read
 
-    def send(self, header: dict[str, Any], blob: bytes = b"") -> None:
+    def send(self, header: dict[str, Any], blob: bytes = b"", fds: Sequence[int] = ()) -> None:
         data = json.dumps(header, separators=(",", ":")).encode()
         payload = b"".join((struct.pack(">I", len(data)), data, struct.pack(">Q", len(blob))))
+        if fds:
+            if self._wsock is None:
+                raise ProtocolViolation("descriptors can only travel over a socket")
+            try:
+                sent = socket.send_fds(self._wsock, [payload], list(fds))
+            except OSError as e:
+                raise ChannelClosed(f"the channel is closed: {e}") from e
+            payload = payload[sent:]
         self._write_all(payload)
         if blob:
             self._write_all(blob)
@@ -78,8 +91,22 @@ class Channel:
                 raise ChannelClosed(f"the channel is closed: {e}") from e
             view = view[n:]
 
-    def recv(self, deadline: float | None = None) -> Message:
-        """Next message; ``deadline`` is a ``time.monotonic()`` value (None waits forever)."""
+    def recv(self, deadline: float | None = None, max_fds: int = 0) -> Message:
+        """Next message; ``deadline`` is a ``time.monotonic()`` value (None waits forever). A message
+        may carry at most ``max_fds`` descriptors (the caller owns them: `Message.fds`); more is a
+        `ProtocolViolation`, and every descriptor of a message that fails is closed."""
+        try:
+            msg = self._recv(deadline)
+            if len(self._fds) > max_fds:
+                raise ProtocolViolation(f"a message with {len(self._fds)} descriptors (at most {max_fds})")
+        except BaseException:
+            close_fds(self._fds)
+            self._fds = []
+            raise
+        msg.fds, self._fds = self._fds, []
+        return msg
+
+    def _recv(self, deadline: float | None) -> Message:
         (n,) = struct.unpack(">I", self._read_exact(4, deadline))
         if n > MAX_HEADER:
             raise ProtocolViolation(f"header of {n} bytes")
@@ -101,8 +128,13 @@ class Channel:
                 left = deadline - time.monotonic()
                 if left <= 0 or not select.select([self.read_fd], [], [], left)[0]:
                     raise ChannelTimeout(f"no message within the deadline ({len(buf)}/{n} bytes read)")
+            want = min(n - len(buf), 1 << 24)
             try:
-                chunk = os.read(self.read_fd, min(n - len(buf), 1 << 24))
+                if self._rsock is not None:
+                    chunk, fds, _, _ = socket.recv_fds(self._rsock, want, MAX_FDS)
+                    self._fds.extend(fds)
+                else:
+                    chunk = os.read(self.read_fd, want)
             except OSError as e:
                 raise ChannelClosed(f"the channel is closed: {e}") from e
             if not chunk:
@@ -113,14 +145,38 @@ class Channel:
     def close(self) -> None:
         """Close both ends once. A second close must not touch the numbers again: by then another
         thread may have been given the same descriptors for a new child's pipes."""
-        fds, self.read_fd, self.write_fd = (self.read_fd, self.write_fd), -1, -1
-        for fd in fds:
-            if fd < 0:
-                continue
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        fds, self.read_fd, self.write_fd = {self.read_fd, self.write_fd}, -1, -1
+        for sock in (self._rsock, self._wsock):
+            if sock is not None:
+                sock.detach()  # the socket objects only borrowed the numbers
+        self._rsock = self._wsock = None
+        close_fds([fd for fd in fds if fd >= 0])
+        close_fds(self._fds)
+        self._fds = []
+
+
+def _socket(fd: int) -> socket.socket | None:
+    """A socket object borrowing ``fd`` if it is a socket (detached again by `Channel.close`)."""
+    try:
+        if not stat.S_ISSOCK(os.fstat(fd).st_mode):
+            return None
+    except OSError:
+        return None
+    return socket.socket(fileno=fd)
+
+
+def close_fds(fds: Sequence[int]) -> None:
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def channel_pair() -> tuple[int, int]:
+    """A Unix stream socket pair for a child's channel: (our end, the child's end)."""
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    return a.detach(), b.detach()
 
 
 _adopted: list[Channel] = []
@@ -150,30 +206,36 @@ def child_channel() -> Channel:
 # Tensor trees: outputs (tensor, tuple/list of tensors, scalars) <-> JSON tree + blob.
 
 class StagingBuffer:
-    """One CUDA allocation of the candidate through which every export travels.
+    """One device allocation of the candidate through which every export travels.
 
-    Exporting each output's own allocation would leave it, once freed, in PyTorch's IPC limbo until
-    the judge's release is seen, so full-size trials (gigabytes each) would pile up in the
-    candidate. Instead, outputs are copied into this buffer (a device-to-device copy) and the judge
-    copies them out; the buffer lives as long as the candidate and grows only when an export needs
-    more room."""
+    Outputs are copied into it (device to device) and the judge copies them out. It is a VMM
+    allocation exported as a file descriptor (`drkernel.gym.harness.vmm`): legacy CUDA IPC handles
+    do not open across the sandboxes' pid namespaces, and a descriptor passes over the channel. It
+    lives as long as the candidate and grows only when an export needs more room; each export
+    message carries its descriptor and size (``staging``)."""
 
     ALIGN = 256
 
     def __init__(self, device: Any) -> None:
         self.device = device
-        self.buf: Any = None
-        self.handle: list[Any] | None = None
+        self.alloc: Any = None  # vmm.Exported
+        self.used = False  # did the last encoded tree stage anything
+
+    @property
+    def buf(self) -> Any:
+        return self.alloc.tensor
 
     def reserve(self, nbytes: int) -> None:
-        import torch
+        from drkernel.gym.harness import vmm
 
-        if self.buf is None or self.buf.numel() < nbytes:
-            self.buf = self.handle = None
-            self.buf = torch.empty(max(nbytes, self.ALIGN), dtype=torch.uint8, device=self.device)
-            (dev, handle, size, off, rc_handle, rc_off, ev_handle, ev_sync) = \
-                self.buf.untyped_storage()._share_cuda_()
-            self.handle = [dev, _b64(handle), size, off, _b64(rc_handle), rc_off, _b64(ev_handle), bool(ev_sync)]
+        if self.alloc is None or self.alloc.nbytes < nbytes:
+            if self.alloc is not None:
+                import torch
+
+                torch.cuda.synchronize(self.device)
+                self.alloc.close()
+                self.alloc = None
+            self.alloc = vmm.Exported(max(nbytes, self.ALIGN), self.device)
 
     @classmethod
     def layout(cls, tensors: list[Any]) -> tuple[list[int], int]:
@@ -188,8 +250,9 @@ class StagingBuffer:
 def encode_tree(value: Any, staging: StagingBuffer | None = None) -> tuple[Any, bytes]:
     """Encode an output tree. Returns (tree, blob).
 
-    With ``staging``, CUDA tensors are copied into the candidate's `StagingBuffer` and travel as IPC
-    handles of it; everything else (and everything without ``staging``) is copied to host bytes.
+    With ``staging``, CUDA tensors are copied into the candidate's `StagingBuffer` and their nodes
+    name byte ranges of it (``staged``); the message must then carry the buffer (`staged_fds`).
+    Everything else (and everything without ``staging``) is copied to host bytes.
     """
     import torch
 
@@ -198,12 +261,14 @@ def encode_tree(value: Any, staging: StagingBuffer | None = None) -> tuple[Any, 
     staged: dict[int, int] = {}  # id(tensor) -> byte offset in the staging buffer
     if staging is not None:
         leaves = [t for t in _tensor_leaves(value) if t.is_cuda and t.numel() > 0]
-        offsets, total = StagingBuffer.layout(leaves)
-        staging.reserve(total)
-        for t, start in zip(leaves, offsets):
-            n = t.numel() * t.element_size()
-            staging.buf[start:start + n].view(t.dtype).view(t.shape).copy_(t.detach())
-            staged[id(t)] = start
+        staging.used = bool(leaves)
+        if leaves:
+            offsets, total = StagingBuffer.layout(leaves)
+            staging.reserve(total)
+            for t, start in zip(leaves, offsets):
+                n = t.numel() * t.element_size()
+                staging.buf[start:start + n].view(t.dtype).view(t.shape).copy_(t.detach())
+                staged[id(t)] = start
 
     def enc(v: Any) -> Any:
         nonlocal offset
@@ -212,8 +277,7 @@ def encode_tree(value: Any, staging: StagingBuffer | None = None) -> tuple[Any, 
             head = {"k": "tensor", "dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape),
                     "type": type(v).__name__}
             if id(v) in staged:
-                head.update(ipc=list(staging.handle), stride=_contiguous_strides(list(t.shape)),
-                            storage_offset=staged[id(v)] // t.element_size())
+                head.update(staged=staged[id(v)], nbytes=t.numel() * t.element_size())
                 return head
             raw = t.contiguous().cpu().reshape(-1).view(torch.uint8).numpy().tobytes()
             head.update(offset=offset, nbytes=len(raw))
@@ -230,6 +294,14 @@ def encode_tree(value: Any, staging: StagingBuffer | None = None) -> tuple[Any, 
 
     tree = enc(value)
     return tree, b"".join(chunks)
+
+
+def staged_fds(staging: StagingBuffer | None) -> tuple[dict[str, Any], list[int]]:
+    """What the message carrying the tree `encode_tree` just made adds: the staging buffer's size
+    (header ``staging``) and its descriptor, if any node of the tree is staged."""
+    if staging is None or staging.alloc is None or not staging.used:
+        return {}, []
+    return {"staging": staging.alloc.nbytes}, [staging.alloc.fd]
 
 
 def _contiguous_strides(shape: list[int]) -> list[int]:
@@ -250,16 +322,9 @@ def _tensor_leaves(value: Any) -> list[Any]:
     return []
 
 
-def _b64(b: bytes | None) -> str | None:
-    return None if b is None else base64.b64encode(b).decode()
-
-
-def _unb64(s: str | None) -> bytes | None:
-    return None if s is None else base64.b64decode(s)
-
-
-def decode_tree(tree: Any, blob: bytes, device: Any) -> Any:
-    """Rebuild an encoded tree as tensors the caller owns (copies; IPC mappings released)."""
+def decode_tree(tree: Any, blob: bytes, device: Any, staging: Any = None) -> Any:
+    """Rebuild an encoded tree as tensors the caller owns (copies). ``staging``: the candidate's
+    staging buffer as a uint8 device tensor (mapped by the judge, `drkernel.gym.harness.vmm`)."""
     import torch
 
     def dec(node: Any) -> Any:
@@ -277,40 +342,26 @@ def decode_tree(tree: Any, blob: bytes, device: Any) -> Any:
         if not isinstance(dtype, torch.dtype):
             raise ProtocolViolation(f"unknown dtype {node['dtype']!r}")
         shape = [int(s) for s in node["shape"]]
-        if "ipc" in node:
-            return _open_ipc(node, dtype, shape)
-        start, n = int(node["offset"]), int(node["nbytes"])
-        if start < 0 or start + n > len(blob):
-            raise ProtocolViolation("tensor bytes outside the blob")
         numel = 1
         for s in shape:
+            if s < 0:
+                raise ProtocolViolation("negative size")
             numel *= s
         itemsize = torch.empty(0, dtype=dtype).element_size()
+        start, n = int(node["staged"] if "staged" in node else node["offset"]), int(node["nbytes"])
         if numel * itemsize != n:
             raise ProtocolViolation("tensor bytes do not match its shape")
         if n == 0:
             return torch.empty(shape, dtype=dtype, device=device)
+        if "staged" in node:
+            if staging is None:
+                raise ProtocolViolation("a staged tensor in a message without a staging buffer")
+            if start < 0 or start % itemsize or start + n > staging.numel():
+                raise ProtocolViolation("tensor bytes outside the staging buffer")
+            return staging[start:start + n].view(dtype).reshape(shape).clone()
+        if start < 0 or start + n > len(blob):
+            raise ProtocolViolation("tensor bytes outside the blob")
         host = torch.frombuffer(bytearray(blob[start:start + n]), dtype=torch.uint8)
         return host.view(dtype).reshape(shape).to(device)
 
     return dec(tree)
-
-
-def _open_ipc(node: dict[str, Any], dtype: Any, shape: list[int]) -> Any:
-    """Map a candidate's CUDA allocation, copy the tensor out, drop the mapping."""
-    import torch
-
-    dev, handle, size, off, rc_handle, rc_off, ev_handle, ev_sync = node["ipc"]
-    try:
-        storage = torch.UntypedStorage._new_shared_cuda(
-            int(dev), _unb64(handle), int(size), int(off), _unb64(rc_handle), int(rc_off), _unb64(ev_handle),
-            bool(ev_sync))
-    except RuntimeError as e:
-        raise IpcUnavailable(str(e)) from e
-    view = torch.empty(0, dtype=dtype, device=f"cuda:{int(dev)}")
-    # set_ checks that size/stride/offset stay inside the storage the candidate declared.
-    view.set_(storage, int(node["storage_offset"]), shape, [int(s) for s in node["stride"]])
-    out = view.clone()
-    torch.cuda.current_stream().synchronize()
-    del view, storage
-    return out

@@ -162,7 +162,7 @@ class IntegrityHook:
 
         return ([("drkernel.gym.harness.inputs", inputs, n) for n in ("draw_inputs", "clone_args", "to_device",
                                                               "build_model", "seed_all", "spread")]
-                + [("drkernel.gym.ipc", ipc, n) for n in ("encode_tree",)]
+                + [("drkernel.gym.ipc", ipc, n) for n in ("encode_tree", "staged_fds")]
                 + [("drkernel.gym.ipc.Channel", ipc.Channel, n) for n in ("send", "recv")]
                 + [("drkernel.gym.judge.compare", compare, n) for n in ("compare_outputs",)]
                 + [("drkernel.gym.candidate.launches.LaunchWatch", launches.LaunchWatch, n) for n in ("launch", "is_own")]

@@ -36,7 +36,7 @@ import triton  # noqa: E402,F401
 
 from drkernel.gym.harness import inputs as harness# noqa: E402
 from drkernel.gym.checks import load_hook  # noqa: E402
-from drkernel.gym.ipc import Channel, StagingBuffer, child_channel, encode_tree  # noqa: E402
+from drkernel.gym.ipc import Channel, StagingBuffer, child_channel, encode_tree, staged_fds  # noqa: E402
 
 SOLUTION_MODULE = "drkernel_solution"
 
@@ -71,12 +71,13 @@ class Context:
             torch.cuda.synchronize(self.device)
         try:
             tree, blob = encode_tree(value, self.staging)
-        except RuntimeError:
-            self.staging = None  # IPC unavailable (e.g. expandable segments): host copies from now on
+        except RuntimeError:  # no VMM export here (`vmm.VmmError`): host copies from now on
+            self.staging = None
             tree, blob = encode_tree(value)
-        self.channel.send({**header, "tree": tree}, blob)
+        extra, fds = staged_fds(self.staging)
+        self.channel.send({**header, **extra, "tree": tree}, blob, fds=fds)
         reply = self.channel.recv()
-        if reply.op == "retry_host":  # the judge could not map our IPC handles
+        if reply.op == "retry_host":  # the judge could not map our staging buffer
             self.staging = None
             return self.export(header, value)
         return reply.header

@@ -1,8 +1,8 @@
 """Child processes (judge and candidates) and the warm pool of candidates.
 
 A child is ``python -m <module>`` started by a `Runner` (the bwrap sandbox, `drkernel.gym.orchestrator.sandbox`)
-in its own session, talking over two private pipes handed over as its stdin and stdout (its boot
-moves them onto fresh descriptors; nothing names them in its environment), with stderr going to a
+in its own session, talking over a private Unix socket handed over as its stdin and stdout (its
+boot moves it onto fresh descriptors; nothing names them in its environment), with stderr going to a
 log file whose tail explains crashes. The pool
 keeps ``size`` candidates started and warm (torch and triton imported, CUDA initialised) so a
 solution does not wait for start-up; each is handed out once, then discarded.
@@ -22,7 +22,7 @@ import time
 from typing import Any, Callable, ContextManager
 
 from drkernel.errors import InfrastructureError
-from drkernel.gym.ipc import Channel, ChannelClosed, ChannelTimeout, Message
+from drkernel.gym.ipc import Channel, ChannelClosed, ChannelTimeout, Message, channel_pair
 from drkernel.gym.orchestrator.sandbox import CANDIDATE_LIMITS, Limits, Runner, Spawn
 from drkernel.gym.orchestrator.sandbox import child_env as sandbox_env
 
@@ -36,8 +36,7 @@ class Child:
 
     def __init__(self, module: str, device: str, env: dict[str, str], runner: Runner,
                  limits: Limits = CANDIDATE_LIMITS) -> None:
-        to_child_r, to_child_w = os.pipe()
-        from_child_r, from_child_w = os.pipe()
+        ours, theirs = channel_pair()  # one Unix socket: a staging buffer's descriptor can travel on it
         self.log_path = tempfile.NamedTemporaryFile(prefix="drkernel-child-", suffix=".log", delete=False).name
         self.runner = runner
         self.private_dir = runner.private_dir()  # the child's writable dir, as the child sees it
@@ -51,12 +50,14 @@ class Child:
         try:
             with open(self.log_path, "wb") as logf:
                 # the channel travels as stdin/stdout; the child's boot moves it off them
-                self.proc = runner.popen(Spawn(module, child_env, stdin=to_child_r, stdout=from_child_w,
+                self.proc = runner.popen(Spawn(module, child_env, stdin=theirs, stdout=theirs,
                                                stderr=logf, limits=limits, gpu=device != "cpu"))
+        except BaseException:
+            os.close(ours)
+            raise
         finally:
-            os.close(to_child_r)
-            os.close(from_child_w)
-        self.channel = Channel(from_child_r, to_child_w)
+            os.close(theirs)
+        self.channel = Channel(ours)
         self.hello: dict = {}
         self.start_s: float | None = None
         self.inner: list[int] = []  # the runner's processes below ours (bwrap's init), seen at ready
@@ -88,11 +89,11 @@ class Child:
         self.start_s = time.monotonic() - self.started
         return self.hello
 
-    def send(self, header: dict, blob: bytes = b"") -> None:
-        self.channel.send(header, blob)
+    def send(self, header: dict, blob: bytes = b"", fds: list[int] | None = None) -> None:
+        self.channel.send(header, blob, fds or ())
 
-    def recv(self, deadline: float | None = None) -> Message:
-        return self.channel.recv(deadline)
+    def recv(self, deadline: float | None = None, max_fds: int = 0) -> Message:
+        return self.channel.recv(deadline, max_fds)
 
     @property
     def returncode(self) -> int | None:

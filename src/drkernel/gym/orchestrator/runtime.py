@@ -144,13 +144,15 @@ class DeviceRuntime:
                 with self._count_lock:
                     self.in_flight -= 1
 
-    def judge_call(self, header: dict[str, Any], blob: bytes = b"", timeout_s: float = JUDGE_TIMEOUT_S) -> dict:
-        """One request to the judge. Raises `JudgeError` when it reports a failure of the reference,
-        `JudgeLost` (after restarting it) when it died or hung."""
+    def judge_call(self, header: dict[str, Any], blob: bytes = b"", timeout_s: float = JUDGE_TIMEOUT_S,
+                   fds: list[int] | None = None) -> dict:
+        """One request to the judge (``fds``: descriptors relayed with it, a candidate's staging
+        buffer). Raises `JudgeError` when it reports a failure of the reference, `JudgeLost` (after
+        restarting it) when it died or hung."""
         with self._judge_lock:
             assert self.judge is not None
             try:
-                self.judge.send(header, blob)
+                self.judge.send(header, blob, fds)
                 reply = self.judge.recv(time.monotonic() + timeout_s).header
             except (ChannelClosed, ChannelTimeout, ProtocolViolation) as e:
                 tail = self.judge.log_tail(4000)

@@ -2,7 +2,7 @@
 the judge, grant the exclusive timing region, enforce the wall-clock and memory limits, and
 collect what happened. Nothing the candidate sends is unpickled; headers are validated JSON.
 
-Solution code runs in the candidate's process, so it can find the channel (a pipe among its own
+Solution code runs in the candidate's process, so it can find the channel (a socket among its own
 descriptors) and write messages of its own. The orchestrator therefore takes nothing on the
 candidate's word that it can establish itself: every comparison is the judge's; messages must
 come in the protocol's order (`ProtocolOrder`: the trials in order, each integrity tag judged
@@ -32,7 +32,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from drkernel.gym.ipc import ChannelClosed, ChannelTimeout, ProtocolViolation
+from drkernel.gym.ipc import ChannelClosed, ChannelTimeout, ProtocolViolation, close_fds
 from drkernel.gym.orchestrator.memory import RssWatch
 from drkernel.gym.verdict.plausibility import suspicious, tree_bytes
 from drkernel.gym.orchestrator.runtime import DeviceRuntime
@@ -227,26 +227,18 @@ class CandidateSession:
         try:
             child.send(self.job)
             while True:
-                msg = child.recv(deadline)
+                msg = child.recv(deadline, max_fds=1)  # outputs travel in the candidate's staging buffer
                 h, op = msg.header, msg.op
-                self.order.check(op, h)
-                if op in ("outputs", "compare"):
-                    tag = (str(h.get("tag", ""))[:200] or "extra") if op == "compare" else None
-                    verdict = self._compare(h, msg.blob, tag=tag)
-                    if verdict.get("retry_host"):  # the judge could not map the IPC handles
-                        self.out.ipc_fallback = str(verdict.get("message", ""))
-                        child.send({"op": "retry_host"})
-                    elif tag is None:
-                        self.order.judged(None, bool(verdict["passed"]))
-                        if not self.out.trials:
-                            self.out.out_bytes = _output_bytes(h.get("tree"))
-                        self.out.trials.append(verdict)
-                        child.send({"op": "verdict", "passed": bool(verdict["passed"])})
-                    else:
-                        self.order.judged(tag, bool(verdict.get("passed")))
-                        self.out.extra[tag] = verdict
-                        child.send(verdict)
-                elif op == "lock":
+                try:
+                    self.order.check(op, h)
+                    if op in ("outputs", "compare"):
+                        self._relay(child, msg)
+                        continue
+                    if msg.fds:
+                        raise ProtocolViolation(f"a descriptor sent with {op!r}")
+                finally:
+                    close_fds(msg.fds)  # relayed (the judge got its own copy) or refused
+                if op == "lock":
                     wait = self._switch("exclusive")
                     deadline += wait
                     self.out.lock_wait_s += wait
@@ -285,6 +277,25 @@ class CandidateSession:
         except ProtocolViolation as e:
             self.out.violation = str(e)
 
+    def _relay(self, child: Any, msg: Any) -> None:
+        """An export (a trial's outputs, or a hook's tagged outputs) to the judge; its verdict back."""
+        h = msg.header
+        tag = (str(h.get("tag", ""))[:200] or "extra") if msg.op == "compare" else None
+        verdict = self._compare(h, msg.blob, tag, msg.fds)
+        if verdict.get("retry_host"):  # the judge could not map the staging buffer
+            self.out.ipc_fallback = str(verdict.get("message", ""))
+            child.send({"op": "retry_host"})
+        elif tag is None:
+            self.order.judged(None, bool(verdict["passed"]))
+            if not self.out.trials:
+                self.out.out_bytes = _output_bytes(h.get("tree"))
+            self.out.trials.append(verdict)
+            child.send({"op": "verdict", "passed": bool(verdict["passed"])})
+        else:
+            self.order.judged(tag, bool(verdict.get("passed")))
+            self.out.extra[tag] = verdict
+            child.send(verdict)
+
     def _suspicious(self) -> bool:
         """Is the claimed solution time below a plausibility bound (`drkernel.gym.verdict.plausibility`)?"""
         if self.out.sol_timing is None:
@@ -292,7 +303,7 @@ class CandidateSession:
         return suspicious(self.out.sol_timing["median_ms"], self.out.out_bytes, self.rt.device_name,
                           self.job.get("roofline_ms"))
 
-    def _compare(self, h: dict[str, Any], blob: bytes, tag: str | None) -> dict[str, Any]:
+    def _compare(self, h: dict[str, Any], blob: bytes, tag: str | None, fds: list[int]) -> dict[str, Any]:
         trial = h.get("trial")
         trials = self.job["trials"]
         if trial == "timing" and tag is not None:  # a sampled timed call: the timing inputs' seed
@@ -303,7 +314,8 @@ class CandidateSession:
             spec = trials[trial]
         verdict = self.rt.judge_call({"op": "compare", "job": self.job_id, "trial": trial, "code": spec["code"],
                                       "seed": spec["seed"], "weight_seed": self.weight_seed,
-                                      "profile": self.profile, "tree": h.get("tree"), "tag": tag}, blob)
+                                      "profile": self.profile, "tree": h.get("tree"), "tag": tag,
+                                      "staging": h.get("staging") if fds else None}, blob, fds=fds[:1])
         verdict.pop("op", None)
         verdict["trial"] = trial
         return verdict
