@@ -56,7 +56,7 @@ section integrity-redteam "integrity: issue 12 red team (attacks and honest solu
 # --- end reward integrity ---
 section suite "suite: every built-in solution at full size, eager vs solution" "$PY" scripts/suite_gpu_bench.py --labels gold,lazy,slow --out "$OUT/suite_gpu.json"
 section start "throughput: where a candidate's start-up goes (imports, CUDA context, warm-up, seeded cache, fork)" "$PY" benchmarks/candidate_start.py --device cuda:0 --out "$OUT/candidate_start.json"
-section sustained "throughput: sustained mixed load (RL-like batch, 40 % failing), evaluations/s, busy, stages" "$PY" benchmarks/sustained_load.py --device cuda:0 --duration-s "${SUSTAINED_S:-150}" --out "$OUT/sustained_load"
+section sustained "throughput: sustained mixed load (RL-like batch, 40 % failing), evaluations/s, busy, stages" "$PY" benchmarks/sustained_load.py --device cuda:0 --duration-s "${SUSTAINED_S:-150}" --concurrency "${SUSTAINED_C:-4}" --pool-size "${SUSTAINED_POOL:-4}" --out "$OUT/sustained_load"
 section service "service: worker-pool throughput vs fresh processes" "$PY" benchmarks/worker_throughput_gpu.py --device cuda:0 --out "$OUT/worker_throughput_gpu.json"
 # dry run on CPU: PYTHONPATH=src python scripts/service_processes_gpu.py --device cpu
 section service-processes "service: cancel kills host- and device-spinning candidates, a killed worker takes its candidates" "$PY" scripts/service_processes_gpu.py --device cuda:0 --out "$OUT"

@@ -69,6 +69,8 @@ class Channel:
         data = json.dumps(header, separators=(",", ":")).encode()
         payload = b"".join((struct.pack(">I", len(data)), data, struct.pack(">Q", len(blob))))
         if fds:
+            if self.write_fd < 0:
+                raise ChannelClosed("the channel is closed")
             if self._wsock is None:
                 raise ProtocolViolation("descriptors can only travel over a socket")
             try:

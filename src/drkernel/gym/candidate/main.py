@@ -323,10 +323,15 @@ def warm_up(device: torch.device) -> None:
         interpreter.install()
 
 
-def main() -> None:
+def serve(channel: Channel, pidfd: int | None = None) -> None:
+    """One candidate's life on ``channel``: init, warm up, ready, one job, done; never returns.
+    ``pidfd``: a forked candidate's descriptor of itself, sent with ``init`` so the orchestrator can
+    name and kill it from outside its pid namespace (`drkernel.gym.candidate.zygote`)."""
     device = torch.device(os.environ.get("DRKERNEL_DEVICE", "cpu"))
-    channel = child_channel()
-    channel.send({"op": "init"})  # the orchestrator lets us touch the device outside timed regions
+    # the orchestrator lets us touch the device outside timed regions
+    channel.send({"op": "init"}, fds=[pidfd] if pidfd is not None else ())
+    if pidfd is not None:
+        os.close(pidfd)
     channel.recv()
     warm_up(device)
     channel.send({"op": "ready", "pid": os.getpid()})
@@ -343,6 +348,10 @@ def main() -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # skip interpreter teardown: the solution may have left threads or atexit hooks
+
+
+def main() -> None:
+    serve(child_channel())
 
 
 if __name__ == "__main__":

@@ -68,13 +68,18 @@ class InProcessEvaluator:
             Only for code you trust; without it the evaluator refuses to start when bwrap does not
             work here. Under the sandbox every child has a private Triton cache and
             ``triton_cache_dir`` applies to unsandboxed children only.
+        zygote: fork candidates from a zygote per device (`drkernel.gym.candidate.zygote`: torch and
+            triton imported once; each fork walled off in namespaces of its own inside the sandbox).
+            Sandboxed runs only; where the kernel refuses the nested namespaces the evaluator warns
+            and starts fresh processes.
     """
 
     def __init__(self, device: str = "auto", concurrency: int = 2, pool_size: int = 2,
                  triton_cache_dir: str | None = None, checks: CheckRegistry | None = None,
                  reference_cache_dir: str | None = None, cache_reference_timings: bool = True,
-                 unsafe_no_sandbox: bool = False) -> None:
+                 unsafe_no_sandbox: bool = False, zygote: bool = True) -> None:
         EvalConfig(device=device)  # validates the device string
+        self.zygote = zygote
         self.runner = make_runner(unsafe_no_sandbox)  # refuses (SandboxUnavailable) without a working sandbox
         self.concurrency = max(1, concurrency)
         self.pool_size = max(0, pool_size)
@@ -148,7 +153,7 @@ class InProcessEvaluator:
 
     def _new_runtime(self, device: str) -> DeviceRuntime:
         return DeviceRuntime(device, pool_size=self.pool_size, concurrency=self.concurrency, env=self.env,
-                             runner=self.runner)
+                             runner=self.runner, zygote=self.zygote)
 
     def _runtime(self, device: str) -> DeviceRuntime:
         with self._lock:

@@ -105,6 +105,14 @@ class Child:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def wait(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for the child to exit on its own; True if it did."""
+        try:
+            self.proc.wait(timeout=timeout_s)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+
     def kill(self) -> None:
         """Kill the child and everything it started, and return once they are gone. Under the sandbox
         the processes inside left our process group (``--new-session``); killing bwrap kills its
@@ -171,15 +179,18 @@ def _wait_gone(pids: list[int], deadline: float) -> bool:
 
 
 class WarmPool:
-    """``size`` candidate children kept started and warm; ``take`` hands one out for one use."""
+    """``size`` candidate children kept started and warm; ``take`` hands one out for one use.
+    ``spawn`` makes one (default: a fresh `Child`; a `Zygote`'s ``fork`` where there is one)."""
 
     def __init__(self, device: str, size: int, env: dict[str, str], runner: Runner,
-                 gate: Callable[[], ContextManager[Any]] | None = None) -> None:
+                 gate: Callable[[], ContextManager[Any]] | None = None,
+                 spawn: Callable[[], Any] | None = None) -> None:
         self.device = device
         self.runner = runner
         self.size = size
         self.env = env
         self.gate = gate
+        self.spawn = spawn or (lambda: Child("drkernel.gym.candidate", self.device, self.env, self.runner))
         self._ready: list[Child] = []
         self._starting = 0
         self._closed = False
@@ -197,7 +208,7 @@ class WarmPool:
     def _fill(self) -> None:
         child = None
         try:
-            child = Child("drkernel.gym.candidate", self.device, self.env, self.runner)
+            child = self.spawn()
             child.wait_ready(gate=self.gate)
         except Exception as e:  # recorded; take() starts one in the foreground and raises if that fails too
             log.error("warm candidate failed to start: %s", e)
@@ -220,7 +231,7 @@ class WarmPool:
                     raise InfrastructureError("the pool is closed")
                 child = self._ready.pop(0) if self._ready else None
             if child is None:
-                child = Child("drkernel.gym.candidate", self.device, self.env, self.runner)
+                child = self.spawn()
                 child.wait_ready(gate=self.gate)
             if self.size:
                 self._start_one()

@@ -16,6 +16,7 @@ from typing import Any, Iterator
 from drkernel.errors import InfrastructureError, JudgeError
 from drkernel.gym.ipc import ChannelClosed, ChannelTimeout, ProtocolViolation
 from drkernel.gym.orchestrator.pool import Child, WarmPool
+from drkernel.gym.orchestrator.zygote import Zygote
 from drkernel.gym.seeds import public_seed
 from drkernel.gym.orchestrator.sandbox import JUDGE_LIMITS, Runner
 
@@ -81,9 +82,11 @@ class DeviceRuntime:
     """Judge + warm pool + locks for one device. Starts in the background; `wait_ready` joins."""
 
     def __init__(self, device: str, *, pool_size: int, concurrency: int, env: dict[str, str],
-                 runner: Runner) -> None:
+                 runner: Runner, zygote: bool = True) -> None:
         self.requested = device
         self.runner = runner
+        self.use_zygote = zygote and runner.sandboxed
+        self.zygote: Zygote | None = None
         self.pool_size = pool_size
         self.concurrency = concurrency
         self.env = env
@@ -101,14 +104,31 @@ class DeviceRuntime:
         threading.Thread(target=self._start, name=f"runtime-{device}", daemon=True).start()
 
     def _start(self) -> None:
+        """The judge and the zygote start side by side (each ~5 s on a GPU: imports, CUDA)."""
+        zygote = threading.Thread(target=self._start_zygote, name=f"zygote-{self.requested}", daemon=True)
+        early = self.use_zygote and self.requested != "auto"  # "auto" is resolved by the judge
+        if early:
+            zygote.start()
         try:
             self.judge = Child("drkernel.gym.judge", self.requested, self.env, self.runner, JUDGE_LIMITS)
             self.hello = self.judge.wait_ready()
-            self.pool = WarmPool(self.device, self.pool_size, self.env, self.runner, gate=self.rw.shared)
+            if self.use_zygote:
+                if not early:
+                    zygote.start()
+                zygote.join()
+            spawn = self.zygote.fork if self.zygote is not None else None
+            self.pool = WarmPool(self.device, self.pool_size, self.env, self.runner, gate=self.rw.shared, spawn=spawn)
         except BaseException as e:
             self._error = e
         finally:
             self._ready.set()
+
+    def _start_zygote(self) -> None:
+        try:
+            self.zygote = Zygote(self.device, self.env, self.runner)
+        except Exception as e:  # fresh candidates still work, only slower to start
+            log.warning("no zygote on %s (%s); candidates start as fresh processes", self.requested, e)
+            self.zygote = None
 
     def wait_ready(self) -> "DeviceRuntime":
         self._ready.wait()
@@ -186,12 +206,14 @@ class DeviceRuntime:
                 "concurrency": self.concurrency, "pool_size": self.pool_size,
                 "pool_ready": self.pool.ready_count if self.pool else 0,
                 "total_memory": self.hello.get("total_memory"), "versions": self.hello.get("versions", {}),
-                "sandbox": self.runner.name}
+                "sandbox": self.runner.name, "zygote": self.zygote is not None}
 
     def close(self) -> None:
         self._ready.wait()
         if self.pool is not None:
             self.pool.close()
+        if self.zygote is not None:
+            self.zygote.close()
         if self.judge is not None:
             with self._judge_lock:
                 try:

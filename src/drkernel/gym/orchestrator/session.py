@@ -26,7 +26,6 @@ import ast
 import enum
 import math
 import os
-import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
@@ -340,10 +339,7 @@ class CandidateSession:
     def _finish(self, child: Any) -> None:
         """Let a finished candidate exit on its own for a moment, then kill its process group."""
         if self.out.done is not None or self.out.died:
-            try:
-                child.proc.wait(timeout=KILL_GRACE_S)
-            except subprocess.TimeoutExpired:
-                pass
+            child.wait(KILL_GRACE_S)
         child.kill()
         self.out.returncode = child.returncode
         self.out.log_tail = child.log_tail()

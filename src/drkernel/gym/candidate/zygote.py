@@ -1,0 +1,257 @@
+"""The zygote (issue 14): one process per device, inside the OS sandbox, with torch, triton and the
+harness imported and no CUDA context, that forks every candidate
+(``python -m drkernel.gym.candidate.zygote``).
+
+A fresh candidate spends ~5 s of its ~5.5 s start importing torch and triton (measured on an H100,
+2026-11-24, `benchmarks/candidate_start.py`); a fork of a process that has them imported reaches a
+warm kernel in ~0.8 s. Each fork is still one fresh process per solution, walled off from the
+zygote and from every other candidate by namespaces of its own, stacked inside the zygote's
+bubblewrap sandbox (which stays the wall against the host):
+
+    zygote (bwrap: uid 65534, read-only root, no network, own pid/ipc namespaces, tmpfs /tmp)
+     └── A  unshare(user, mount, pid, ipc, net, uts); maps its uid onto itself     (trusted; waits)
+          └── B  pid 1 of a new pid namespace: fresh tmpfs /tmp and /dev/shm, fresh /proc,
+                 every capability dropped (bounding set too), no_new_privs, its own session;
+                 then the candidate (`drkernel.gym.candidate.main.serve`) on the channel it was given
+
+B cannot see or signal the zygote or a sibling (their pids are outside its namespace), cannot read
+their files (its /tmp is its own tmpfs; without capabilities it cannot unmount it, and the mounts it
+inherited are locked to a less privileged user namespace), shares no SysV IPC, abstract socket or
+loopback with them, and nothing of a job ever reaches the zygote: the orchestrator sends the job on
+B's own channel. The zygote never initialises CUDA (a CUDA context does not survive ``fork``); B
+creates its own.
+
+A ``fork`` request carries three descriptors: B's channel (a Unix socket), A's status socket
+(A writes B's exit status there, as Popen would report it) and B's log file (its stdout and stderr).
+B's first message (``init``) carries a pidfd of itself, through which the orchestrator names,
+watches and kills it from outside the nested pid namespace.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import struct
+import sys
+from typing import Any
+
+CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
+CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 0x4000, 1 << 18
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 4, 24, 38
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+CAP_V3 = 0x20080522
+SEED_DIR = "/tmp/drkernel-seed-cache"  # in the zygote's own tmpfs; no candidate can reach it
+TMP_OPTS = "size={tmp},mode=0700"
+SHM_OPTS = "size={shm},mode=1777"
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class IsolationError(OSError):
+    """A namespace, mount or capability call failed while walling off a fork."""
+
+
+def _call(name: str, *args: Any) -> None:
+    if getattr(_libc, name)(*args) != 0:
+        err = ctypes.get_errno()
+        raise IsolationError(err, f"{name}{args[:2]}: {os.strerror(err)}")
+
+
+def _mount(source: str, target: str, fstype: str, flags: int, data: str | None = None) -> None:
+    _call("mount", source.encode(), target.encode(), fstype.encode(), ctypes.c_ulong(flags),
+          data.encode() if data is not None else None)
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def enter_namespaces() -> None:
+    """In A: new user, mount, pid (for A's children), IPC, network and UTS namespaces, with our uid
+    and gid mapped onto themselves (an unprivileged process may map exactly its own ids)."""
+    uid, gid = os.getuid(), os.getgid()
+    _call("unshare", CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWUTS)
+    _write("/proc/self/setgroups", "deny")
+    _write("/proc/self/uid_map", f"{uid} {uid} 1")
+    _write("/proc/self/gid_map", f"{gid} {gid} 1")
+
+
+def wall_off(tmp_bytes: int, shm_bytes: int, private_tmp: bool = True) -> list[str]:
+    """In B (pid 1 of the new pid namespace): private mounts, then drop every capability. Returns
+    what could not be done (a fresh /proc can be refused where the outer /proc has covered parts,
+    as bubblewrap's has; B then keeps the zygote's /proc, in which it cannot address any process)."""
+    notes = []
+    _mount("none", "/", "", MS_REC | MS_PRIVATE)
+    if private_tmp:
+        _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, TMP_OPTS.format(tmp=tmp_bytes))
+    _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, SHM_OPTS.format(shm=shm_bytes))
+    try:
+        _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    except IsolationError as e:
+        notes.append(f"no fresh /proc ({e.strerror})")
+    drop_capabilities()
+    return notes
+
+
+def drop_capabilities() -> None:
+    """Bounding set, ambient set, then effective/permitted/inheritable all empty; no_new_privs."""
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as f:
+            last = int(f.read())
+    except (OSError, ValueError):
+        last = 63
+    for cap in range(last + 1):
+        _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+    _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header = struct.pack("=Ii", CAP_V3, 0)
+    data = bytes(24)  # two {effective, permitted, inheritable} u32 triples, all zero
+    _call("capset", ctypes.c_char_p(header), ctypes.c_char_p(data))
+    _call("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    _call("prctl", PR_SET_DUMPABLE, 0, 0, 0, 0)  # siblings (same uid) cannot open our /proc/<pid>/*
+
+
+def _only_fds(keep: set[int]) -> None:
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd not in keep and fd > 2:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def run_b(chan_fd: int, log_fd: int, limits: dict[str, int], seed: dict[str, bytes], seed_dir: str = "") -> None:
+    """B: the candidate (or, with ``seed_dir``, the one trusted fork that warms the seed cache).
+    Never returns."""
+    try:
+        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        os.setsid()
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        _only_fds({0, 1, 2, chan_fd})
+        from drkernel.gym.candidate.main import serve, torch, warm_up
+        from drkernel.gym.ipc import Channel
+
+        if seed_dir:  # a trusted fork without a job: compile the warm-up kernel into the zygote's dir
+            wall_off(limits["tmp_bytes"], limits["shm_bytes"], private_tmp=False)
+            os.environ["TRITON_CACHE_DIR"] = seed_dir
+            warm_up(torch.device(os.environ["DRKERNEL_DEVICE"]))
+            Channel(chan_fd).send({"op": "seeded"})
+            os._exit(0)
+        for note in wall_off(limits["tmp_bytes"], limits["shm_bytes"]):
+            print(f"zygote fork: {note}", file=sys.stderr)
+        _seed_cache(seed)
+        serve(Channel(chan_fd), pidfd=os.pidfd_open(os.getpid()))
+    except BaseException as e:  # noqa: BLE001 - report and leave; the orchestrator sees the channel close
+        print(f"zygote fork failed: {type(e).__name__}: {e}", file=sys.stderr)
+    finally:
+        sys.stderr.flush()
+        os._exit(70)
+
+
+def _seed_cache(seed: dict[str, bytes]) -> None:
+    """Write the harness's warm-up kernel into this fork's (empty) Triton cache."""
+    root = os.environ.get("TRITON_CACHE_DIR")
+    if not root or not seed:
+        return
+    for rel, data in seed.items():
+        path = os.path.join(root, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
+
+
+def fork_candidate(fds: list[int], limits: dict[str, int], seed: dict[str, bytes], close: list[int],
+                   seed_dir: str = "") -> int:
+    """Fork A (which walls itself off and forks B); returns A's pid. ``close``: the zygote's own
+    descriptors, closed in A before anything else."""
+    chan_fd, status_fd, log_fd = fds
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 0
+    try:
+        for fd in close:
+            os.close(fd)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        enter_namespaces()
+        _call("prctl", PR_SET_DUMPABLE, 0, 0, 0, 0)
+        b = os.fork()
+        if b == 0:
+            os.close(status_fd)
+            run_b(chan_fd, log_fd, limits, seed, seed_dir)
+        os.close(chan_fd)
+        os.close(log_fd)
+        _, status = os.waitpid(b, 0)
+        os.write(status_fd, struct.pack(">i", os.waitstatus_to_exitcode(status)))
+    except BaseException as e:  # noqa: BLE001
+        try:
+            os.write(log_fd, f"zygote fork failed: {type(e).__name__}: {e}\n".encode())
+        except OSError:
+            pass
+        code = 70
+    finally:
+        os._exit(code)
+
+
+def read_seed(root: str | None) -> dict[str, bytes]:
+    """Every file of a Triton cache directory (relative path -> bytes); small (one kernel)."""
+    out: dict[str, bytes] = {}
+    if not root or not os.path.isdir(root):
+        return out
+    for dirpath, _, files in os.walk(root):
+        for name in files:
+            path = os.path.join(dirpath, name)
+            with open(path, "rb") as f:
+                out[os.path.relpath(path, root)] = f.read()
+    return out
+
+
+def main() -> None:
+    from drkernel.gym.candidate import main as candidate  # torch, triton and the harness: the point
+    from drkernel.gym.candidate import guards, integrity, launches, profiling  # noqa: F401
+    from drkernel.gym.harness import recorder, timing  # noqa: F401
+    from drkernel.gym.ipc import child_channel
+
+    device = os.environ.get("DRKERNEL_DEVICE", "cpu")
+    if device == "cpu":
+        candidate.warm_up(candidate.torch.device("cpu"))  # the interpreter's patches; no device to touch
+    else:
+        from drkernel.gym.harness import vmm  # noqa: F401
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # A's exit needs no reaping here
+    # a fork shares our uid: it must not read our memory, descriptors (the channel) or environment
+    _call("prctl", PR_SET_DUMPABLE, 0, 0, 0, 0)
+    channel = child_channel()
+    channel.send({"op": "ready", "pid": os.getpid()})
+    seed: dict[str, bytes] = {}
+    while True:
+        msg = channel.recv(max_fds=3)
+        if msg.op == "shutdown":
+            break
+        try:
+            if msg.op == "seed":  # the seed fork has warmed the cache at SEED_DIR: keep its files
+                seed = read_seed(SEED_DIR)
+                channel.send({"op": "seeded", "files": len(seed)})
+            elif msg.op == "fork" and len(msg.fds) == 3:
+                limits = {k: int(msg.header[k]) for k in ("tmp_bytes", "shm_bytes")}
+                seed_dir = SEED_DIR if msg.header.get("seed") else ""
+                pid = fork_candidate(msg.fds, limits, seed, [channel.read_fd, channel.write_fd], seed_dir)
+                channel.send({"op": "forked", "pid": pid})
+            else:
+                channel.send({"op": "error", "message": f"unknown request {msg.op!r} ({len(msg.fds)} descriptors)"})
+        except Exception as e:  # noqa: BLE001
+            channel.send({"op": "error", "message": f"{type(e).__name__}: {e}"})
+        finally:
+            for fd in msg.fds:
+                os.close(fd)
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

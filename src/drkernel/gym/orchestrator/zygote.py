@@ -1,0 +1,207 @@
+"""The orchestrator's side of the zygote (`drkernel.gym.candidate.zygote`, issue 14): `Zygote` keeps
+one zygote child per device and forks warm candidates from it; `ForkedChild` is one such candidate,
+with the same interface as a fresh `Child` (the warm pool and the session cannot tell them apart).
+
+A forked candidate lives in a pid namespace nested inside the zygote's sandbox, so its pid there
+means nothing here. It sends a pidfd of itself with its first message (``init``, before any job
+exists); through it the orchestrator reads its pid in our namespace (for the RSS watch), tests
+whether it runs, and kills it. Its exit status comes from A, the trusted process between the zygote
+and the candidate, over a socket of its own, so the candidate cannot report a status for itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import select
+import signal
+import socket
+import struct
+import tempfile
+import threading
+import time
+from typing import Any, Callable, ContextManager
+
+from drkernel.errors import InfrastructureError
+from drkernel.gym.ipc import Channel, ChannelClosed, ChannelTimeout, Message, channel_pair, close_fds
+from drkernel.gym.orchestrator.pool import LOG_TAIL, START_TIMEOUT_S, Child
+from drkernel.gym.orchestrator.sandbox import CANDIDATE_LIMITS, SandboxUnavailable, Runner
+
+log = logging.getLogger(__name__)
+FORK_TIMEOUT_S = 30.0
+
+
+class ForkedChild:
+    """One candidate forked by a `Zygote` (the `Child` interface)."""
+
+    private_dir = "/tmp"  # its own tmpfs, as it sees it
+
+    def __init__(self, channel: Channel, status: socket.socket, log_path: str) -> None:
+        self.channel = channel
+        self.status = status
+        self.log_path = log_path
+        self.started = time.monotonic()
+        self.pidfd: int | None = None
+        self.pid = -1
+        self.hello: dict = {}
+        self.start_s: float | None = None
+        self._returncode: int | None = None
+
+    def wait_ready(self, timeout_s: float = START_TIMEOUT_S,
+                   gate: Callable[[], ContextManager[Any]] | None = None) -> dict:
+        """``init`` (with the pidfd) -> ``go`` inside ``gate()`` -> ``ready``, as `Child.wait_ready`."""
+        deadline = time.monotonic() + timeout_s
+        try:
+            msg = self.channel.recv(deadline, max_fds=1)
+            if msg.op != "init" or len(msg.fds) != 1:
+                close_fds(msg.fds)
+                raise InfrastructureError(f"forked candidate sent {msg.op!r} with {len(msg.fds)} descriptors "
+                                          f"instead of init with its pidfd")
+            self.pidfd, self.pid = msg.fds[0], pid_of(msg.fds[0])
+            with gate() if gate is not None else contextlib.nullcontext():
+                self.channel.send({"op": "go"})
+                msg = self.channel.recv(deadline)
+        except (ChannelClosed, ChannelTimeout) as e:
+            self.kill()
+            raise InfrastructureError(f"forked candidate did not start: {e}\n{self.log_tail()}") from e
+        if msg.op != "ready":
+            self.kill()
+            raise InfrastructureError(f"forked candidate sent {msg.op!r} instead of ready")
+        self.hello = msg.header
+        self.start_s = time.monotonic() - self.started
+        return self.hello
+
+    def send(self, header: dict, blob: bytes = b"", fds: list[int] | None = None) -> None:
+        self.channel.send(header, blob, fds or ())
+
+    def recv(self, deadline: float | None = None, max_fds: int = 0) -> Message:
+        return self.channel.recv(deadline, max_fds)
+
+    @property
+    def returncode(self) -> int | None:
+        """The candidate's exit status as A saw it (negative: killed by that signal), once known."""
+        if self._returncode is None and self.status.fileno() >= 0:
+            if select.select([self.status], [], [], 0)[0]:
+                data = self.status.recv(4)
+                self._returncode = struct.unpack(">i", data)[0] if len(data) == 4 else -signal.SIGKILL
+        return self._returncode
+
+    def alive(self) -> bool:
+        return self.pidfd is not None and not select.select([self.pidfd], [], [], 0)[0]
+
+    def wait(self, timeout_s: float) -> bool:
+        if self.pidfd is None:
+            return True
+        return bool(select.select([self.pidfd], [], [], timeout_s)[0])
+
+    def kill(self) -> None:
+        """SIGKILL through the pidfd (the candidate is pid 1 of its namespace: everything it started
+        goes with it), then wait until it has exited and A has reported."""
+        if self.pidfd is not None:
+            with contextlib.suppress(ProcessLookupError, OSError):
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            if not self.wait(10):
+                log.warning("forked candidate %d did not exit after SIGKILL", self.pid)
+        with contextlib.suppress(OSError, ValueError):
+            if select.select([self.status], [], [], 10)[0]:
+                self.returncode  # noqa: B018 - reads A's report
+        self.channel.close()
+
+    def log_tail(self, n: int = LOG_TAIL) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - n))
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    def discard(self) -> None:
+        self.kill()
+        if self.pidfd is not None:
+            close_fds([self.pidfd])
+            self.pidfd = None
+        self.returncode  # noqa: B018
+        self.status.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self.log_path)
+
+
+def pid_of(pidfd: int) -> int:
+    """The pid a pidfd refers to, in our pid namespace (``/proc/self/fdinfo``)."""
+    with open(f"/proc/self/fdinfo/{pidfd}") as f:
+        for line in f:
+            if line.startswith("Pid:"):
+                pid = int(line.split()[1])
+                if pid > 0:
+                    return pid
+    raise InfrastructureError("the forked candidate's pidfd names no process")
+
+
+class Zygote:
+    """One zygote child per device; `fork` returns a `ForkedChild` (not yet ready)."""
+
+    def __init__(self, device: str, env: dict[str, str], runner: Runner) -> None:
+        if not runner.sandboxed:
+            raise SandboxUnavailable("the zygote walls its forks off inside the sandbox; none here")
+        self.device, self.env, self.runner = device, env, runner
+        self._lock = threading.Lock()
+        self.child = self._start()
+
+    def _start(self) -> Child:
+        child = Child("drkernel.gym.candidate.zygote", self.device, self.env, self.runner, CANDIDATE_LIMITS)
+        child.wait_ready()
+        if self.device != "cpu":  # one trusted fork compiles the warm-up kernel for every later fork
+            seeder = self._fork(child, seed=True)
+            try:
+                msg = seeder.channel.recv(time.monotonic() + START_TIMEOUT_S)
+                if msg.op != "seeded":
+                    raise InfrastructureError(f"the seed fork sent {msg.op!r}")
+            except (ChannelClosed, ChannelTimeout) as e:
+                raise InfrastructureError(f"the seed fork failed: {e}\n{seeder.log_tail()}") from e
+            finally:
+                seeder.channel.close()
+                seeder.status.close()
+            child.send({"op": "seed"})
+            child.recv(time.monotonic() + FORK_TIMEOUT_S)
+        return child
+
+    def _fork(self, child: Child, seed: bool = False) -> ForkedChild:
+        ours, theirs = channel_pair()
+        status_ours, status_theirs = socket.socketpair()
+        log_path = tempfile.NamedTemporaryFile(prefix="drkernel-child-", suffix=".log", delete=False).name
+        log_fd = os.open(log_path, os.O_WRONLY | os.O_APPEND)
+        limits = CANDIDATE_LIMITS
+        try:
+            child.send({"op": "fork", "seed": seed, "tmp_bytes": limits.tmp_bytes, "shm_bytes": limits.shm_bytes},
+                       fds=[theirs, status_theirs.fileno(), log_fd])
+            reply = child.recv(time.monotonic() + FORK_TIMEOUT_S)
+        finally:
+            close_fds([theirs, log_fd])
+            status_theirs.close()
+        if reply.op != "forked":
+            close_fds([ours])
+            status_ours.close()
+            raise InfrastructureError(f"the zygote could not fork: {reply.header.get('message')}")
+        return ForkedChild(Channel(ours), status_ours, log_path)
+
+    def fork(self) -> ForkedChild:
+        """A new candidate; a dead zygote is restarted once."""
+        with self._lock:
+            try:
+                if self.child.alive():
+                    return self._fork(self.child)
+                reason = f"exit status {self.child.returncode}"
+            except (ChannelClosed, ChannelTimeout) as e:
+                reason = str(e)
+            log.warning("the zygote on %s died (%s); restarting it", self.device, reason)
+            self.child.discard()
+            self.child = self._start()
+            return self._fork(self.child)
+
+    def close(self) -> None:
+        with self._lock:
+            with contextlib.suppress(ChannelClosed, OSError):
+                self.child.send({"op": "shutdown"})
+            self.child.discard()

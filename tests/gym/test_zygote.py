@@ -1,0 +1,119 @@
+"""Candidates forked from the zygote (issue 14, `drkernel.gym.candidate.zygote`): each fork is walled
+off from the zygote and from the other candidates by namespaces of its own inside the sandbox, and
+a dead zygote is replaced. Real forks of the real zygote; the probe is solution code that reports
+what it could reach (through its error message)."""
+
+from __future__ import annotations
+
+import errno
+import json
+
+import pytest
+
+from drkernel.gym import InProcessEvaluator, Status
+from drkernel.gym.checks import core_checks
+from gym_cases import RELU_SOLUTION, request
+
+# What an attacker in one candidate would try against the zygote and its siblings: list /proc, read
+# every other process's environment, memory and root (its /tmp), signal them, unmount its own /tmp
+# to reach the zygote's, and the same again from a nested user + mount namespace.
+PROBE = r'''
+import ctypes, json, os
+import torch.nn as nn
+
+
+def reach(pid):
+    out = {}
+    for what in ("environ", "mem", "root/tmp", "fd/3"):
+        path = f"/proc/{pid}/{what}"
+        try:
+            if what == "root/tmp":
+                os.listdir(path)
+            elif what == "fd/3":
+                os.open(path, os.O_RDONLY)
+            else:
+                open(path, "rb").read(1)
+            out[what] = 0
+        except OSError as e:
+            out[what] = e.errno
+    try:
+        os.kill(pid, 0)
+        out["kill"] = 0
+    except OSError as e:
+        out["kill"] = e.errno
+    return out
+
+
+def facts():
+    libc = ctypes.CDLL(None, use_errno=True)
+    status = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines() if ":" in l)
+    f = {"pid": os.getpid(), "tmp": sorted(os.listdir("/tmp")),
+         "status": {k: status[k].strip() for k in ("CapEff", "CapPrm", "CapBnd", "NoNewPrivs", "NSpid")}}
+    open("/tmp/mark", "w").write("planted")
+    me = int(f["status"]["NSpid"].split()[-2])
+    f["others"] = {p: reach(int(p)) for p in os.listdir("/proc") if p.isdigit() and int(p) != me}
+    f["umount"] = libc.umount2(b"/tmp", 2)
+    if libc.unshare(0x10000000) == 0 and libc.unshare(0x00020000) == 0:
+        f["umount_nested"] = libc.umount2(b"/tmp", 2)
+        f["tmp_nested"] = sorted(os.listdir("/tmp"))
+    return f
+
+
+class ModelNew(nn.Module):
+    def forward(self, *args):
+        raise RuntimeError("FACTS" + json.dumps(facts()) + "END")
+'''
+
+
+def probe(ev: InProcessEvaluator) -> dict:
+    r = ev.evaluate(request(PROBE))
+    assert r.status is Status.RUNTIME_ERROR and "FACTS" in (r.error or ""), (r.status, r.error)
+    start = r.error.index("FACTS{") + len("FACTS")  # the traceback also shows the raising line
+    return json.loads(r.error[start:r.error.index("}END", start) + 1])
+
+
+@pytest.fixture(scope="module")
+def forking():
+    with InProcessEvaluator(device="cpu", concurrency=1, pool_size=2, checks=core_checks()) as ev:
+        assert ev.device_info()["zygote"] is True
+        yield ev
+
+
+def test_a_fork_is_pid_1_of_its_own_namespace_without_capabilities(forking):
+    f = probe(forking)
+    s = f["status"]
+    assert f["pid"] == 1 and len(s["NSpid"].split()) >= 2  # nested below the zygote's namespace
+    assert int(s["CapEff"], 16) == int(s["CapPrm"], 16) == int(s["CapBnd"], 16) == 0
+    assert s["NoNewPrivs"] == "1"
+    assert f["tmp"] == ["solution"]  # a fresh tmpfs: nothing of the zygote or of another candidate
+
+
+def test_a_fork_reaches_neither_the_zygote_nor_a_warm_sibling(forking):
+    first, second = probe(forking), probe(forking)
+    assert "mark" not in second["tmp"]  # the first candidate's file went with its tmpfs
+    for f in (first, second):
+        assert f["others"], "the zygote and the warm sibling are listed in /proc, so the probe ran"
+        for pid, r in f["others"].items():
+            # no pid outside its namespace can be addressed (1 there is the sandbox's init; here, itself)
+            assert r["kill"] == errno.ESRCH or pid == "1", (pid, r)
+            for what in ("environ", "mem", "root/tmp", "fd/3"):
+                assert r[what] in (errno.EACCES, errno.EPERM, errno.ENOENT), (pid, what, r)
+        assert f["umount"] != 0  # without capabilities its /tmp stays
+        if "umount_nested" in f:  # a nested user namespace gets capabilities, but the mount is locked
+            assert f["umount_nested"] != 0 and "mark" in f["tmp_nested"]
+
+
+def test_a_killed_zygote_is_replaced_and_evaluations_go_on(forking):
+    rt = forking._runtime("cpu")
+    rt.zygote.child.kill()  # takes its forks (the warm candidates) along
+    for _ in range(2):
+        r = forking.evaluate(request(RELU_SOLUTION))
+        assert r.status is Status.CORRECT, r.error
+    assert rt.zygote.child.alive()
+
+
+def test_without_the_zygote_candidates_start_as_fresh_processes():
+    with InProcessEvaluator(device="cpu", concurrency=1, pool_size=1, zygote=False) as ev:
+        assert ev.device_info()["zygote"] is False
+        r = ev.evaluate(request(RELU_SOLUTION))
+    assert r.status is Status.CORRECT, r.error
