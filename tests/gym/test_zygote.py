@@ -50,6 +50,10 @@ def facts():
     f = {"pid": os.getpid(), "tmp": sorted(os.listdir("/tmp")),
          "status": {k: status[k].strip() for k in ("CapEff", "CapPrm", "CapBnd", "NoNewPrivs", "NSpid")}}
     open("/tmp/mark", "w").write("planted")
+    os.makedirs("/tmp/cache/tmp.1")  # Triton's cache writes a temp dir, then renames into place
+    open("/tmp/cache/tmp.1/k", "w").write("kernel")
+    os.replace("/tmp/cache/tmp.1/k", "/tmp/cache/k")
+    f["renamed"] = open("/tmp/cache/k").read()
     me = int(f["status"]["NSpid"].split()[-2])
     f["others"] = {p: reach(int(p)) for p in os.listdir("/proc") if p.isdigit() and int(p) != me}
     f["umount"] = libc.umount2(b"/tmp", 2)
@@ -86,6 +90,7 @@ def test_a_fork_is_pid_1_of_its_own_namespace_without_capabilities(forking):
     assert int(s["CapEff"], 16) == int(s["CapPrm"], 16) == int(s["CapBnd"], 16) == 0
     assert s["NoNewPrivs"] == "1"
     assert f["tmp"] == ["solution"]  # a fresh tmpfs: nothing of the zygote or of another candidate
+    assert f["renamed"] == "kernel"  # Landlock's domain still lets files move between directories
 
 
 def test_a_fork_reaches_neither_the_zygote_nor_a_warm_sibling(forking):

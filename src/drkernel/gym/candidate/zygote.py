@@ -10,15 +10,18 @@ bubblewrap sandbox (which stays the wall against the host):
 
     zygote (bwrap: uid 65534, read-only root, no network, own pid/ipc namespaces, tmpfs /tmp)
      └── A  unshare(user, mount, pid, ipc, net, uts); maps its uid onto itself     (trusted; waits)
-          └── B  pid 1 of a new pid namespace: fresh tmpfs /tmp and /dev/shm, fresh /proc,
-                 every capability dropped (bounding set too), no_new_privs, its own session;
-                 then the candidate (`drkernel.gym.candidate.main.serve`) on the channel it was given
+          └── B  pid 1 of a new pid namespace: fresh tmpfs /tmp and /dev/shm, every capability
+                 dropped (bounding set too), no_new_privs, not dumpable, a Landlock domain of its
+                 own, its own session; then the candidate (`drkernel.gym.candidate.main.serve`)
+                 on the channel it was given
 
-B cannot see or signal the zygote or a sibling (their pids are outside its namespace), cannot read
-their files (its /tmp is its own tmpfs; without capabilities it cannot unmount it, and the mounts it
-inherited are locked to a less privileged user namespace), shares no SysV IPC, abstract socket or
-loopback with them, and nothing of a job ever reaches the zygote: the orchestrator sends the job on
-B's own channel. The zygote never initialises CUDA (a CUDA context does not survive ``fork``); B
+B cannot signal the zygote or a sibling (their pids are outside its namespace), cannot read their
+files (its /tmp is its own tmpfs; without capabilities it cannot unmount it, and the mounts it
+inherited are locked to a less privileged user namespace), cannot open their /proc entries (the
+/proc it sees is the zygote's, as bubblewrap's covered /proc refuses a fresh mount, but Landlock
+denies ptrace access outside its domain), shares no SysV IPC, abstract socket or loopback with
+them, and nothing of a job ever reaches the zygote: the orchestrator sends the job on B's own
+channel. A kernel without Landlock gets no zygote (fresh processes, as before). The zygote never initialises CUDA (a CUDA context does not survive ``fork``); B
 creates its own.
 
 A ``fork`` request carries three descriptors: B's channel (a Unix socket), A's status socket
@@ -42,6 +45,10 @@ MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 0x4000, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 4, 24, 38
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 CAP_V3 = 0x20080522
+SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446  # x86_64 and aarch64
+LANDLOCK_CREATE_RULESET_VERSION, LANDLOCK_RULE_PATH_BENEATH = 1, 1
+LANDLOCK_ACCESS_FS_MAKE_BLOCK, LANDLOCK_ACCESS_FS_REFER = 1 << 11, 1 << 13
+LANDLOCK_MIN_ABI = 2  # REFER (ABI 2): with ABI 1 a domain refuses every rename across directories
 SEED_DIR = "/tmp/drkernel-seed-cache"  # in the zygote's own tmpfs; no candidate can reach it
 TMP_OPTS = "size={tmp},mode=0700"
 SHM_OPTS = "size={shm},mode=1777"
@@ -71,12 +78,54 @@ def _write(path: str, text: str) -> None:
 
 def enter_namespaces() -> None:
     """In A: new user, mount, pid (for A's children), IPC, network and UTS namespaces, with our uid
-    and gid mapped onto themselves (an unprivileged process may map exactly its own ids)."""
+    and gid mapped onto themselves (an unprivileged process may map exactly its own ids).
+
+    The map files of a non-dumpable process belong to root, so A is dumpable while it writes them.
+    No request code can use that moment: every candidate runs under Landlock (`landlock_ptrace`),
+    which denies it ptrace access (and so /proc/<pid>/fd, mem, environ) to any process outside its
+    own domain, A included."""
     uid, gid = os.getuid(), os.getgid()
     _call("unshare", CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWUTS)
-    _write("/proc/self/setgroups", "deny")
-    _write("/proc/self/uid_map", f"{uid} {uid} 1")
-    _write("/proc/self/gid_map", f"{gid} {gid} 1")
+    _call("prctl", PR_SET_DUMPABLE, 1, 0, 0, 0)
+    try:
+        _write("/proc/self/setgroups", "deny")
+        _write("/proc/self/uid_map", f"{uid} {uid} 1")
+        _write("/proc/self/gid_map", f"{gid} {gid} 1")
+    finally:
+        _call("prctl", PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version (0: none)."""
+    version = _libc.syscall(SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), LANDLOCK_CREATE_RULESET_VERSION)
+    return max(0, int(version))
+
+
+def landlock_ptrace() -> None:
+    """Enter a Landlock domain of our own. Its file rules only forbid making block devices (renames
+    across directories are granted everywhere; nothing else of the file system changes); what matters is Landlock's ptrace rule: a process in a domain
+    cannot ptrace, nor open the /proc files guarded by ptrace access, of any process outside its
+    domain or the domains nested in it. So a candidate cannot reach the zygote, A, or a sibling
+    (each in a domain of its own), whatever their uid or dumpable flag. Needs no_new_privs."""
+    attr = struct.pack("=Q", LANDLOCK_ACCESS_FS_MAKE_BLOCK | LANDLOCK_ACCESS_FS_REFER)
+    fd = _libc.syscall(SYS_LANDLOCK_CREATE_RULESET, ctypes.c_char_p(attr), ctypes.c_size_t(len(attr)), 0)
+    if fd < 0:
+        err = ctypes.get_errno()
+        raise IsolationError(err, f"landlock_create_ruleset: {os.strerror(err)}")
+    root = os.open("/", os.O_PATH | os.O_DIRECTORY)
+    try:
+        # renames across directories (Triton's cache writes a temp dir, then renames) stay allowed:
+        # a domain that does not grant REFER refuses every reparenting with EXDEV
+        rule = struct.pack("=Qi", LANDLOCK_ACCESS_FS_REFER, root)
+        if _libc.syscall(SYS_LANDLOCK_ADD_RULE, fd, LANDLOCK_RULE_PATH_BENEATH, ctypes.c_char_p(rule), 0) != 0:
+            err = ctypes.get_errno()
+            raise IsolationError(err, f"landlock_add_rule: {os.strerror(err)}")
+        if _libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, fd, 0) != 0:
+            err = ctypes.get_errno()
+            raise IsolationError(err, f"landlock_restrict_self: {os.strerror(err)}")
+    finally:
+        os.close(root)
+        os.close(fd)
 
 
 def wall_off(tmp_bytes: int, shm_bytes: int, private_tmp: bool = True) -> list[str]:
@@ -111,6 +160,7 @@ def drop_capabilities() -> None:
     _call("capset", ctypes.c_char_p(header), ctypes.c_char_p(data))
     _call("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
     _call("prctl", PR_SET_DUMPABLE, 0, 0, 0, 0)  # siblings (same uid) cannot open our /proc/<pid>/*
+    landlock_ptrace()
 
 
 def _only_fds(keep: set[int]) -> None:
@@ -228,7 +278,10 @@ def main() -> None:
     # a fork shares our uid: it must not read our memory, descriptors (the channel) or environment
     _call("prctl", PR_SET_DUMPABLE, 0, 0, 0, 0)
     channel = child_channel()
-    channel.send({"op": "ready", "pid": os.getpid()})
+    abi = landlock_abi()
+    channel.send({"op": "ready", "pid": os.getpid(), "landlock": abi})
+    if abi < LANDLOCK_MIN_ABI:  # without it a fork could reach its siblings through /proc: refuse to be used
+        print("zygote: the kernel has no Landlock; candidates start as fresh processes", file=sys.stderr)
     seed: dict[str, bytes] = {}
     while True:
         msg = channel.recv(max_fds=3)

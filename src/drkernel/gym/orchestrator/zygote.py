@@ -24,6 +24,7 @@ import time
 from typing import Any, Callable, ContextManager
 
 from drkernel.errors import InfrastructureError
+from drkernel.gym.candidate.zygote import LANDLOCK_MIN_ABI
 from drkernel.gym.ipc import Channel, ChannelClosed, ChannelTimeout, Message, channel_pair, close_fds
 from drkernel.gym.orchestrator.pool import LOG_TAIL, START_TIMEOUT_S, Child
 from drkernel.gym.orchestrator.sandbox import CANDIDATE_LIMITS, SandboxUnavailable, Runner
@@ -151,7 +152,11 @@ class Zygote:
 
     def _start(self) -> Child:
         child = Child("drkernel.gym.candidate.zygote", self.device, self.env, self.runner, CANDIDATE_LIMITS)
-        child.wait_ready()
+        abi = int(child.wait_ready().get("landlock") or 0)
+        if abi < LANDLOCK_MIN_ABI:
+            child.discard()
+            raise SandboxUnavailable(f"the kernel's Landlock ABI is {abi} (at least {LANDLOCK_MIN_ABI} walls the "
+                                     f"zygote's forks off each other)")
         if self.device != "cpu":  # one trusted fork compiles the warm-up kernel for every later fork
             seeder = self._fork(child, seed=True)
             try:
