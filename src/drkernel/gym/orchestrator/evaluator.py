@@ -24,6 +24,7 @@ from drkernel.errors import InfrastructureError
 from drkernel.gym.checks import CheckRegistry, default_checks
 from drkernel.gym.verdict.classify import classify_error, classify_exit, trim_tail
 from drkernel.gym.config import EvalConfig, EvalRequest
+from drkernel.gym.messages import Job, TimeReference
 from drkernel.gym.orchestrator.refcache import TIMING_FIELDS, ReferenceTimingCache, reference_key
 from drkernel.gym.result import EvalResult, Hack, KernelStat, Status, TimingStats, TrialResult
 from drkernel.gym.orchestrator.runtime import DeviceRuntime, JudgeLost
@@ -252,12 +253,12 @@ class InProcessEvaluator:
         total = int(rt.hello.get("total_memory") or 0)
         budget = int(total * GPU_INPUT_FRACTION) if rt.is_cuda else CPU_INPUT_BUDGET
         digest = hashlib.sha256(request.solution.encode()).hexdigest()[:12]
-        return {"op": "job", "solution": request.solution, "solution_name": f"solution_{digest}.py",
+        return Job({"solution": request.solution, "solution_name": f"solution_{digest}.py",
                 "trials": trials, "weight_seed": plan.weight, "config": cfg.to_dict(),
                 "hooks": list(self.checks.candidate_hooks), "timing": bool(cfg.timing and rt.is_cuda),
                 "timing_seed": plan.timing, "input_budget_bytes": budget, "integrity": plan.to_job(),
                 "reference_seed": plan.reference,
-                "timing_plan": timing_plan(cfg), "roofline_ms": prepared.get("roofline_ms")}
+                "timing_plan": timing_plan(cfg), "roofline_ms": prepared.get("roofline_ms")}).to_header()
 
     def _status(self, result: EvalResult, out: SessionOutcome, job: dict[str, Any], source: str,
                 cpu_mode: bool) -> None:
@@ -332,9 +333,8 @@ class InProcessEvaluator:
             with rt.rw.exclusive():
                 stages["reference_lock_wait"] = time.monotonic() - t
                 # the judge gets exactly the fields that key the cache, so the two cannot drift apart
-                stats = rt.judge_call({"op": "time_reference", "code": code, "weight_seed": seed,
-                                       "seed": seed,
-                                       **{k: getattr(cfg, k) for k in TIMING_FIELDS}})["stats"]
+                stats = rt.judge_call(TimeReference(code, seed, seed, {k: getattr(cfg, k) for k in TIMING_FIELDS})
+                                      .to_header())["stats"]
             stages["reference_timing"] = time.monotonic() - t
             self.ref_cache.put(key, stats)
         result.ref_timing = TimingStats(**stats)
