@@ -40,10 +40,9 @@ Standard library only: the orchestrator imports this module and stays torch-free
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
 
 from drkernel.gym.ipc import ProtocolViolation
@@ -122,7 +121,8 @@ def _get(h: dict[str, Any], key: str, types: tuple[type, ...], default: Any = _M
         ok = isinstance(value, types)
     if not ok:
         names = " or ".join("null" if t is type(None) else t.__name__ for t in types)
-        raise ProtocolViolation(f"{op} message: {key!r} is {type(value).__name__}, not {names}")
+        kind = "null" if value is None else type(value).__name__
+        raise ProtocolViolation(f"{op} message: {key!r} is {kind}, not {names}")
     return value
 
 
@@ -142,9 +142,10 @@ def _number(h: dict[str, Any], key: str, default: Any = _MISSING) -> float | Non
 
 
 def _trial(h: dict[str, Any], timing_allowed: bool) -> int | str:
-    trial = _get(h, "trial", (int, str))
-    if isinstance(trial, str) and not (timing_allowed and trial == "timing"):
-        raise ProtocolViolation(f"{h.get('op')} message: trial {trial[:40]!r}")
+    """A trial's index, or (``timing_allowed``) ``"timing"`` for the timed calls' inputs."""
+    trial = _get(h, "trial", (int, str) if timing_allowed else (int,))
+    if isinstance(trial, str) and trial != "timing":
+        raise ProtocolViolation(f"{h.get('op')} message: trial {trial[:40]!r} (an index, or 'timing')")
     if isinstance(trial, int) and trial < 0:
         raise ProtocolViolation(f"{h.get('op')} message: trial {trial}")
     return trial
@@ -278,7 +279,7 @@ class Outputs(Message):
 
     def with_tree(self, tree: Any, staging: int | None) -> Outputs:
         """The message as sent: an encoded tree, and the staging buffer's size if one rides along."""
-        return dataclasses.replace(self, tree=tree, staging=staging)
+        return replace(self, tree=tree, staging=staging)
 
     @classmethod
     def _parse(cls, op: Op, h: dict[str, Any]) -> Outputs:
@@ -309,7 +310,7 @@ class Compare(Message):
 
     def with_tree(self, tree: Any, staging: int | None) -> Compare:
         """The message as sent: an encoded tree, and the staging buffer's size if one rides along."""
-        return dataclasses.replace(self, tree=tree, staging=staging)
+        return replace(self, tree=tree, staging=staging)
 
     @classmethod
     def _parse(cls, op: Op, h: dict[str, Any]) -> Compare:
