@@ -69,6 +69,7 @@ def test_an_op_serialises_as_its_bare_string():
     ({"op": "bogus"}, "unknown message 'bogus'"),
     ({"op": 5}, "unknown message '5'"),
     ({}, "unknown message 'None'"),
+    ({"op": ["done"]}, "unknown message"),
     (["op", "done"], "a header that is list"),
     ({"op": "outputs", "tree": TREE}, "outputs message without 'trial'"),
     ({"op": "outputs", "trial": "0", "tree": TREE}, "'trial' is str, not int"),

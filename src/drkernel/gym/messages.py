@@ -115,11 +115,7 @@ def _get(h: dict[str, Any], key: str, types: tuple[type, ...], default: Any = _M
         if default is _MISSING:
             raise ProtocolViolation(f"{op} message without {key!r}")
         return default
-    if isinstance(value, bool) and bool not in types:
-        ok = False
-    else:
-        ok = isinstance(value, types)
-    if not ok:
+    if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
         names = " or ".join("null" if t is type(None) else t.__name__ for t in types)
         kind = "null" if value is None else type(value).__name__
         raise ProtocolViolation(f"{op} message: {key!r} is {kind}, not {names}")
