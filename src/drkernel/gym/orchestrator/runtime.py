@@ -15,7 +15,7 @@ from typing import Any, Iterator
 
 from drkernel.errors import InfrastructureError, JudgeError
 from drkernel.gym.ipc import ChannelClosed, ChannelTimeout, ProtocolViolation
-from drkernel.gym.messages import Error, Op, Prepare, Signal
+from drkernel.gym.messages import Error, Op, Prepare, Prepared, Signal
 from drkernel.gym.orchestrator.pool import Child, WarmPool
 from drkernel.gym.seeds import public_seed
 from drkernel.gym.orchestrator.sandbox import JUDGE_LIMITS, Runner
@@ -96,7 +96,7 @@ class DeviceRuntime:
         self.judge: Child | None = None
         self._judge_lock = threading.Lock()
         self._count_lock = threading.Lock()
-        self._prepared: dict[tuple, dict[str, Any]] = {}
+        self._prepared: dict[tuple, Prepared] = {}
         self._ready = threading.Event()
         self._error: BaseException | None = None
         threading.Thread(target=self._start, name=f"runtime-{device}", daemon=True).start()
@@ -171,14 +171,14 @@ class DeviceRuntime:
         self.judge = Child("drkernel.gym.judge", self.device, self.env, self.runner, JUDGE_LIMITS)
         self.judge.wait_ready()
 
-    def prepare(self, problem: Any, config: Any) -> dict[str, Any]:
+    def prepare(self, problem: Any, config: Any) -> Prepared:
         """Scaled code, second-size code and input bytes of a problem (cached)."""
         key = (problem.code_hash, config.cpu_scale, config.cpu_element_budget, config.second_size, public_seed(config.seed))
         if key not in self._prepared:
             with self.rw.shared():  # the judge runs the reference here: never inside a timed region
-                self._prepared[key] = self.judge_call(Prepare(
+                self._prepared[key] = Prepared.from_header(self.judge_call(Prepare(
                     problem.to_dict(), config.cpu_scale, config.cpu_element_budget, config.second_size,
-                    public_seed(config.seed)).to_header())
+                    public_seed(config.seed)).to_header()))
         return self._prepared[key]
 
     def info(self) -> dict[str, Any]:
