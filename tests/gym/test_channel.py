@@ -8,6 +8,7 @@ import pytest
 
 from drkernel.gym import Status
 from drkernel.gym.ipc import ProtocolViolation
+from drkernel.gym.messages import Op
 from drkernel.gym.orchestrator.session import Phase, ProtocolOrder, forged_claims
 from gym_cases import request
 
@@ -96,29 +97,29 @@ def test_the_default_checks_still_end_the_forger_without_triton(evaluator):
 
 def order(trials=2, hooks=1, timing=False) -> ProtocolOrder:
     o = ProtocolOrder(trials, hooks, timing)
-    o.check("solution_path", {})
+    o.check(Op.SOLUTION_PATH)
     return o
 
 
 def test_trials_must_come_in_order_and_once():
     o = order()
     with pytest.raises(ProtocolViolation, match="trial 1 when trial 0 was due"):
-        o.check("outputs", {"trial": 1})
-    o.check("outputs", {"trial": 0})
+        o.check(Op.OUTPUTS, 1)
+    o.check(Op.OUTPUTS, 0)
     o.judged(None, True)
     with pytest.raises(ProtocolViolation, match="trial 0 when trial 1 was due"):
-        o.check("outputs", {"trial": 0})  # a replay of a passed trial
+        o.check(Op.OUTPUTS, 0)  # a replay of a passed trial
 
 
 def test_each_tag_is_judged_once_and_only_after_the_trials():
     o = order(trials=1)
     with pytest.raises(ProtocolViolation, match="compare"):
-        o.check("compare", {"trial": 0, "tag": "poisoned"})  # before the trials finished
-    o.check("outputs", {"trial": 0})
+        o.check(Op.COMPARE, 0)  # before the trials finished
+    o.check(Op.OUTPUTS, 0)
     o.judged(None, True)
-    o.check("compare", {"trial": 0, "tag": "poisoned"})
+    o.check(Op.COMPARE, 0)
     o.judged("poisoned", False)
-    o.check("compare", {"trial": 0, "tag": "poisoned"})
+    o.check(Op.COMPARE, 0)
     with pytest.raises(ProtocolViolation, match="second comparison for 'poisoned'"):
         o.judged("poisoned", True)  # a passing re-run cannot replace the failed one
 
@@ -126,37 +127,37 @@ def test_each_tag_is_judged_once_and_only_after_the_trials():
 def test_done_only_at_the_end():
     o = order(trials=1, hooks=1, timing=True)
     with pytest.raises(ProtocolViolation, match="done out of order"):
-        o.check("done", {})
-    o.check("outputs", {"trial": 0})
+        o.check(Op.DONE)
+    o.check(Op.OUTPUTS, 0)
     o.judged(None, True)
-    o.check("extra", {})
+    o.check(Op.EXTRA)
     with pytest.raises(ProtocolViolation, match="done out of order"):
-        o.check("done", {})  # the timed region is due on the GPU
+        o.check(Op.DONE)  # the timed region is due on the GPU
     with pytest.raises(ProtocolViolation, match="compare of trial 'timing'"):
-        o.check("compare", {"trial": "timing", "tag": "timed_call_3"})
-    o.check("lock", {})
+        o.check(Op.COMPARE, "timing")
+    o.check(Op.LOCK)
     o.timed_region_over()
-    o.check("compare", {"trial": "timing", "tag": "timed_call_3"})
-    o.check("done", {})
+    o.check(Op.COMPARE, "timing")
+    o.check(Op.DONE)
 
 
 def test_after_an_error_or_a_failed_trial_only_done():
     o = order()
-    o.check("outputs", {"trial": 0})
+    o.check(Op.OUTPUTS, 0)
     o.judged(None, False)
     assert o.phase is Phase.ENDED
     with pytest.raises(ProtocolViolation, match="after the run ended"):
-        o.check("extra", {})
-    o.check("done", {})
+        o.check(Op.EXTRA)
+    o.check(Op.DONE)
     o = order()
-    o.check("error", {})
+    o.check(Op.ERROR)
     with pytest.raises(ProtocolViolation, match="after the run ended"):
-        o.check("outputs", {"trial": 0})
+        o.check(Op.OUTPUTS, 0)
 
 
 def test_unknown_messages_are_violations():
     with pytest.raises(ProtocolViolation, match="unknown message 'verdict'"):
-        order().check("verdict", {})
+        order().check(Op.VERDICT)
 
 
 def test_forged_claims_against_the_source():

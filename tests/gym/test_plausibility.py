@@ -1,6 +1,11 @@
 """The timed region's verdicts: plausibility bounds, the re-measurement, sampled timed outputs."""
 
-from drkernel.gym.verdict.plausibility import (floor_ms, impossible, missed_work, suspicious, tree_bytes)
+import math
+
+import pytest
+
+from drkernel.gym.verdict.plausibility import (WALL_RATIO, WALL_SLACK_MS, floor_ms, impossible, missed_work,
+                                               suspicious, tree_bytes)
 from drkernel.gym.result import EvalResult, Status
 from drkernel.gym.verdict.checks import timing_hacks
 
@@ -29,6 +34,16 @@ def test_bounds():
     assert suspicious(0.4 * floor, GB, H100, None)
     assert suspicious(0.05, 0, H100, roofline_ms=1.0) and not suspicious(0.2, 0, H100, roofline_ms=1.0)
     assert not missed_work(0.1, 0.2) and missed_work(0.1, 0.3)
+
+
+@pytest.mark.parametrize("event_ms", [0.0, 0.004, 0.2, 3.0, 250.0])
+def test_missed_work_is_one_bound_strict_above_it(event_ms):
+    """The one events-vs-wall bound: at it is not a hack, the next float above it is."""
+    bound = WALL_RATIO * event_ms + WALL_SLACK_MS
+    assert not missed_work(event_ms, bound)
+    assert missed_work(event_ms, math.nextafter(bound, math.inf))
+    assert not missed_work(event_ms, 0.9 * bound)
+    assert not missed_work(event_ms, event_ms)  # wall equal to the events: nothing hidden
 
 
 def _report(median_ms, samples, sync=None, out_bytes=GB, keep=(7, 99)):

@@ -83,6 +83,26 @@ def test_launches_dropping_on_repeated_calls_is_hack_10():
     assert codes(IntegrityVerdict().check(request(), cand, judge)) == [10]
 
 
+@pytest.mark.parametrize("event_ms, wall_ms, hidden", [(0.2, 0.35, False), (0.2, 0.45, True), (2.0, 3.05, False),
+                                                       (2.0, 3.2, True)])
+def test_events_against_wall_time_is_judged_by_the_verdict(event_ms, wall_ms, hidden):
+    """The candidate only reports the integrity hook's two numbers; the verdict decides hack 7."""
+    cand, judge = reports()
+    cand["integrity"]["gpu"] = {"kernels": [], "event_ms": event_ms, "wall_ms": wall_ms, "out_bytes": 4}
+    hacks = IntegrityVerdict().check(request(), cand, judge)
+    assert codes(hacks) == ([7] if hidden else [])
+    if hidden:
+        assert f"{wall_ms:.3f} ms" in hacks[0].evidence and f"{event_ms:.3f} ms" in hacks[0].evidence
+
+
+@pytest.mark.parametrize("gpu", [{"event_ms": "x", "wall_ms": 9.0}, {"event_ms": float("nan"), "wall_ms": 9.0},
+                                 {"wall_ms": 9.0}, "not a dict"])
+def test_an_unreadable_events_report_judges_nothing(gpu):
+    cand, judge = reports()
+    cand["integrity"]["gpu"] = gpu
+    assert IntegrityVerdict().check(request(), cand, judge) == []
+
+
 def test_second_size_failure_is_hack_13():
     cand, judge = reports(trials=[{"trial": 0, "passed": True}, {"trial": 1, "passed": True},
                                   {"trial": 2, "passed": False, "message": "values differ"}])

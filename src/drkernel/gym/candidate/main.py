@@ -37,6 +37,7 @@ import triton  # noqa: E402,F401
 from drkernel.gym.harness import inputs as harness# noqa: E402
 from drkernel.gym.checks import load_hook  # noqa: E402
 from drkernel.gym.ipc import Channel, StagingBuffer, child_channel, encode_tree, staged_fds  # noqa: E402
+from drkernel.gym.messages import Compare, Extra, Op, Outputs, Signal, SolutionPath, Timing  # noqa: E402
 
 SOLUTION_MODULE = "drkernel_solution"
 
@@ -65,8 +66,8 @@ class Context:
         self.hooks: list[Any] = []
         self.staging = StagingBuffer(device) if self.device.type == "cuda" else None  # None: host bytes
 
-    def export(self, header: dict[str, Any], value: Any) -> dict[str, Any]:
-        """Send ``value`` for the judge to copy and wait for its verdict."""
+    def export(self, msg: Outputs | Compare, value: Any) -> dict[str, Any]:
+        """Send ``value`` for the judge to copy (``msg`` without its tree) and wait for its verdict."""
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         try:
@@ -75,11 +76,11 @@ class Context:
             self.staging = None
             tree, blob = encode_tree(value)
         extra, fds = staged_fds(self.staging)
-        self.channel.send({**header, **extra, "tree": tree}, blob, fds=fds)
+        self.channel.send(msg.with_tree(tree, extra.get("staging")).to_header(), blob, fds=fds)
         reply = self.channel.recv()
-        if reply.op == "retry_host":  # the judge could not map our staging buffer
+        if reply.op == Op.RETRY_HOST:  # the judge could not map our staging buffer
             self.staging = None
-            return self.export(header, value)
+            return self.export(msg, value)
         return reply.header
 
     def observed(self) -> contextlib.ExitStack:
@@ -93,8 +94,7 @@ class Context:
 
     def compare(self, outputs: Any, trial: int | str, tag: str) -> dict[str, Any]:
         """``trial``: a correctness trial's index, or ``"timing"`` for the timed calls' inputs."""
-        return self.export({"op": "compare", "trial": trial if trial == "timing" else int(trial), "tag": str(tag)},
-                           outputs)
+        return self.export(Compare(trial if trial == "timing" else int(trial), str(tag), None), outputs)
 
 
 class Candidate:
@@ -128,7 +128,7 @@ class Candidate:
         with open(path, "w") as f:
             f.write(job["solution"])
         ctx = Context(self.channel, self.device, job, path, primary)
-        self.channel.send({"op": "solution_path", "path": path})
+        self.channel.send(SolutionPath(path).to_header())
         self.hooks = ctx.hooks = [load_hook(p) for p in job["hooks"]]
         for hook in self.hooks:
             hook.before_import(ctx)
@@ -157,7 +157,7 @@ class Candidate:
                 extra = hook.extra_runs(ctx, model, make_inputs)
             except Exception as e:  # a hook failing is recorded, the evaluation goes on
                 extra = {"error": f"{type(e).__name__}: {e}"}
-            self.channel.send({"op": "extra", "hook": hook.name, "result": extra})
+            self.channel.send(Extra(hook.name, extra).to_header())
         self.stage("extra_runs", t)
         if job["timing"] and self.device.type == "cuda":
             self.time_solution(job, ctx, model, primary, drawn.pop("timing", None))
@@ -238,7 +238,7 @@ class Candidate:
                 self.out_bytes = harness.tensor_bytes(out)
             t = self.stage("compile" if i == 0 else "correctness", t)
             try:
-                verdict = ctx.export({"op": "outputs", "trial": i}, (out, list(args)))
+                verdict = ctx.export(Outputs(i, None), (out, list(args)))
             except TypeError as e:  # an output that is not a tensor, scalar, tuple or list
                 raise Failure("output", e) from e
             del out, args
@@ -260,20 +260,20 @@ class Candidate:
         if 2 * self.out_bytes > int(job["input_budget_bytes"]):
             keep = {max(keep)}  # large outputs: only the last call's, which costs no memory to keep
         kept: dict[int, Any] = {}
-        self.channel.send({"op": "lock"})
+        self.channel.send(Signal(Op.LOCK).to_header())
         self.channel.recv()
         t = time.perf_counter()
         try:
             stats = time_cuda(model, inputs, warmup=int(cfg["warmup_calls"]) + int(plan["extra_warmup"]),
                               calls=int(cfg["timed_calls"]), l2_flush=bool(cfg["l2_flush"]), device=self.device,
                               keep=keep, kept=kept, **timing_options(cfg))
-            self.channel.send({"op": "timing", "stats": stats})
-            if self.channel.recv().op == "remeasure":
+            self.channel.send(Timing(Op.TIMING, stats).to_header())
+            if self.channel.recv().op == Op.REMEASURE:
                 stats = time_synchronized(model, inputs, calls=int(plan["remeasure_calls"]),
                                           l2_flush=bool(cfg["l2_flush"]), device=self.device)
-                self.channel.send({"op": "timing_sync", "stats": stats})
+                self.channel.send(Timing(Op.TIMING_SYNC, stats).to_header())
         except BaseException as e:
-            self.channel.send({"op": "unlock"})
+            self.channel.send(Signal(Op.UNLOCK).to_header())
             raise Failure("timing", e) from e
         t = self.stage("timing", t)
         del inputs

@@ -7,7 +7,9 @@
 * `hidden_work`: the cross-check of DESIGN.md's timing method. Per call, CUDA events on the current
   stream bracket ``forward``; a wall clock around the whole batch ends with a device-wide
   synchronisation. Work on another stream or a thread does not sit between the events but does
-  delay the synchronisation, so wall time far above the summed event times is hack 7.
+  delay the synchronisation. Only measured here: the verdict decides whether wall time far above
+  the event times is hack 7 (`drkernel.gym.verdict.plausibility.missed_work`), since anything the
+  candidate decides about itself is a claim.
 """
 
 from __future__ import annotations
@@ -18,10 +20,6 @@ from typing import Any, Callable, Sequence
 import torch
 
 from drkernel.gym.result import KernelStat
-
-HIDDEN_RATIO = 1.5
-"""Wall time above this multiple of the summed event times (plus `HIDDEN_SLACK_MS` per call) is hack 7."""
-HIDDEN_SLACK_MS = 0.05
 
 
 def output_bytes(out: Any) -> int:
@@ -87,6 +85,3 @@ def hidden_work(fn: Callable[..., Any], args: Sequence[Any], calls: int = 20) ->
     events = sum(s.elapsed_time(e) for s, e in zip(starts, ends)) / calls
     return {"event_ms": events, "wall_ms": wall}
 
-
-def is_hidden(measure: dict[str, float]) -> bool:
-    return measure["wall_ms"] > HIDDEN_RATIO * measure["event_ms"] + HIDDEN_SLACK_MS

@@ -26,6 +26,8 @@ from drkernel.gym.verdict.coverage import base_name
 from drkernel.gym.harness import vmm
 from drkernel.gym.harness.vmm import VmmError
 from drkernel.gym.ipc import Channel, ProtocolViolation, child_channel, close_fds, decode_tree
+from drkernel.gym.messages import (CompareRequest, Error, Op, Prepare, Prepared, Ready, Release, Signal, Timed,
+                                   TimeReference, Verdict, op_of)
 from drkernel.gym.seeds import Distribution, distribution_of
 from drkernel.problems.problem import Problem
 from drkernel.problems.scaling import rewrite_constants, scale_for_cpu, second_size_overrides
@@ -51,8 +53,7 @@ class Judge:
             name, total = props.name, int(props.total_memory)
         else:
             name, total = "cpu (triton interpreter)", 0
-        return {"op": "ready", "pid": os.getpid(), "device": str(self.device), "device_name": name,
-                "total_memory": total, "versions": harness.versions(), "backend_flags": self.flags}
+        return Ready(os.getpid(), str(self.device), name, total, harness.versions(), self.flags).to_header()
 
     def reference(self, code: str) -> Any:
         if code not in self.refs:
@@ -74,32 +75,31 @@ class Judge:
 
     # -- requests -----------------------------------------------------------------------------
 
-    def prepare(self, h: dict[str, Any]) -> dict[str, Any]:
-        problem = Problem.from_dict(h["problem"])
-        if self.device.type == "cpu" and h["cpu_scale"]:
-            problem = scale_for_cpu(problem, int(h["budget"]))
+    def prepare(self, h: Prepare) -> Prepared:
+        problem = Problem.from_dict(h.problem)
+        if self.device.type == "cpu" and h.cpu_scale:
+            problem = scale_for_cpu(problem, h.budget)
         code = problem.code
         self.reference(code)
         second_code = None
-        if h["second_size"]:
+        if h.second_size:
             overrides = second_size_overrides(code)
             if overrides:
                 candidate_code = rewrite_constants(code, overrides)
                 try:  # keep the second size only where the reference runs there
-                    self.run_reference(candidate_code, int(h["seed"]), int(h["seed"]))
+                    self.run_reference(candidate_code, h.seed, h.seed)
                     second_code = candidate_code
                 except Exception:
                     second_code = None
-        inputs = harness.draw_inputs(self.reference(code), int(h["seed"]), torch.device("meta"))
-        profile = self.op_profile(code, int(h["seed"]))
+        inputs = harness.draw_inputs(self.reference(code), h.seed, torch.device("meta"))
+        profile = self.op_profile(code, h.seed)
         if len(self.no_tf32) > 4096:
             self.no_tf32.clear()
         for c in filter(None, (code, second_code)):  # unknown (None) keeps the slack
             self.no_tf32[c] = profile is not None and not any(base_name(op) in TF32_OPS for op in profile.ops)
-        return {"op": "prepared", "code": code, "second_code": second_code,
-                "input_bytes": harness.tensor_bytes(inputs),
-                "op_profile": profile.to_dict() if profile is not None else None,
-                "roofline_ms": profile.cost * 1e3 if profile is not None else None}
+        return Prepared(code, second_code, harness.tensor_bytes(inputs),
+                        profile.to_dict() if profile is not None else None,
+                        profile.cost * 1e3 if profile is not None else None)
 
     def op_profile(self, code: str, seed: int) -> OpProfile | None:
         """The reference's aten ops with roofline costs (the denominator of op coverage)."""
@@ -119,33 +119,33 @@ class Judge:
             torch.cuda.synchronize(self.device)
         return out, args
 
-    def slack(self, h: dict[str, Any], ref_out: Any) -> list[float] | None:
+    def slack(self, h: CompareRequest, ref_out: Any) -> list[float] | None:
         """TF32 slack (`drkernel.gym.judge.compare`) on a scaled or shifted trial of a profile that allows
         TF32: the reference run again with TF32 on, against itself. None elsewhere (CPU, plain trials)."""
-        if self.device.type != "cuda" or str(h["profile"]) != "kernelgym" or h.get("trial") == "timing":
+        if self.device.type != "cuda" or h.profile != "kernelgym" or h.trial == "timing":
             return None
-        if distribution_of(int(h["seed"])) is Distribution.PLAIN or self.no_tf32.get(str(h["code"])):
+        if distribution_of(h.seed) is Distribution.PLAIN or self.no_tf32.get(h.code):
             return None
         flags = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
         try:
-            ref_tf32, _ = self.run_reference(h["code"], int(h["seed"]), int(h["weight_seed"]))
+            ref_tf32, _ = self.run_reference(h.code, h.seed, h.weight_seed)
         finally:
             torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = flags
         slack = tf32_slack(ref_out, ref_tf32)
         del ref_tf32
         return slack
 
-    def compare(self, h: dict[str, Any], blob: bytes, fds: list[int]) -> dict[str, Any]:
-        job, trial = str(h["job"]), h["trial"]  # a trial's index, or "timing" for the timed calls' inputs
+    def compare(self, h: CompareRequest, blob: bytes, fds: list[int]) -> Verdict:
+        job, trial = h.job, h.trial  # a trial's index, or "timing" for the timed calls' inputs
         cur = self.current.get(job)
         if cur is None or cur[0] != trial:
             self.current.pop(job, None)
-            out, post = self.run_reference(h["code"], int(h["seed"]), int(h["weight_seed"]))
+            out, post = self.run_reference(h.code, h.seed, h.weight_seed)
             self.current[job] = cur = (trial, out, post)
-        tree = h["tree"]
+        tree = h.tree
         post_tree = None
-        if not h.get("tag"):
+        if not h.tag:
             if not (isinstance(tree, dict) and tree.get("k") == "tuple" and len(tree.get("items") or ()) == 2):
                 raise ProtocolViolation("outputs message is not (outputs, inputs)")
             tree, post_tree = tree["items"]
@@ -155,33 +155,32 @@ class Judge:
             with self.staging(h, fds) as staging:
                 return self.compare_parts(h, tree, post_tree, blob, staging, cur[1], cur[2])
         except VmmError as e:
-            return {"op": "verdict", "passed": False, "retry_host": True,
-                    "message": f"the staging buffer could not be mapped: {e}"}
+            return Verdict(False, f"the staging buffer could not be mapped: {e}", retry_host=True)
 
-    def staging(self, h: dict[str, Any], fds: list[int]) -> ContextManager[Any]:
+    def staging(self, h: CompareRequest, fds: list[int]) -> ContextManager[Any]:
         """The candidate's staging buffer mapped for one message (`drkernel.gym.harness.vmm`), or None."""
         if not fds or self.device.type != "cuda":
             return contextlib.nullcontext()
-        return vmm.imported(fds[0], int(h.get("staging") or 0), self.device)
+        return vmm.imported(fds[0], h.staging or 0, self.device)
 
-    def compare_parts(self, h: dict[str, Any], tree: Any, post_tree: Any, blob: bytes, staging: Any,
-                      ref_out: Any, ref_post: Any) -> dict[str, Any]:
+    def compare_parts(self, h: CompareRequest, tree: Any, post_tree: Any, blob: bytes, staging: Any,
+                      ref_out: Any, ref_post: Any) -> Verdict:
         """One part at a time, each copy dropped before the next: with multi-GB tensors the judge holds
         the reference's outputs and post-run inputs plus a single copied value, not the whole tree."""
         try:
             cand_out = decode_tree(tree, blob, self.device, staging)
         except (ProtocolViolation, KeyError, TypeError, ValueError, RuntimeError) as e:
-            return {"op": "verdict", "passed": False, "message": f"the solution's outputs could not be read: {e}"}
-        c = compare_outputs(cand_out, ref_out, str(h["profile"]), self.slack(h, ref_out))
+            return Verdict(False, f"the solution's outputs could not be read: {e}")
+        c = compare_outputs(cand_out, ref_out, h.profile, self.slack(h, ref_out))
         del cand_out
-        reply = {"op": "verdict", **c.to_dict()}
+        changed = None
         if post_tree is not None:
             try:
-                reply["inputs_changed"] = self.inputs_changed(post_tree["items"], blob, list(ref_post), staging)
+                changed = tuple(self.inputs_changed(post_tree["items"], blob, list(ref_post), staging))
             except (ProtocolViolation, KeyError, TypeError, ValueError, RuntimeError) as e:
-                return {"op": "verdict", "passed": False,
-                        "message": f"the solution's post-run inputs could not be read: {e}"}
-        return reply
+                return Verdict(False, f"the solution's post-run inputs could not be read: {e}")
+        return Verdict(bool(c.passed), str(c.message), *(None if x is None else float(x) for x in
+                                                        (c.max_abs_err, c.max_rel_err, c.atol, c.rtol)), changed)
 
     def inputs_changed(self, nodes: list[Any], blob: bytes, ref_post: list[Any], staging: Any) -> list[str]:
         """`compare.inputs_changed`, copying one post-run input at a time."""
@@ -197,33 +196,36 @@ class Judge:
             del value
         return changed
 
-    def time_reference(self, h: dict[str, Any]) -> dict[str, Any]:
+    def time_reference(self, h: TimeReference) -> Timed:
         from drkernel.gym.harness.timing import L2Flusher, time_cuda, timing_options
 
         if self.device.type != "cuda":
             raise RuntimeError("reference timing needs a CUDA device")
-        model = self.model(h["code"], int(h["weight_seed"]))
-        if h["reference"] == "compile":
+        o = h.options
+        model = self.model(h.code, h.weight_seed)
+        if o["reference"] == "compile":
             model = torch.compile(model)
-        args = harness.draw_inputs(self.reference(h["code"]), int(h["seed"]), self.device)
+        args = harness.draw_inputs(self.reference(h.code), h.seed, self.device)
         if self.flusher is None:
             self.flusher = L2Flusher(self.device)
-        stats = time_cuda(model, args, warmup=int(h["warmup_calls"]), calls=int(h["timed_calls"]),
-                          l2_flush=bool(h["l2_flush"]), device=self.device, flusher=self.flusher,
-                          **timing_options(h))
-        return {"op": "timed", "stats": stats}
+        stats = time_cuda(model, args, warmup=int(o["warmup_calls"]), calls=int(o["timed_calls"]),
+                          l2_flush=bool(o["l2_flush"]), device=self.device, flusher=self.flusher,
+                          **timing_options(o))
+        return Timed(stats)
 
-    def handle(self, op: str, h: dict[str, Any], blob: bytes, fds: list[int]) -> dict[str, Any]:
-        if op == "prepare":
-            return self.prepare(h)
-        if op == "compare":
-            return self.compare(h, blob, fds)
-        if op == "time_reference":
-            return self.time_reference(h)
-        if op == "release":
-            self.current.pop(str(h["job"]), None)
-            return {"op": "released"}
-        raise ValueError(f"unknown request {op!r}")
+    def handle(self, h: dict[str, Any], blob: bytes, fds: list[int]) -> dict[str, Any]:
+        """One request, parsed through its message class (`drkernel.gym.messages`); the reply's header."""
+        op = op_of(h)
+        if op is Op.PREPARE:
+            return self.prepare(Prepare.from_header(h)).to_header()
+        if op is Op.COMPARE:
+            return self.compare(CompareRequest.from_header(h), blob, fds).to_header()
+        if op is Op.TIME_REFERENCE:
+            return self.time_reference(TimeReference.from_header(h)).to_header()
+        if op is Op.RELEASE:
+            self.current.pop(Release.from_header(h).job, None)
+            return Signal(Op.RELEASED).to_header()
+        raise ValueError(f"unknown request {op.value!r}")
 
     def return_cached_memory(self) -> None:
         """Give the allocator's cached blocks back to the device after a request that left more than
@@ -238,14 +240,14 @@ class Judge:
         self.channel.send(self.hello())
         while True:
             msg = self.channel.recv(max_fds=1)  # a compare carries the candidate's staging buffer
-            if msg.op == "shutdown":
+            if msg.op == Op.SHUTDOWN:
                 return
             t = time.perf_counter()
             try:
-                reply = self.handle(msg.op, msg.header, msg.blob, msg.fds)
+                reply = self.handle(msg.header, msg.blob, msg.fds)
             except Exception as e:
-                reply = {"op": "error", "type": type(e).__name__, "message": str(e)[:4000],
-                         "traceback": "".join(traceback.format_exception(e))[-8000:]}
+                reply = Error("judge", type(e).__name__, str(e)[:4000],
+                              "".join(traceback.format_exception(e))[-8000:]).to_header()
             finally:
                 close_fds(msg.fds)
                 self.return_cached_memory()

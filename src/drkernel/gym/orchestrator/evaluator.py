@@ -24,6 +24,7 @@ from drkernel.errors import InfrastructureError
 from drkernel.gym.checks import CheckRegistry, default_checks
 from drkernel.gym.verdict.classify import classify_error, classify_exit, trim_tail
 from drkernel.gym.config import EvalConfig, EvalRequest
+from drkernel.gym.messages import Job, Prepared, TimeReference, Timed
 from drkernel.gym.orchestrator.refcache import TIMING_FIELDS, ReferenceTimingCache, reference_key
 from drkernel.gym.result import EvalResult, Hack, KernelStat, Status, TimingStats, TrialResult
 from drkernel.gym.orchestrator.runtime import DeviceRuntime, JudgeLost
@@ -219,7 +220,7 @@ class InProcessEvaluator:
                         "out_bytes": out.out_bytes, "timing_plan": job["timing_plan"] if job["timing"] else None,
                         "roofline_ms": job["roofline_ms"],
                         "lock_wait_s": out.lock_wait_s,
-                        "op_profile": prepared.get("op_profile")}
+                        "op_profile": prepared.op_profile}
         if out.ipc_fallback:
             result.warnings.append(f"outputs were copied through the host: {out.ipc_fallback}")
         candidate_report = dict((out.done or {}).get("reports") or {})
@@ -248,21 +249,21 @@ class InProcessEvaluator:
             blocked = blocked or (bool(found) and check.blocking)
         return blocked
 
-    def _job(self, request: EvalRequest, prepared: dict[str, Any], rt: DeviceRuntime) -> dict[str, Any]:
+    def _job(self, request: EvalRequest, prepared: Prepared, rt: DeviceRuntime) -> dict[str, Any]:
         cfg = request.config
-        plan = plan_seeds(cfg.seed, cfg.trials, bool(prepared.get("second_code")))
-        trials = [{"seed": plan.trials[k], "code": prepared["code"], "size": "primary"} for k in range(cfg.trials)]
-        if prepared.get("second_code"):
-            trials.append({"seed": plan.trials[-1], "code": prepared["second_code"], "size": "second"})
+        plan = plan_seeds(cfg.seed, cfg.trials, bool(prepared.second_code))
+        trials = [{"seed": plan.trials[k], "code": prepared.code, "size": "primary"} for k in range(cfg.trials)]
+        if prepared.second_code:
+            trials.append({"seed": plan.trials[-1], "code": prepared.second_code, "size": "second"})
         total = int(rt.hello.get("total_memory") or 0)
         budget = int(total * GPU_INPUT_FRACTION) if rt.is_cuda else CPU_INPUT_BUDGET
         digest = hashlib.sha256(request.solution.encode()).hexdigest()[:12]
-        return {"op": "job", "solution": request.solution, "solution_name": f"solution_{digest}.py",
+        return Job({"solution": request.solution, "solution_name": f"solution_{digest}.py",
                 "trials": trials, "weight_seed": plan.weight, "config": cfg.to_dict(),
                 "hooks": list(self.checks.candidate_hooks), "timing": bool(cfg.timing and rt.is_cuda),
                 "timing_seed": plan.timing, "input_budget_bytes": budget, "integrity": plan.to_job(),
                 "reference_seed": plan.reference,
-                "timing_plan": timing_plan(cfg), "roofline_ms": prepared.get("roofline_ms")}
+                "timing_plan": timing_plan(cfg), "roofline_ms": prepared.roofline_ms}).to_header()
 
     def _status(self, result: EvalResult, out: SessionOutcome, job: dict[str, Any], source: str,
                 cpu_mode: bool) -> None:
@@ -337,9 +338,8 @@ class InProcessEvaluator:
             with rt.rw.exclusive():
                 stages["reference_lock_wait"] = time.monotonic() - t
                 # the judge gets exactly the fields that key the cache, so the two cannot drift apart
-                stats = rt.judge_call({"op": "time_reference", "code": code, "weight_seed": seed,
-                                       "seed": seed,
-                                       **{k: getattr(cfg, k) for k in TIMING_FIELDS}})["stats"]
+                stats = Timed.from_header(rt.judge_call(
+                    TimeReference(code, seed, seed, {k: getattr(cfg, k) for k in TIMING_FIELDS}).to_header())).stats
             stages["reference_timing"] = time.monotonic() - t
             self.ref_cache.put(key, stats)
         result.ref_timing = TimingStats(**stats)

@@ -23,6 +23,7 @@ from typing import Any, Callable, ContextManager
 
 from drkernel.errors import InfrastructureError
 from drkernel.gym.ipc import Channel, ChannelClosed, ChannelTimeout, Message, channel_pair
+from drkernel.gym.messages import Op, Signal
 from drkernel.gym.orchestrator.sandbox import CANDIDATE_LIMITS, Limits, Runner, Spawn
 from drkernel.gym.orchestrator.sandbox import child_env as sandbox_env
 
@@ -74,14 +75,14 @@ class Child:
         deadline = time.monotonic() + timeout_s
         try:
             msg = self.channel.recv(deadline)
-            if msg.op == "init":
+            if msg.op == Op.INIT:
                 with gate() if gate is not None else contextlib.nullcontext():
-                    self.channel.send({"op": "go"})
+                    self.channel.send(Signal(Op.GO).to_header())
                     msg = self.channel.recv(deadline)
         except (ChannelClosed, ChannelTimeout) as e:
             self.kill()
             raise InfrastructureError(f"child {self.proc.args[-1]} did not start: {e}\n{self.log_tail()}") from e
-        if msg.op != "ready":
+        if msg.op != Op.READY:
             self.kill()
             raise InfrastructureError(f"child sent {msg.op!r} instead of ready")
         self.hello = msg.header

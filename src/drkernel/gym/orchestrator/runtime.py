@@ -15,6 +15,7 @@ from typing import Any, Iterator
 
 from drkernel.errors import InfrastructureError, JudgeError
 from drkernel.gym.ipc import ChannelClosed, ChannelTimeout, ProtocolViolation
+from drkernel.gym.messages import Error, Op, Prepare, Prepared, Signal
 from drkernel.gym.orchestrator.pool import Child, WarmPool
 from drkernel.gym.orchestrator.zygote import Zygote
 from drkernel.gym.seeds import public_seed
@@ -98,7 +99,7 @@ class DeviceRuntime:
         self.judge: Child | None = None
         self._judge_lock = threading.Lock()
         self._count_lock = threading.Lock()
-        self._prepared: dict[tuple, dict[str, Any]] = {}
+        self._prepared: dict[tuple, Prepared] = {}
         self._ready = threading.Event()
         self._error: BaseException | None = None
         threading.Thread(target=self._start, name=f"runtime-{device}", daemon=True).start()
@@ -178,9 +179,9 @@ class DeviceRuntime:
                 tail = self.judge.log_tail(4000)
                 self._restart_judge()
                 raise JudgeLost(f"judge lost during {header.get('op')!r}: {e}\n{tail}") from e
-        if reply.get("op") == "error":
-            raise JudgeError(f"judge failed on {header.get('op')!r}: {reply.get('type')}: {reply.get('message')}\n"
-                             f"{reply.get('traceback', '')}")
+        if reply.get("op") == Op.ERROR:
+            e = Error.from_header(reply)
+            raise JudgeError(f"judge failed on {header.get('op')!r}: {e.type}: {e.message}\n{e.traceback}")
         return reply
 
     def _restart_judge(self) -> None:
@@ -190,15 +191,14 @@ class DeviceRuntime:
         self.judge = Child("drkernel.gym.judge", self.device, self.env, self.runner, JUDGE_LIMITS)
         self.judge.wait_ready()
 
-    def prepare(self, problem: Any, config: Any) -> dict[str, Any]:
+    def prepare(self, problem: Any, config: Any) -> Prepared:
         """Scaled code, second-size code and input bytes of a problem (cached)."""
         key = (problem.code_hash, config.cpu_scale, config.cpu_element_budget, config.second_size, public_seed(config.seed))
         if key not in self._prepared:
             with self.rw.shared():  # the judge runs the reference here: never inside a timed region
-                self._prepared[key] = self.judge_call({
-                    "op": "prepare", "problem": problem.to_dict(), "cpu_scale": config.cpu_scale,
-                    "budget": config.cpu_element_budget, "second_size": config.second_size,
-                    "seed": public_seed(config.seed)})
+                self._prepared[key] = Prepared.from_header(self.judge_call(Prepare(
+                    problem.to_dict(), config.cpu_scale, config.cpu_element_budget, config.second_size,
+                    public_seed(config.seed)).to_header()))
         return self._prepared[key]
 
     def info(self) -> dict[str, Any]:
@@ -217,7 +217,7 @@ class DeviceRuntime:
         if self.judge is not None:
             with self._judge_lock:
                 try:
-                    self.judge.send({"op": "shutdown"})
+                    self.judge.send(Signal(Op.SHUTDOWN).to_header())
                 except ChannelClosed:
                     pass
                 self.judge.discard()

@@ -10,21 +10,13 @@ once, one report per hook, the timed region only after them, ``done`` last), and
 is a protocol violation (a crash, never valid); the final report's claims are cross-checked
 against the source (`forged_claims`).
 
-The candidate's side of the sequence (orchestrator replies in brackets)::
-
-    solution_path
-    (outputs trial=i [verdict])*            i = 0, 1, ... in order; stops at the first failure
-    ((compare tag [verdict])* extra hook)*  one ``extra`` per hook of the job
-    lock [locked] timing [continue|remeasure] (timing_sync)? | unlock      GPU timing only
-    (compare trial=timing tag [verdict])*   sampled timed calls
-    done                                    (``error`` may come at any point; then only ``done``)
+The messages and their sequence (the candidate's side included) are in `drkernel.gym.messages`.
 """
 
 from __future__ import annotations
 
 import ast
 import enum
-import math
 import os
 import threading
 import time
@@ -32,6 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from drkernel.gym.ipc import ChannelClosed, ChannelTimeout, ProtocolViolation, close_fds
+from drkernel.gym.messages import (Compare, CompareRequest, Done, Error, Extra, Message, Op, Outputs, Release,
+                                   Signal, SolutionPath, Timing, Verdict, parse_candidate)
 from drkernel.gym.orchestrator.memory import RssWatch
 from drkernel.gym.verdict.plausibility import suspicious, tree_bytes
 from drkernel.gym.orchestrator.runtime import DeviceRuntime
@@ -76,7 +70,7 @@ class Phase(enum.Enum):
 
 
 class ProtocolOrder:
-    """The candidate's message order (module docstring); `check` raises `ProtocolViolation` on any
+    """The candidate's message order (`drkernel.gym.messages`); `check` raises `ProtocolViolation` on any
     message out of it. What the candidate could forge in order is caught by `forged_claims` and
     by the verdict checks, which read only the judge's comparisons."""
 
@@ -87,36 +81,37 @@ class ProtocolOrder:
         self.extras_seen = 0
         self.tags: set[str] = set()
 
-    def check(self, op: str, h: dict[str, Any]) -> None:
+    def check(self, op: Op, trial: Any = None) -> None:
+        """``trial``: of an ``outputs`` or ``compare`` message."""
         p = self.phase
-        if op == "error":
+        if op is Op.ERROR:
             self.phase = Phase.ENDED
-        elif op == "done":
+        elif op is Op.DONE:
             finished = p is Phase.ENDED or p is Phase.SAMPLES or (p is Phase.TIMING and not self.timing)
             if not finished:
                 raise ProtocolViolation(f"done out of order (during {p.value}: {self.next_trial} of "
                                         f"{self.trials} trials, {self.extras_seen} of {self.hooks} hook reports)")
         elif p is Phase.ENDED:
-            raise ProtocolViolation(f"{op!r} after the run ended (an error or a failed trial)")
-        elif op == "solution_path":
-            self._expect(p is Phase.START, op)
+            raise ProtocolViolation(f"{op.value!r} after the run ended (an error or a failed trial)")
+        elif op is Op.SOLUTION_PATH:
+            self._expect(p is Phase.START, op.value)
             self.phase = Phase.TRIALS
-        elif op == "outputs":
-            self._expect(p is Phase.TRIALS, op)
-            if h.get("trial") != self.next_trial:
-                raise ProtocolViolation(f"outputs of trial {h.get('trial')!r} when trial {self.next_trial} was due")
-        elif op == "compare":
-            timed = h.get("trial") == "timing"
-            self._expect(p is (Phase.SAMPLES if timed else Phase.EXTRAS), f"{op} of trial {h.get('trial')!r}")
-        elif op == "extra":
-            self._expect(p is Phase.EXTRAS, op)
+        elif op is Op.OUTPUTS:
+            self._expect(p is Phase.TRIALS, op.value)
+            if trial != self.next_trial:
+                raise ProtocolViolation(f"outputs of trial {trial!r} when trial {self.next_trial} was due")
+        elif op is Op.COMPARE:
+            timed = trial == "timing"
+            self._expect(p is (Phase.SAMPLES if timed else Phase.EXTRAS), f"{op.value} of trial {trial!r}")
+        elif op is Op.EXTRA:
+            self._expect(p is Phase.EXTRAS, op.value)
             self.extras_seen += 1
             if self.extras_seen == self.hooks:
                 self.phase = Phase.TIMING
-        elif op == "lock":
-            self._expect(p is Phase.TIMING and self.timing, op)
-        elif op not in ("timing", "timing_sync", "unlock"):  # those: checked against the device hold
-            raise ProtocolViolation(f"unknown message {op!r}")
+        elif op is Op.LOCK:
+            self._expect(p is Phase.TIMING and self.timing, op.value)
+        elif op not in (Op.TIMING, Op.TIMING_SYNC, Op.UNLOCK):  # those: checked against the device hold
+            raise ProtocolViolation(f"unknown message {op.value!r}")
 
     def _expect(self, ok: bool, what: str) -> None:
         if not ok:
@@ -176,6 +171,7 @@ class CandidateSession:
         self.hold: str | None = None
         self.order = ProtocolOrder(len(job["trials"]), len(job.get("hooks") or ()), bool(job.get("timing")))
         self.child: Any = None
+        self.lock_t = 0.0  # when the exclusive region was granted
         self.cancelled = False
         self._cancel_lock = threading.Lock()
 
@@ -206,7 +202,7 @@ class CandidateSession:
             try:
                 self._finish(child)
                 self.out.exit_s = time.monotonic() - t
-                self.rt.judge_call({"op": "release", "job": self.job_id})
+                self.rt.judge_call(Release(self.job_id).to_header())
             finally:
                 self._release()
             self.out.release_s = time.monotonic() - t - self.out.exit_s
@@ -222,52 +218,23 @@ class CandidateSession:
 
     def _converse(self, child: Any, started: float) -> None:
         deadline = started + self.timeout_s
-        lock_t = started
+        self.lock_t = started
         try:
             child.send(self.job)
             while True:
-                msg = child.recv(deadline, max_fds=1)  # outputs travel in the candidate's staging buffer
-                h, op = msg.header, msg.op
+                raw = child.recv(deadline, max_fds=1)  # outputs travel in the candidate's staging buffer
                 try:
-                    self.order.check(op, h)
-                    if op in ("outputs", "compare"):
-                        self._relay(child, msg)
+                    msg = parse_candidate(raw.header)
+                    self.order.check(msg.op, getattr(msg, "trial", None))
+                    if isinstance(msg, (Outputs, Compare)):
+                        self._relay(child, msg, raw.blob, raw.fds)
                         continue
-                    if msg.fds:
-                        raise ProtocolViolation(f"a descriptor sent with {op!r}")
+                    if raw.fds:
+                        raise ProtocolViolation(f"a descriptor sent with {msg.op.value!r}")
                 finally:
-                    close_fds(msg.fds)  # relayed (the judge got its own copy) or refused
-                if op == "lock":
-                    wait = self._switch("exclusive")
-                    deadline += wait
-                    self.out.lock_wait_s += wait
-                    lock_t = time.monotonic()
-                    child.send({"op": "locked"})
-                elif op in ("timing", "timing_sync", "unlock"):
-                    if self.hold != "exclusive":
-                        raise ProtocolViolation(f"{op} outside the timed region")
-                    if op == "timing":
-                        self.out.sol_wall_s = time.monotonic() - lock_t
-                        self.out.sol_timing = _stats(h.get("stats"))
-                        if self._suspicious():
-                            child.send({"op": "remeasure"})
-                            continue
-                        child.send({"op": "continue"})
-                    elif op == "timing_sync":
-                        self.out.sol_timing_sync = _stats(h.get("stats"))
-                    deadline += self._switch("shared")
-                    self.order.timed_region_over()
-                elif op == "extra":
-                    self.out.hook_extra[str(h.get("hook", ""))[:100]] = h.get("result")
-                elif op == "solution_path":
-                    self.out.solution_path = str(h.get("path", ""))[:4096]
-                elif op == "error":
-                    self.out.error = {k: str(h.get(k, ""))[:20000] for k in ("stage", "type", "message", "traceback")}
-                elif op == "done":
-                    forged = forged_claims(str(self.job.get("solution", "")), h)
-                    if forged:
-                        raise ProtocolViolation(f"forged report: {forged}")
-                    self.out.done = h
+                    close_fds(raw.fds)  # relayed (the judge got its own copy) or refused
+                deadline = self._handle(child, msg, deadline)
+                if isinstance(msg, Done):
                     return
         except ChannelTimeout:
             self.out.timed_out = True
@@ -276,24 +243,59 @@ class CandidateSession:
         except ProtocolViolation as e:
             self.out.violation = str(e)
 
-    def _relay(self, child: Any, msg: Any) -> None:
+    def _handle(self, child: Any, msg: Message, deadline: float) -> float:
+        """One message other than an export; returns the deadline (extended by waits for the device)."""
+        if msg.op is Op.LOCK:
+            wait = self._switch("exclusive")
+            self.out.lock_wait_s += wait
+            self.lock_t = time.monotonic()
+            child.send(Signal(Op.LOCKED).to_header())
+            return deadline + wait
+        if msg.op in (Op.TIMING, Op.TIMING_SYNC, Op.UNLOCK):
+            if self.hold != "exclusive":
+                raise ProtocolViolation(f"{msg.op.value} outside the timed region")
+            if isinstance(msg, Timing) and msg.op is Op.TIMING:
+                self.out.sol_wall_s = time.monotonic() - self.lock_t
+                self.out.sol_timing = msg.claimed()
+                if self._suspicious():
+                    child.send(Signal(Op.REMEASURE).to_header())
+                    return deadline
+                child.send(Signal(Op.CONTINUE).to_header())
+            elif isinstance(msg, Timing):
+                self.out.sol_timing_sync = msg.claimed()
+            deadline += self._switch("shared")
+            self.order.timed_region_over()
+        elif isinstance(msg, Extra):
+            self.out.hook_extra[msg.hook] = msg.result
+        elif isinstance(msg, SolutionPath):
+            self.out.solution_path = msg.path
+        elif isinstance(msg, Error):
+            self.out.error = msg.as_dict()
+        elif isinstance(msg, Done):
+            done = msg.to_header()
+            forged = forged_claims(str(self.job.get("solution", "")), done)
+            if forged:
+                raise ProtocolViolation(f"forged report: {forged}")
+            self.out.done = done
+        return deadline
+
+    def _relay(self, child: Any, msg: Outputs | Compare, blob: bytes, fds: list[int]) -> None:
         """An export (a trial's outputs, or a hook's tagged outputs) to the judge; its verdict back."""
-        h = msg.header
-        tag = (str(h.get("tag", ""))[:200] or "extra") if msg.op == "compare" else None
-        verdict = self._compare(h, msg.blob, tag, msg.fds)
-        if verdict.get("retry_host"):  # the judge could not map the staging buffer
-            self.out.ipc_fallback = str(verdict.get("message", ""))
-            child.send({"op": "retry_host"})
+        tag = msg.tag if isinstance(msg, Compare) else None
+        verdict = self._compare(msg, blob, tag, fds)
+        if verdict.retry_host:  # the judge could not map the staging buffer
+            self.out.ipc_fallback = verdict.message
+            child.send(Signal(Op.RETRY_HOST).to_header())
         elif tag is None:
-            self.order.judged(None, bool(verdict["passed"]))
+            self.order.judged(None, verdict.passed)
             if not self.out.trials:
-                self.out.out_bytes = _output_bytes(h.get("tree"))
-            self.out.trials.append(verdict)
-            child.send({"op": "verdict", "passed": bool(verdict["passed"])})
+                self.out.out_bytes = _output_bytes(msg.tree)
+            self.out.trials.append(verdict.record(msg.trial))
+            child.send(Verdict(verdict.passed).to_header())
         else:
-            self.order.judged(tag, bool(verdict.get("passed")))
-            self.out.extra[tag] = verdict
-            child.send(verdict)
+            self.order.judged(tag, verdict.passed)
+            self.out.extra[tag] = verdict.record(msg.trial)
+            child.send(verdict.to_header())
 
     def _suspicious(self) -> bool:
         """Is the claimed solution time below a plausibility bound (`drkernel.gym.verdict.plausibility`)?"""
@@ -302,8 +304,8 @@ class CandidateSession:
         return suspicious(self.out.sol_timing["median_ms"], self.out.out_bytes, self.rt.device_name,
                           self.job.get("roofline_ms"))
 
-    def _compare(self, h: dict[str, Any], blob: bytes, tag: str | None, fds: list[int]) -> dict[str, Any]:
-        trial = h.get("trial")
+    def _compare(self, msg: Outputs | Compare, blob: bytes, tag: str | None, fds: list[int]) -> Verdict:
+        trial = msg.trial
         trials = self.job["trials"]
         if trial == "timing" and tag is not None:  # a sampled timed call: the timing inputs' seed
             spec = {"code": trials[0]["code"], "seed": self.job["timing_seed"]}
@@ -311,13 +313,9 @@ class CandidateSession:
             raise ProtocolViolation(f"trial index {trial!r}")
         else:
             spec = trials[trial]
-        verdict = self.rt.judge_call({"op": "compare", "job": self.job_id, "trial": trial, "code": spec["code"],
-                                      "seed": spec["seed"], "weight_seed": self.weight_seed,
-                                      "profile": self.profile, "tree": h.get("tree"), "tag": tag,
-                                      "staging": h.get("staging") if fds else None}, blob, fds=fds[:1])
-        verdict.pop("op", None)
-        verdict["trial"] = trial
-        return verdict
+        request = CompareRequest(self.job_id, trial, spec["code"], spec["seed"], self.weight_seed, self.profile,
+                                 msg.tree, tag, msg.staging if fds else None)
+        return Verdict.from_header(self.rt.judge_call(request.to_header(), blob, fds=fds[:1]))
 
     def _acquire(self, mode: str) -> float:
         t = time.monotonic()
@@ -351,18 +349,3 @@ def _output_bytes(tree: Any) -> int:
     items = tree.get("items") if isinstance(tree, dict) else None
     return tree_bytes(items[0]) if isinstance(items, list) and items else 0
 
-
-def _stats(d: Any) -> dict[str, Any] | None:
-    """Claimed timing stats, checked to be finite non-negative numbers."""
-    if not isinstance(d, dict):
-        return None
-    try:
-        out = {k: float(d[k]) for k in ("median_ms", "iqr_ms", "cv", "mean_ms", "min_ms")}
-        out["n"] = int(d["n"])
-        for k in ("wall_ms_per_call", "rse", "head_start_ms", "host_ms", "uncovered"):
-            out[k] = None if d.get(k) is None else float(d[k])
-    except (KeyError, TypeError, ValueError):
-        return None
-    if not all(math.isfinite(v) and v >= 0 for k, v in out.items() if isinstance(v, float)):
-        return None
-    return out

@@ -22,6 +22,7 @@ it shows a hack: a solution gains nothing by inventing its own hacks.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping
 
 from drkernel.gym.checks import CheckRegistry
@@ -149,6 +150,7 @@ class IntegrityVerdict:
                                       f"(floor {config.coverage_floor:.0%})"))
         hacks += self.strict(request, report, static)
         hacks += host_scalars(report)
+        hacks += hidden_work_hacks(report)
         return dedupe(hacks)
 
     def annotate(self, result: EvalResult, request: Any, candidate_report: Mapping[str, Any],
@@ -195,6 +197,21 @@ def host_scalars(report: Mapping[str, Any]) -> list[Hack]:
     if copied > HOST_SCALARS_PER_CALL:
         hacks.append(make_hack(14, f"one forward copied {copied} tensor elements from the device to the host"))
     return hacks
+
+
+def hidden_work_hacks(report: Mapping[str, Any]) -> list[Hack]:
+    """The integrity hook's events-vs-wall measurement (``gpu``: ``event_ms`` and ``wall_ms`` per call,
+    `drkernel.gym.candidate.profiling.hidden_work`) judged here with `missed_work` (hack 7): the
+    candidate only reports the two numbers. Numbers that are missing or not finite judge nothing."""
+    gpu = report.get("gpu") if isinstance(report.get("gpu"), Mapping) else {}
+    try:
+        event_ms, wall_ms = float(gpu["event_ms"]), float(gpu["wall_ms"])
+    except (KeyError, TypeError, ValueError):
+        return []
+    if not (math.isfinite(event_ms) and math.isfinite(wall_ms)) or not missed_work(event_ms, wall_ms):
+        return []
+    return [make_hack(7, f"synchronised wall time {wall_ms:.3f} ms per call against {event_ms:.3f} ms between "
+                         f"the stream's events")]
 
 
 def annotate(result: EvalResult, request: Any, candidate_report: Mapping[str, Any],

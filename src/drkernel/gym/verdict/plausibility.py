@@ -9,7 +9,7 @@ A solution timed below ``FLOOR_MARGIN x floor_ms`` or ``ROOFLINE_MARGIN x roofli
 *suspicious*: the orchestrator has the candidate re-measure it, still inside the exclusive region,
 with a device-wide synchronisation around every call (`drkernel.gym.harness.timing.time_synchronized`).
 The verdict (hack 7) comes from the re-measurement: below the output floor even then, or far
-slower than the events said. Fusing many memory-bound ops can legitimately beat the sum of their
+slower than the events said (`missed_work`). Fusing many memory-bound ops can legitimately beat the sum of their
 rooflines, so the roofline bound only asks for a re-measurement, never flags by itself.
 """
 
@@ -27,10 +27,17 @@ FLOOR_MARGIN = 0.5
 far above it)."""
 ROOFLINE_MARGIN = 0.1
 """Below this fraction of the reference's roofline time a time is re-measured."""
-SYNC_RATIO = 1.5
-SYNC_SLACK_MS = 0.1
-"""A re-measured time above ``SYNC_RATIO x event time + SYNC_SLACK_MS`` means the events missed work
-(the slack covers launch latency and the synchronisation itself)."""
+WALL_RATIO = 1.5
+WALL_SLACK_MS = 0.1
+"""The one events-vs-wall bound (`missed_work`): a wall-clock time per call above ``WALL_RATIO x event
+time + WALL_SLACK_MS`` means the CUDA events on the calling stream missed work (another stream, a
+thread). Used twice, with the same numbers: the timed region's synchronised re-measurement against
+its event median, and the integrity hook's batch (events around each call against the wall time
+of the batch ending in a device-wide synchronisation, `drkernel.gym.candidate.profiling.hidden_work`).
+The ratio leaves room for clock noise; the slack for what a synchronisation and a launch cost on
+the host, which dominates for kernels of a few microseconds. The slack is the larger of the two the
+checks had before they were one (0.1 ms, not 0.05): a false hack 7 costs an honest solution its
+reward, a missed one is still bounded by the output floor and the profiler's stream check."""
 
 
 def bandwidth_for(device_name: str) -> float:
@@ -72,6 +79,8 @@ def suspicious(median_ms: float, out_bytes: int, device_name: str, roofline_ms: 
     return bool(roofline_ms) and median_ms < ROOFLINE_MARGIN * float(roofline_ms)
 
 
-def missed_work(event_ms: float, synchronized_ms: float) -> bool:
-    """The synchronised re-measurement took far longer than the events said."""
-    return synchronized_ms > SYNC_RATIO * event_ms + SYNC_SLACK_MS
+def missed_work(event_ms: float, wall_ms: float) -> bool:
+    """A wall-clock time per call (ending in a device-wide synchronisation) far above what the events on
+    the calling stream measured: work they did not see (hack 7). The bound is `WALL_RATIO` and
+    `WALL_SLACK_MS`; exactly at the bound is not a hack."""
+    return wall_ms > WALL_RATIO * event_ms + WALL_SLACK_MS
