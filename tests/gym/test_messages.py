@@ -11,7 +11,7 @@ import pytest
 from drkernel.gym import Status
 from drkernel.gym.ipc import ProtocolViolation
 from drkernel.gym.messages import (MESSAGES, NAME_CAP, TAG_CAP, TEXT_CAP, Compare, CompareRequest, Done, Error,
-                                   Extra, Job, Op, Outputs, Prepare, Prepared, Ready, Release, Signal, SolutionPath,
+                                   Extra, Fork, Forked, Job, Op, Outputs, Prepare, Prepared, Ready, Release, Signal, SolutionPath,
                                    TimeReference, Timed, Timing, Verdict, op_of, parse, parse_candidate)
 from gym_cases import request
 
@@ -22,7 +22,8 @@ STATS = {"median_ms": 1.0, "iqr_ms": 0.1, "cv": 0.01, "mean_ms": 1.0, "min_ms": 
 EXAMPLES = [
     Signal(Op.INIT), Signal(Op.GO), Signal(Op.LOCK), Signal(Op.LOCKED), Signal(Op.CONTINUE), Signal(Op.REMEASURE),
     Signal(Op.UNLOCK), Signal(Op.RETRY_HOST), Signal(Op.RELEASED), Signal(Op.SHUTDOWN),
-    Ready(17), Ready(3, "cuda:0", "NVIDIA H100", 80 << 30, {"torch": "2.5"}, {"tf32": False}),
+    Signal(Op.SEED), Signal(Op.SEEDED), Fork(2 << 30, 512 << 20), Fork(1 << 20, 1 << 20, seed=True), Forked(12),
+    Ready(17), Ready(3, "cuda:0", "NVIDIA H100", 80 << 30, {"torch": "2.5"}, {"tf32": False}), Ready(2, landlock=7),
     Job({"solution": "class ModelNew: ...", "trials": [{"seed": 1, "code": "x", "size": "primary"}]}),
     SolutionPath("/tmp/solution/solution_ab.py"),
     Outputs(0, TREE), Outputs(2, TREE, staging=4096),

@@ -35,6 +35,14 @@ be answered ``[error]`` instead)::
     release [released]                      a job's cached reference outputs are dropped
     shutdown                                no reply; the judge exits
 
+The orchestrator and the zygote (`drkernel.gym.candidate.zygote`), which never sees a job::
+
+    zygote: ready landlock=ABI
+    fork seed=true [forked]                 once on a GPU: a trusted fork warms the Triton cache,
+    seed [seeded]                           whose files the zygote keeps for every later fork
+    (fork [forked | error])*                three descriptors each; the fork speaks init/go/ready
+    shutdown
+
 Standard library only: the orchestrator imports this module and stays torch-free.
 """
 
@@ -88,6 +96,11 @@ class Op(str, enum.Enum):
     RELEASE = "release"
     RELEASED = "released"
     SHUTDOWN = "shutdown"
+    # orchestrator <-> zygote (`drkernel.gym.candidate.zygote`)
+    FORK = "fork"
+    FORKED = "forked"
+    SEED = "seed"
+    SEEDED = "seeded"
 
 
 def op_of(header: Any) -> Op:
@@ -189,7 +202,7 @@ class Signal(Message):
     """A message that carries nothing but its op."""
 
     OPS = (Op.INIT, Op.GO, Op.LOCK, Op.LOCKED, Op.CONTINUE, Op.REMEASURE, Op.UNLOCK, Op.RETRY_HOST,
-           Op.RELEASED, Op.SHUTDOWN)
+           Op.RELEASED, Op.SHUTDOWN, Op.SEED, Op.SEEDED)
     kind: Op
 
     @property
@@ -216,6 +229,7 @@ class Ready(Message):
     total_memory: int | None = None
     versions: dict[str, Any] | None = None
     backend_flags: dict[str, Any] | None = None
+    landlock: int | None = None  # the zygote: the kernel's Landlock ABI (its forks need >= 2)
 
     def to_header(self) -> dict[str, Any]:
         return {k: v for k, v in super().to_header().items() if v is not None}
@@ -224,7 +238,37 @@ class Ready(Message):
     def _parse(cls, op: Op, h: dict[str, Any]) -> Ready:
         return cls(_get(h, "pid", (int,)), _text(h, "device", NAME_CAP, default=None),
                    _text(h, "device_name", PATH_CAP, default=None), _get(h, "total_memory", (int,), None),
-                   _get(h, "versions", (dict,), None), _get(h, "backend_flags", (dict,), None))
+                   _get(h, "versions", (dict,), None), _get(h, "backend_flags", (dict,), None),
+                   _get(h, "landlock", (int,), None))
+
+
+@_register
+@dataclass(frozen=True)
+class Fork(Message):
+    """Asks the zygote for a candidate; carries three descriptors (its channel, A's status socket,
+    its log). ``seed``: the one trusted fork that warms the Triton cache for the later ones."""
+
+    OPS = (Op.FORK,)
+    tmp_bytes: int
+    shm_bytes: int
+    seed: bool = False
+
+    @classmethod
+    def _parse(cls, op: Op, h: dict[str, Any]) -> Fork:
+        return cls(_get(h, "tmp_bytes", (int,)), _get(h, "shm_bytes", (int,)), _get(h, "seed", (bool,), False))
+
+
+@_register
+@dataclass(frozen=True)
+class Forked(Message):
+    """The zygote forked A (its pid in the zygote's namespace)."""
+
+    OPS = (Op.FORKED,)
+    pid: int
+
+    @classmethod
+    def _parse(cls, op: Op, h: dict[str, Any]) -> Forked:
+        return cls(_get(h, "pid", (int,)))
 
 
 @_register

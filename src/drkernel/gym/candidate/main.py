@@ -37,7 +37,8 @@ import triton  # noqa: E402,F401
 from drkernel.gym.harness import inputs as harness# noqa: E402
 from drkernel.gym.checks import load_hook  # noqa: E402
 from drkernel.gym.ipc import Channel, StagingBuffer, child_channel, encode_tree, staged_fds  # noqa: E402
-from drkernel.gym.messages import Compare, Extra, Op, Outputs, Signal, SolutionPath, Timing  # noqa: E402
+from drkernel.gym.messages import (Compare, Done, Error, Extra, Op, Outputs, Ready, Signal, SolutionPath,  # noqa: E402
+                                   Timing)
 
 SOLUTION_MODULE = "drkernel_solution"
 
@@ -303,8 +304,8 @@ def _arglist(args: list[Any]) -> str:
 def _error_header(f: Failure) -> dict[str, Any]:
     exc = f.exc
     tb = "".join(traceback.format_exception(exc)) if exc is not None else ""
-    return {"op": "error", "stage": f.stage, "type": type(exc).__name__ if exc is not None else "",
-            "message": (f.message or (str(exc) if exc is not None else ""))[:4000], "traceback": tb[-20000:]}
+    return Error(f.stage, type(exc).__name__ if exc is not None else "",
+                 (f.message or (str(exc) if exc is not None else ""))[:4000], tb[-20000:]).to_header()
 
 
 def warm_up(device: torch.device) -> None:
@@ -329,12 +330,12 @@ def serve(channel: Channel, pidfd: int | None = None) -> None:
     name and kill it from outside its pid namespace (`drkernel.gym.candidate.zygote`)."""
     device = torch.device(os.environ.get("DRKERNEL_DEVICE", "cpu"))
     # the orchestrator lets us touch the device outside timed regions
-    channel.send({"op": "init"}, fds=[pidfd] if pidfd is not None else ())
+    channel.send(Signal(Op.INIT).to_header(), fds=[pidfd] if pidfd is not None else ())
     if pidfd is not None:
         os.close(pidfd)
     channel.recv()
     warm_up(device)
-    channel.send({"op": "ready", "pid": os.getpid()})
+    channel.send(Ready(os.getpid()).to_header())
     job = channel.recv().header
     candidate = Candidate(channel, device)
     try:
@@ -343,8 +344,7 @@ def serve(channel: Channel, pidfd: int | None = None) -> None:
         channel.send(_error_header(f))
     except BaseException as e:  # a failure of the harness itself, or an escape from the solution
         channel.send(_error_header(Failure("harness", e)))
-    channel.send({"op": "done", "stages": candidate.stages, "reports": candidate.report(),
-                  "backend_flags": harness.backend_flags()})
+    channel.send(Done(candidate.stages, candidate.report(), harness.backend_flags()).to_header())
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # skip interpreter teardown: the solution may have left threads or atexit hooks

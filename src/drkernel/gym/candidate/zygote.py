@@ -186,12 +186,13 @@ def run_b(chan_fd: int, log_fd: int, limits: dict[str, int], seed: dict[str, byt
         _only_fds({0, 1, 2, chan_fd})
         from drkernel.gym.candidate.main import serve, torch, warm_up
         from drkernel.gym.ipc import Channel
+        from drkernel.gym.messages import Op, Signal
 
         if seed_dir:  # a trusted fork without a job: compile the warm-up kernel into the zygote's dir
             wall_off(limits["tmp_bytes"], limits["shm_bytes"], private_tmp=False)
             os.environ["TRITON_CACHE_DIR"] = seed_dir
             warm_up(torch.device(os.environ["DRKERNEL_DEVICE"]))
-            Channel(chan_fd).send({"op": "seeded"})
+            Channel(chan_fd).send(Signal(Op.SEEDED).to_header())
             os._exit(0)
         for note in wall_off(limits["tmp_bytes"], limits["shm_bytes"]):
             print(f"zygote fork: {note}", file=sys.stderr)
@@ -268,6 +269,7 @@ def main() -> None:
     from drkernel.gym.candidate import guards, integrity, launches, profiling  # noqa: F401
     from drkernel.gym.harness import recorder, timing  # noqa: F401
     from drkernel.gym.ipc import child_channel
+    from drkernel.gym.messages import Error, Fork, Forked, Op, Ready, Signal, parse
 
     device = os.environ.get("DRKERNEL_DEVICE", "cpu")
     if device == "cpu":
@@ -279,27 +281,28 @@ def main() -> None:
     _call("prctl", PR_SET_DUMPABLE, 0, 0, 0, 0)
     channel = child_channel()
     abi = landlock_abi()
-    channel.send({"op": "ready", "pid": os.getpid(), "landlock": abi})
+    channel.send(Ready(os.getpid(), landlock=abi).to_header())
     if abi < LANDLOCK_MIN_ABI:  # without it a fork could reach its siblings through /proc: refuse to be used
         print("zygote: the kernel has no Landlock; candidates start as fresh processes", file=sys.stderr)
     seed: dict[str, bytes] = {}
     while True:
         msg = channel.recv(max_fds=3)
-        if msg.op == "shutdown":
-            break
         try:
-            if msg.op == "seed":  # the seed fork has warmed the cache at SEED_DIR: keep its files
+            request = parse(msg.header)
+            if request.op is Op.SHUTDOWN:
+                break
+            if request.op is Op.SEED:  # the seed fork has warmed the cache at SEED_DIR: keep its files
                 seed = read_seed(SEED_DIR)
-                channel.send({"op": "seeded", "files": len(seed)})
-            elif msg.op == "fork" and len(msg.fds) == 3:
-                limits = {k: int(msg.header[k]) for k in ("tmp_bytes", "shm_bytes")}
-                seed_dir = SEED_DIR if msg.header.get("seed") else ""
+                channel.send(Signal(Op.SEEDED).to_header())
+            elif isinstance(request, Fork) and len(msg.fds) == 3:
+                limits = {"tmp_bytes": request.tmp_bytes, "shm_bytes": request.shm_bytes}
+                seed_dir = SEED_DIR if request.seed else ""
                 pid = fork_candidate(msg.fds, limits, seed, [channel.read_fd, channel.write_fd], seed_dir)
-                channel.send({"op": "forked", "pid": pid})
+                channel.send(Forked(pid).to_header())
             else:
-                channel.send({"op": "error", "message": f"unknown request {msg.op!r} ({len(msg.fds)} descriptors)"})
+                raise ValueError(f"unexpected {msg.op!r} with {len(msg.fds)} descriptors")
         except Exception as e:  # noqa: BLE001
-            channel.send({"op": "error", "message": f"{type(e).__name__}: {e}"})
+            channel.send(Error("zygote", type(e).__name__, str(e)[:4000]).to_header())
         finally:
             for fd in msg.fds:
                 os.close(fd)

@@ -26,6 +26,7 @@ from typing import Any, Callable, ContextManager
 from drkernel.errors import InfrastructureError
 from drkernel.gym.candidate.zygote import LANDLOCK_MIN_ABI
 from drkernel.gym.ipc import Channel, ChannelClosed, ChannelTimeout, Message, channel_pair, close_fds
+from drkernel.gym.messages import Fork, Op, Ready, Signal
 from drkernel.gym.orchestrator.pool import LOG_TAIL, START_TIMEOUT_S, Child
 from drkernel.gym.orchestrator.sandbox import CANDIDATE_LIMITS, SandboxUnavailable, Runner
 
@@ -55,18 +56,18 @@ class ForkedChild:
         deadline = time.monotonic() + timeout_s
         try:
             msg = self.channel.recv(deadline, max_fds=1)
-            if msg.op != "init" or len(msg.fds) != 1:
+            if msg.op != Op.INIT or len(msg.fds) != 1:
                 close_fds(msg.fds)
                 raise InfrastructureError(f"forked candidate sent {msg.op!r} with {len(msg.fds)} descriptors "
                                           f"instead of init with its pidfd")
             self.pidfd, self.pid = msg.fds[0], pid_of(msg.fds[0])
             with gate() if gate is not None else contextlib.nullcontext():
-                self.channel.send({"op": "go"})
+                self.channel.send(Signal(Op.GO).to_header())
                 msg = self.channel.recv(deadline)
         except (ChannelClosed, ChannelTimeout) as e:
             self.kill()
             raise InfrastructureError(f"forked candidate did not start: {e}\n{self.log_tail()}") from e
-        if msg.op != "ready":
+        if msg.op != Op.READY:
             self.kill()
             raise InfrastructureError(f"forked candidate sent {msg.op!r} instead of ready")
         self.hello = msg.header
@@ -152,7 +153,7 @@ class Zygote:
 
     def _start(self) -> Child:
         child = Child("drkernel.gym.candidate.zygote", self.device, self.env, self.runner, CANDIDATE_LIMITS)
-        abi = int(child.wait_ready().get("landlock") or 0)
+        abi = Ready.from_header(child.wait_ready()).landlock or 0
         if abi < LANDLOCK_MIN_ABI:
             child.discard()
             raise SandboxUnavailable(f"the kernel's Landlock ABI is {abi} (at least {LANDLOCK_MIN_ABI} walls the "
@@ -161,14 +162,14 @@ class Zygote:
             seeder = self._fork(child, seed=True)
             try:
                 msg = seeder.channel.recv(time.monotonic() + START_TIMEOUT_S)
-                if msg.op != "seeded":
+                if msg.op != Op.SEEDED:
                     raise InfrastructureError(f"the seed fork sent {msg.op!r}")
             except (ChannelClosed, ChannelTimeout) as e:
                 raise InfrastructureError(f"the seed fork failed: {e}\n{seeder.log_tail()}") from e
             finally:
                 seeder.channel.close()
                 seeder.status.close()
-            child.send({"op": "seed"})
+            child.send(Signal(Op.SEED).to_header())
             child.recv(time.monotonic() + FORK_TIMEOUT_S)
         return child
 
@@ -179,16 +180,16 @@ class Zygote:
         log_fd = os.open(log_path, os.O_WRONLY | os.O_APPEND)
         limits = CANDIDATE_LIMITS
         try:
-            child.send({"op": "fork", "seed": seed, "tmp_bytes": limits.tmp_bytes, "shm_bytes": limits.shm_bytes},
+            child.send(Fork(limits.tmp_bytes, limits.shm_bytes, seed).to_header(),
                        fds=[theirs, status_theirs.fileno(), log_fd])
             reply = child.recv(time.monotonic() + FORK_TIMEOUT_S)
         finally:
             close_fds([theirs, log_fd])
             status_theirs.close()
-        if reply.op != "forked":
+        if reply.op != Op.FORKED:
             close_fds([ours])
             status_ours.close()
-            raise InfrastructureError(f"the zygote could not fork: {reply.header.get('message')}")
+            raise InfrastructureError(f"the zygote could not fork: {str(reply.header.get('message'))[:2000]}")
         return ForkedChild(Channel(ours), status_ours, log_path)
 
     def fork(self) -> ForkedChild:
@@ -208,5 +209,5 @@ class Zygote:
     def close(self) -> None:
         with self._lock:
             with contextlib.suppress(ChannelClosed, OSError):
-                self.child.send({"op": "shutdown"})
+                self.child.send(Signal(Op.SHUTDOWN).to_header())
             self.child.discard()
