@@ -30,6 +30,7 @@ from typing import Any
 from drkernel.gym import EvalConfig, EvalRequest, InProcessEvaluator
 from drkernel.gym.orchestrator.pool import Child
 from drkernel.gym.orchestrator.sandbox import make_runner
+from drkernel.gym.orchestrator.zygote import Zygote
 from drkernel.problems import find_problem, load_rows
 
 REPO = Path(__file__).resolve().parents[1]
@@ -38,17 +39,25 @@ PROBLEM, SOLUTION = "19_ReLU", REPO / "tests" / "gym" / "solutions" / "relu_19.p
 
 
 def candidate_starts(device: str, rounds: int) -> dict[str, list[float]]:
-    """Seconds from spawn to ``ready`` of fresh candidates, sandboxed and not, interleaved."""
+    """Seconds from spawn to ``ready`` of fresh candidates, sandboxed and not, and of candidates
+    forked by the sandboxed zygote (issue 14), interleaved."""
     runners = {"sandbox": make_runner(), "none": make_runner(unsafe_no_sandbox=True)}
-    out: dict[str, list[float]] = {k: [] for k in runners}
-    for _ in range(rounds):
-        for name, runner in runners.items():
-            child = Child("drkernel.gym.candidate", device, {}, runner)
-            try:
-                child.wait_ready()
-                out[name].append(child.start_s)
-            finally:
-                child.discard()
+    zygote = Zygote(device, {}, runners["sandbox"])
+    spawn = {"sandbox": lambda: Child("drkernel.gym.candidate", device, {}, runners["sandbox"]),
+             "none": lambda: Child("drkernel.gym.candidate", device, {}, runners["none"]),
+             "zygote_fork": zygote.fork}
+    out: dict[str, list[float]] = {k: [] for k in spawn}
+    try:
+        for _ in range(rounds):
+            for name, make in spawn.items():
+                child = make()
+                try:
+                    child.wait_ready()
+                    out[name].append(child.start_s)
+                finally:
+                    child.discard()
+    finally:
+        zygote.close()
     return out
 
 
@@ -57,13 +66,15 @@ def evaluations(device: str, rounds: int) -> dict[str, list[dict[str, Any]]]:
     problem = find_problem(load_rows(ROWS), PROBLEM)
     cfg = EvalConfig(device=device, second_size=False, cpu_element_budget=1 << 16)
     req = EvalRequest(problem=problem, solution=SOLUTION.read_text(), config=cfg)
-    out: dict[str, list[dict[str, Any]]] = {"sandbox": [], "none": []}
-    with InProcessEvaluator(device=device, concurrency=1, pool_size=1) as on, \
-            InProcessEvaluator(device=device, concurrency=1, pool_size=1, unsafe_no_sandbox=True) as off:
-        for ev in (on, off):  # warm: judge started, reference prepared (and timed once on the GPU)
+    out: dict[str, list[dict[str, Any]]] = {"sandbox": [], "none": [], "sandbox_zygote": []}
+    # the sandbox's own cost: fresh candidates on both sides; the zygote's forks as a third column
+    with InProcessEvaluator(device=device, concurrency=1, pool_size=1, zygote=False) as on, \
+            InProcessEvaluator(device=device, concurrency=1, pool_size=1, unsafe_no_sandbox=True) as off, \
+            InProcessEvaluator(device=device, concurrency=1, pool_size=1) as forked:
+        for ev in (on, off, forked):  # warm: judge started, reference prepared (and timed once on the GPU)
             ev.evaluate(req)
         for _ in range(rounds):
-            for name, ev in (("sandbox", on), ("none", off)):
+            for name, ev in (("sandbox", on), ("none", off), ("sandbox_zygote", forked)):
                 _wait_pool(ev)
                 r = ev.evaluate(req)
                 out[name].append({"status": r.status.value, "elapsed_s": r.elapsed_s, "stages": r.stage_seconds,
@@ -121,8 +132,9 @@ def main() -> int:
               "seconds": time.monotonic() - t0}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=1))
-    for k in ("sandbox", "none"):
+    for k in start_s:
         print(f"SUMMARY candidate start ({k}): median {start_s[k]['median']:.3f} s over {start_s[k]['n']}")
+    for k in wall_s:
         print(f"SUMMARY evaluation wall ({k}): median {wall_s[k]['median']:.3f} s, mean {wall_s[k]['mean']:.3f} s, "
               f"statuses {statuses[k]}")
     print(f"SUMMARY sandbox overhead per evaluation: {100 * overhead:+.1f} % (target <= +10 % on the GPU); "
