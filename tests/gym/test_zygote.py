@@ -11,6 +11,7 @@ import json
 import pytest
 
 from drkernel.gym import InProcessEvaluator, Status
+from drkernel.gym.candidate.zygote import LANDLOCK_MIN_ABI, landlock_abi
 from drkernel.gym.checks import core_checks
 from gym_cases import RELU_SOLUTION, request
 
@@ -76,6 +77,10 @@ def probe(ev: InProcessEvaluator) -> dict:
     return json.loads(r.error[start:r.error.index("}END", start) + 1])
 
 
+needs_landlock = pytest.mark.skipif(landlock_abi() < LANDLOCK_MIN_ABI,
+                                    reason="this kernel has no Landlock ABI >= 2: the gym starts fresh candidates")
+
+
 @pytest.fixture(scope="module")
 def forking():
     with InProcessEvaluator(device="cpu", concurrency=1, pool_size=2, checks=core_checks()) as ev:
@@ -83,6 +88,7 @@ def forking():
         yield ev
 
 
+@needs_landlock
 def test_a_fork_is_pid_1_of_its_own_namespace_without_capabilities(forking):
     f = probe(forking)
     s = f["status"]
@@ -93,6 +99,7 @@ def test_a_fork_is_pid_1_of_its_own_namespace_without_capabilities(forking):
     assert f["renamed"] == "kernel"  # Landlock's domain still lets files move between directories
 
 
+@needs_landlock
 def test_a_fork_reaches_neither_the_zygote_nor_a_warm_sibling(forking):
     first, second = probe(forking), probe(forking)
     assert "mark" not in second["tmp"]  # the first candidate's file went with its tmpfs
@@ -108,6 +115,7 @@ def test_a_fork_reaches_neither_the_zygote_nor_a_warm_sibling(forking):
             assert f["umount_nested"] != 0 and "mark" in f["tmp_nested"]
 
 
+@needs_landlock
 def test_a_killed_zygote_is_replaced_and_evaluations_go_on(forking):
     rt = forking._runtime("cpu")
     rt.zygote.child.kill()  # takes its forks (the warm candidates) along
