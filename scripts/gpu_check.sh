@@ -4,7 +4,7 @@
 # and writes JSON under ${OUT:-out}. Exit status 1 if any section failed.
 # Arguments select sections by tag (default: all), e.g. `bash scripts/gpu_check.sh gym-cost`, so a
 # caller with a per-command time limit can run them one by one.
-# Tags: env sandbox gym-checks timing gym-cost integrity-hacks integrity-honest integrity-redteam suite sustained service
+# Tags: env sandbox gym-checks timing gym-cost integrity-hacks integrity-honest integrity-redteam suite start oneshot sustained service
 # service-processes newcomer agent train organism-nocheck organism-nopr organism-full organism-grpo
 # organism-report, and verl (only when named: it needs a venv with verl and vLLM,
 # $VERL_PYTHON, default .venv-verl/bin/python).
@@ -56,6 +56,7 @@ section integrity-redteam "integrity: issue 12 red team (attacks and honest solu
 # --- end reward integrity ---
 section suite "suite: every built-in solution at full size, eager vs solution" "$PY" scripts/suite_gpu_bench.py --labels gold,lazy,slow --out "$OUT/suite_gpu.json"
 section start "throughput: where a candidate's start-up goes (imports, CUDA context, warm-up, seeded cache, fork)" "$PY" benchmarks/candidate_start.py --device cuda:0 --out "$OUT/candidate_start.json"
+section oneshot "throughput: drkernel gym eval's one-shot path and back-to-back walls at full size vs KernelBench" "$PY" benchmarks/oneshot.py --device cuda:0 --out "$OUT/oneshot.json"
 section sustained "throughput: sustained mixed load (RL-like batch, 40 % failing), evaluations/s, busy, stages" "$PY" benchmarks/sustained_load.py --device cuda:0 --duration-s "${SUSTAINED_S:-150}" --concurrency "${SUSTAINED_C:-4}" --pool-size "${SUSTAINED_POOL:-4}" --out "$OUT/sustained_load"
 section service "service: worker-pool throughput vs fresh processes" "$PY" benchmarks/worker_throughput_gpu.py --device cuda:0 --out "$OUT/worker_throughput_gpu.json"
 # dry run on CPU: PYTHONPATH=src python scripts/service_processes_gpu.py --device cpu

@@ -1,0 +1,103 @@
+"""The one-shot path (`drkernel gym eval`) and back-to-back evaluations at full size (issue 14).
+
+For each of KernelBench 19_ReLU, 23_Softmax and 12_Gemm_Multiply_LeakyReLU with our Triton solution:
+1. one-shot: a new `InProcessEvaluator(pool_size=0)` (judge and zygote started side by side, as
+   `drkernel gym eval` does), one evaluation, closed; the wall from start to close, and the
+   device memory the gym's processes held at their peak (nvidia-smi, 100 ms samples);
+2. back to back: one evaluator with a warm pool of 2, the same solution ``--repeats`` times; the wall
+   per evaluation (median) and the speedup CV.
+KernelBench's own evaluator on the same problems, measured on an H100 on 2026-11-24 (issue 14: a fresh
+process per evaluation), is the yardstick: 93.5 s, 98.8 s, 10.0 s.
+
+    PYTHONPATH=src python3 benchmarks/oneshot.py [--device cuda:0] [--repeats 4] [--out out/oneshot.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from drkernel.gym import EvalConfig, EvalRequest, InProcessEvaluator
+from drkernel.problems import find_problem, load_rows
+
+REPO = Path(__file__).resolve().parents[1]
+ROWS = REPO / "tests" / "data" / "kernelbench_level1_level2.jsonl"
+SOLUTIONS = REPO / "tests" / "gym" / "solutions"
+CASES = {"19_ReLU": ("relu_19.py", 93.5), "23_Softmax": ("softmax_23.py", 98.8),
+         "12_Gemm_Multiply_LeakyReLU": ("gemm_multiply_leakyrelu_12.py", 10.0)}
+
+
+class MemoryPeak:
+    """Peak device memory used (MiB, whole GPU) while the block runs, from nvidia-smi."""
+
+    def __init__(self) -> None:
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            try:
+                out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                                     capture_output=True, text=True, timeout=5).stdout
+                self.peak = max(self.peak, int(out.split()[0]))
+            except (OSError, ValueError, IndexError, subprocess.TimeoutExpired):
+                return
+
+    def __enter__(self) -> "MemoryPeak":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--repeats", type=int, default=4)
+    ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "out"), "oneshot.json"))
+    args = ap.parse_args()
+    rows = load_rows(ROWS)
+    cfg = EvalConfig(device=args.device)
+    report: dict = {"device": args.device, "cases": {}}
+    ok = True
+    for name, (sol, kb_s) in CASES.items():
+        req = EvalRequest(problem=find_problem(rows, name), solution=(SOLUTIONS / sol).read_text(), config=cfg)
+        t = time.monotonic()
+        with MemoryPeak() as mem:
+            with InProcessEvaluator(device=args.device, concurrency=1, pool_size=0) as ev:
+                r = ev.evaluate(req)
+        one_s = time.monotonic() - t
+        with InProcessEvaluator(device=args.device, concurrency=1, pool_size=2) as ev:
+            ev.evaluate(req)  # warm: judge, problem prepared, reference timed
+            reps = [ev.evaluate(req) for _ in range(args.repeats)]
+        walls = [x.elapsed_s for x in reps]
+        speedups = [x.speedup for x in reps if x.speedup]
+        cv = statistics.pstdev(speedups) / statistics.fmean(speedups) if len(speedups) > 1 else None
+        b2b = statistics.median(walls)
+        row = {"oneshot_status": r.status.value, "oneshot_s": one_s, "oneshot_peak_mib": mem.peak,
+               "kernelbench_s": kb_s, "oneshot_faster_than_kernelbench": one_s < kb_s,
+               "b2b_statuses": sorted({x.status.value for x in reps}), "b2b_wall_s": walls, "b2b_median_s": b2b,
+               "b2b_ratio_to_kernelbench": kb_s / b2b, "speedup_cv": cv, "speedups": speedups}
+        report["cases"][name] = row
+        ok &= r.status.value == "correct" and row["b2b_statuses"] == ["correct"]
+        print(f"SUMMARY {name}: one-shot {r.status.value} in {one_s:.1f} s (KernelBench {kb_s} s), peak "
+              f"{mem.peak} MiB; back to back median {b2b:.2f} s = {kb_s / b2b:.0f}x below KernelBench, "
+              f"speedup CV {100 * (cv or 0):.2f} %", flush=True)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(report, indent=1))
+    print("PASS oneshot" if ok else "FAIL oneshot: an evaluation was not correct")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
