@@ -19,7 +19,6 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from drkernel.gym.result import KernelStat
 
 
 def output_bytes(out: Any) -> int:

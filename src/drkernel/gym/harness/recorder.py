@@ -25,14 +25,13 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
 from drkernel.gym.verdict.plausibility import BANDWIDTH
-from drkernel.gym.result import KernelStat
 
 from drkernel.gym.verdict.coverage import ALWAYS_ALLOWED, HOST_COPY, OpProfile, base_name
 

@@ -133,13 +133,7 @@ class Child:
         self.channel.close()
 
     def log_tail(self, n: int = LOG_TAIL) -> str:
-        try:
-            with open(self.log_path, "rb") as f:
-                f.seek(0, os.SEEK_END)
-                f.seek(max(0, f.tell() - n))
-                return f.read().decode(errors="replace")
-        except OSError:
-            return ""
+        return log_tail(self.log_path, n)
 
     def discard(self) -> None:
         self.kill()
@@ -149,6 +143,17 @@ class Child:
             pass
         if not self.runner.sandboxed:  # a host temp dir (the sandbox's own tmpfs went with the child)
             shutil.rmtree(self.private_dir, ignore_errors=True)
+
+
+def log_tail(path: str, n: int = LOG_TAIL) -> str:
+    """The last ``n`` bytes of a child's log (its stderr), which explain a crash."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - n))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def _children(pid: int) -> list[int]:

@@ -27,7 +27,7 @@ from drkernel.errors import InfrastructureError
 from drkernel.gym.candidate.zygote import LANDLOCK_MIN_ABI
 from drkernel.gym.ipc import Channel, ChannelClosed, ChannelTimeout, Message, channel_pair, close_fds
 from drkernel.gym.messages import Fork, Op, Ready, Signal
-from drkernel.gym.orchestrator.pool import LOG_TAIL, START_TIMEOUT_S, Child
+from drkernel.gym.orchestrator.pool import LOG_TAIL, START_TIMEOUT_S, Child, log_tail
 from drkernel.gym.orchestrator.sandbox import CANDIDATE_LIMITS, SandboxUnavailable, Runner
 
 log = logging.getLogger(__name__)
@@ -111,13 +111,7 @@ class ForkedChild:
         self.channel.close()
 
     def log_tail(self, n: int = LOG_TAIL) -> str:
-        try:
-            with open(self.log_path, "rb") as f:
-                f.seek(0, os.SEEK_END)
-                f.seek(max(0, f.tell() - n))
-                return f.read().decode(errors="replace")
-        except OSError:
-            return ""
+        return log_tail(self.log_path, n)
 
     def discard(self) -> None:
         self.kill()

@@ -5,12 +5,8 @@ The op recorder that produces an ``OpProfile`` runs in the judge and the candida
 """
 
 from __future__ import annotations
-import contextlib
-import threading
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
-from drkernel.gym.verdict.plausibility import BANDWIDTH
+from typing import Any, Mapping
 from drkernel.gym.result import KernelStat
 
 
