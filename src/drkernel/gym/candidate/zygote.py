@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import signal
 import struct
 import sys
@@ -45,6 +46,8 @@ MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 0x4000, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 4, 24, 38
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 CAP_V3 = 0x20080522
+SYS_OPEN_TREE, SYS_MOVE_MOUNT = 428, 429  # x86_64 and aarch64
+AT_FDCWD, AT_RECURSIVE, OPEN_TREE_CLONE, O_CLOEXEC, MOVE_MOUNT_F_EMPTY_PATH = -100, 0x8000, 1, 0o2000000, 4
 SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446  # x86_64 and aarch64
 LANDLOCK_CREATE_RULESET_VERSION, LANDLOCK_RULE_PATH_BENEATH = 1, 1
 LANDLOCK_ACCESS_FS_MAKE_BLOCK, LANDLOCK_ACCESS_FS_REFER = 1 << 11, 1 << 13
@@ -135,7 +138,10 @@ def wall_off(tmp_bytes: int, shm_bytes: int, private_tmp: bool = True) -> list[s
     notes = []
     _mount("none", "/", "", MS_REC | MS_PRIVATE)
     if private_tmp:
+        kept = [(mp, os.path.isdir(mp), _clone_tree(mp)) for mp in _mounts_below("/tmp")]  # a checkout there
         _mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, TMP_OPTS.format(tmp=tmp_bytes))
+        for mp, is_dir, fd in kept:
+            _attach_tree(fd, mp, is_dir)
     _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, SHM_OPTS.format(shm=shm_bytes))
     try:
         _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
@@ -143,6 +149,46 @@ def wall_off(tmp_bytes: int, shm_bytes: int, private_tmp: bool = True) -> list[s
         notes.append(f"no fresh /proc ({e.strerror})")
     drop_capabilities()
     return notes
+
+
+def _mounts_below(root: str) -> list[str]:
+    """Mount points strictly below ``root`` that are not below another of them (mountinfo order)."""
+    points = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            mp = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), line.split()[4])
+            if mp.startswith(root.rstrip("/") + "/"):
+                points.append(mp)
+    out: list[str] = []
+    for mp in sorted(set(points)):
+        if not any(mp.startswith(q + "/") for q in out):
+            out.append(mp)
+    return out
+
+
+def _clone_tree(path: str) -> int:
+    """A detached copy of the mount tree at ``path`` (open_tree), to re-attach above a new /tmp:
+    the sandbox binds the PYTHONPATH and the virtualenv, which may live under /tmp, read-only there,
+    and the copy keeps them read-only (their flags are locked to the outer user namespace)."""
+    fd = _libc.syscall(SYS_OPEN_TREE, AT_FDCWD, path.encode(), OPEN_TREE_CLONE | O_CLOEXEC | AT_RECURSIVE)
+    if fd < 0:
+        err = ctypes.get_errno()
+        raise IsolationError(err, f"open_tree({path}): {os.strerror(err)}")
+    return fd
+
+
+def _attach_tree(fd: int, path: str, is_dir: bool) -> None:
+    try:
+        if is_dir:
+            os.makedirs(path, exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            open(path, "ab").close()
+        if _libc.syscall(SYS_MOVE_MOUNT, fd, b"", AT_FDCWD, path.encode(), MOVE_MOUNT_F_EMPTY_PATH) != 0:
+            err = ctypes.get_errno()
+            raise IsolationError(err, f"move_mount({path}): {os.strerror(err)}")
+    finally:
+        os.close(fd)
 
 
 def drop_capabilities() -> None:
