@@ -165,6 +165,14 @@ class Zygote:
                 seeder.status.close()
             child.send(Signal(Op.SEED).to_header())
             child.recv(time.monotonic() + FORK_TIMEOUT_S)
+        probe = self._fork(child)  # one whole fork, walls and all, before the pool relies on them:
+        try:                       # a kernel that refuses a step fails here, and the runtime starts
+            probe.wait_ready()     # fresh processes instead
+        except InfrastructureError:
+            child.discard()
+            raise
+        finally:
+            probe.discard()
         return child
 
     def _fork(self, child: Child, seed: bool = False) -> ForkedChild:
