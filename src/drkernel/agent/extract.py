@@ -8,9 +8,10 @@ is an `Extraction` with a reason, which the episode records as an unparseable tu
 
 from __future__ import annotations
 
-import ast
 import re
 from dataclasses import dataclass
+
+from drkernel import pyast
 
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _ANSWER = re.compile(r"<answer>(.*?)(?:</answer>|\Z)", re.DOTALL | re.IGNORECASE)
@@ -67,7 +68,7 @@ def _longest_parseable(lines: list[str]) -> str | None:
         if not _MODELNEW.search(src):
             return None
         try:
-            ast.parse(src)
+            pyast.parse(src)
         except SyntaxError:
             continue
         return src + "\n"

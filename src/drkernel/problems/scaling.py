@@ -21,6 +21,7 @@ import dataclasses
 import functools
 from typing import Any, Mapping
 
+from drkernel import pyast
 from drkernel.problems.problem import Problem
 
 MIN_REDUCIBLE = 16
@@ -80,7 +81,7 @@ def _assignments(tree: ast.Module) -> dict[str, ast.AST]:
 def integer_constants(code: str) -> dict[str, int]:
     """Module-level size slots whose value is a literal integer expression (see `_assignments`)."""
     out = {}
-    for name, value in _assignments(ast.parse(code)).items():
+    for name, value in _assignments(pyast.parse(code)).items():
         v = _const_int(value)
         if v is not None and not isinstance(v, bool):
             out[name] = v
@@ -100,7 +101,7 @@ def rewrite_constants(code: str, overrides: Mapping[str, int]) -> str:
     """
     if not overrides:
         return code
-    tree = ast.parse(code)
+    tree = pyast.parse(code)
     values = _assignments(tree)
     missing = set(overrides) - set(values)
     if missing:

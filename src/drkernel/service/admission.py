@@ -14,6 +14,7 @@ import functools
 import math
 import operator
 
+from drkernel import pyast
 from drkernel.gym.config import EvalRequest
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int64": 8, "int32": 4}
@@ -105,7 +106,7 @@ def estimate_device_bytes(request: EvalRequest) -> int:
 def _input_elements(code: str, overrides: tuple[tuple[str, int], ...]) -> int:
     """Elements of the tensors ``get_inputs()`` builds, read statically (0 when unknown)."""
     try:
-        tree = ast.parse(code)
+        tree = pyast.parse(code)
     except SyntaxError:
         return 0
     consts = _module_constants(tree, dict(overrides))

@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from drkernel import pyast
 from drkernel.gym.ipc import ChannelClosed, ChannelTimeout, ProtocolViolation, close_fds
 from drkernel.gym.messages import (Compare, CompareRequest, Done, Error, Extra, Message, Op, Outputs, Release,
                                    Signal, SolutionPath, Timing, Verdict, parse_candidate)
@@ -145,7 +146,7 @@ def forged_claims(source: str, done: dict[str, Any]) -> str | None:
     if not own:
         return None
     try:
-        defined = {n.name for n in ast.walk(ast.parse(source))
+        defined = {n.name for n in ast.walk(pyast.parse(source))
                    if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
     except (SyntaxError, ValueError):
         defined = set()

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
+from drkernel import pyast
 from drkernel.gym.checks import CheckRegistry
 from drkernel.gym.verdict.coverage import HOST_COPY, OpProfile, base_name, op_coverage, time_coverage
 from drkernel.gym.verdict.hacks import LAZY_WARNING, dedupe, make_hack
@@ -71,7 +72,7 @@ def _static_tf32(source: str) -> list[str]:
     import ast
 
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except SyntaxError:
         return []
     found = []

@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
+from drkernel import pyast
 from drkernel.gym.verdict.hacks import dedupe, make_hack
 from drkernel.gym.result import Hack
 
@@ -252,7 +253,7 @@ def analyze(source: str) -> StaticReport:
 @functools.lru_cache(maxsize=128)
 def _analyze(source: str) -> StaticReport:
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except (SyntaxError, ValueError) as e:
         return StaticReport(parse_error=f"{type(e).__name__}: {e}")
     names = _Names(tree)
