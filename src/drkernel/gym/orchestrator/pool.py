@@ -32,7 +32,23 @@ START_TIMEOUT_S = 300.0
 LOG_TAIL = 16000
 
 
-class Child:
+class Talker:
+    """What a fresh `Child` and a zygote's fork share: their channel's two calls and their log."""
+
+    channel: Channel
+    log_path: str
+
+    def send(self, header: dict, blob: bytes = b"", fds: list[int] | None = None) -> None:
+        self.channel.send(header, blob, fds or ())
+
+    def recv(self, deadline: float | None = None, max_fds: int = 0) -> Message:
+        return self.channel.recv(deadline, max_fds)
+
+    def log_tail(self, n: int = LOG_TAIL) -> str:
+        return log_tail(self.log_path, n)
+
+
+class Child(Talker):
     """One child process and its message channel, started by a `Runner` (the sandbox)."""
 
     def __init__(self, module: str, device: str, env: dict[str, str], runner: Runner,
@@ -90,12 +106,6 @@ class Child:
         self.start_s = time.monotonic() - self.started
         return self.hello
 
-    def send(self, header: dict, blob: bytes = b"", fds: list[int] | None = None) -> None:
-        self.channel.send(header, blob, fds or ())
-
-    def recv(self, deadline: float | None = None, max_fds: int = 0) -> Message:
-        return self.channel.recv(deadline, max_fds)
-
     @property
     def returncode(self) -> int | None:
         """The child's exit status as Popen reports it (negative: killed by that signal), also when a
@@ -131,9 +141,6 @@ class Child:
         if not _wait_gone(inner, time.monotonic() + 10):
             log.warning("processes %s of child %d outlived it", inner, self.proc.pid)
         self.channel.close()
-
-    def log_tail(self, n: int = LOG_TAIL) -> str:
-        return log_tail(self.log_path, n)
 
     def discard(self) -> None:
         self.kill()

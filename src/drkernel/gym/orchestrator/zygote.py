@@ -25,16 +25,16 @@ from typing import Any, Callable, ContextManager
 
 from drkernel.errors import InfrastructureError
 from drkernel.gym.candidate.zygote import LANDLOCK_MIN_ABI
-from drkernel.gym.ipc import Channel, ChannelClosed, ChannelTimeout, Message, channel_pair, close_fds
+from drkernel.gym.ipc import Channel, ChannelClosed, ChannelTimeout, channel_pair, close_fds
 from drkernel.gym.messages import Fork, Op, Ready, Signal
-from drkernel.gym.orchestrator.pool import LOG_TAIL, START_TIMEOUT_S, Child, log_tail
+from drkernel.gym.orchestrator.pool import START_TIMEOUT_S, Child, Talker
 from drkernel.gym.orchestrator.sandbox import CANDIDATE_LIMITS, SandboxUnavailable, Runner
 
 log = logging.getLogger(__name__)
 FORK_TIMEOUT_S = 30.0
 
 
-class ForkedChild:
+class ForkedChild(Talker):
     """One candidate forked by a `Zygote` (the `Child` interface)."""
 
     private_dir = "/tmp"  # its own tmpfs, as it sees it
@@ -74,12 +74,6 @@ class ForkedChild:
         self.start_s = time.monotonic() - self.started
         return self.hello
 
-    def send(self, header: dict, blob: bytes = b"", fds: list[int] | None = None) -> None:
-        self.channel.send(header, blob, fds or ())
-
-    def recv(self, deadline: float | None = None, max_fds: int = 0) -> Message:
-        return self.channel.recv(deadline, max_fds)
-
     @property
     def returncode(self) -> int | None:
         """The candidate's exit status as A saw it (negative: killed by that signal), once known."""
@@ -109,9 +103,6 @@ class ForkedChild:
             if select.select([self.status], [], [], 10)[0]:
                 self.returncode  # noqa: B018 - reads A's report
         self.channel.close()
-
-    def log_tail(self, n: int = LOG_TAIL) -> str:
-        return log_tail(self.log_path, n)
 
     def discard(self) -> None:
         self.kill()
