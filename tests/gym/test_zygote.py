@@ -15,7 +15,8 @@ import pytest
 
 import drkernel
 from drkernel.gym import InProcessEvaluator, Status
-from drkernel.gym.candidate.zygote import LANDLOCK_MIN_ABI, landlock_abi
+from drkernel.gym.candidate.zygote import landlock_abi
+from drkernel.gym.messages import LANDLOCK_MIN_ABI
 from drkernel.gym.checks import core_checks
 from gym_cases import RELU_SOLUTION, request
 

@@ -62,6 +62,9 @@ TAG_CAP = 200
 NAME_CAP = 100
 """A hook's name, an error's stage and type; longer is a violation."""
 PATH_CAP = 4096
+LANDLOCK_MIN_ABI = 2
+"""The zygote's ``ready`` must report at least this Landlock ABI for its forks to be used (ABI 2 brings
+REFER; under ABI 1 a Landlock domain refuses every rename across directories)."""
 
 
 class Op(str, enum.Enum):

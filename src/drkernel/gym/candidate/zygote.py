@@ -40,6 +40,8 @@ import struct
 import sys
 from typing import Any
 
+from drkernel.gym.messages import LANDLOCK_MIN_ABI, Fork
+
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 0x4000, 1 << 18
@@ -51,7 +53,6 @@ AT_FDCWD, AT_RECURSIVE, OPEN_TREE_CLONE, O_CLOEXEC, MOVE_MOUNT_F_EMPTY_PATH = -1
 SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446  # x86_64 and aarch64
 LANDLOCK_CREATE_RULESET_VERSION, LANDLOCK_RULE_PATH_BENEATH = 1, 1
 LANDLOCK_ACCESS_FS_MAKE_BLOCK, LANDLOCK_ACCESS_FS_REFER = 1 << 11, 1 << 13
-LANDLOCK_MIN_ABI = 2  # REFER (ABI 2): with ABI 1 a domain refuses every rename across directories
 SEED_DIR = "/tmp/drkernel-seed-cache"  # in the zygote's own tmpfs; no candidate can reach it
 TMP_OPTS = "size={tmp},mode=0700"
 SHM_OPTS = "size={shm},mode=1777"
@@ -219,8 +220,8 @@ def _only_fds(keep: set[int]) -> None:
                 pass
 
 
-def run_b(chan_fd: int, log_fd: int, limits: dict[str, int], seed: dict[str, bytes], seed_dir: str = "") -> None:
-    """B: the candidate (or, with ``seed_dir``, the one trusted fork that warms the seed cache).
+def run_b(chan_fd: int, log_fd: int, request: Fork, seed: dict[str, bytes]) -> None:
+    """B: the candidate (or, for a ``seed`` request, the one trusted fork that warms the seed cache).
     Never returns."""
     try:
         _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -234,13 +235,13 @@ def run_b(chan_fd: int, log_fd: int, limits: dict[str, int], seed: dict[str, byt
         from drkernel.gym.ipc import Channel
         from drkernel.gym.messages import Op, Signal
 
-        if seed_dir:  # a trusted fork without a job: compile the warm-up kernel into the zygote's dir
-            wall_off(limits["tmp_bytes"], limits["shm_bytes"], private_tmp=False)
-            os.environ["TRITON_CACHE_DIR"] = seed_dir
+        if request.seed:  # a trusted fork without a job: compile the warm-up kernel into the zygote's dir
+            wall_off(request.tmp_bytes, request.shm_bytes, private_tmp=False)
+            os.environ["TRITON_CACHE_DIR"] = SEED_DIR
             warm_up(torch.device(os.environ["DRKERNEL_DEVICE"]))
             Channel(chan_fd).send(Signal(Op.SEEDED).to_header())
             os._exit(0)
-        for note in wall_off(limits["tmp_bytes"], limits["shm_bytes"]):
+        for note in wall_off(request.tmp_bytes, request.shm_bytes):
             print(f"zygote fork: {note}", file=sys.stderr)
         _seed_cache(seed)
         serve(Channel(chan_fd), pidfd=os.pidfd_open(os.getpid()))
@@ -263,8 +264,7 @@ def _seed_cache(seed: dict[str, bytes]) -> None:
             f.write(data)
 
 
-def fork_candidate(fds: list[int], limits: dict[str, int], seed: dict[str, bytes], close: list[int],
-                   seed_dir: str = "") -> int:
+def fork_candidate(fds: list[int], request: Fork, seed: dict[str, bytes], close: list[int]) -> int:
     """Fork A (which walls itself off and forks B); returns A's pid. ``close``: the zygote's own
     descriptors, closed in A before anything else."""
     chan_fd, status_fd, log_fd = fds
@@ -282,7 +282,7 @@ def fork_candidate(fds: list[int], limits: dict[str, int], seed: dict[str, bytes
         b = os.fork()
         if b == 0:
             os.close(status_fd)
-            run_b(chan_fd, log_fd, limits, seed, seed_dir)
+            run_b(chan_fd, log_fd, request, seed)
         os.close(chan_fd)
         os.close(log_fd)
         _, status = os.waitpid(b, 0)
@@ -297,10 +297,10 @@ def fork_candidate(fds: list[int], limits: dict[str, int], seed: dict[str, bytes
         os._exit(code)
 
 
-def read_seed(root: str | None) -> dict[str, bytes]:
+def read_seed(root: str) -> dict[str, bytes]:
     """Every file of a Triton cache directory (relative path -> bytes); small (one kernel)."""
     out: dict[str, bytes] = {}
-    if not root or not os.path.isdir(root):
+    if not os.path.isdir(root):
         return out
     for dirpath, _, files in os.walk(root):
         for name in files:
@@ -341,9 +341,7 @@ def main() -> None:
                 seed = read_seed(SEED_DIR)
                 channel.send(Signal(Op.SEEDED).to_header())
             elif isinstance(request, Fork) and len(msg.fds) == 3:
-                limits = {"tmp_bytes": request.tmp_bytes, "shm_bytes": request.shm_bytes}
-                seed_dir = SEED_DIR if request.seed else ""
-                pid = fork_candidate(msg.fds, limits, seed, [channel.read_fd, channel.write_fd], seed_dir)
+                pid = fork_candidate(msg.fds, request, seed, [channel.read_fd, channel.write_fd])
                 channel.send(Forked(pid).to_header())
             else:
                 raise ValueError(f"unexpected {msg.op!r} with {len(msg.fds)} descriptors")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 from typing import Any, Iterator
 
@@ -75,12 +76,22 @@ def _check(rc: int, what: str) -> None:
         raise VmmError(f"{what} failed: {(msg.value or b'').decode() or rc}")
 
 
-def _location(device: torch.device) -> _Location:
+def _index(device: torch.device) -> int:
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
+@functools.lru_cache(maxsize=None)
+def _ordinal(index: int) -> int:
+    """The driver's device for torch's ``index``, looked up once per process (every export and every
+    mapping needs it)."""
     torch.cuda.init()  # the driver's cuInit, in a process where torch has not touched the device yet
     ordinal = ctypes.c_int()
-    index = device.index if device.index is not None else torch.cuda.current_device()
     _check(_cuda().cuDeviceGet(ctypes.byref(ordinal), index), "cuDeviceGet")
-    return _Location(LOCATION_DEVICE, ordinal.value)
+    return ordinal.value
+
+
+def _location(device: torch.device) -> _Location:
+    return _Location(LOCATION_DEVICE, _ordinal(_index(device)))
 
 
 def _prop(device: torch.device) -> _Prop:
@@ -88,8 +99,13 @@ def _prop(device: torch.device) -> _Prop:
 
 
 def granularity(device: torch.device) -> int:
+    return _granularity(_index(device))
+
+
+@functools.lru_cache(maxsize=None)
+def _granularity(index: int) -> int:
     g = ctypes.c_size_t()
-    prop = _prop(device)
+    prop = _Prop(type=PINNED, requestedHandleTypes=POSIX_FD, location=_Location(LOCATION_DEVICE, _ordinal(index)))
     _check(_cuda().cuMemGetAllocationGranularity(ctypes.byref(g), ctypes.byref(prop), 0), "cuMemGetAllocationGranularity")
     return g.value
 

@@ -24,9 +24,8 @@ import time
 from typing import Any, Callable, ContextManager
 
 from drkernel.errors import InfrastructureError
-from drkernel.gym.candidate.zygote import LANDLOCK_MIN_ABI
 from drkernel.gym.ipc import Channel, ChannelClosed, ChannelTimeout, channel_pair, close_fds
-from drkernel.gym.messages import Fork, Op, Ready, Signal
+from drkernel.gym.messages import LANDLOCK_MIN_ABI, Fork, Op, Ready, Signal
 from drkernel.gym.orchestrator.pool import START_TIMEOUT_S, Child, Talker
 from drkernel.gym.orchestrator.sandbox import CANDIDATE_LIMITS, SandboxUnavailable, Runner
 
@@ -77,8 +76,12 @@ class ForkedChild(Talker):
     @property
     def returncode(self) -> int | None:
         """The candidate's exit status as A saw it (negative: killed by that signal), once known."""
+        return self._read_status(0)
+
+    def _read_status(self, timeout_s: float) -> int | None:
+        """A's report of the exit status, waiting up to ``timeout_s`` for it."""
         if self._returncode is None and self.status.fileno() >= 0:
-            if select.select([self.status], [], [], 0)[0]:
+            if select.select([self.status], [], [], timeout_s)[0]:
                 data = self.status.recv(4)
                 self._returncode = struct.unpack(">i", data)[0] if len(data) == 4 else -signal.SIGKILL
         return self._returncode
@@ -100,8 +103,7 @@ class ForkedChild(Talker):
             if not self.wait(10):
                 log.warning("forked candidate %d did not exit after SIGKILL", self.pid)
         with contextlib.suppress(OSError, ValueError):
-            if select.select([self.status], [], [], 10)[0]:
-                self.returncode  # noqa: B018 - reads A's report
+            self._read_status(10)
         self.channel.close()
 
     def discard(self) -> None:
@@ -109,7 +111,6 @@ class ForkedChild(Talker):
         if self.pidfd is not None:
             close_fds([self.pidfd])
             self.pidfd = None
-        self.returncode  # noqa: B018
         self.status.close()
         with contextlib.suppress(OSError):
             os.unlink(self.log_path)
