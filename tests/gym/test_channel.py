@@ -62,6 +62,10 @@ REPORT = {"launches": {"kernels": [{"name": "relu_kernel", "own": True, "launche
                         "call_count_launches": [1] * 40}}
 if MODE == "early_done":
     ch.send({"op": "done", "stages": {}, "reports": REPORT})
+elif MODE == "descriptors":  # hand the orchestrator descriptors of its own choosing with a trial
+    tree, blob = encode_tree(answer(job["trials"][0]))
+    ch.send({"op": "outputs", "trial": 0, "tree": tree}, blob, fds=[0, 2])
+    ch.recv()
 else:
     for i, spec in enumerate(job["trials"]):
         assert send({"op": "outputs", "trial": i}, answer(spec))["passed"]
@@ -83,7 +87,8 @@ class ModelNew(nn.Module):
 '''
 
 
-@pytest.mark.parametrize("mode, expect", [("full", "forged report"), ("early_done", "done out of order")])
+@pytest.mark.parametrize("mode, expect", [("full", "forged report"), ("early_done", "done out of order"),
+                                          ("descriptors", "2 descriptors")])
 def test_a_solution_speaking_the_protocol_itself_is_not_valid(boundary_only_evaluator, mode, expect):
     r = boundary_only_evaluator.evaluate(request(f"MODE = {mode!r}\n" + FORGER))
     assert not r.valid and not r.valid_lenient
