@@ -4,8 +4,10 @@ The workload is mixed like an RL batch: the built-in suite's solutions (gold, la
 full size, plus our Triton solutions of three KernelBench problems (19_ReLU, 23_Softmax,
 12_Gemm_Multiply_LeakyReLU), and failing variants made from the golds (wrong outputs, a kernel that
 does not compile) so that about ``--fail-fraction`` of the evaluations fail, as early RL batches do.
-Every request gets a fresh seed (distinct content, so no cache answers); the reference-timing cache
-stays on, as in training.
+Every request draws secret trial seeds (``EvalConfig.seed`` None), as in training; the reference-timing
+cache stays on, as in training, keyed by the public reference seed, so a problem's reference is timed
+once. (Before 2026-11-24 the requests carried explicit seeds ``seed * 100000 + k``: each one keyed the
+reference timing apart, so every correct evaluation timed its reference again, which no RL run does.)
 
 A producer keeps ``2 x concurrency`` requests outstanding until ``--duration-s`` has passed, then
 waits for what is in flight. Reported:
@@ -38,7 +40,7 @@ import threading
 import time
 from collections import Counter, defaultdict
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -146,17 +148,25 @@ def run(args) -> dict:
     cfg = EvalConfig(device=args.device, trials=args.trials, warmup_calls=args.warmup, timed_calls=args.timed)
     rows: list[dict] = []
     gpu_index = int(args.device.split(":")[1]) if args.device.startswith("cuda:") else 0
-    with InProcessEvaluator(device=args.device, concurrency=args.concurrency, pool_size=args.pool_size) as ev:
+    warm_s = None
+    with InProcessEvaluator(device=args.device, concurrency=args.concurrency, pool_size=args.pool_size,
+                            judges=args.judges) as ev:
         warm = time.monotonic()
         ev.evaluate(EvalRequest(problem=ok[0].problem, solution=ok[0].source, config=cfg))  # judge + pool up
         print(f"warm-up evaluation: {time.monotonic() - warm:.1f} s", flush=True)
+        if args.warm_references:  # as an RL run does at start: every problem prepared, its reference timed
+            warm = time.monotonic()
+            problems = list({item.problem.key: item.problem for item in ok + failing}.values())
+            ev.warm(problems, cfg)
+            warm_s = time.monotonic() - warm
+            print(f"references of {len(problems)} problems prepared and timed: {warm_s:.1f} s", flush=True)
         busy = GpuBusy(gpu_index) if args.device.startswith("cuda") else None
         t0 = time.monotonic()
 
         def one(item: Item, k: int) -> dict:
             submitted = time.monotonic()
             request = EvalRequest(problem=item.problem, solution=item.source,
-                                  config=replace(cfg, seed=args.seed * 100_000 + k))
+                                  config=cfg)
             r = ev.evaluate(request)
             done = time.monotonic()
             return {"problem": item.problem.name, "label": item.label, "status": r.status.value,
@@ -178,15 +188,23 @@ def run(args) -> dict:
         wall = time.monotonic() - t0
         busy_fraction = busy.stop() if busy else None
         info = ev.device_info()
-    return summarize(rows, wall, busy_fraction, args, info)
+    summary = summarize(rows, wall, busy_fraction, args, info)
+    summary["warm_references_s"] = warm_s
+    return summary
 
 
 ORCHESTRATOR_STAGES = ("static_checks", "prepare", "child_wait", "candidate", "child_exit", "judge_release",
                        "reference_lock_wait", "reference_timing")
 """Stages on an evaluation's critical path, one after the other (``candidate`` is split below)."""
-CANDIDATE_STAGES = ("inputs", "import", "compile", "correctness", "extra_runs", "timing", "timing_samples")
+CANDIDATE_STAGES = ("inputs", "import", "compile", "correctness", "extra_runs", "timing", "timing_samples",
+                    "timing_lock_wait")
 """The candidate's own stages, inside ``candidate``; ``integrity.*`` are inside ``extra_runs`` and
-``child_start`` (a warm child starting in the background) is off the critical path."""
+``child_start`` (a warm child starting in the background) is off the critical path.
+``timing_lock_wait`` (the candidate waiting for the exclusive timed region) is measured by the
+orchestrator between two of the candidate's stages. ``judge_compare`` (its exports waiting on the
+judge: queue and comparison) lies inside ``compile``, ``correctness``, ``extra_runs`` and
+``timing_samples``, so it is reported beside the critical path (``overlapping``), not in it."""
+OVERLAPPING = ("judge_compare", "child_start")
 
 
 def critical_path(stages: dict[str, float]) -> dict[str, float]:
@@ -206,6 +224,7 @@ def summarize(rows: list[dict], wall: float, busy: float | None, args, info: dic
         for k, v in critical_path(r["stages"] or {}).items():
             stages[k] += v
     background = sum((r["stages"] or {}).get("child_start", 0.0) for r in rows)
+    overlapping = {k: sum((r["stages"] or {}).get(k, 0.0) for r in rows) for k in OVERLAPPING}
     total_stage = sum(stages.values()) or 1.0
     by_problem: dict[str, list[float]] = defaultdict(list)
     for r in rows:
@@ -222,7 +241,7 @@ def summarize(rows: list[dict], wall: float, busy: float | None, args, info: dic
         "statuses": dict(Counter(r["status"] for r in rows)), "labels": dict(Counter(r["label"] for r in rows)),
         "gpu_busy_fraction": busy, "latency_p50_s": pct(lat, 0.5), "latency_p95_s": pct(lat, 0.95),
         "stage_seconds": dict(sorted(stages.items(), key=lambda kv: -kv[1])),
-        "child_start_s_background": background,
+        "child_start_s_background": background, "overlapping_stage_seconds": overlapping,
         "stage_share": {k: v / total_stage for k, v in sorted(stages.items(), key=lambda kv: -kv[1])},
         "speedup_cv": cvs, "speedup_cv_max": max(cvs.values()) if cvs else None, "rows": rows,
     }
@@ -265,6 +284,10 @@ def main() -> int:
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--pool-size", type=int, default=4)
+    ap.add_argument("--judges", type=int, default=0, help="judges per device (0: the gym's default)")
+    ap.add_argument("--warm-references", action="store_true",
+                    help="prepare every problem and time its reference before the clock starts (steady state "
+                         "of an RL run, which times a problem's reference once for the whole run)")
     ap.add_argument("--duration-s", type=float, default=180.0)
     ap.add_argument("--fail-fraction", type=float, default=0.4)
     ap.add_argument("--levels", type=int, nargs="+", default=[1, 2])

@@ -28,7 +28,7 @@ from drkernel.gym.messages import Job, Prepared, TimeReference, Timed
 from drkernel.gym.orchestrator.refcache import TIMING_FIELDS, ReferenceTimingCache, reference_key
 from drkernel.gym.result import EvalResult, Hack, KernelStat, Status, TimingStats, TrialResult
 from drkernel.gym.orchestrator.runtime import DeviceRuntime, JudgeLost
-from drkernel.gym.seeds import plan_seeds
+from drkernel.gym.seeds import plan_seeds, public_seed
 from drkernel.gym.orchestrator.sandbox import make_runner
 from drkernel.gym.orchestrator.session import CandidateSession, SessionOutcome
 
@@ -73,14 +73,18 @@ class InProcessEvaluator:
             triton imported once; each fork walled off in namespaces of its own inside the sandbox).
             Sandboxed runs only; where the kernel refuses the nested namespaces the evaluator warns
             and starts fresh processes.
+        judges: judge processes per device (0: two on a CUDA device, one on CPU). A candidate's job
+            sticks to one judge; more judges compare more candidates' trials at once, each costs a
+            CUDA context and a reference model cache on the device.
     """
 
     def __init__(self, device: str = "auto", concurrency: int = 2, pool_size: int = 2,
                  triton_cache_dir: str | None = None, checks: CheckRegistry | None = None,
                  reference_cache_dir: str | None = None, cache_reference_timings: bool = True,
-                 unsafe_no_sandbox: bool = False, zygote: bool = True) -> None:
+                 unsafe_no_sandbox: bool = False, zygote: bool = True, judges: int = 0) -> None:
         EvalConfig(device=device)  # validates the device string
         self.zygote = zygote
+        self.judges = max(0, judges)
         self.runner = make_runner(unsafe_no_sandbox)  # refuses (SandboxUnavailable) without a working sandbox
         self.concurrency = max(1, concurrency)
         self.pool_size = max(0, pool_size)
@@ -154,7 +158,7 @@ class InProcessEvaluator:
 
     def _new_runtime(self, device: str) -> DeviceRuntime:
         return DeviceRuntime(device, pool_size=self.pool_size, concurrency=self.concurrency, env=self.env,
-                             runner=self.runner, zygote=self.zygote)
+                             runner=self.runner, zygote=self.zygote, judges=self.judges)
 
     def _runtime(self, device: str) -> DeviceRuntime:
         with self._lock:
@@ -207,7 +211,8 @@ class InProcessEvaluator:
                                        cfg.rss_limit_mb << 20)
             out = self._run_cancellable(session)
         stages.update({"child_wait": out.child_wait_s, "candidate": out.wall_s, "child_exit": out.exit_s,
-                       "judge_release": out.release_s})
+                       "judge_release": out.release_s, "judge_compare": out.judge_s,
+                       "timing_lock_wait": out.lock_wait_s})
         if out.child_start_s is not None:
             stages["child_start"] = out.child_start_s
         for name, seconds in ((out.done or {}).get("stages") or {}).items():
@@ -328,26 +333,58 @@ class InProcessEvaluator:
             result.timing_note = "not timed: the candidate reported no valid timings"
             return
         result.sol_timing = TimingStats(**out.sol_timing)
-        code = job["trials"][0]["code"]
-        seed = job["reference_seed"]  # public: the reference never sees the candidate's secret timing inputs
-        key = reference_key(code, seed, seed, rt.device_name, result.versions, cfg.to_dict())
-        stats = self.ref_cache.get(key) if self.cache_reference_timings else None
-        result.reference_cached = stats is not None
-        if stats is None:
-            t = time.monotonic()
-            with rt.rw.exclusive():
-                stages["reference_lock_wait"] = time.monotonic() - t
-                # the judge gets exactly the fields that key the cache, so the two cannot drift apart
-                stats = Timed.from_header(rt.judge_call(
-                    TimeReference(code, seed, seed, {k: getattr(cfg, k) for k in TIMING_FIELDS}).to_header())).stats
-            stages["reference_timing"] = time.monotonic() - t
-            self.ref_cache.put(key, stats)
+        stats, result.reference_cached = self._reference_timing(rt, job["trials"][0]["code"], job["reference_seed"],
+                                                                result.versions, cfg, stages)
         result.ref_timing = TimingStats(**stats)
         if result.sol_timing.median_ms > 0:
             result.speedup = result.ref_timing.median_ms / result.sol_timing.median_ms
         if out.sol_wall_s is not None:
             result.timing_note = (f"solution timed region took {out.sol_wall_s:.3f} s wall "
                                   f"(measured by the orchestrator)")
+
+    def _reference_timing(self, rt: DeviceRuntime, code: str, seed: int, versions: dict[str, str],
+                          cfg: EvalConfig, stages: dict[str, float]) -> tuple[dict[str, Any], bool]:
+        """The reference's timing stats for ``code`` (seed: public, so the reference never sees the
+        candidate's secret timing inputs) and whether they came from the cache. Timed once per key:
+        concurrent evaluations of one problem wait for the first one's timing instead of each timing
+        it again (measured: 39 problems timed 257 s in a sustained run, most of them several times)."""
+        key = reference_key(code, seed, seed, rt.device_name, versions, cfg.to_dict())
+        if not self.cache_reference_timings:
+            return self._time_reference(rt, code, seed, cfg, stages), False
+        with self.ref_cache.timing(key) as cached:
+            if cached is not None:
+                return cached, True
+            stats = self._time_reference(rt, code, seed, cfg, stages)
+            self.ref_cache.put(key, stats)
+            return stats, False
+
+    def _time_reference(self, rt: DeviceRuntime, code: str, seed: int, cfg: EvalConfig,
+                        stages: dict[str, float]) -> dict[str, Any]:
+        t = time.monotonic()
+        with rt.rw.exclusive():
+            stages["reference_lock_wait"] = time.monotonic() - t
+            # the judge gets exactly the fields that key the cache, so the two cannot drift apart
+            stats = Timed.from_header(rt.judge_call(
+                TimeReference(code, seed, seed, {k: getattr(cfg, k) for k in TIMING_FIELDS}).to_header())).stats
+        stages["reference_timing"] = time.monotonic() - t
+        return stats
+
+    def warm(self, problems: Sequence[Any], config: EvalConfig | None = None) -> dict[str, float]:
+        """Prepare ``problems`` and time their references now, before the evaluations that need them (an
+        RL run knows its problems at start: without this, the first evaluation of each problem pays the
+        reference's preparation and timing on its critical path, and every candidate on the device
+        waits while a reference is timed). Returns seconds per problem key; idempotent (cached)."""
+        cfg = config or EvalConfig()
+        rt = self._runtime(cfg.device)
+        versions = dict(rt.hello.get("versions", {}))
+        spent: dict[str, float] = {}
+        for problem in problems:
+            t = time.monotonic()
+            prepared = rt.prepare(problem, cfg)
+            if rt.is_cuda and cfg.timing:
+                self._reference_timing(rt, prepared.code, public_seed(cfg.seed), versions, cfg, {})
+            spent[problem.key] = time.monotonic() - t
+        return spent
 
     def _done(self, result: EvalResult, stages: dict[str, float], t0: float) -> EvalResult:
         result.stage_seconds = {k: round(v, 6) for k, v in stages.items()}

@@ -10,9 +10,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import contextlib
 import threading
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 TIMING_FIELDS = ("warmup_calls", "timed_calls", "l2_flush", "reference", "head_start_max_ms", "timed_calls_max",
                  "timing_target_rse")
@@ -30,6 +31,7 @@ class ReferenceTimingCache:
         self.directory = Path(directory) if directory else None
         self._mem: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
+        self._timing: dict[str, threading.Lock] = {}  # key -> held while one caller times it
         if self.directory:
             self.directory.mkdir(parents=True, exist_ok=True)
 
@@ -51,6 +53,16 @@ class ReferenceTimingCache:
             tmp = self.directory / f".{key}.{os.getpid()}.tmp"
             tmp.write_text(json.dumps(dict(stats)))
             tmp.replace(self.directory / f"{key}.json")
+
+    @contextlib.contextmanager
+    def timing(self, key: str) -> Iterator[dict[str, Any] | None]:
+        """Single flight: yields the cached stats, or None to the one caller that must time ``key`` and
+        `put` them; other callers of the same key wait for it and then get its stats (another key
+        does not wait). A caller that fails without putting lets the next waiter time it."""
+        with self._lock:
+            lock = self._timing.setdefault(key, threading.Lock())
+        with lock:
+            yield self.get(key)
 
     def __len__(self) -> int:
         return len(self._mem)

@@ -1,8 +1,14 @@
-"""Per-device machinery of the orchestrator: the judge child, the warm candidate pool, the device's
+"""Per-device machinery of the orchestrator: the judges, the warm candidate pool, the device's
 reader-writer lock, the concurrency slots and the cache of prepared problems.
 
-Lock order: a thread takes the device lock (shared or exclusive) before the judge's request lock
-and never waits for the device lock while it holds the judge's, so the two cannot deadlock.
+A device has a small pool of judges (`JudgeSlot`): every comparison of a candidate's trial runs the
+reference there, so one judge serialised the comparisons of every candidate in flight (measured on an
+H100: 8 candidates, one judge, comparisons queued behind each other). A candidate's job sticks to one
+judge for its whole session, because the judge keeps the job's reference outputs between the trial's
+exports; jobs go to the judge with the fewest jobs assigned.
+
+Lock order: a thread takes the device lock (shared or exclusive) before a judge's request lock
+and never waits for the device lock while it holds a judge's, so the two cannot deadlock.
 """
 
 from __future__ import annotations
@@ -23,6 +29,10 @@ from drkernel.gym.orchestrator.sandbox import JUDGE_LIMITS, Runner
 
 log = logging.getLogger(__name__)
 JUDGE_TIMEOUT_S = 1800.0
+CUDA_JUDGES = 2
+"""Judges per CUDA device by default: two halved the comparisons' queue at 8 candidates in flight; each
+costs a CUDA context and its own reference model cache on the device. CPU devices get one (the
+interpreter is CPU-bound: a second judge competes with the candidates for the same cores)."""
 
 
 class JudgeLost(InfrastructureError):
@@ -79,11 +89,49 @@ class RWLock:
             self.release_exclusive()
 
 
+class JudgeSlot:
+    """One judge child, the lock that serialises requests to it, and how many jobs stick to it."""
+
+    def __init__(self, index: int, start: Any) -> None:
+        self.index = index
+        self._start = start
+        self.child: Child = start()
+        self.lock = threading.Lock()
+        self.jobs = 0
+        self.served = 0  # requests answered (for stats and tests)
+
+    def call(self, header: dict[str, Any], blob: bytes, timeout_s: float, fds: list[int] | None) -> dict:
+        with self.lock:
+            try:
+                self.child.send(header, blob, fds)
+                reply = self.child.recv(time.monotonic() + timeout_s).header
+                self.served += 1
+                return reply
+            except (ChannelClosed, ChannelTimeout, ProtocolViolation) as e:
+                tail = self.child.log_tail(4000)
+                self.restart()
+                raise JudgeLost(f"judge {self.index} lost during {header.get('op')!r}: {e}\n{tail}") from e
+
+    def restart(self) -> None:
+        log.warning("restarting judge %d", self.index)
+        self.child.discard()
+        self.child = self._start()
+        self.child.wait_ready()
+
+    def shutdown(self) -> None:
+        with self.lock:
+            try:
+                self.child.send(Signal(Op.SHUTDOWN).to_header())
+            except ChannelClosed:
+                pass
+            self.child.discard()
+
+
 class DeviceRuntime:
     """Judge + warm pool + locks for one device. Starts in the background; `wait_ready` joins."""
 
     def __init__(self, device: str, *, pool_size: int, concurrency: int, env: dict[str, str],
-                 runner: Runner, zygote: bool = True) -> None:
+                 runner: Runner, zygote: bool = True, judges: int = 0) -> None:
         self.requested = device
         self.runner = runner
         self.use_zygote = zygote and runner.sandboxed
@@ -96,8 +144,8 @@ class DeviceRuntime:
         self.in_flight = 0
         self.hello: dict[str, Any] = {}
         self.pool: WarmPool | None = None
-        self.judge: Child | None = None
-        self._judge_lock = threading.Lock()
+        self.judges_wanted = judges  # 0: CUDA_JUDGES on a CUDA device, 1 elsewhere
+        self.judges: list[JudgeSlot] = []
         self._count_lock = threading.Lock()
         self._prepared: dict[tuple, Prepared] = {}
         self._ready = threading.Event()
@@ -111,8 +159,10 @@ class DeviceRuntime:
         if early:
             zygote.start()
         try:
-            self.judge = Child("drkernel.gym.judge", self.requested, self.env, self.runner, JUDGE_LIMITS)
-            self.hello = self.judge.wait_ready()
+            first = JudgeSlot(0, self._judge_starter(self.requested))
+            self.hello = first.child.wait_ready()
+            first._start = self._judge_starter(self.device)  # a restart goes to the resolved device
+            self.judges = [first] + self._more_judges()
             if self.use_zygote:
                 if not early:
                     zygote.start()
@@ -123,6 +173,17 @@ class DeviceRuntime:
             self._error = e
         finally:
             self._ready.set()
+
+    def _judge_starter(self, device: str) -> Any:
+        return lambda: Child("drkernel.gym.judge", device, self.env, self.runner, JUDGE_LIMITS)
+
+    def _more_judges(self) -> list[JudgeSlot]:
+        """The pool's other judges, started side by side once the first resolved the device."""
+        n = self.judges_wanted or (CUDA_JUDGES if self.is_cuda else 1)
+        slots = [JudgeSlot(i, self._judge_starter(self.device)) for i in range(1, n)]
+        for slot in slots:
+            slot.child.wait_ready()
+        return slots
 
     def _start_zygote(self) -> None:
         try:
@@ -165,31 +226,36 @@ class DeviceRuntime:
                 with self._count_lock:
                     self.in_flight -= 1
 
+    @property
+    def judge(self) -> Child | None:
+        """The first judge's child (the one whose hello describes the device)."""
+        return self.judges[0].child if self.judges else None
+
+    @contextlib.contextmanager
+    def judge_for_job(self) -> Iterator[JudgeSlot]:
+        """The judge a candidate's job sticks to (the one with the fewest jobs) for its session."""
+        with self._count_lock:
+            slot = min(self.judges, key=lambda j: (j.jobs, j.index))
+            slot.jobs += 1
+        try:
+            yield slot
+        finally:
+            with self._count_lock:
+                slot.jobs -= 1
+
     def judge_call(self, header: dict[str, Any], blob: bytes = b"", timeout_s: float = JUDGE_TIMEOUT_S,
-                   fds: list[int] | None = None) -> dict:
-        """One request to the judge (``fds``: descriptors relayed with it, a candidate's staging
-        buffer). Raises `JudgeError` when it reports a failure of the reference, `JudgeLost` (after
-        restarting it) when it died or hung."""
-        with self._judge_lock:
-            assert self.judge is not None
-            try:
-                self.judge.send(header, blob, fds)
-                reply = self.judge.recv(time.monotonic() + timeout_s).header
-            except (ChannelClosed, ChannelTimeout, ProtocolViolation) as e:
-                tail = self.judge.log_tail(4000)
-                self._restart_judge()
-                raise JudgeLost(f"judge lost during {header.get('op')!r}: {e}\n{tail}") from e
+                   fds: list[int] | None = None, judge: JudgeSlot | None = None) -> dict:
+        """One request to ``judge`` (default: the least busy; ``fds``: descriptors relayed with it, a
+        candidate's staging buffer). Raises `JudgeError` when it reports a failure of the reference,
+        `JudgeLost` (after restarting it) when it died or hung."""
+        if judge is None:
+            with self._count_lock:
+                judge = min(self.judges, key=lambda j: (j.lock.locked(), j.jobs, j.index))
+        reply = judge.call(header, blob, timeout_s, fds)
         if reply.get("op") == Op.ERROR:
             e = Error.from_header(reply)
             raise JudgeError(f"judge failed on {header.get('op')!r}: {e.type}: {e.message}\n{e.traceback}")
         return reply
-
-    def _restart_judge(self) -> None:
-        log.warning("restarting the judge on %s", self.device)
-        assert self.judge is not None
-        self.judge.discard()
-        self.judge = Child("drkernel.gym.judge", self.device, self.env, self.runner, JUDGE_LIMITS)
-        self.judge.wait_ready()
 
     def prepare(self, problem: Any, config: Any) -> Prepared:
         """Scaled code, second-size code and input bytes of a problem (cached)."""
@@ -206,7 +272,7 @@ class DeviceRuntime:
                 "concurrency": self.concurrency, "pool_size": self.pool_size,
                 "pool_ready": self.pool.ready_count if self.pool else 0,
                 "total_memory": self.hello.get("total_memory"), "versions": self.hello.get("versions", {}),
-                "sandbox": self.runner.name, "zygote": self.zygote is not None}
+                "sandbox": self.runner.name, "zygote": self.zygote is not None, "judges": len(self.judges)}
 
     def close(self) -> None:
         self._ready.wait()
@@ -214,10 +280,5 @@ class DeviceRuntime:
             self.pool.close()
         if self.zygote is not None:
             self.zygote.close()
-        if self.judge is not None:
-            with self._judge_lock:
-                try:
-                    self.judge.send(Signal(Op.SHUTDOWN).to_header())
-                except ChannelClosed:
-                    pass
-                self.judge.discard()
+        for slot in self.judges:
+            slot.shutdown()

@@ -56,6 +56,8 @@ class SessionOutcome:
     child_start_s: float | None = None
     child_wait_s: float = 0.0
     lock_wait_s: float = 0.0
+    judge_s: float = 0.0
+    """Seconds the candidate's exports waited for the judge's verdicts (queue and comparison)."""
     wall_s: float = 0.0
     exit_s: float = 0.0                         # the candidate's exit, after its last message
     release_s: float = 0.0                      # the judge freeing the job's tensors
@@ -172,11 +174,16 @@ class CandidateSession:
         self.hold: str | None = None
         self.order = ProtocolOrder(len(job["trials"]), len(job.get("hooks") or ()), bool(job.get("timing")))
         self.child: Any = None
+        self.judge: Any = None  # the runtime's JudgeSlot this job sticks to (its reference outputs live there)
         self.lock_t = 0.0  # when the exclusive region was granted
         self.cancelled = False
         self._cancel_lock = threading.Lock()
 
     def run(self) -> SessionOutcome:
+        with self.rt.judge_for_job() as self.judge:
+            return self._run()
+
+    def _run(self) -> SessionOutcome:
         t = time.monotonic()
         assert self.rt.pool is not None
         child = self.rt.pool.take()
@@ -203,7 +210,7 @@ class CandidateSession:
             try:
                 self._finish(child)
                 self.out.exit_s = time.monotonic() - t
-                self.rt.judge_call(Release(self.job_id).to_header())
+                self.rt.judge_call(Release(self.job_id).to_header(), judge=self.judge)
             finally:
                 self._release()
             self.out.release_s = time.monotonic() - t - self.out.exit_s
@@ -316,7 +323,11 @@ class CandidateSession:
             spec = trials[trial]
         request = CompareRequest(self.job_id, trial, spec["code"], spec["seed"], self.weight_seed, self.profile,
                                  msg.tree, tag, msg.staging if fds else None)
-        return Verdict.from_header(self.rt.judge_call(request.to_header(), blob, fds=fds[:1]))
+        t = time.monotonic()
+        try:
+            return Verdict.from_header(self.rt.judge_call(request.to_header(), blob, fds=fds[:1], judge=self.judge))
+        finally:
+            self.out.judge_s += time.monotonic() - t
 
     def _acquire(self, mode: str) -> float:
         t = time.monotonic()
