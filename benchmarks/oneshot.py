@@ -81,18 +81,25 @@ def main() -> int:
             ev.evaluate(req)  # warm: judge, problem prepared, reference timed
             reps = [ev.evaluate(req) for _ in range(args.repeats)]
         walls = [x.elapsed_s for x in reps]
+        stages = {k: statistics.median((x.stage_seconds or {}).get(k, 0.0) for x in reps)
+                  for k in sorted({k for x in reps for k in (x.stage_seconds or {})})}
         speedups = [x.speedup for x in reps if x.speedup]
         cv = statistics.pstdev(speedups) / statistics.fmean(speedups) if len(speedups) > 1 else None
         b2b = statistics.median(walls)
         row = {"oneshot_status": r.status.value, "oneshot_s": one_s, "oneshot_peak_mib": mem.peak,
                "kernelbench_s": kb_s, "oneshot_faster_than_kernelbench": one_s < kb_s,
                "b2b_statuses": sorted({x.status.value for x in reps}), "b2b_wall_s": walls, "b2b_median_s": b2b,
-               "b2b_ratio_to_kernelbench": kb_s / b2b, "speedup_cv": cv, "speedups": speedups}
+               "b2b_ratio_to_kernelbench": kb_s / b2b, "speedup_cv": cv, "speedups": speedups,
+               "oneshot_stages": r.stage_seconds, "oneshot_evaluation_s": r.elapsed_s,
+               "b2b_median_stages": {k: round(v, 4) for k, v in stages.items() if v >= 0.005}}
         report["cases"][name] = row
         ok &= r.status.value == "correct" and row["b2b_statuses"] == ["correct"]
         print(f"SUMMARY {name}: one-shot {r.status.value} in {one_s:.1f} s (KernelBench {kb_s} s), peak "
               f"{mem.peak} MiB; back to back median {b2b:.2f} s = {kb_s / b2b:.0f}x below KernelBench, "
               f"speedup CV {100 * (cv or 0):.2f} %", flush=True)
+        print(f"  one-shot: evaluator start {one_s - r.elapsed_s:.1f} s, evaluation {r.elapsed_s:.1f} s, stages "
+              f"{ {k: round(v, 2) for k, v in (r.stage_seconds or {}).items() if v >= 0.05} }", flush=True)
+        print(f"  back to back, median stages: {row['b2b_median_stages']}", flush=True)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=1))
     print("PASS oneshot" if ok else "FAIL oneshot: an evaluation was not correct")

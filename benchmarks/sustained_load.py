@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from drkernel.errors import InfrastructureError
 from drkernel.gym import EvalConfig, EvalRequest, InProcessEvaluator
 from drkernel.problems import builtin_solution, find_problem, load_builtin, load_rows
 
@@ -167,7 +168,14 @@ def run(args) -> dict:
             submitted = time.monotonic()
             request = EvalRequest(problem=item.problem, solution=item.source,
                                   config=cfg)
-            r = ev.evaluate(request)
+            try:
+                r = ev.evaluate(request)
+            except InfrastructureError as e:  # the gym's failure, not the solution's: counted, not fatal
+                done = time.monotonic()
+                print(f"  infrastructure error on {item.problem.name}: {str(e).splitlines()[0][:200]}", flush=True)
+                return {"problem": item.problem.name, "label": item.label, "status": "infrastructure_error",
+                        "valid": False, "speedup": None, "submitted_s": submitted - t0, "done_s": done - t0,
+                        "latency_s": done - submitted, "stages": {}}
             done = time.monotonic()
             return {"problem": item.problem.name, "label": item.label, "status": r.status.value,
                     "valid": r.valid, "speedup": r.speedup, "submitted_s": submitted - t0, "done_s": done - t0,

@@ -25,6 +25,9 @@ def two_judges():
 
 def test_jobs_go_to_the_judge_with_the_fewest_jobs_and_stay_there(two_judges):
     rt = two_judges._runtime("cpu")
+    deadline = time.monotonic() + 60  # the second judge joins when it is ready
+    while len(rt.judges) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert len(rt.judges) == 2 and rt.info()["judges"] == 2
     assert rt.judges[0].child.pid != rt.judges[1].child.pid
     with rt.judge_for_job() as first:
@@ -121,3 +124,33 @@ def test_a_failed_timing_lets_the_next_caller_time_it():
         cache.put("k", {"median_ms": 2.0})
     with cache.timing("k") as cached:
         assert cached == {"median_ms": 2.0}
+
+
+def test_device_memory_claims_wait_in_order_and_an_oversized_one_runs_alone():
+    from drkernel.gym.orchestrator.runtime import MemoryBudget
+
+    budget = MemoryBudget(100)
+    order: list[str] = []
+    inside = threading.Event()
+    release_big = threading.Event()
+
+    def claim(name: str, n: int, hold: threading.Event | None = None) -> None:
+        with budget.claim(n):
+            order.append(name)
+            if hold is not None:
+                inside.set()
+                hold.wait(5)
+
+    with budget.claim(60):
+        big = threading.Thread(target=claim, args=("big", 500, release_big))  # more than the budget
+        big.start()
+        time.sleep(0.05)
+        small = threading.Thread(target=claim, args=("small", 10))  # would fit now, but is behind "big"
+        small.start()
+        time.sleep(0.1)
+        assert order == [] and budget.used == 60
+    assert inside.wait(5) and order == ["big"] and budget.used == 100  # alone, holding everything
+    release_big.set()
+    big.join(5)
+    small.join(5)
+    assert order == ["big", "small"] and budget.used == 0

@@ -27,7 +27,7 @@ from drkernel.gym.config import EvalConfig, EvalRequest
 from drkernel.gym.messages import Job, Prepared, TimeReference, Timed
 from drkernel.gym.orchestrator.refcache import TIMING_FIELDS, ReferenceTimingCache, reference_key
 from drkernel.gym.result import EvalResult, Hack, KernelStat, Status, TimingStats, TrialResult
-from drkernel.gym.orchestrator.runtime import DeviceRuntime, JudgeLost
+from drkernel.gym.orchestrator.runtime import DeviceRuntime, JudgeLost, JudgeOutOfMemory
 from drkernel.gym.seeds import plan_seeds, public_seed
 from drkernel.gym.orchestrator.sandbox import make_runner
 from drkernel.gym.orchestrator.session import CandidateSession, SessionOutcome
@@ -106,10 +106,11 @@ class InProcessEvaluator:
         for attempt in range(2):
             try:
                 return self._evaluate(request)
-            except JudgeLost as e:
+            except (JudgeLost, JudgeOutOfMemory) as e:  # the infrastructure's, not the solution's: once more
+                what = "lost" if isinstance(e, JudgeLost) else "out of device memory"
                 if attempt:
-                    raise InfrastructureError(f"the judge was lost twice evaluating {request.problem.key}") from e
-                log.warning("judge lost, retrying %s once: %s", request.problem.key, str(e).splitlines()[0])
+                    raise InfrastructureError(f"the judge was {what} twice evaluating {request.problem.key}") from e
+                log.warning("judge %s, retrying %s once: %s", what, request.problem.key, str(e).splitlines()[0])
         raise AssertionError("unreachable")
 
     async def evaluate_batch(self, requests: Sequence[EvalRequest]) -> list[EvalResult]:
@@ -206,7 +207,7 @@ class InProcessEvaluator:
         job_id = f"{next(self._ids)}-{result.solution_hash[:8]}"
         _announce(request, f"running the solution in a fresh candidate process ({cfg.trials} trials, "
                            f"limit {cfg.timeout_s:g} s)")
-        with rt.slot():
+        with rt.slot(prepared.input_bytes if rt.is_cuda else 0):
             session = CandidateSession(rt, job, job_id, cfg.tolerance, job["weight_seed"], cfg.timeout_s,
                                        cfg.rss_limit_mb << 20)
             out = self._run_cancellable(session)

@@ -13,6 +13,7 @@ and never waits for the device lock while it holds a judge's, so the two cannot 
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import logging
 import threading
@@ -37,6 +38,51 @@ interpreter is CPU-bound: a second judge competes with the candidates for the sa
 
 class JudgeLost(InfrastructureError):
     """The judge process died or stopped answering; it has been restarted."""
+
+
+class JudgeOutOfMemory(JudgeError):
+    """The judge ran out of device memory running the reference (the device was full: retry)."""
+
+
+JOB_MEMORY_FACTOR = 8
+"""Device bytes one evaluation may hold at its peak, in multiples of its inputs' bytes: the candidate's
+inputs, outputs and staging buffer, the judge's inputs, outputs and TF32 re-run, timing clones. Measured
+on an H100 (2026-11-24): one 19_ReLU evaluation (6.4 GB of inputs) peaked at 69 GB of the device."""
+MEMORY_FRACTION = 0.85
+"""The share of the device's memory that admitted evaluations may claim together."""
+
+
+class MemoryBudget:
+    """A weighted semaphore of device bytes: an evaluation claims its estimate before its candidate
+    starts and waits while the claims in flight would pass the budget. Claims are served in arrival
+    order (a large claim is not starved by small ones passing it); a claim above the whole budget runs
+    alone (it waits for an empty device). Two judges and eight candidates of a full-size KernelBench
+    problem do not fit on one 80 GB device together; without this the judge ran out of memory
+    (measured on an H100, 2026-11-24)."""
+
+    def __init__(self, total: int) -> None:
+        self.total = max(0, total)
+        self.used = 0
+        self._cond = threading.Condition()
+        self._queue: collections.deque[object] = collections.deque()
+
+    @contextlib.contextmanager
+    def claim(self, nbytes: int) -> Iterator[None]:
+        n = min(max(0, nbytes), self.total)
+        ticket = object()
+        with self._cond:
+            self._queue.append(ticket)
+            while self._queue[0] is not ticket or (self.used and self.used + n > self.total):
+                self._cond.wait()
+            self._queue.popleft()
+            self.used += n
+            self._cond.notify_all()  # the next in line may fit too
+        try:
+            yield
+        finally:
+            with self._cond:
+                self.used -= n
+                self._cond.notify_all()
 
 
 class RWLock:
@@ -146,6 +192,8 @@ class DeviceRuntime:
         self.pool: WarmPool | None = None
         self.judges_wanted = judges  # 0: CUDA_JUDGES on a CUDA device, 1 elsewhere
         self.judges: list[JudgeSlot] = []
+        self.memory = MemoryBudget(0)  # sized from the first judge's hello (CUDA only)
+        self._closing = False
         self._count_lock = threading.Lock()
         self._prepared: dict[tuple, Prepared] = {}
         self._ready = threading.Event()
@@ -162,7 +210,10 @@ class DeviceRuntime:
             first = JudgeSlot(0, self._judge_starter(self.requested))
             self.hello = first.child.wait_ready()
             first._start = self._judge_starter(self.device)  # a restart goes to the resolved device
-            self.judges = [first] + self._more_judges()
+            if self.is_cuda:
+                self.memory = MemoryBudget(int(int(self.hello.get("total_memory") or 0) * MEMORY_FRACTION))
+            self.judges = [first]
+            self._more_judges()
             if self.use_zygote:
                 if not early:
                     zygote.start()
@@ -177,13 +228,27 @@ class DeviceRuntime:
     def _judge_starter(self, device: str) -> Any:
         return lambda: Child("drkernel.gym.judge", device, self.env, self.runner, JUDGE_LIMITS)
 
-    def _more_judges(self) -> list[JudgeSlot]:
-        """The pool's other judges, started side by side once the first resolved the device."""
-        n = self.judges_wanted or (CUDA_JUDGES if self.is_cuda else 1)
-        slots = [JudgeSlot(i, self._judge_starter(self.device)) for i in range(1, n)]
-        for slot in slots:
-            slot.child.wait_ready()
-        return slots
+    def _more_judges(self) -> None:
+        """The pool's other judges, started in the background once the first resolved the device; each
+        joins the pool when ready (the device is usable with the first: a one-shot evaluation does not
+        wait for them). One judge where there is no warm pool (one evaluation at a time)."""
+        n = self.judges_wanted or (CUDA_JUDGES if self.is_cuda and self.pool_size else 1)
+
+        def start(i: int) -> None:
+            try:
+                slot = JudgeSlot(i, self._judge_starter(self.device))
+                slot.child.wait_ready()
+            except Exception as e:  # the pool works with fewer judges
+                log.warning("judge %d on %s did not start: %s", i, self.device, e)
+                return
+            with self._count_lock:
+                if self._closing:
+                    slot.shutdown()
+                else:
+                    self.judges.append(slot)
+
+        for i in range(1, n):
+            threading.Thread(target=start, args=(i,), name=f"judge-{i}-{self.device}", daemon=True).start()
 
     def _start_zygote(self) -> None:
         try:
@@ -215,9 +280,10 @@ class DeviceRuntime:
         return self.device.startswith("cuda")
 
     @contextlib.contextmanager
-    def slot(self) -> Iterator[None]:
-        """One of ``concurrency`` candidate places on this device."""
-        with self.slots:
+    def slot(self, input_bytes: int = 0) -> Iterator[None]:
+        """One of ``concurrency`` candidate places on this device, and the device memory an evaluation
+        with ``input_bytes`` of inputs may need (`MemoryBudget`; nothing on CPU)."""
+        with self.slots, self.memory.claim(JOB_MEMORY_FACTOR * input_bytes):
             with self._count_lock:
                 self.in_flight += 1
             try:
@@ -254,7 +320,8 @@ class DeviceRuntime:
         reply = judge.call(header, blob, timeout_s, fds)
         if reply.get("op") == Op.ERROR:
             e = Error.from_header(reply)
-            raise JudgeError(f"judge failed on {header.get('op')!r}: {e.type}: {e.message}\n{e.traceback}")
+            kind = JudgeOutOfMemory if e.type == "OutOfMemoryError" else JudgeError
+            raise kind(f"judge failed on {header.get('op')!r}: {e.type}: {e.message}\n{e.traceback}")
         return reply
 
     def prepare(self, problem: Any, config: Any) -> Prepared:
@@ -280,5 +347,8 @@ class DeviceRuntime:
             self.pool.close()
         if self.zygote is not None:
             self.zygote.close()
-        for slot in self.judges:
+        with self._count_lock:
+            self._closing = True
+            judges = list(self.judges)
+        for slot in judges:
             slot.shutdown()
