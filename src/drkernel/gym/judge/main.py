@@ -140,6 +140,9 @@ class Judge:
         job, trial = h.job, h.trial  # a trial's index, or "timing" for the timed calls' inputs
         cur = self.current.get(job)
         if cur is None or cur[0] != trial:
+            # drop the previous trial's outputs before the next run: at full size each is gigabytes, and
+            # holding both ran the judge out of device memory (24.8 GB allocated, H100, 2026-11-24)
+            cur = None
             self.current.pop(job, None)
             out, post = self.run_reference(h.code, h.seed, h.weight_seed)
             self.current[job] = cur = (trial, out, post)

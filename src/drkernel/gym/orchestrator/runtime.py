@@ -44,10 +44,11 @@ class JudgeOutOfMemory(JudgeError):
     """The judge ran out of device memory running the reference (the device was full: retry)."""
 
 
-JOB_MEMORY_FACTOR = 8
+JOB_MEMORY_FACTOR = 11
 """Device bytes one evaluation may hold at its peak, in multiples of its inputs' bytes: the candidate's
-inputs, outputs and staging buffer, the judge's inputs, outputs and TF32 re-run, timing clones. Measured
-on an H100 (2026-11-24): one 19_ReLU evaluation (6.4 GB of inputs) peaked at 69 GB of the device."""
+inputs, outputs, staging buffer and timing clones, the judge's inputs, outputs and TF32 re-run. Measured
+on an H100 (2026-11-24): one 19_ReLU evaluation (6.4 GB of inputs) peaked at 68.8 GB of the device, 10.7x;
+at 8x (51 GB claimed) small evaluations were admitted beside it and the judge ran out of memory."""
 MEMORY_FRACTION = 0.85
 """The share of the device's memory that admitted evaluations may claim together."""
 
