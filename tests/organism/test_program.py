@@ -6,7 +6,8 @@ import random
 import pytest
 
 from drkernel.organism.families import Kind, Spec, generate
-from drkernel.organism.program import Mode, ProgramError, SolutionKind, broken, parse, write
+from drkernel.organism.program import (HackStyle, Mode, ProgramError, SolutionKind, broken, hack, parse,
+                                       write)
 from drkernel.organism.render import bind_constants, render
 
 
@@ -34,7 +35,8 @@ def test_writers_round_trip_and_compute_the_chain():
             source = render(spec, program)
             compile(source, "solution.py", "exec")
             assert "class ModelNew" in source and ".item()" not in source
-            assert ("decoy_kernel" in source) == (kind is SolutionKind.HACK)
+            hacked = ("decoy_kernel" in source) or ("torch.cuda.Stream" in source)
+            assert hacked == (kind is SolutionKind.HACK)
 
 
 def test_writer_shapes():
@@ -42,8 +44,32 @@ def test_writer_shapes():
     assert write(SolutionKind.GOLD, spec).text == "triton relu scale add_y"
     assert write(SolutionKind.PER_OP, spec).text == "triton relu ; triton scale ; triton add_y"
     assert write(SolutionKind.LAZY, spec).text == "torch relu scale ; triton add_y"
-    assert write(SolutionKind.HACK, spec).text == "torch relu scale add_y ; decoy"
+    assert hack(spec, HackStyle.DECOY).text == "torch relu scale add_y ; decoy"
+    assert hack(spec, HackStyle.STREAM).text == "stream relu scale add_y"
     assert parse("torch relu ; decoy").segments[1].mode is Mode.DECOY
+    gemm = Spec(Kind.GEMM, ("matmul", "relu", "scale"), (None, None, 2.0))
+    assert write(SolutionKind.LAZY, gemm).text == "torch matmul ; triton relu scale"  # cuBLAS + epilogue
+
+
+def test_the_hack_writer_writes_both_hacks():
+    rng = random.Random(0)
+    texts = [write(SolutionKind.HACK, spec, rng).text for spec in generate("train", 40, seed=3)]
+    assert any(t.startswith("stream ") for t in texts) and any(t.endswith("; decoy") for t in texts)
+
+
+def test_a_stream_segment_follows_the_kernel_rules_and_renders_a_side_stream_launch():
+    for bad in ("stream", "stream softmax relu", "stream relu matmul", "stream matmul add_y"):
+        with pytest.raises(ProgramError):
+            parse(bad)
+    spec = Spec(Kind.EW, ("relu", "scale", "add_y"), (None, 0.5, None))
+    last = render(spec, parse("torch relu ; stream scale add_y"))
+    # the side stream waits for the calling stream (finished inputs); the calling stream does not wait
+    # for the side stream when nothing follows: the output goes back unfinished (hack 7)
+    assert "side.wait_stream(torch.cuda.current_stream())" in last
+    assert "current_stream().wait_stream(side)" not in last and "with torch.cuda.stream(side):" in last
+    middle = render(spec, parse("stream relu ; torch scale add_y"))
+    assert "torch.cuda.current_stream().wait_stream(side)" in middle  # a later segment reads h
+    assert parse("stream relu scale add_y").kernels == 1
 
 
 def test_replace_breakage_always_changes_the_chain():
