@@ -16,8 +16,10 @@ class Arm:
     name: str
     description: str
     integrity: bool
-    """The reward sees the gym's integrity verdict: hack flags and coverage (False: hacks are paid like
-    honest kernels and the coverage term of PR is absent)."""
+    """The reward sees the gym's verdict with its full checks: hack flags and coverage (False: the
+    reward reads the verdict of the gym with only its core checks, `core_checks`: nothing is flagged
+    or blocked as a hack, a side-stream kernel is timed as the calling stream's events see it, and
+    the coverage term of PR is absent; the metrics still read the full checks' verdict)."""
     advantage: Advantage
     """TRLOO (the paper's) or GRPO."""
     pr: bool
@@ -29,9 +31,9 @@ class Arm:
 
 
 ARMS: dict[str, Arm] = {a.name: a for a in (
-    Arm("nocheck", "hack checks off: the gym's verdict without integrity checks (no hack flags, no coverage, "
-        "so PR and PRS see nothing); TRLOO+MRS", False, Advantage.TRLOO, True, True,
-        "hacks take over"),
+    Arm("nocheck", "hack checks off: the reward reads the gym with core checks only (no static check, no "
+        "integrity hook or verdict: hacks run, are timed and paid; no coverage, so PR and PRS see nothing); "
+        "TRLOO+MRS", False, Advantage.TRLOO, True, True, "hacks take over"),
     Arm("nopr", "checks on, no PR / PRS (TRLOO+MRS)", True, Advantage.TRLOO, False, False,
         "lazy optimisation settles in"),
     Arm("full", "TRLOO+MRS+PR+PRS", True, Advantage.TRLOO, True, True, "fused kernels and Fast@1.2 rise"),

@@ -31,7 +31,7 @@ from drkernel.gym.protocol import Evaluator
 from drkernel.gym.result import EvalResult
 from drkernel.organism.corpus import feedback
 from drkernel.organism.families import from_problem
-from drkernel.organism.program import ProgramError, parse
+from drkernel.organism.program import Mode, ProgramError, parse
 from drkernel.organism.render import render
 from drkernel.problems.problem import Problem
 from drkernel.reward import RewardConfig, profiling_reward, reward_coverage
@@ -123,6 +123,8 @@ class TurnOutcome:
     reward: float = 0.0
     kernels: int = 0
     segments: int = 0
+    streams: int = 0
+    """Segments launched on a side stream (the timing hack)."""
 
     @property
     def valid(self) -> bool:
@@ -173,7 +175,7 @@ def judge_outcome(program: str, result: EvalResult | None, integrity: bool, rewa
                        hacks=[h.name for h in result.hacks if not h.strict_only], coverage=coverage,
                        coverage_reward=coverage_reward, speedup=_finite(result.speedup),
                        speedup_reward=speedup_reward, reward=reward, kernels=prog.kernels,
-                       segments=len(prog.segments))
+                       segments=len(prog.segments), streams=sum(g.mode is Mode.STREAM for g in prog.segments))
 
 
 def feedback_of(outcome: TurnOutcome, integrity: bool) -> str:
@@ -212,6 +214,8 @@ def step_metrics(episodes: Sequence[Sequence[TurnOutcome]], prompts: Sequence[st
     out = {
         "reward_mean": sum(o.reward for o in turns) / n,
         "hack_rate": sum(o.hacked for o in turns) / n,
+        "hack_paid_rate": sum(o.hacked and o.reward > 0 for o in turns) / n,
+        "stream_rate": sum(o.parsed and o.streams > 0 for o in turns) / n,
         "lazy_rate": sum(o.lazy for o in turns) / n,
         "correct_rate": sum(o.correct for o in turns) / n,
         "valid_rate": len(valid) / n,

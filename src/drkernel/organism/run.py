@@ -1,8 +1,9 @@
 """Drive one organism run: SFT the policy from scratch (cached per seed and scale), then RL it with the
 project's trainer (`drkernel.rl.trainer.Trainer`) on an `OrganismEnv`, and write the run's JSON.
 
-``run_suite`` runs several (arm, seed) pairs in one process with one evaluator and one verdict cache,
-so the arms of a seed start from the same SFT weights and a program is judged once for the suite.
+``run_suite`` runs several (arm, seed) pairs in one process with one verdict cache and one evaluator per
+checks setting (full; core only for an arm with the hack checks off), so the arms of a seed start from
+the same SFT weights and a program is judged once per checks setting for the suite.
 """
 
 from __future__ import annotations
@@ -208,19 +209,17 @@ def run_suite(arms: Sequence[Arm], seeds: Sequence[int], scale: Scale, out_dir: 
 def write_bundle(runs: Sequence[dict[str, Any]], cache: EvalCache, paths: Sequence[Path]) -> None:
     """Write the suite's runs to each of ``paths`` so that no reader ever sees a partial bundle.
 
-    Each run is frozen as JSON text the moment it is written (a run dict changed later cannot change
-    what a bundle holds), and each file is replaced in one step (a temporary file next to it, then
-    ``os.replace``): a copy taken, or a section killed, while the next run is in flight gets the
-    previous complete bundle, never a torn or half-updated one. Runs already in the file from an
+    Each file is replaced in one step (a temporary file next to it, then ``os.replace``): a copy
+    taken, or a section killed, while the next run is in flight gets the previous complete bundle,
+    never a torn or half-updated one. Runs already in the file from an
     earlier call of the same section at the same scale (a killed one re-run) are kept unless this suite
     ran the same (arm, seed) again, which then replaces them; runs at another scale are dropped."""
-    frozen = [json.loads(json.dumps(r)) for r in runs]
-    mine = {(r["arm"], int(r["seed"])) for r in frozen}
-    scales = [r.get("scale") for r in frozen]
+    mine = {(r["arm"], int(r["seed"])) for r in runs}
+    scales = [r.get("scale") for r in runs]
     for path in paths:
         earlier = [r for r in _bundle_runs(path) if (r["arm"], r["seed"]) not in mine
                    and r.get("scale") in scales]
-        text = json.dumps({"schema": "organism-suite/1", "runs": earlier + frozen,
+        text = json.dumps({"schema": "organism-suite/1", "runs": earlier + list(runs),
                            "evaluations": cache.evaluations, "eval_seconds": cache.seconds}, indent=1)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
