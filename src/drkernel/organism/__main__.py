@@ -6,6 +6,7 @@ Examples::
     python -m drkernel.organism run --arm full --seed 0 --out runs/org --device cuda
     python -m drkernel.organism suite --arms nocheck,nopr --seeds 0,1 --out runs/org --device cuda
     python -m drkernel.organism report runs/org --out runs/org/report
+    python -m drkernel.organism sft --seed 0,1,2,3 --out runs/org/cache --device cuda   # in parallel
 """
 
 from __future__ import annotations
@@ -66,6 +67,42 @@ def sft_only(seed: int, out: str, device: str, scale_name: str) -> str:
     return str(p0.path)
 
 
+def sft_many(seeds: Sequence[int], out: str, device: str, scale_name: str, threads: int = 2) -> list[str]:
+    """SFT several seeds at once, one process each (the GPU section ``organism-sft``).
+
+    The 11 M-parameter SFT is bound by the host issuing small kernels one step at a time (about 200 s
+    for one seed on an H100, the GPU mostly idle), so four processes share one GPU at little cost to
+    each; in one process they would add up. Each child is ``python -m drkernel.organism sft`` with
+    ``threads`` intra-op threads; returns a SUMMARY line per seed (its folder or its error)."""
+    import json
+    import os
+    import subprocess
+    import time
+
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    t0 = time.monotonic()
+    procs = [(s, subprocess.Popen([sys.executable, "-m", "drkernel.organism", "sft", "--seed", str(s),
+                                   "--out", out, "--device", device, "--scale", scale_name], env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)) for s in seeds]
+    lines, failed = [], []
+    for seed, proc in procs:
+        stdout, stderr = proc.communicate()
+        folder = stdout.strip().splitlines()[-1] if proc.returncode == 0 and stdout.strip() else ""
+        if not folder:
+            failed.append(seed)
+            lines.append(f"SUMMARY organism sft seed {seed}: FAILED (rc {proc.returncode}) "
+                         f"{stderr.strip()[-800:]}")
+            continue
+        info = json.loads((Path(folder) / "organism_sft.json").read_text())
+        lines.append(f"SUMMARY organism sft seed {seed}: {folder} loss {info['loss_first']:.2f} -> "
+                     f"{info['loss_last']:.3f} in {info['seconds']:.0f} s")
+    lines.append(f"SUMMARY organism sft: {len(seeds) - len(failed)}/{len(seeds)} seeds in "
+                 f"{time.monotonic() - t0:.0f} s wall")
+    if failed:
+        raise ConfigError("\n".join(lines))
+    return lines
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m drkernel.organism", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -89,7 +126,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--out", default="runs/org/report")
     r.add_argument("--tail", type=int, default=3)
     f = sub.add_parser("sft")
-    f.add_argument("--seed", type=int, default=0)
+    f.add_argument("--seed", default="0", help="a seed, or several (0,1,2,3): one process each, in parallel")
     f.add_argument("--out", default="runs/org/cache")
     f.add_argument("--device", default="auto")
     f.add_argument("--scale", default="auto")
@@ -110,8 +147,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from drkernel.organism.report import write_report
 
             lines = write_report(args.paths, Path(args.out), args.tail)
+        elif len(_ints(args.seed)) == 1:
+            lines = [sft_only(_ints(args.seed)[0], args.out, args.device, args.scale)]  # the folder
         else:
-            lines = [sft_only(args.seed, args.out, args.device, args.scale)]  # the folder, for model.source
+            lines = sft_many(_ints(args.seed), args.out, args.device, args.scale)
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2

@@ -70,7 +70,8 @@ def _draw(rng: random.Random, spec: Spec, mixture: Mapping[SolutionKind, float])
 
 
 def build_corpus(n_specs: int, seed: int = 0, mixture: Mapping[SolutionKind, float] = BAD_HABITS,
-                 families: Sequence[str] = (), draws: int = 1, problem_seed: int | None = None) -> list[Example]:
+                 families: Sequence[str] = (), draws: int = 1,
+                 problem_seed: int | None = None) -> list[Example]:
     """``draws`` examples per training instance (``n_specs`` of them, the first ones of the split drawn
     with ``problem_seed``, default ``seed``, so the RL problems are among them), some as second turns;
     ``seed`` draws the writers."""

@@ -1,14 +1,15 @@
 """Render a `Program` for a `Spec` into a complete Triton solution (KernelBench's ``ModelNew``).
 
 The source follows the gym's solution contract: imports only torch and triton, no private attributes,
-nothing read back to the host in ``forward``. A ``stream`` segment is rendered as the same kernel launched on a
-side ``torch.cuda.Stream`` when the input is on a GPU (the side stream first waits for the calling
-stream, so the kernel reads finished inputs; the calling stream waits for the side stream only when
-a later segment reads the result, so a final ``stream`` segment returns unfinished work) and as a
-plain launch on CPU, so it runs under the Triton interpreter; the gym's static check names the stream
-either way. Constants are bound by position: the k-th ``scale`` of
+nothing read back to the host in ``forward``. Constants are bound by position: the k-th ``scale`` of
 the program takes the k-th ``scale`` constant of the problem (an op the problem lacks takes the op's
 first constant), so a program naming the wrong ops renders fine and is simply wrong.
+
+A ``stream`` segment is the same kernel launched on a side ``torch.cuda.Stream`` when the input is on
+a GPU (the side stream first waits for the calling stream, so the kernel reads finished inputs; the
+calling stream waits for the side stream only when a later segment reads the result, so a final
+``stream`` segment returns unfinished work) and a plain launch on CPU, so it runs under the Triton
+interpreter; the gym's static check names the stream either way.
 """
 
 from __future__ import annotations
