@@ -92,12 +92,14 @@ ORGANISM_SCALE="${ORGANISM_SCALE:-gpu}"
 ORGANISM_DEVICE="${ORGANISM_DEVICE:-cuda}"
 ORGANISM_RUNS="${ORGANISM_RUNS:-runs/organism-gpu}"
 ORGANISM_SEEDS="${ORGANISM_SEEDS:-0,1,2,3}"
+ORGANISM_BUDGET_S="${ORGANISM_BUDGET_S:-110}"  # per run; lower it if a cold first section nears 540 s
 section organism-sft "organism: SFT of seeds $ORGANISM_SEEDS, in parallel" "$PY" -m drkernel.organism sft \
     --seed "$ORGANISM_SEEDS" --scale "$ORGANISM_SCALE" --device "$ORGANISM_DEVICE" --out "$ORGANISM_RUNS/cache"
 for arm in full nopr nocheck grpo; do
     section "organism-$arm" "organism: arm $arm x seeds $ORGANISM_SEEDS" "$PY" -m drkernel.organism suite \
         --arms "$arm" --seeds "$ORGANISM_SEEDS" --scale "$ORGANISM_SCALE" --device "$ORGANISM_DEVICE" \
-        --out "$ORGANISM_RUNS/$arm" --cache "$ORGANISM_RUNS/cache" --bundle "$OUT/organism_$arm.json"
+        --out "$ORGANISM_RUNS/$arm" --cache "$ORGANISM_RUNS/cache" --bundle "$OUT/organism_$arm.json" \
+        --budget-s "$ORGANISM_BUDGET_S"
 done
 section organism-report "organism: table, curves and the paper's claims against the seed spread" \
     "$PY" -m drkernel.organism report "$OUT" --out "$OUT/organism_report"

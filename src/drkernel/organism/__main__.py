@@ -39,15 +39,20 @@ def _ints(text: str) -> list[int]:
 
 
 def suite(arms: str, seeds: str, out: str, device: str, scale_name: str, report: bool,
-          cache: str | None = None, bundle: str | None = None) -> list[str]:
+          cache: str | None = None, bundle: str | None = None, budget_s: float | None = None) -> list[str]:
     """Run the (arm, seed) pairs; return SUMMARY lines (and write the report when asked; copy the
     suite's JSON to ``bundle``, the one file a caller with a small file budget keeps)."""
     from drkernel.organism.arms import arm
     from drkernel.organism.report import write_report
     from drkernel.organism.run import run_suite
 
+    import dataclasses
+
     chosen = [arm(a.strip()) for a in arms.split(",") if a.strip()]
-    runs = run_suite(chosen, _ints(seeds), _scale(scale_name, device), Path(out), device,
+    sc = _scale(scale_name, device)
+    if budget_s is not None:  # the per-run RL guard (a section's time limit over its runs), not a plan
+        sc = dataclasses.replace(sc, budget_s=budget_s)
+    runs = run_suite(chosen, _ints(seeds), sc, Path(out), device,
                      Path(cache) if cache else None, Path(bundle) if bundle else None)
     lines = [f"SUMMARY organism run {r['arm']} seed {r['seed']}: {r['steps_done']} steps in "
              f"{r['wall_seconds']:.0f} s; last reward {r['steps'][-1].get('gym/org/reward_mean', 0):.3f} "
@@ -121,6 +126,9 @@ def parser() -> argparse.ArgumentParser:
                        help="also write the table and plots under OUT/report")
         s.add_argument("--cache", default=None, help="where SFT policies are kept (default OUT/cache)")
         s.add_argument("--bundle", default=None, help="also copy organism_suite.json to this path")
+        s.add_argument("--budget-s", type=float, default=None,
+                       help="stop a run after the step that crosses this many seconds of RL (0: none; "
+                            "default: the scale's)")
     r = sub.add_parser("report")
     r.add_argument("paths", nargs="+")
     r.add_argument("--out", default="runs/org/report")
@@ -139,10 +147,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "run":
             lines = suite(args.arm, args.seed, args.out, args.device, args.scale, args.report, args.cache,
-                          args.bundle)
+                          args.bundle, args.budget_s)
         elif args.command == "suite":
             lines = suite(args.arms, args.seeds, args.out, args.device, args.scale, args.report, args.cache,
-                          args.bundle)
+                          args.bundle, args.budget_s)
         elif args.command == "report":
             from drkernel.organism.report import write_report
 
