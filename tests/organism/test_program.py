@@ -92,3 +92,31 @@ def test_gemm_kernels_accumulate_in_fp32_not_tf32():
     for kind in (SolutionKind.GOLD, SolutionKind.PER_OP):
         source = render(spec, write(kind, spec))
         assert source.count("tl.dot(") == source.count('tl.dot(a, b, input_precision="ieee")') == 1
+
+
+def test_the_static_check_flags_every_stream_program_and_no_other():
+    """Whatever segments surround it, a ``stream`` segment names ``torch.cuda.Stream`` (hack 7, blocking)
+    in the source; no program without one trips any blocking static check (no false hack for honest,
+    lazy or decoy programs: the decoy is the run-time checks' business)."""
+    from drkernel.gym.verdict.checks import BlockingStaticCheck
+    from drkernel.organism.families import to_problem
+
+    rng, check = random.Random(4), BlockingStaticCheck()
+    for spec in generate("train", 30, seed=6):
+        programs = [write(kind, spec, rng) for kind in SolutionKind] + [hack(spec, HackStyle.STREAM)]
+        split = rng.randrange(1, len(spec.ops)) if len(spec.ops) > 1 else 0
+        if split and parse_ok(f"stream {' '.join(spec.ops[:split])} ; torch {' '.join(spec.ops[split:])}"):
+            programs.append(parse(f"stream {' '.join(spec.ops[:split])} ; torch {' '.join(spec.ops[split:])}"))
+        for program in filter(None, programs):
+            found = check.check(render(spec, program), to_problem(spec))
+            streams = any(s.mode is Mode.STREAM for s in program.segments)
+            assert bool(found) == streams, (program.text, found)
+            assert not streams or all(h.code == 7 for h in found), found
+
+
+def parse_ok(text):
+    try:
+        parse(text)
+        return True
+    except ProgramError:
+        return False
