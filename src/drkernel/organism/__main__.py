@@ -6,6 +6,7 @@ Examples::
     python -m drkernel.organism run --arm full --seed 0 --out runs/org --device cuda
     python -m drkernel.organism suite --arms nocheck,nopr --seeds 0,1 --out runs/org --device cuda
     python -m drkernel.organism report runs/org --out runs/org/report
+    python -m drkernel.organism probe --device cuda --cache runs/org/cache   # payoffs before training
     python -m drkernel.organism sft --seed 0,1,2,3 --out runs/org/cache --device cuda   # in parallel
 """
 
@@ -129,6 +130,12 @@ def parser() -> argparse.ArgumentParser:
         s.add_argument("--budget-s", type=float, default=None,
                        help="stop a run after the step that crosses this many seconds of RL (0: none; "
                             "default: the scale's)")
+    q = sub.add_parser("probe", help="what each arm would pay each writer's program (both check settings)")
+    q.add_argument("--device", default="auto")
+    q.add_argument("--scale", default="auto")
+    q.add_argument("--cache", default="runs/org/cache", help="the suite's cache folder (verdicts are shared)")
+    q.add_argument("--problems", type=int, default=8)
+    q.add_argument("--out", default=None, help="also write the probe's numbers to this JSON file")
     r = sub.add_parser("report")
     r.add_argument("paths", nargs="+")
     r.add_argument("--out", default="runs/org/report")
@@ -151,6 +158,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "suite":
             lines = suite(args.arms, args.seeds, args.out, args.device, args.scale, args.report, args.cache,
                           args.bundle, args.budget_s)
+        elif args.command == "probe":
+            from drkernel.organism.probe import probe
+
+            lines = probe(_scale(args.scale, args.device), args.device, Path(args.cache), args.problems,
+                          Path(args.out) if args.out else None)
+            if any(line.startswith("FAIL") for line in lines):
+                print("\n".join(lines))
+                return 1
         elif args.command == "report":
             from drkernel.organism.report import write_report
 
