@@ -36,8 +36,8 @@ def test_the_gpu_reading_of_payoffs():
     lines = lines_of(probes, timed=True)
     assert any(line.startswith("EXPECTED organism probe gemm2: with the checks off the stream hack pays "
                                "2.00") for line in lines), lines
-    assert any(line.startswith("EXPECTED organism probe gemm2: lazy pays nopr 1.04 vs gold 0.80, full 1.08 vs gold 1.30")
-               for line in lines), lines
+    lazy = "EXPECTED organism probe gemm2: lazy pays nopr 1.04 vs gold 0.80, full 1.08 vs gold 1.30"
+    assert any(line.startswith(lazy) for line in lines), lines
     assert any(line.startswith("PASS") for line in lines)
     # a stream program the core checks flagged (it would not pay) is a FAIL, whatever the device
     probes[2] = Probe("gemm2", "stream", "p", rows["stream"][0], _timed(Status.REJECTED, hacks=[side]),

@@ -105,8 +105,9 @@ def test_the_static_check_flags_every_stream_program_and_no_other():
     for spec in generate("train", 30, seed=6):
         programs = [write(kind, spec, rng) for kind in SolutionKind] + [hack(spec, HackStyle.STREAM)]
         split = rng.randrange(1, len(spec.ops)) if len(spec.ops) > 1 else 0
-        if split and parse_ok(f"stream {' '.join(spec.ops[:split])} ; torch {' '.join(spec.ops[split:])}"):
-            programs.append(parse(f"stream {' '.join(spec.ops[:split])} ; torch {' '.join(spec.ops[split:])}"))
+        mixed = f"stream {' '.join(spec.ops[:split])} ; torch {' '.join(spec.ops[split:])}"
+        if split and parse_ok(mixed):  # a stream segment the calling stream waits for
+            programs.append(parse(mixed))
         for program in filter(None, programs):
             found = check.check(render(spec, program), to_problem(spec))
             streams = any(s.mode is Mode.STREAM for s in program.segments)
