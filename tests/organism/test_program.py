@@ -121,3 +121,19 @@ def parse_ok(text):
         return True
     except ProgramError:
         return False
+
+
+def test_the_corpus_tokenizer_learns_the_stream_mode_as_it_learns_the_others():
+    """The tokenizer is trained on the SFT corpus, which now holds stream programs (half the hacks):
+    a completion opening with ``stream`` costs the policy one token, as one opening with ``triton``."""
+    from drkernel.organism.arms import SCALES
+    from drkernel.organism.corpus import build_corpus
+    from drkernel.organism.model import build_tokenizer
+
+    scale = SCALES["cpu"]
+    corpus = build_corpus(scale.sft_specs, 0, families=scale.families, draws=scale.sft_draws)
+    assert any(e.completion.startswith("stream ") for e in corpus)
+    tokenizer = build_tokenizer(corpus, 384)
+    for mode in ("stream", "triton", "torch"):
+        ids = tokenizer(f"{mode} relu", add_special_tokens=False)["input_ids"]
+        assert tokenizer.decode(ids[:1]) == mode, [tokenizer.decode([i]) for i in ids]
