@@ -6,8 +6,7 @@ import random
 import pytest
 
 from drkernel.organism.families import Kind, Spec, generate
-from drkernel.organism.program import (HackStyle, Mode, ProgramError, SolutionKind, broken, hack, parse,
-                                       write)
+from drkernel.organism.program import HackStyle, Mode, ProgramError, SolutionKind, broken, hack, parse, write
 from drkernel.organism.render import bind_constants, render
 
 

@@ -43,11 +43,11 @@ def suite(arms: str, seeds: str, out: str, device: str, scale_name: str, report:
           cache: str | None = None, bundle: str | None = None, budget_s: float | None = None) -> list[str]:
     """Run the (arm, seed) pairs; return SUMMARY lines (and write the report when asked; copy the
     suite's JSON to ``bundle``, the one file a caller with a small file budget keeps)."""
+    import dataclasses
+
     from drkernel.organism.arms import arm
     from drkernel.organism.report import write_report
     from drkernel.organism.run import run_suite
-
-    import dataclasses
 
     chosen = [arm(a.strip()) for a in arms.split(",") if a.strip()]
     sc = _scale(scale_name, device)
