@@ -81,6 +81,7 @@ def test_lazy_gemm_coverage_at_the_gpu_size():
     import torch
 
     from drkernel.gym.config import EvalConfig
+    from drkernel.gym.harness.inputs import load_reference
     from drkernel.gym.harness.recorder import record_ops
     from drkernel.gym.verdict.coverage import op_coverage
     from drkernel.organism.arms import GPU_MIX
@@ -90,9 +91,8 @@ def test_lazy_gemm_coverage_at_the_gpu_size():
     for family, low, high in (("gemm2", floor, LAZY_BELOW), ("gemm1", 0.0, floor)):
         for spec in generate("train", 3, seed=0, families=(family,)):
             x, y = (torch.empty(1024, 1024, device="meta") for _ in range(2))
-            namespace: dict = {}
-            exec(compile(reference_code(spec), "reference", "exec"), namespace)
-            _, reference = record_ops(namespace["Model"]().forward, x, y)
+            model = load_reference(reference_code(spec)).Model()  # the gym's own loader
+            _, reference = record_ops(model.forward, x, y)
             _, pytorch_part = record_ops(lambda a, b: a @ b, x, y)
             assert low < op_coverage(reference, pytorch_part, own_launches=1) < high, (spec.ops, low, high)
     assert "gemm1" not in GPU_MIX and sum(f.startswith("gemm") for f in GPU_MIX) * 2 == len(GPU_MIX)
