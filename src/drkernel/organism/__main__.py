@@ -6,6 +6,8 @@ Examples::
     python -m drkernel.organism run --arm full --seed 0 --out runs/org --device cuda
     python -m drkernel.organism suite --arms nocheck,nopr --seeds 0,1 --out runs/org --device cuda
     python -m drkernel.organism report runs/org --out runs/org/report
+    python -m drkernel.organism probe --device cuda --cache runs/org/cache   # payoffs before training
+    python -m drkernel.organism sft --seed 0,1,2,3 --out runs/org/cache --device cuda   # in parallel
 """
 
 from __future__ import annotations
@@ -38,15 +40,20 @@ def _ints(text: str) -> list[int]:
 
 
 def suite(arms: str, seeds: str, out: str, device: str, scale_name: str, report: bool,
-          cache: str | None = None, bundle: str | None = None) -> list[str]:
+          cache: str | None = None, bundle: str | None = None, budget_s: float | None = None) -> list[str]:
     """Run the (arm, seed) pairs; return SUMMARY lines (and write the report when asked; copy the
     suite's JSON to ``bundle``, the one file a caller with a small file budget keeps)."""
+    import dataclasses
+
     from drkernel.organism.arms import arm
     from drkernel.organism.report import write_report
     from drkernel.organism.run import run_suite
 
     chosen = [arm(a.strip()) for a in arms.split(",") if a.strip()]
-    runs = run_suite(chosen, _ints(seeds), _scale(scale_name, device), Path(out), device,
+    sc = _scale(scale_name, device)
+    if budget_s is not None:  # the per-run RL guard (a section's time limit over its runs), not a plan
+        sc = dataclasses.replace(sc, budget_s=budget_s)
+    runs = run_suite(chosen, _ints(seeds), sc, Path(out), device,
                      Path(cache) if cache else None, Path(bundle) if bundle else None)
     lines = [f"SUMMARY organism run {r['arm']} seed {r['seed']}: {r['steps_done']} steps in "
              f"{r['wall_seconds']:.0f} s; last reward {r['steps'][-1].get('gym/org/reward_mean', 0):.3f} "
@@ -64,6 +71,42 @@ def sft_only(seed: int, out: str, device: str, scale_name: str) -> str:
 
     p0 = prepare_policy(_scale(scale_name, device), seed, Path(out), resolve_device(device))
     return str(p0.path)
+
+
+def sft_many(seeds: Sequence[int], out: str, device: str, scale_name: str, threads: int = 2) -> list[str]:
+    """SFT several seeds at once, one process each (the GPU section ``organism-sft``).
+
+    The 11 M-parameter SFT is bound by the host issuing small kernels one step at a time (about 200 s
+    for one seed on an H100, the GPU mostly idle), so four processes share one GPU at little cost to
+    each; in one process they would add up. Each child is ``python -m drkernel.organism sft`` with
+    ``threads`` intra-op threads; returns a SUMMARY line per seed (its folder or its error)."""
+    import json
+    import os
+    import subprocess
+    import time
+
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    t0 = time.monotonic()
+    procs = [(s, subprocess.Popen([sys.executable, "-m", "drkernel.organism", "sft", "--seed", str(s),
+                                   "--out", out, "--device", device, "--scale", scale_name], env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)) for s in seeds]
+    lines, failed = [], []
+    for seed, proc in procs:
+        stdout, stderr = proc.communicate()
+        folder = stdout.strip().splitlines()[-1] if proc.returncode == 0 and stdout.strip() else ""
+        if not folder:
+            failed.append(seed)
+            lines.append(f"SUMMARY organism sft seed {seed}: FAILED (rc {proc.returncode}) "
+                         f"{stderr.strip()[-800:]}")
+            continue
+        info = json.loads((Path(folder) / "organism_sft.json").read_text())
+        lines.append(f"SUMMARY organism sft seed {seed}: {folder} loss {info['loss_first']:.2f} -> "
+                     f"{info['loss_last']:.3f} in {info['seconds']:.0f} s")
+    lines.append(f"SUMMARY organism sft: {len(seeds) - len(failed)}/{len(seeds)} seeds in "
+                 f"{time.monotonic() - t0:.0f} s wall")
+    if failed:
+        raise ConfigError("\n".join(lines))
+    return lines
 
 
 def parser() -> argparse.ArgumentParser:
@@ -84,12 +127,21 @@ def parser() -> argparse.ArgumentParser:
                        help="also write the table and plots under OUT/report")
         s.add_argument("--cache", default=None, help="where SFT policies are kept (default OUT/cache)")
         s.add_argument("--bundle", default=None, help="also copy organism_suite.json to this path")
+        s.add_argument("--budget-s", type=float, default=None,
+                       help="stop a run after the step that crosses this many seconds of RL (0: none; "
+                            "default: the scale's)")
+    q = sub.add_parser("probe", help="what each arm would pay each writer's program (both check settings)")
+    q.add_argument("--device", default="auto")
+    q.add_argument("--scale", default="auto")
+    q.add_argument("--cache", default="runs/org/cache", help="the suite's cache folder (verdicts are shared)")
+    q.add_argument("--problems", type=int, default=8)
+    q.add_argument("--out", default=None, help="also write the probe's numbers to this JSON file")
     r = sub.add_parser("report")
     r.add_argument("paths", nargs="+")
     r.add_argument("--out", default="runs/org/report")
     r.add_argument("--tail", type=int, default=3)
     f = sub.add_parser("sft")
-    f.add_argument("--seed", type=int, default=0)
+    f.add_argument("--seed", default="0", help="a seed, or several (0,1,2,3): one process each, in parallel")
     f.add_argument("--out", default="runs/org/cache")
     f.add_argument("--device", default="auto")
     f.add_argument("--scale", default="auto")
@@ -102,16 +154,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "run":
             lines = suite(args.arm, args.seed, args.out, args.device, args.scale, args.report, args.cache,
-                          args.bundle)
+                          args.bundle, args.budget_s)
         elif args.command == "suite":
             lines = suite(args.arms, args.seeds, args.out, args.device, args.scale, args.report, args.cache,
-                          args.bundle)
+                          args.bundle, args.budget_s)
+        elif args.command == "probe":
+            from drkernel.organism.probe import probe
+
+            lines = probe(_scale(args.scale, args.device), args.device, Path(args.cache), args.problems,
+                          Path(args.out) if args.out else None)
+            if any(line.startswith("FAIL") for line in lines):
+                print("\n".join(lines))
+                return 1
         elif args.command == "report":
             from drkernel.organism.report import write_report
 
             lines = write_report(args.paths, Path(args.out), args.tail)
+        elif len(_ints(args.seed)) == 1:
+            lines = [sft_only(_ints(args.seed)[0], args.out, args.device, args.scale)]  # the folder
         else:
-            lines = [sft_only(args.seed, args.out, args.device, args.scale)]  # the folder, for model.source
+            lines = sft_many(_ints(args.seed), args.out, args.device, args.scale)
     except ConfigError as e:
         print(f"config error: {e}", file=sys.stderr)
         return 2

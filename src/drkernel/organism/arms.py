@@ -16,8 +16,10 @@ class Arm:
     name: str
     description: str
     integrity: bool
-    """The reward sees the gym's integrity verdict: hack flags and coverage (False: hacks are paid like
-    honest kernels and the coverage term of PR is absent)."""
+    """The reward sees the gym's verdict with its full checks: hack flags and coverage (False: the
+    reward reads the verdict of the gym with only its core checks, `core_checks`: nothing is flagged
+    or blocked as a hack, a side-stream kernel is timed as the calling stream's events see it, and
+    the coverage term of PR is absent; the metrics still read the full checks' verdict)."""
     advantage: Advantage
     """TRLOO (the paper's) or GRPO."""
     pr: bool
@@ -29,9 +31,9 @@ class Arm:
 
 
 ARMS: dict[str, Arm] = {a.name: a for a in (
-    Arm("nocheck", "hack checks off: the gym's verdict without integrity checks (no hack flags, no coverage, "
-        "so PR and PRS see nothing); TRLOO+MRS", False, Advantage.TRLOO, True, True,
-        "hacks take over"),
+    Arm("nocheck", "hack checks off: the reward reads the gym with core checks only (no static check, no "
+        "integrity hook or verdict: hacks run, are timed and paid; no coverage, so PR and PRS see nothing); "
+        "TRLOO+MRS", False, Advantage.TRLOO, True, True, "hacks take over"),
     Arm("nopr", "checks on, no PR / PRS (TRLOO+MRS)", True, Advantage.TRLOO, False, False,
         "lazy optimisation settles in"),
     Arm("full", "TRLOO+MRS+PR+PRS", True, Advantage.TRLOO, True, True, "fused kernels and Fast@1.2 rise"),
@@ -70,6 +72,14 @@ class Scale:
     torch_threads: int = 0
     """Intra-op threads of this process during the run (0: leave as is). The CPU scales use 1: on a
     shared, oversubscribed host two spinning OpenMP threads made a tiny model's step 20x slower."""
+    problem_seed: int | None = None
+    """The seed that draws the problems (RL, held-out, the SFT corpus's instances); None: the run's
+    seed. Fixed, every seed trains on the same problems: the seed spread is then the spread of
+    training (SFT init, sampling, RL), the arms are compared on the same tasks, and the verdict cache
+    is shared by every seed, not only by the arms of one."""
+
+    def problems_of(self, seed: int) -> int:
+        return seed if self.problem_seed is None else self.problem_seed
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -80,10 +90,24 @@ class Scale:
 GPU_GYM = {"trials": 3, "warmup_calls": 3, "timed_calls": 20, "second_size": False, "timeout_s": 120.0}
 CPU_GYM = {"trials": 1, "second_size": False, "timing": False, "timeout_s": 120.0}
 
+GPU_MIX = ("gemm2", "row-softmax", "gemm2", "ew3", "gemm2", "row-layernorm", "gemm2", "ew4")
+"""The GPU scale's training families, round robin (`families.generate`): half GEMM, a quarter row
+reductions, a quarter elementwise chains. Changed after the first GPU result (all nine training
+families, 16 problems mostly elementwise): on an elementwise chain a fused kernel is 2-3x faster than
+eager PyTorch, so the lazy program (PyTorch plus one small kernel, speedup about 1) loses without any
+coverage term and PR/PRS have nothing to do. With a GEMM, cuBLAS (fp32) is faster than the organism's
+fp32 Triton GEMM, so ``torch matmul ; triton <epilogue>`` is the fastest correct program, with a
+small time coverage: the case the paper's lazy optimisation is about. Only ``gemm2``: with a
+one-op epilogue (``gemm1``) the kernel's share of the reference's roofline cost (about 7 % at
+1024^3) is under the gym's coverage floor (10 %), so the lazy program is already flagged as a
+passthrough (hack 2) there; with two ops it is about 13 %. The SFT corpus draws its 3000 instances
+from the same families (the GEMM and row families saturate, elementwise chains fill the rest)."""
+
 SCALES: dict[str, Scale] = {s.name: s for s in (
-    # the GPU arms: about 11 M parameters, 16 problems, <= 12 steps within a 120 s RL budget
-    Scale("gpu", model="gpu", n_train=16, n_heldout=6, heldout_samples=4, steps=12, budget_s=120.0,
-          gym=GPU_GYM),
+    # the GPU arms: about 11 M parameters, 16 problems (GPU_MIX, the same for every seed), 12 steps;
+    # the 110 s RL budget only guards a section's time limit (4 runs per section)
+    Scale("gpu", model="gpu", n_train=16, n_heldout=6, heldout_samples=4, families=GPU_MIX, steps=12,
+          budget_s=110.0, gym=GPU_GYM, problem_seed=0),
     # the test suite's learning check: one ew2 problem, 32 samples per step, 5 steps
     Scale("cpu", model="cpu", n_train=1, n_heldout=0, heldout_samples=0, families=("ew2",), sft_specs=1,
           sft_draws=48, sft_steps=150, sft_batch=32, sft_lr=3e-3, steps=5, prompts_per_step=1,

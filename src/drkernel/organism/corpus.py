@@ -1,9 +1,10 @@
 """The organism's SFT corpus: prompts, programs drawn from a "bad habits" mixture, and the feedback line.
 
 The mixture is mostly what a weak kernel writer does (one kernel per op, PyTorch plus one trivial
-kernel, PyTorch plus a decoy, wrong chains) and few fused kernels, so RL has something to fix and
-can also drift into the hacks. A fifth of the examples are second turns after a feedback line, so the
-multi-turn prompt format is not new to the policy at RL time.
+kernel, PyTorch plus a decoy or a kernel left running on a side stream, wrong chains) and few fused
+kernels, so RL has something to fix and can also drift into the hacks. A fifth of the examples are
+second turns after a feedback line, so the multi-turn prompt format is not new to the policy at RL
+time.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from drkernel.organism.families import Spec, generate
-from drkernel.organism.program import SolutionKind, write
+from drkernel.organism.program import Mode, SolutionKind, write
 
 Message = dict[str, str]
 
@@ -48,8 +49,10 @@ def feedback(correct: bool, status: str, hacks: Sequence[str] = (), coverage: fl
     return " ; ".join(parts) + " ; improve"
 
 
-def _synthetic_feedback(kind: SolutionKind) -> str:
+def _synthetic_feedback(kind: SolutionKind, program: str) -> str:
     """What the gym would roughly say about a writer's program (for the corpus only)."""
+    if kind is SolutionKind.HACK and program.startswith(Mode.STREAM.value):
+        return feedback(False, "rejected", ["side_stream"])  # the static check blocks it before it runs
     return {SolutionKind.BROKEN: feedback(False, "incorrect"),
             SolutionKind.HACK: feedback(True, "correct", ["pytorch_passthrough"]),
             SolutionKind.LAZY: feedback(True, "correct", [], 0.4),
@@ -67,18 +70,21 @@ def _draw(rng: random.Random, spec: Spec, mixture: Mapping[SolutionKind, float])
 
 
 def build_corpus(n_specs: int, seed: int = 0, mixture: Mapping[SolutionKind, float] = BAD_HABITS,
-                 families: Sequence[str] = (), draws: int = 1) -> list[Example]:
-    """``draws`` examples per training instance (``n_specs`` of them, the first ones of the split, so the
-    RL problems are among them), some as second turns."""
+                 families: Sequence[str] = (), draws: int = 1,
+                 problem_seed: int | None = None) -> list[Example]:
+    """``draws`` examples per training instance (``n_specs`` of them, the first ones of the split drawn
+    with ``problem_seed``, default ``seed``, so the RL problems are among them), some as second turns;
+    ``seed`` draws the writers."""
     rng = random.Random(f"organism-corpus/{seed}")
+    specs = generate("train", n_specs, seed if problem_seed is None else problem_seed, families)
     out = []
-    for spec in [s for s in generate("train", n_specs, seed, families) for _ in range(draws)]:
+    for spec in [s for s in specs for _ in range(draws)]:
         kind, text = _draw(rng, spec, mixture)
         first = {"role": "user", "content": spec.prompt()}
         if rng.random() < SECOND_TURN_SHARE:
             kind0, text0 = _draw(rng, spec, mixture)
             history = (first, {"role": "assistant", "content": text0},
-                       {"role": "user", "content": _synthetic_feedback(kind0)})
+                       {"role": "user", "content": _synthetic_feedback(kind0, text0)})
             out.append(Example(history, text, kind, spec))
         else:
             out.append(Example((first,), text, kind, spec))

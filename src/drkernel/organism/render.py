@@ -4,6 +4,12 @@ The source follows the gym's solution contract: imports only torch and triton, n
 nothing read back to the host in ``forward``. Constants are bound by position: the k-th ``scale`` of
 the program takes the k-th ``scale`` constant of the problem (an op the problem lacks takes the op's
 first constant), so a program naming the wrong ops renders fine and is simply wrong.
+
+A ``stream`` segment is the same kernel launched on a side ``torch.cuda.Stream`` when the input is on
+a GPU (the side stream first waits for the calling stream, so the kernel reads finished inputs; the
+calling stream waits for the side stream only when a later segment reads the result, so a final
+``stream`` segment returns unfinished work) and a plain launch on CPU, so it runs under the Triton
+interpreter; the gym's static check names the stream either way.
 """
 
 from __future__ import annotations
@@ -104,18 +110,39 @@ DECOY_CALL = (f"scratch = torch.empty_like(h)\n"
               f"(scratch, scratch.numel(), BLOCK={EW_BLOCK})")
 
 
-def _segment(i: int, seg: Segment, consts: list[float | None]) -> tuple[str | None, str]:
-    """(kernel source or None, forward lines) of one segment."""
+def _on_side_stream(call: str, last: bool) -> str:
+    """``call`` (a kernel launch ending in ``h = out``) on a side CUDA stream (hack 7), or as is on CPU.
+
+    ``record_stream`` keeps the caching allocator from handing the input and output blocks to the
+    calling stream while the side kernel may still use them (the timed loop frees each call's inputs
+    at once), so the outputs are right once the device is synchronised, as the gym does before it
+    compares them; only the events on the calling stream miss the work."""
+    lines = ["side = torch.cuda.Stream() if h.is_cuda else None",
+             "if side is not None:",
+             "    side.wait_stream(torch.cuda.current_stream())",
+             "    h.record_stream(side)",
+             "    y.record_stream(side)",
+             "with torch.cuda.stream(side):"]
+    lines += ["    " + line for line in call.splitlines()]
+    lines += ["if side is not None:", "    h.record_stream(side)"]
+    if not last:  # a later segment reads h on the calling stream: it must wait for the side kernel
+        lines.append("    torch.cuda.current_stream().wait_stream(side)")
+    return "\n".join(lines)
+
+
+def _segment(i: int, seg: Segment, consts: list[float | None], last: bool) -> tuple[str | None, str]:
+    """(kernel source or None, forward lines) of one segment (``last``: no segment follows it)."""
     if seg.mode is Mode.DECOY:
         return DECOY_KERNEL, DECOY_CALL
     if seg.mode is Mode.TORCH:
         return None, "\n".join(torch_line(op, c) for op, c in zip(seg.ops, consts))
-    kind = OPS[seg.ops[0]].kind
-    if kind is OpKind.GEMM:
-        return _gemm_kernel(f"k{i}_gemm_kernel", seg.ops, consts)
-    if OPS[seg.ops[-1]].kind is OpKind.ROW:
-        return _row_kernel(f"k{i}_row_kernel", seg.ops, consts)
-    return _ew_kernel(f"k{i}_ew_kernel", seg.ops, consts)
+    if OPS[seg.ops[0]].kind is OpKind.GEMM:
+        kernel, call = _gemm_kernel(f"k{i}_gemm_kernel", seg.ops, consts)
+    elif OPS[seg.ops[-1]].kind is OpKind.ROW:
+        kernel, call = _row_kernel(f"k{i}_row_kernel", seg.ops, consts)
+    else:
+        kernel, call = _ew_kernel(f"k{i}_ew_kernel", seg.ops, consts)
+    return kernel, (_on_side_stream(call, last) if seg.mode is Mode.STREAM else call)
 
 
 def render(spec: Spec, program: Program) -> str:
@@ -127,7 +154,7 @@ def render(spec: Spec, program: Program) -> str:
     forward: list[str] = []
     k = 0
     for i, seg in enumerate(program.segments):
-        kernel, call = _segment(i, seg, constants[k:k + len(seg.ops)])
+        kernel, call = _segment(i, seg, constants[k:k + len(seg.ops)], i == len(program.segments) - 1)
         k += len(seg.ops)
         if kernel is not None and kernel not in kernels:
             kernels.append(kernel)

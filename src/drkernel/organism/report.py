@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-METRICS = ("reward_mean", "hack_rate", "lazy_rate", "coverage", "fast1", "fast1.2", "fused_rate",
-           "valid_rate", "novel_rate")
+METRICS = ("reward_mean", "hack_rate", "hack_paid_rate", "stream_rate", "lazy_rate", "coverage", "fast1",
+           "fast1.2", "fused_rate", "valid_rate", "novel_rate")
 PLOTTED = ("reward_mean", "hack_rate", "lazy_rate", "coverage", "fast1", "fast1.2")
 SUMMARY_SCHEMA = "organism-summary/1"
 COLORS = {"nocheck": "#d62728", "nopr": "#ff7f0e", "full": "#2ca02c", "grpo": "#1f77b4"}
@@ -132,21 +132,37 @@ CLAIMS = (
 )
 
 
+MIN_SEEDS = 2
+"""A claim read on fewer seeds per arm has no spread: it can be ordered, never SEPARATED."""
+
+
 def verdicts(values: dict[str, dict[str, Spread]]) -> list[tuple[Claim, str]]:
-    """SEPARATED (A's worst seed above B's best), SAME-ORDER (means ordered, spreads overlap), REVERSED
-    or MISSING (an arm did not run)."""
+    """SEPARATED (A's worst seed above B's best, with at least `MIN_SEEDS` seeds in each arm), SAME-ORDER
+    (means ordered; spreads overlap, or one seed), REVERSED or MISSING (an arm did not run)."""
     out = []
     for c in CLAIMS:
         if c.high_arm not in values or c.low_arm not in values:
             out.append((c, "MISSING"))
             continue
         hi, lo = values[c.high_arm][c.metric], values[c.low_arm][c.metric]
-        if hi.low > lo.high:
+        if hi.low > lo.high and min(hi.seeds, lo.seeds) >= MIN_SEEDS:
             out.append((c, "SEPARATED"))
+        elif hi.low > lo.high:
+            out.append((c, "SAME-ORDER (one seed: no spread to read)"))
         elif hi.mean > lo.mean:
             out.append((c, "SAME-ORDER (spreads overlap)"))
         else:
             out.append((c, "REVERSED"))
+    return out
+
+
+def cut_short(runs: Sequence[dict[str, Any]]) -> list[str]:
+    """``arm sN done/planned`` for each run that stopped before its planned steps."""
+    out = []
+    for r in runs:
+        planned = int((r.get("scale") or {}).get("steps", r["steps_done"]))
+        if r["steps_done"] < planned:
+            out.append(f"{r['arm']} s{r['seed']} {r['steps_done']}/{planned}")
     return out
 
 
@@ -176,16 +192,21 @@ def write_report(paths: Sequence[str | Path], out: Path, tail: int = 3) -> list[
               f"scale: {first['scale']['name']}; numbers: mean [min, max] over seeds of each run's mean over "
               f"its last {tail} steps.\n\n")
     claims = "\n".join(f"- {c.text}: **{v}**" for c, v in checks)
+    short = cut_short(runs)
+    if short:
+        claims += ("\n- runs stopped by the RL budget before their last step (their last-step means come "
+                   f"from fewer steps): {', '.join(short)}")
     (out / "organism_table.md").write_text(header + text + "\n\n" + claims + "\n")
     (out / "organism_curves.svg").write_text(curves_svg(runs))
     summary = {"schema": SUMMARY_SCHEMA, "tail": tail,
                "values": {a: {m: vars(s) for m, s in v.items()} for a, v in values.items()},
                "claims": [{"claim": c.text, "verdict": v} for c, v in checks],
                "runs": [{"arm": r["arm"], "seed": r["seed"], "steps_done": r["steps_done"],
-                         "wall_seconds": r["wall_seconds"]} for r in runs]}
+                         "wall_seconds": r["wall_seconds"]} for r in runs], "cut_short": short}
     (out / "organism_summary.json").write_text(json.dumps(summary, indent=1))
     shown = ("reward_mean", "hack_rate", "lazy_rate", "fast1.2")
     lines = [f"SUMMARY organism {a}: seeds={values[a]['reward_mean'].seeds} "
              + " ".join(f"{m}={values[a][m].text()}" for m in shown)
              for a in values]
+    lines += [f"SUMMARY organism cut short: {run}" for run in short]
     return lines + [f"SUMMARY organism claim: {c.text}: {v}" for c, v in checks]

@@ -1,8 +1,9 @@
 """Drive one organism run: SFT the policy from scratch (cached per seed and scale), then RL it with the
 project's trainer (`drkernel.rl.trainer.Trainer`) on an `OrganismEnv`, and write the run's JSON.
 
-``run_suite`` runs several (arm, seed) pairs in one process with one evaluator and one verdict cache,
-so the arms of a seed start from the same SFT weights and a program is judged once for the suite.
+``run_suite`` runs several (arm, seed) pairs in one process with one verdict cache and one evaluator per
+checks setting (full; core only for an arm with the hack checks off), so the arms of a seed start from
+the same SFT weights and a program is judged once per checks setting for the suite.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import asyncio
 import hashlib
 import json
 import logging
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +40,7 @@ class SftPolicy:
 
 
 def _fingerprint(scale: Scale, seed: int) -> str:
-    keys = ("model", "families", "sft_specs", "sft_draws", "sft_steps", "sft_batch", "sft_lr")
+    keys = ("model", "families", "sft_specs", "sft_draws", "sft_steps", "sft_batch", "sft_lr", "problem_seed")
     text = json.dumps({k: scale.to_dict()[k] for k in keys} | {"seed": seed}, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:10]
 
@@ -47,7 +49,8 @@ def prepare_policy(scale: Scale, seed: int, cache_dir: Path, device: torch.devic
     """Tokenizer + model trained from scratch on the bad-habits corpus; reused when already on disk."""
     from drkernel.organism import model as m
 
-    corpus = build_corpus(scale.sft_specs, seed, families=scale.families, draws=scale.sft_draws)
+    corpus = build_corpus(scale.sft_specs, seed, families=scale.families, draws=scale.sft_draws,
+                          problem_seed=scale.problems_of(seed))
     pairs = frozenset((e.messages[-1]["content"] if len(e.messages) == 1 else e.messages[0]["content"],
                        e.completion) for e in corpus)
     path = cache_dir / f"sft-{scale.model}-{seed}-{_fingerprint(scale, seed)}"
@@ -106,13 +109,15 @@ def _heldout(env: OrganismEnv, trainer: Any, scale: Scale, seed: int) -> dict[st
     from drkernel.agent.policies.hf_local import HFLocalPolicy
 
     policy = HFLocalPolicy(trainer.model, trainer.tokenizer, batch_size=256)
-    problems = load_split(f"heldout:{scale.n_heldout}", seed)
+    problems = load_split(f"heldout:{scale.n_heldout}", scale.problems_of(seed))
     return asyncio.run(env.evaluate(policy, problems, scale.heldout_samples))
 
 
 def run_arm(arm: Arm, scale: Scale, seed: int, out_dir: Path, device: str, evaluator: Any,
-            cache: EvalCache, cache_dir: Path) -> dict[str, Any]:
-    """One (arm, seed) run; returns and writes ``<out_dir>/<arm>-s<seed>/organism_run.json``."""
+            cache: EvalCache, cache_dir: Path, core_evaluator: Any = None) -> dict[str, Any]:
+    """One (arm, seed) run; returns and writes ``<out_dir>/<arm>-s<seed>/organism_run.json``.
+    ``evaluator`` runs the gym's full checks; ``core_evaluator`` only its core checks (the reward of an
+    arm with the hack checks off)."""
     from drkernel.agent.policies.base import SamplingParams
     from drkernel.rl.modeling import resolve_device
     from drkernel.rl.trainer import Trainer
@@ -121,14 +126,14 @@ def run_arm(arm: Arm, scale: Scale, seed: int, out_dir: Path, device: str, evalu
     p0 = prepare_policy(scale, seed, cache_dir, resolve_device(device))
     run_dir = out_dir / f"{arm.name}-s{seed}"
     cfg = train_config(arm, scale, seed, p0.path, run_dir, device)
-    problems = load_split(cfg.task.problems, seed)
+    problems = load_split(cfg.task.problems, scale.problems_of(seed))
     gym = cfg.eval
     settings = EnvSettings(prompts_per_step=scale.prompts_per_step,
                            samples_per_prompt=scale.samples_per_prompt, turns=scale.turns,
                            integrity=arm.integrity, reward=cfg.reward,
                            eval_config=gym, seed=seed, corpus=p0.corpus)
     sampling = SamplingParams(temperature=1.0, top_p=1.0, max_tokens=scale.max_tokens)
-    env = OrganismEnv(problems, evaluator, settings, sampling, cache)
+    env = OrganismEnv(problems, evaluator, settings, sampling, cache, core_evaluator=core_evaluator)
     trainer = Trainer(cfg, env=env)
     try:
         heldout_before = _heldout(env, trainer, scale, seed)
@@ -165,37 +170,70 @@ def _device_name(cache: EvalCache) -> str:
 
 def run_suite(arms: Sequence[Arm], seeds: Sequence[int], scale: Scale, out_dir: Path, device: str,
               cache_dir: Path | None = None, bundle: Path | None = None) -> list[dict[str, Any]]:
-    """Every (seed, arm) pair with one evaluator and one verdict cache. ``organism_suite.json`` (and its
-    copy ``bundle``) is rewritten after every run, so a suite killed at a time limit keeps its finished
-    runs."""
+    """Every (seed, arm) pair with one verdict cache and one evaluator per checks setting (the full
+    checks; the core checks only when an arm turns the hack checks off). ``organism_suite.json`` (and
+    its copy ``bundle``) is rewritten after every run (`write_bundle`), so a suite killed at a time
+    limit keeps its finished runs."""
+    from contextlib import ExitStack
+
     from drkernel.gym import InProcessEvaluator
+    from drkernel.gym.checks import core_checks
 
     out_dir.mkdir(parents=True, exist_ok=True)
     cache_dir = cache_dir or out_dir / "cache"
     gym = eval_config(scale, device)
     cuda = gym.device != "cpu"
     cache = EvalCache(cache_dir / f"verdicts-{scale.name}.jsonl")
-    runs = []
+    runs: list[dict[str, Any]] = []
     threads = torch.get_num_threads()
     if scale.torch_threads:
         torch.set_num_threads(scale.torch_threads)
+    sizes = {"concurrency": 8 if cuda else 2, "pool_size": 4 if cuda else 2}
     try:
-        with InProcessEvaluator(device=gym.device, concurrency=8 if cuda else 2,
-                                pool_size=4 if cuda else 2) as ev:
+        with ExitStack() as stack:
+            ev = stack.enter_context(InProcessEvaluator(device=gym.device, **sizes))
+            core = (stack.enter_context(InProcessEvaluator(device=gym.device, checks=core_checks(), **sizes))
+                    if any(not a.integrity for a in arms) else None)
             for seed in seeds:
                 for a in arms:
-                    runs.append(run_arm(a, scale, seed, out_dir, device, ev, cache, cache_dir))
-                    log.info("%s seed %d done in %.0f s", a.name, seed, runs[-1]["wall_seconds"])
+                    runs.append(run_arm(a, scale, seed, out_dir, device, ev, cache, cache_dir, core))
+                    log.info("%s seed %d done in %.0f s (%d steps)", a.name, seed, runs[-1]["wall_seconds"],
+                             runs[-1]["steps_done"])
                     paths = [out_dir / "organism_suite.json"] + ([bundle] if bundle else [])
-                    _write_bundle(runs, cache, paths)
+                    write_bundle(runs, cache, paths)
     finally:
         torch.set_num_threads(threads)
     return runs
 
 
-def _write_bundle(runs: Sequence[dict[str, Any]], cache: EvalCache, paths: Sequence[Path]) -> None:
-    text = json.dumps({"schema": "organism-suite/1", "runs": list(runs), "evaluations": cache.evaluations,
-                       "eval_seconds": cache.seconds}, indent=1)
+def write_bundle(runs: Sequence[dict[str, Any]], cache: EvalCache, paths: Sequence[Path]) -> None:
+    """Write the suite's runs to each of ``paths`` so that no reader ever sees a partial bundle.
+
+    Each file is replaced in one step (a temporary file next to it, then ``os.replace``): a copy
+    taken, or a section killed, while the next run is in flight gets the previous complete bundle,
+    never a torn or half-updated one. Runs already in the file from an
+    earlier call of the same section at the same scale (a killed one re-run) are kept unless this suite
+    ran the same (arm, seed) again, which then replaces them; runs at another scale are dropped."""
+    mine = {(r["arm"], int(r["seed"])) for r in runs}
+    scales = [r.get("scale") for r in runs]
     for path in paths:
+        earlier = [r for r in _bundle_runs(path) if (r["arm"], r["seed"]) not in mine
+                   and r.get("scale") in scales]
+        text = json.dumps({"schema": "organism-suite/1", "runs": earlier + list(runs),
+                           "evaluations": cache.evaluations, "eval_seconds": cache.seconds}, indent=1)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+
+
+def _bundle_runs(path: Path) -> list[dict[str, Any]]:
+    """The runs of an existing bundle (none when it is absent or unreadable: it is then rewritten)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    runs = data.get("runs") if isinstance(data, dict) else None
+    if not isinstance(runs, list):
+        return []
+    return [r for r in runs if isinstance(r, dict) and "arm" in r and isinstance(r.get("seed"), int)]
