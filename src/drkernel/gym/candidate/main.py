@@ -314,6 +314,8 @@ def warm_up(device: torch.device) -> None:
     if device.type == "cuda":
         from drkernel.gym.harness.timing import warm_kernel
 
+        if device.index is None:  # "cuda" names the current device; set_device wants an index
+            device = torch.device("cuda", torch.cuda.current_device())
         torch.cuda.set_device(device)
         x = torch.zeros(16, device=device)
         warm_kernel[(1,)](x, 16, BLOCK=16)
