@@ -46,8 +46,8 @@ def test_missed_work_is_one_bound_strict_above_it(event_ms):
     assert not missed_work(event_ms, event_ms)  # wall equal to the events: nothing hidden
 
 
-def _report(median_ms, samples, sync=None, out_bytes=GB, keep=(7, 99)):
-    return {"sol_timing": {"median_ms": median_ms}, "timing_plan": {"keep": list(keep)}, "out_bytes": out_bytes,
+def _report(median_ms, samples, sync=None, out_bytes=GB, keep=(7, 99), n=100):
+    return {"sol_timing": {"median_ms": median_ms, "n": n}, "timing_plan": {"keep": list(keep)}, "out_bytes": out_bytes,
             "sol_timing_sync": None if sync is None else {"median_ms": sync}, "roofline_ms": 1.0,
             "extra": {f"timed_call_{i}": {"passed": ok, "message": "" if ok else "3 of 9 values outside"}
                       for i, ok in samples.items()}}
@@ -70,6 +70,35 @@ def test_missing_samples_or_remeasurement_is_hack_8():
     assert _codes(_report(1.0, {99: True})) == []  # large outputs: only the last call is kept
     assert _codes(_report(1.0, {7: True})) == [8]
     assert _codes(_report(0.01, {7: True, 99: True})) == [8]  # suspicious, and no re-measurement came
+
+
+def test_a_budget_cut_moves_the_last_sample_and_never_goes_below_the_minimum():
+    # 10 of the planned 100 calls timed: the planned last (99) is call 9, the random 7 stays 7
+    assert _codes(_report(1.0, {7: True, 9: True}, n=10)) == []
+    assert _codes(_report(1.0, {7: True, 99: True}, n=10)) == [8]  # the new last never came
+    assert _codes(_report(1.0, {7: True, 9: False}, n=10)) == [10]
+    assert _codes(_report(1.0, {4: True, 8: True}, keep=(44, 99), n=9)) == [8]  # 9 < the minimum of 10
+    assert _codes(_report(1.0, {7: True, 99: True}, n=None)) == [8]  # no count reported
+
+
+def test_budgeted_calls_and_kept_calls():
+    from drkernel.gym.harness.timing import budgeted_calls
+    from drkernel.gym.seeds import kept_timed_calls
+
+    assert budgeted_calls(100, 0.5, 1000.0, 10) == 100  # fits: unchanged
+    assert budgeted_calls(100, 100.0, 1000.0, 10) == 10  # 100 ms calls: 10 of them
+    assert budgeted_calls(100, 400.0, 1000.0, 10) == 10  # never below the minimum
+    assert budgeted_calls(100, 25.0, 1000.0, 10) == 40
+    assert budgeted_calls(5, 400.0, 1000.0, 10) == 5  # the minimum is at most the planned calls
+    assert budgeted_calls(100, 100.0, 0.0, 10) == 100  # budget off
+    assert kept_timed_calls({7, 99}, 100, 100) == {7, 99}
+    assert kept_timed_calls({7, 99}, 100, 10) == {7, 9}
+    assert kept_timed_calls({57, 99}, 100, 10) == {7, 9}
+    assert kept_timed_calls({99}, 100, 12) == {11}
+    for planned in (10, 37, 100):  # always in range, the planned last always maps to the new last
+        for n in range(1, planned + 1):
+            kept = kept_timed_calls({0, planned // 2, planned - 1}, planned, n)
+            assert all(0 <= k < n for k in kept) and n - 1 in kept
 
 
 def test_remeasurement_decides():

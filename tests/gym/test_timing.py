@@ -48,9 +48,11 @@ def test_summarize_carries_the_rse_and_extras():
 
 def test_timing_options_from_config_and_defaults():
     cfg = EvalConfig().to_dict()
-    assert timing_options(cfg) == {"head_start_max_ms": 1.0, "max_calls": None, "target_rse": 0.001}
-    cfg = EvalConfig(timed_calls_max=400, head_start_max_ms=0).to_dict()
-    assert timing_options(cfg) == {"head_start_max_ms": 0.0, "max_calls": 400, "target_rse": 0.001}
+    assert timing_options(cfg) == {"head_start_max_ms": 1.0, "max_calls": None, "target_rse": 0.001,
+                                   "budget_ms": 1000.0, "min_calls": 10}
+    cfg = EvalConfig(timed_calls_max=400, head_start_max_ms=0, timing_budget_ms=0).to_dict()
+    assert timing_options(cfg) == {"head_start_max_ms": 0.0, "max_calls": 400, "target_rse": 0.001,
+                                   "budget_ms": 0.0, "min_calls": 10}
 
 
 def test_config_rejects_bad_timing_settings():
@@ -58,6 +60,10 @@ def test_config_rejects_bad_timing_settings():
         EvalConfig(head_start_max_ms=-1)
     with pytest.raises(ConfigError, match="timed_calls_max=50"):
         EvalConfig(timed_calls_max=50)
+    with pytest.raises(ConfigError, match="timing_budget_ms=-1"):
+        EvalConfig(timing_budget_ms=-1)
+    with pytest.raises(ConfigError, match="timed_calls_min=0"):
+        EvalConfig(timed_calls_min=0)
 
 
 def test_reference_cache_key_changes_with_the_timing_method():

@@ -57,6 +57,15 @@ class EvalConfig:
     above ``timing_target_rse`` (0: exactly ``timed_calls``)."""
     timing_target_rse: float = 0.001
     """Target relative standard error of a timed median, used when ``timed_calls_max`` allows more calls."""
+    timing_budget_ms: float = 1000.0
+    """Wall budget of the timed calls of one side: a call the warm-up measured slower than
+    ``timing_budget_ms / timed_calls`` gets fewer timed calls, never fewer than ``timed_calls_min`` (0:
+    always ``timed_calls``). A 100 ms kernel then holds the device's exclusive timed region for about
+    1 s instead of 10 s (measured: one slow solution held it 11.7 s of a 106 s sustained run on an H100,
+    while every other candidate on the device waited); a kernel of that length needs few calls for a
+    stable median. Kernels faster than 10 ms per call are not affected."""
+    timed_calls_min: int = 10
+    """The fewest timed calls ``timing_budget_ms`` may leave (at most ``timed_calls``)."""
     reference: str = "eager"
     """Reference for speedup: ``eager`` PyTorch or ``compile`` (torch.compile of the reference)."""
     profile: bool = True
@@ -96,6 +105,9 @@ class EvalConfig:
             problems.append(f"head_start_max_ms={self.head_start_max_ms} (at least 0)")
         if self.timed_calls_max and self.timed_calls_max < self.timed_calls:
             problems.append(f"timed_calls_max={self.timed_calls_max} (0, or at least timed_calls={self.timed_calls})")
+        if self.timing_budget_ms < 0 or self.timed_calls_min < 1:
+            problems.append(f"timing_budget_ms={self.timing_budget_ms} (at least 0), timed_calls_min="
+                            f"{self.timed_calls_min} (at least 1)")
         if not 0.0 < self.memory_fraction <= 1.0:
             problems.append(f"memory_fraction={self.memory_fraction} (in (0, 1])")
         if problems:

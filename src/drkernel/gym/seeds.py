@@ -23,6 +23,8 @@ agree without a protocol change. Trial 0 and the second-size trial are always pl
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import hashlib
 import random
 import secrets
@@ -111,3 +113,14 @@ def plan_seeds(explicit: int | None, trials: int, second: bool) -> SeedPlan:
 def public_seed(explicit: int | None) -> int:
     """The seed of what is shared across evaluations (see `PUBLIC_SEED`)."""
     return PUBLIC_SEED if explicit is None else int(explicit)
+
+
+def kept_timed_calls(keep: Iterable[int], planned: int, n: int) -> set[int]:
+    """The timed calls whose outputs go to the judge when ``n`` calls were timed of the ``planned`` ones
+    whose indices ``keep`` the orchestrator drew (`evaluator.timing_plan`: one at random and the last).
+    Unchanged when ``n >= planned``; when the timing budget cut the calls, the planned last is the new
+    last and any other index wraps into range. The candidate keeps these and the verdict expects the
+    last of them, so the two cannot disagree."""
+    if n >= planned:
+        return set(keep)
+    return {n - 1 if k >= planned - 1 else k % n for k in keep}

@@ -34,6 +34,7 @@ import triton
 import triton.language as tl
 
 from drkernel.gym.harness.inputs import clone_args
+from drkernel.gym.seeds import kept_timed_calls
 
 HEAD_START_FACTOR = 2.0
 """Head start as a multiple of the host's issue time (p90 over the later warm-up calls)."""
@@ -128,20 +129,25 @@ def sleep_cycles_per_ms(device: torch.device) -> float:
 def time_cuda(fn: Callable[..., Any], inputs: Sequence[Any], *, warmup: int, calls: int, l2_flush: bool,
               device: torch.device, flusher: L2Flusher | None = None, keep: Collection[int] = (),
               kept: dict[int, Any] | None = None, head_start_max_ms: float = 0.0,
-              max_calls: int | None = None, target_rse: float = 0.0) -> dict[str, Any]:
+              max_calls: int | None = None, target_rse: float = 0.0, budget_ms: float = 0.0,
+              min_calls: int = 10) -> dict[str, Any]:
     """Per-call device times of ``fn(*clone(inputs))`` (see the module docstring).
 
     ``keep``: indices of timed calls whose outputs are stored into ``kept`` (index -> output), so the
     judge can check that timed calls compute the right thing, not only the calls it saw before.
     ``head_start_max_ms``: cap of the head start (0: none). ``max_calls``/``target_rse``: time more
     than ``calls`` calls, up to ``max_calls``, while the median's relative standard error is above
-    ``target_rse``.
+    ``target_rse``. ``budget_ms``/``min_calls``: fewer timed calls (not below ``min_calls``) where the
+    warm-up's wall per call says ``calls`` of them would take longer than ``budget_ms``; ``keep`` is
+    then mapped by `drkernel.gym.seeds.kept_timed_calls`.
 
     The stats add ``head_start_ms``, ``host_ms`` (median host time to issue one timed call) and
     ``uncovered`` (share of timed calls whose issue took longer than the head start)."""
     flush = (flusher or L2Flusher(device)) if l2_flush else None
     issue_ms: list[float] = []
     with torch.no_grad():
+        torch.cuda.synchronize(device)
+        warm_t0 = time.perf_counter()
         for _ in range(warmup):
             args = clone_args(inputs)
             t = time.perf_counter()
@@ -149,6 +155,13 @@ def time_cuda(fn: Callable[..., Any], inputs: Sequence[Any], *, warmup: int, cal
             issue_ms.append((time.perf_counter() - t) * 1e3)
             del args
         torch.cuda.synchronize(device)
+        if budget_ms > 0 and warmup > 0:
+            per_call_ms = (time.perf_counter() - warm_t0) * 1e3 / warmup
+            planned = calls
+            calls = budgeted_calls(calls, per_call_ms, budget_ms, min_calls)
+            keep = kept_timed_calls(keep, planned, calls)
+            if calls < planned:
+                max_calls = None  # no extension past the budget
         head_ms = head_start_ms(issue_ms, head_start_max_ms)
         sleep_cycles = int(head_ms * sleep_cycles_per_ms(device)) if head_ms > 0 else 0
         limit = max(calls, max_calls or calls)
@@ -186,10 +199,21 @@ def time_cuda(fn: Callable[..., Any], inputs: Sequence[Any], *, warmup: int, cal
 
 
 def timing_options(cfg: dict[str, Any]) -> dict[str, Any]:
-    """`time_cuda`'s head-start and extension arguments from an `EvalConfig` dict (or a judge request)."""
+    """`time_cuda`'s head-start, extension and budget arguments from an `EvalConfig` dict (or a judge
+    request)."""
     return {"head_start_max_ms": float(cfg.get("head_start_max_ms", 0.0)),
             "max_calls": int(cfg.get("timed_calls_max") or 0) or None,
-            "target_rse": float(cfg.get("timing_target_rse", 0.0))}
+            "target_rse": float(cfg.get("timing_target_rse", 0.0)),
+            "budget_ms": float(cfg.get("timing_budget_ms", 0.0)),
+            "min_calls": int(cfg.get("timed_calls_min", 10))}
+
+
+def budgeted_calls(calls: int, per_call_ms: float, budget_ms: float, min_calls: int) -> int:
+    """How many of ``calls`` timed calls fit ``budget_ms`` at ``per_call_ms`` each, never fewer than
+    ``min(min_calls, calls)`` (0 budget, or an unmeasured call: all of them)."""
+    if budget_ms <= 0 or not per_call_ms > 0:
+        return calls
+    return max(min(min_calls, calls), min(calls, int(budget_ms // per_call_ms)))
 
 
 def time_synchronized(fn: Callable[..., Any], inputs: Sequence[Any], *, calls: int, l2_flush: bool,

@@ -30,6 +30,8 @@ from drkernel.gym.checks import CheckRegistry
 from drkernel.gym.verdict.coverage import HOST_COPY, OpProfile, base_name, op_coverage, time_coverage
 from drkernel.gym.verdict.hacks import LAZY_WARNING, dedupe, make_hack
 from drkernel.gym.verdict.hacks import EXTRA_TAGS
+from drkernel.gym.config import EvalConfig
+from drkernel.gym.seeds import kept_timed_calls
 from drkernel.gym.verdict.plausibility import impossible, missed_work, suspicious
 from drkernel.gym.verdict.coverage import kernel_stats
 from drkernel.gym.result import EvalResult, Hack, Status
@@ -274,8 +276,14 @@ def timing_hacks(result: EvalResult, judge_report: Mapping[str, Any]) -> list[Ha
     if wrong:
         message = next(str(v.get("message", "")) for v in samples.values() if not v.get("passed"))
         hacks.append(make_hack(10, f"the output of timed call {', '.join(wrong)} was wrong: {message[:200]}"))
-    elif f"timed_call_{max(plan.get('keep') or [0])}" not in samples:  # the last timed call is always sent
-        hacks.append(make_hack(8, "the output of the last timed call never reached the judge"))
+    else:
+        planned = max(plan.get("keep") or [0]) + 1
+        n = sol.get("n")
+        least = min(planned, int((result.config or {}).get("timed_calls_min", EvalConfig.timed_calls_min)))
+        if not isinstance(n, int) or n < least:  # the budget never cuts below the minimum
+            hacks.append(make_hack(8, f"reported {n!r} timed calls, fewer than the {least} any timing keeps"))
+        elif f"timed_call_{max(kept_timed_calls({planned - 1}, planned, n))}" not in samples:
+            hacks.append(make_hack(8, "the output of the last timed call never reached the judge"))
     event_ms, out_bytes = float(sol["median_ms"]), int(judge_report.get("out_bytes") or 0)
     sync = judge_report.get("sol_timing_sync")
     if sync is None:
