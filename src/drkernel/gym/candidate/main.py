@@ -308,13 +308,16 @@ def _error_header(f: Failure) -> dict[str, Any]:
                  (f.message or (str(exc) if exc is not None else ""))[:4000], tb[-20000:]).to_header()
 
 
-def warm_up(device: torch.device) -> None:
+def warm_up(device: torch.device) -> torch.device:
     """Pay the start-up costs before a job arrives: CUDA context and Triton's launcher (driver helpers
-    built and loaded, cache opened) through one tiny kernel; on CPU, the interpreter patches."""
+    built and loaded, cache opened) through one tiny kernel; on CPU, the interpreter patches. Returns
+    the device with its index: ``cuda`` names the current device, and calls such as
+    ``set_per_process_memory_fraction`` refuse a device without one (every candidate of a ``cuda``
+    evaluator failed that way on an H100, 2026-11-24)."""
     if device.type == "cuda":
         from drkernel.gym.harness.timing import warm_kernel
 
-        if device.index is None:  # "cuda" names the current device; set_device wants an index
+        if device.index is None:
             device = torch.device("cuda", torch.cuda.current_device())
         torch.cuda.set_device(device)
         x = torch.zeros(16, device=device)
@@ -324,6 +327,7 @@ def warm_up(device: torch.device) -> None:
         from drkernel.gym.candidate import interpreter
 
         interpreter.install()
+    return device
 
 
 def serve(channel: Channel, pidfd: int | None = None) -> None:
@@ -336,7 +340,7 @@ def serve(channel: Channel, pidfd: int | None = None) -> None:
     if pidfd is not None:
         os.close(pidfd)
     channel.recv()
-    warm_up(device)
+    device = warm_up(device)
     channel.send(Ready(os.getpid()).to_header())
     job = channel.recv().header
     candidate = Candidate(channel, device)
