@@ -48,6 +48,8 @@ def _config_bounds(limits: ServiceConfig) -> dict[str, dict[str, Any]]:
         "head_start_max_ms": dict(ge=0.0, le=1000.0),
         "timed_calls_max": dict(ge=0, le=calls),
         "timing_target_rse": dict(gt=0.0, le=1.0),
+        "timing_budget_ms": dict(ge=0.0, le=60_000.0),
+        "timed_calls_min": dict(ge=1, le=calls),
         "reference": dict(choices=REFERENCE_MODES),
         "profile": {},
         "timeout_s": dict(gt=0.0, le=limits.max_timeout_s),
