@@ -178,6 +178,10 @@ class GymConfig:
     """``in_process``: warm candidate processes kept ready."""
     unsafe_no_sandbox: bool = False
     """``in_process``: run solutions without the OS sandbox (trusted code only; logs a loud warning)."""
+    warm_references: bool = True
+    """``in_process`` on a GPU: prepare the task's problems and time their references before the first
+    step (`InProcessEvaluator.warm`), so no evaluation waits while a reference is timed; a problem's
+    reference is timed once for the run either way."""
 
 
 @dataclass(frozen=True)

@@ -111,6 +111,10 @@ def build_env(
             device=config.eval.device, concurrency=config.gym.concurrency, pool_size=config.gym.pool_size,
             unsafe_no_sandbox=config.gym.unsafe_no_sandbox,
         )
+        if config.gym.warm_references and str(evaluator.device_info()["device"]).startswith("cuda"):
+            log.info("timing the references of %d problems before the first step", len(problems))
+            spent = evaluator.warm(problems, config.eval)
+            log.info("references ready in %.1f s", sum(spent.values()))
     episode_config = EpisodeConfig(
         turns=r.turns,
         sampling=sampling,
