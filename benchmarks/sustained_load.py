@@ -166,20 +166,16 @@ def run(args) -> dict:
 
         def one(item: Item, k: int) -> dict:
             submitted = time.monotonic()
-            request = EvalRequest(problem=item.problem, solution=item.source,
-                                  config=cfg)
+            outcome = {"status": "infrastructure_error", "valid": False, "speedup": None, "stages": {}}
             try:
-                r = ev.evaluate(request)
+                r = ev.evaluate(EvalRequest(problem=item.problem, solution=item.source, config=cfg))
+                outcome = {"status": r.status.value, "valid": r.valid, "speedup": r.speedup,
+                           "stages": r.stage_seconds}
             except InfrastructureError as e:  # the gym's failure, not the solution's: counted, not fatal
-                done = time.monotonic()
                 print(f"  infrastructure error on {item.problem.name}: {str(e).splitlines()[0][:200]}", flush=True)
-                return {"problem": item.problem.name, "label": item.label, "status": "infrastructure_error",
-                        "valid": False, "speedup": None, "submitted_s": submitted - t0, "done_s": done - t0,
-                        "latency_s": done - submitted, "stages": {}}
             done = time.monotonic()
-            return {"problem": item.problem.name, "label": item.label, "status": r.status.value,
-                    "valid": r.valid, "speedup": r.speedup, "submitted_s": submitted - t0, "done_s": done - t0,
-                    "latency_s": done - submitted, "stages": r.stage_seconds}
+            return {"problem": item.problem.name, "label": item.label, **outcome, "submitted_s": submitted - t0,
+                    "done_s": done - t0, "latency_s": done - submitted}
 
         with ThreadPoolExecutor(max_workers=2 * args.concurrency) as pool:
             pending, k = set(), 0

@@ -207,7 +207,7 @@ class InProcessEvaluator:
         job_id = f"{next(self._ids)}-{result.solution_hash[:8]}"
         _announce(request, f"running the solution in a fresh candidate process ({cfg.trials} trials, "
                            f"limit {cfg.timeout_s:g} s)")
-        with rt.slot(prepared.input_bytes if rt.is_cuda else 0):
+        with rt.slot(prepared.input_bytes):  # the memory claim is empty on CPU
             session = CandidateSession(rt, job, job_id, cfg.tolerance, job["weight_seed"], cfg.timeout_s,
                                        cfg.rss_limit_mb << 20)
             out = self._run_cancellable(session)
