@@ -145,3 +145,30 @@ def test_without_the_zygote_candidates_start_as_fresh_processes():
         assert ev.device_info()["zygote"] is False
         r = ev.evaluate(request(RELU_SOLUTION))
     assert r.status is Status.CORRECT, r.error
+
+
+@needs_landlock
+def test_a_one_shot_candidate_starts_fresh_beside_the_judge_and_later_ones_fork():
+    # pool_size 0 (`drkernel gym eval`): the first candidate is a fresh process started with the judge,
+    # ready before the evaluation asks; the zygote only starts when a second candidate is wanted
+    with InProcessEvaluator(device="cpu", concurrency=1, pool_size=0, checks=core_checks()) as ev:
+        rt = ev._runtime("cpu")
+        assert rt.zygote is None and rt.pool.ready_count == 1
+        first = rt.pool._ready[0]
+        assert type(first).__name__ == "Child"  # not a ForkedChild
+        assert ev.evaluate(request(RELU_SOLUTION)).status is Status.CORRECT
+        assert ev.evaluate(request(RELU_SOLUTION)).status is Status.CORRECT
+        assert rt.zygote is not None and rt.zygote.child.alive()
+
+
+def test_the_device_guess_matches_the_judge_without_torch(monkeypatch):
+    from drkernel.gym.orchestrator.runtime import guess_device
+
+    assert guess_device("cuda") == "cuda:0" and guess_device("cuda:3") == "cuda:3"
+    assert guess_device("cpu") == "cpu"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert guess_device("auto") == "cpu"
+    with InProcessEvaluator(device="auto", concurrency=1, pool_size=0, checks=core_checks()) as ev:
+        # this machine has no GPU: the judge resolves auto to the CPU, as guessed
+        assert ev.device_info()["device"] == guess_device("auto") == "cpu"
+        assert ev._runtime("auto").pool.ready_count == 1

@@ -7,19 +7,19 @@ traceback (``module 'torch._C' has no attribute '_cuda_setDevice'``); the CLI tu
 
 from __future__ import annotations
 
-import torch
-
 from drkernel.errors import ConfigError
 
 
 def require_local_device(name: str) -> None:
     """Raise `ConfigError` when ``name`` (auto, cpu, cuda, cuda:N) names a CUDA device this machine lacks.
 
-    ``auto`` and ``cpu`` always pass: auto falls back to the CPU. Other spellings are left to
+    ``auto`` and ``cpu`` always pass (without importing torch): auto falls back to the CPU. Other spellings are left to
     `EvalConfig`'s own validation.
     """
     if not (name == "cuda" or name.startswith("cuda:")):
         return
+    import torch  # here, not at the top: `drkernel gym eval --device auto` then never imports it (~3.5 s)
+
     if not torch.cuda.is_available():
         build = ("this torch build has no CUDA support" if torch.version.cuda is None
                  else "no CUDA device is visible")

@@ -234,6 +234,15 @@ class WarmPool:
                 self._ready.append(child)
             self._cond.notify_all()
 
+    def give(self, child: Child) -> None:
+        """Add a child started elsewhere (ready) to the warm ones."""
+        with self._cond:
+            if self._closed:
+                child.discard()
+                return
+            self._ready.append(child)
+            self._cond.notify_all()
+
     def take(self) -> Child:
         """A warm candidate (waits for one starting, or starts one if none is on its way)."""
         while True:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import logging
+import os
 import threading
 import time
 from typing import Any, Iterator
@@ -51,6 +52,19 @@ on an H100 (2026-11-24): one 19_ReLU evaluation (6.4 GB of inputs) peaked at 68.
 at 8x (51 GB claimed) small evaluations were admitted beside it and the judge ran out of memory."""
 MEMORY_FRACTION = 0.85
 """The share of the device's memory that admitted evaluations may claim together."""
+
+
+def guess_device(requested: str) -> str:
+    """The device the judge will resolve ``requested`` to, guessed without importing torch, so that the
+    candidates' source can start beside the judge (a wrong guess is discarded once the judge says)."""
+    if requested == "cuda":
+        return "cuda:0"
+    if requested != "auto":
+        return requested
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1"):
+        return "cpu"
+    return "cuda:0" if os.path.exists("/dev/nvidiactl") else "cpu"
 
 
 class MemoryBudget:
@@ -199,32 +213,74 @@ class DeviceRuntime:
         self._prepared: dict[tuple, Prepared] = {}
         self._ready = threading.Event()
         self._error: BaseException | None = None
+        self._first: Child | None = None  # the one-shot evaluation's candidate, started beside the judge
+        self._zygote_tried = False
+        self._zygote_lock = threading.Lock()
         threading.Thread(target=self._start, name=f"runtime-{device}", daemon=True).start()
 
     def _start(self) -> None:
-        """The judge and the zygote start side by side (each ~5 s on a GPU: imports, CUDA)."""
-        zygote = threading.Thread(target=self._start_zygote, name=f"zygote-{self.requested}", daemon=True)
-        early = self.use_zygote and self.requested != "auto"  # "auto" is resolved by the judge
-        if early:
-            zygote.start()
+        """The judge and the candidates' source start side by side (each ~5 s on a GPU: imports, CUDA).
+
+        With a warm pool that source is the zygote. Without one (``pool_size`` 0: `drkernel gym eval`'s
+        one-shot evaluation) the first candidate starts as a fresh process beside the judge, so the
+        evaluation waits for neither the zygote's own start (its seed and probe forks) nor a fork after
+        it; the zygote starts when a second candidate is asked for."""
+        guess = guess_device(self.requested)
+        one_shot = self.pool_size == 0
+        early = threading.Thread(target=self._start_first if one_shot else self._start_zygote, args=(guess,),
+                                 name=f"candidates-{guess}", daemon=True)
+        if one_shot or self.use_zygote:
+            early.start()
         try:
-            first = JudgeSlot(0, self._judge_starter(self.requested))
-            self.hello = first.child.wait_ready()
-            first._start = self._judge_starter(self.device)  # a restart goes to the resolved device
+            judge = JudgeSlot(0, self._judge_starter(self.requested))
+            self.hello = judge.child.wait_ready()
+            judge._start = self._judge_starter(self.device)  # a restart goes to the resolved device
             if self.is_cuda:
                 self.memory = MemoryBudget(int(int(self.hello.get("total_memory") or 0) * MEMORY_FRACTION))
-            self.judges = [first]
+            self.judges = [judge]
             self._more_judges()
-            if self.use_zygote:
-                if not early:
-                    zygote.start()
-                zygote.join()
-            spawn = self.zygote.fork if self.zygote is not None else None
-            self.pool = WarmPool(self.device, self.pool_size, self.env, self.runner, gate=self.rw.shared, spawn=spawn)
+            if early.ident is not None:
+                early.join()
+            if guess != self.device:  # "auto" guessed wrong: what started is for another device
+                self._discard_early()
+                if self.use_zygote and not one_shot:
+                    self._start_zygote(self.device)
+            self.pool = WarmPool(self.device, self.pool_size, self.env, self.runner, gate=self.rw.shared,
+                                 spawn=self._spawn)
+            if self._first is not None:
+                self.pool.give(self._first)
+                self._first = None
         except BaseException as e:
             self._error = e
         finally:
             self._ready.set()
+
+    def _start_first(self, device: str) -> None:
+        """A one-shot evaluation's candidate, started fresh (no zygote) beside the judge."""
+        try:
+            child = Child("drkernel.gym.candidate", device, self.env, self.runner)
+            child.wait_ready(gate=self.rw.shared)
+            self._first = child
+        except Exception as e:  # the pool starts one in the foreground when asked
+            log.warning("the first candidate on %s did not start: %s", device, e)
+
+    def _discard_early(self) -> None:
+        if self._first is not None:
+            self._first.discard()
+            self._first = None
+        if self.zygote is not None:
+            self.zygote.close()
+            self.zygote = None
+
+    def _spawn(self) -> Any:
+        """A new candidate: a zygote's fork, or a fresh process while there is no zygote. Without a warm
+        pool the zygote starts at the first spawn (the one-shot evaluation's candidate started fresh)."""
+        with self._zygote_lock:
+            if self.zygote is None and self.use_zygote and not self._zygote_tried:
+                self._start_zygote(self.device)
+        if self.zygote is not None:
+            return self.zygote.fork()
+        return Child("drkernel.gym.candidate", self.device, self.env, self.runner)
 
     def _judge_starter(self, device: str) -> Any:
         return lambda: Child("drkernel.gym.judge", device, self.env, self.runner, JUDGE_LIMITS)
@@ -251,11 +307,12 @@ class DeviceRuntime:
         for i in range(1, n):
             threading.Thread(target=start, args=(i,), name=f"judge-{i}-{self.device}", daemon=True).start()
 
-    def _start_zygote(self) -> None:
+    def _start_zygote(self, device: str) -> None:
+        self._zygote_tried = True
         try:
-            self.zygote = Zygote(self.device, self.env, self.runner)
+            self.zygote = Zygote(device, self.env, self.runner)
         except Exception as e:  # fresh candidates still work, only slower to start
-            log.warning("no zygote on %s (%s); candidates start as fresh processes", self.requested, e)
+            log.warning("no zygote on %s (%s); candidates start as fresh processes", device, e)
             self.zygote = None
 
     def wait_ready(self) -> "DeviceRuntime":
