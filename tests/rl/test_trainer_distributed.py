@@ -35,7 +35,7 @@ def _train_and_dump(config):
     finally:
         trainer.close()
     final = trainer.model.state_dict()
-    dump = {"initial": initial, "final": final, "history": history}
+    dump = {"initial": initial, "final": final, "history": history, "print": trainer.weights_fingerprint}
     torch.save(dump, Path(config.run.output_dir) / f"rank{rank}.pt")
 
 
@@ -135,6 +135,7 @@ def test_two_ranks_train_as_one_model(tmp_path):
     for k, v in ranks[0]["final"].items():
         assert torch.equal(v, ranks[1]["final"][k]), f"{k} differs between the ranks"
         assert torch.equal(ranks[0]["initial"][k], ranks[1]["initial"][k]), k
+    assert ranks[0]["print"] and ranks[0]["print"] == ranks[1]["print"]  # the last check's digest
     changed = [k for k, v in ranks[0]["final"].items() if not torch.equal(v, ranks[0]["initial"][k])]
     assert changed, "the update did not change any weight"
 

@@ -6,7 +6,10 @@ Launch (rank r of N sees ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR
     drkernel train --config x.yaml --nproc N        # spawns the N workers itself (:func:`launch`)
 
 Process group: ``nccl`` when the policy is on CUDA (rank r trains on ``cuda:<local rank>``), ``gloo`` on
-CPU. A run with ``WORLD_SIZE`` 1 or unset is the plain single-process trainer.
+CPU. A run with ``WORLD_SIZE`` 1 or unset is the plain single-process trainer. Devices (:func:`localize`):
+``auto`` / ``cuda`` for ``model.device`` and, with the in-process gym, ``eval.device`` become
+``cuda:<local rank>``, so each rank's gym evaluates the rollouts on that rank's own GPU (its judges and
+candidates start there; ``EvalResult.device`` records it); one GPU named for several ranks is an error.
 
 How the work is split (one step):
 
@@ -19,7 +22,8 @@ How the work is split (one step):
   ``all_reduce``) before clipping and the optimizer step. That is the gradient of the whole batch, the
   step a single process would take on it (up to float summation order); LoRA adapters the same way.
   An ``all_reduce`` leaves the same bits on every rank, so the ranks' AdamW steps and weights stay
-  identical; a fingerprint of the weights is compared after every update all the same.
+  identical; a fingerprint of the weights is compared after every update all the same (the trainer
+  keeps the last one, ``Trainer.weights_fingerprint``, for benchmarks to record per rank).
 - Metrics: see :func:`reduce_metrics`. Rank 0 alone writes ``config.json``, ``metrics.jsonl``,
   ``episodes.jsonl`` (every rank's episodes) and checkpoints, and pushes weights to an ``openai``
   server (the other ranks wait for it); every rank resumes from the same checkpoint.
@@ -28,6 +32,7 @@ How the work is split (one step):
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import os
 import socket
@@ -132,11 +137,13 @@ class DistContext:
                     g.copy_(flat[offset : offset + g.numel()].view_as(g))
                     offset += g.numel()
 
-    def check_same_weights(self, model: Any) -> None:
+    def check_same_weights(self, model: Any) -> str:
         """Raise :class:`InfrastructureError` when this rank's weights differ from rank 0's (compared by a
-        float64 sum and absolute sum per tensor: equal bits give equal fingerprints)."""
+        float64 sum and absolute sum per tensor: equal bits give equal fingerprints). Returns the
+        fingerprint as a short hex digest (the same on every rank once checked); ``""`` in a single
+        process, which has nothing to compare."""
         if not self.enabled:
-            return
+            return ""
         names, prints = [], []
         with torch.no_grad():
             for name, p in model.named_parameters():
@@ -150,6 +157,7 @@ class DistContext:
             raise InfrastructureError(
                 f"rank {self.rank}'s weights differ from rank 0's (first at {first}): ranks diverged"
             )
+        return hashlib.sha256(mine.numpy().tobytes()).hexdigest()[:16]
 
     def close(self) -> None:
         if self.owns_group and torch.distributed.is_initialized():

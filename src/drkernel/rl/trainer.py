@@ -155,7 +155,8 @@ class Trainer:
         checkpoint = latest_checkpoint(self.out) if config.run.resume else None
         torch.manual_seed(config.run.seed)  # the same initial weights on every rank
         self.model, self.tokenizer = load_model(config.model, self.device, checkpoint)
-        self.dist.check_same_weights(self.model)
+        self.weights_fingerprint = self.dist.check_same_weights(self.model)
+        """Digest of the weights, checked equal on every rank after each step's update ("" in one process)."""
         o = config.optim
         self.optimizer = torch.optim.AdamW(
             [p for p in self.model.parameters() if p.requires_grad],
@@ -253,7 +254,7 @@ class Trainer:
             self.engine.push()
         if shared_server:
             self.dist.barrier()
-        self.dist.check_same_weights(self.model)
+        self.weights_fingerprint = self.dist.check_same_weights(self.model)
 
     def rollout(self) -> StepRollout:
         """Sample this step's trajectories with the current weights."""
