@@ -13,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-import service_scaling  # noqa: E402
+import service_scaling
 
 RUN_FIELDS = {"name", "backend", "devices", "submitted", "terminal", "lost", "evals_per_s", "statuses",
               "latency_p50_s", "latency_p95_s", "per_worker", "worker_devices", "samples", "rows"}
