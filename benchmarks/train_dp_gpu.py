@@ -55,6 +55,7 @@ from typing import Any
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 sys.path.insert(0, SRC)
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # train_gpu: the PASS / FAIL lines
 # The gym's worker processes are fresh interpreters: they find drkernel through PYTHONPATH.
 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (SRC, os.environ.get("PYTHONPATH", "")) if p)
 # No NVLink multicast in any process (the spawned ranks and the gym's children inherit these).
@@ -67,23 +68,12 @@ from drkernel.rl.distributed import launch, share  # noqa: E402
 from drkernel.rl.envs import StepRollout  # noqa: E402
 from drkernel.rl.rows import TurnRecord  # noqa: E402
 from drkernel.rl.trainer import Trainer, train  # noqa: E402
+from train_gpu import CHECKS, check  # noqa: E402  (one definition of the PASS / FAIL lines)
 
 COMPARED = ("loss/loss", "loss/grad_norm", "mismatch/mean_abs_log_ratio")
 """Per-step quantities that must equal the one-process run's (the last is the batch's mean token NLL)."""
 TOLERANCE = {"cpu": 1e-5, "cuda": 1e-4}
 """Tolerance of |dp - one process| / max(|one process|, 1) per device kind: fp32 summation order."""
-CHECKS: list[tuple[str, bool, str]] = []
-
-
-def check(name: str, ok: bool, detail: str, skip: str = "") -> None:
-    """A PASS / FAIL line; with ``skip`` (why the check cannot hold on this run) a SKIP line, not counted."""
-    if skip:
-        print(f"CHECK {name}: SKIP ({skip}; {detail})", flush=True)
-        return
-    CHECKS.append((name, ok, detail))
-    print(f"CHECK {name}: {'PASS' if ok else 'FAIL'} ({detail})", flush=True)
-
-
 class FixedBatchEnv:
     """The same ``prompts`` x ``samples`` rows every step, whatever the number of ranks: prompt and
     completion tokens drawn once per prompt group from a seeded generator, rewards fixed and different
