@@ -13,8 +13,8 @@ from drkernel.errors import ConfigError
 def require_local_device(name: str) -> None:
     """Raise `ConfigError` when ``name`` (auto, cpu, cuda, cuda:N) names a CUDA device this machine lacks.
 
-    ``auto`` and ``cpu`` always pass (without importing torch): auto falls back to the CPU. Other spellings are left to
-    `EvalConfig`'s own validation.
+    ``auto`` and ``cpu`` always pass, without importing torch: auto falls back to the CPU. Other
+    spellings are left to `EvalConfig`'s own validation.
     """
     if not (name == "cuda" or name.startswith("cuda:")):
         return
