@@ -56,11 +56,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "service"))  # ServerProcess
 
-from sustained_load import ROWS, Item, draw, pct, workload
+from service_server import ServerProcess, free_port
+from sustained_load import ROWS, Item, draw, pct, pyplot, workload
 
 from drkernel.errors import ServiceError
 from drkernel.gym import EvalConfig, EvalRequest
@@ -68,7 +68,6 @@ from drkernel.service.client import ServiceClient
 
 REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src"
-TOKEN = "service-scaling-bench"
 GPU_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 """Kept in the environment of everything started here (NVLink multicast stays off)."""
 os.environ.update(GPU_ENV)
@@ -137,12 +136,6 @@ class RunSummary:
     rows: list[Row] = field(default_factory=list)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def child_env() -> dict[str, str]:
     """The environment of the server and the Ray head: ours, the GPU settings, ``src`` on the path, and
     Ray's token authentication off unless set (the head and its drivers would need a shared token)."""
@@ -164,42 +157,6 @@ def stop_group(proc: subprocess.Popen, grace_s: float = 20.0) -> None:
     except ProcessLookupError:
         pass
     proc.wait()
-
-
-class Service:
-    """``python -m drkernel gym serve`` on a free port; ``start()`` returns once every worker serves."""
-
-    def __init__(self, tmp: Path, log: Path, devices: str, slots: int, extra: list[str]):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log, self.expected = log, 0
-        kwargs = json.dumps({"concurrency": slots, "pool_size": slots})
-        self.cmd = [sys.executable, "-m", "drkernel", "gym", "serve", "--port", str(self.port),
-                    "--db", str(tmp / "kernelgym.sqlite"), "--token", TOKEN, "--devices", devices,
-                    "--slots", str(slots), "--evaluator-kwargs", kwargs, "--problems", f"builtin,{ROWS}",
-                    "--no-cache", "--rate-per-client", "10000", "--rate-burst", "10000",
-                    "--log-level", "warning", *extra]
-        self.proc: subprocess.Popen | None = None
-
-    def start(self, workers: int, timeout_s: float) -> float:
-        t0 = time.monotonic()
-        with open(self.log, "ab") as log:  # the child keeps its own descriptor
-            self.proc = subprocess.Popen(self.cmd, env=child_env(), stdout=log, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
-        while time.monotonic() - t0 < timeout_s:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited {self.proc.returncode}: {self.log.read_text()[-3000:]}")
-            try:
-                if httpx.get(f"{self.url}/v1/health", timeout=2.0).json()["workers_ready"] >= workers:
-                    return time.monotonic() - t0
-            except (httpx.HTTPError, ValueError, KeyError):
-                pass
-            time.sleep(0.5)
-        raise RuntimeError(f"{workers} workers not ready in {timeout_s} s: {self.log.read_text()[-3000:]}")
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            stop_group(self.proc)
 
 
 class RayHead:
@@ -402,6 +359,16 @@ def serve_args(args, backend: str, k: int, ray_address: str | None) -> tuple[str
     return devices, extra
 
 
+def server(tmp: Path, log: Path, devices: str, slots: int, extra: list[str]) -> ServerProcess:
+    """The real ``drkernel gym serve`` with ``slots`` per worker, problems by key, no result cache and no
+    rate limit (the load is one client's)."""
+    kwargs = json.dumps({"concurrency": slots, "pool_size": slots})
+    return ServerProcess(tmp / "kernelgym.sqlite", "--devices", devices, "--slots", str(slots),
+                         "--evaluator-kwargs", kwargs, "--problems", f"builtin,{ROWS}", "--no-cache",
+                         "--rate-per-client", "10000", "--rate-burst", "10000", *extra,
+                         log=log, custom=False, env=child_env())
+
+
 def run_service(args, name: str, backend: str, k: int, kill: bool) -> RunSummary:
     """One run: (a Ray head,) the server, the load, then everything stopped."""
     print(f"=== {name}: {k} {args.device_kind} worker(s), {backend}, {args.slots} slots each", flush=True)
@@ -417,11 +384,13 @@ def run_service(args, name: str, backend: str, k: int, kill: bool) -> RunSummary
             head = RayHead(tmp, out / f"ray-{name}.log", gpus=gpus, cpus=k + 2)
             head.start()
         devices, extra = serve_args(args, backend, k, head.address if head else None)
-        service = Service(tmp, out / f"server-{name}.log", devices, args.slots, extra)
+        service = server(tmp, out / f"server-{name}.log", devices, args.slots, extra)
         try:
-            startup = service.start(k, args.start_timeout_s)
+            t0 = time.monotonic()
+            service.start(args.start_timeout_s, workers=k)
+            startup = time.monotonic() - t0
             print(f"  {k} worker(s) ready in {startup:.1f} s", flush=True)
-            with ServiceClient(service.url, TOKEN, timeout_s=120.0) as client:
+            with ServiceClient(service.url, service.token, timeout_s=120.0) as client:
                 rows, samples, report, wall = drive(client, args, load, k, kill)
         finally:
             service.stop()
@@ -487,13 +456,8 @@ def _rates(rates: dict[str, float]) -> str:
 
 
 def plot(result: dict, path: Path) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib not installed: no plot")
+    plt = pyplot()
+    if plt is None:
         return
     runs = result["runs"].values()
     local = sorted((r for r in runs if r["backend"] == "local" and not r["kill"]),

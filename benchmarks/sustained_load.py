@@ -251,7 +251,8 @@ def summarize(rows: list[dict], wall: float, busy: float | None, args, info: dic
     }
 
 
-def plot(summary: dict, path: Path) -> None:
+def pyplot():
+    """matplotlib's pyplot without a display, or None (and a line saying so) where it is not installed."""
     try:
         import matplotlib
 
@@ -259,6 +260,13 @@ def plot(summary: dict, path: Path) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         print("matplotlib not installed: no plot")
+        return None
+    return plt
+
+
+def plot(summary: dict, path: Path) -> None:
+    plt = pyplot()
+    if plt is None:
         return
     rows = sorted(summary["rows"], key=lambda r: r["done_s"])
     fig, (a, b, c) = plt.subplots(1, 3, figsize=(16, 4.5))

@@ -62,13 +62,13 @@ os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (SRC, os.environ.get("PYTH
 os.environ.update(NCCL_NVLS_ENABLE="0", TORCH_SYMM_MEM_DISABLE_MULTICAST="1", NVSHMEM_DISABLE_NVLS="1")
 
 import torch  # noqa: E402
+from train_gpu import CHECKS, check, model_section  # noqa: E402  (the PASS / FAIL lines, the tiny model)
 
 from drkernel.rl.config import config_from_dict  # noqa: E402
 from drkernel.rl.distributed import launch, share  # noqa: E402
 from drkernel.rl.envs import StepRollout  # noqa: E402
 from drkernel.rl.rows import TurnRecord  # noqa: E402
 from drkernel.rl.trainer import Trainer, train  # noqa: E402
-from train_gpu import CHECKS, check  # noqa: E402  (one definition of the PASS / FAIL lines)
 
 COMPARED = ("loss/loss", "loss/grad_norm", "mismatch/mean_abs_log_ratio")
 """Per-step quantities that must equal the one-process run's (the last is the batch's mean token NLL)."""
@@ -129,17 +129,6 @@ def dp_rank(config: Any) -> None:
         trainer.close()
     record = {"rank": rank, "device": str(trainer.device), "steps": steps}
     (Path(config.run.output_dir) / f"rank{rank}.json").write_text(json.dumps(record))
-
-
-def model_section(args: argparse.Namespace) -> dict:
-    return {
-        "source": "tiny",
-        "tiny_hidden": args.hidden,
-        "tiny_layers": args.layers,
-        "tiny_heads": args.heads,
-        "device": args.device,
-        "precision": "fp32",
-    }
 
 
 def dp_config(args: argparse.Namespace, out: Path) -> Any:

@@ -30,7 +30,8 @@ class ServerProcess:
     also puts the token in ``KERNELGYM_TOKEN``, which clients built without one read."""
 
     def __init__(
-        self, db: Path, *args: str, port: int | None = None, log: Path | None = None, custom: bool = True
+        self, db: Path, *args: str, port: int | None = None, log: Path | None = None, custom: bool = True,
+        env: dict[str, str] | None = None,
     ):
         args = list(args)
         if "--token" not in args:
@@ -42,11 +43,14 @@ class ServerProcess:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log or db.with_suffix(".log")
+        self.env = env or {}  # on top of ours (PYTHONPATH is always set here)
         self.proc: subprocess.Popen | None = None
 
-    def start(self, timeout_s: float = 120.0) -> "ServerProcess":
+    def start(self, timeout_s: float = 120.0, workers: int = 1) -> "ServerProcess":
+        """Start the server; return once ``workers`` device workers serve."""
         env = {
             **os.environ,
+            **self.env,
             "PYTHONPATH": os.pathsep.join([str(SRC), str(HERE), os.environ.get("PYTHONPATH", "")]),
         }
         env.pop("KERNELGYM_TOKEN", None)  # the server's token is in its arguments, or none at all
@@ -73,13 +77,13 @@ class ServerProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited {self.proc.returncode}: {self.log.read_text()[-3000:]}")
             try:
-                if httpx.get(f"{self.url}/v1/health", timeout=1.0).json()["workers_ready"] > 0:
+                if httpx.get(f"{self.url}/v1/health", timeout=1.0).json()["workers_ready"] >= workers:
                     return self
             except (httpx.HTTPError, ValueError, KeyError):
                 pass
             time.sleep(0.2)
         self.stop()
-        raise RuntimeError(f"server not ready in {timeout_s} s: {self.log.read_text()[-3000:]}")
+        raise RuntimeError(f"{workers} worker(s) not ready in {timeout_s} s: {self.log.read_text()[-3000:]}")
 
     def kill9(self) -> None:
         """kill -9 the server process alone (its orphaned workers see their pipe close and exit)."""

@@ -229,7 +229,8 @@ class DeviceRuntime:
         one_shot = self.pool_size == 0
         early = threading.Thread(target=self._start_first if one_shot else self._start_zygote, args=(guess,),
                                  name=f"candidates-{guess}", daemon=True)
-        if one_shot or self.use_zygote:
+        started_early = one_shot or self.use_zygote
+        if started_early:
             early.start()
         try:
             judge = JudgeSlot(0, self._judge_starter(self.requested))
@@ -239,7 +240,7 @@ class DeviceRuntime:
                 self.memory = MemoryBudget(int(int(self.hello.get("total_memory") or 0) * MEMORY_FRACTION))
             self.judges = [judge]
             self._more_judges()
-            if early.ident is not None:
+            if started_early:
                 early.join()
             if guess != self.device:  # "auto" guessed wrong: what started is for another device
                 self._discard_early()
@@ -258,7 +259,7 @@ class DeviceRuntime:
     def _start_first(self, device: str) -> None:
         """A one-shot evaluation's candidate, started fresh (no zygote) beside the judge."""
         try:
-            child = Child("drkernel.gym.candidate", device, self.env, self.runner)
+            child = self._fresh_candidate(device)
             child.wait_ready(gate=self.rw.shared)
             self._first = child
         except Exception as e:  # the pool starts one in the foreground when asked
@@ -280,7 +281,10 @@ class DeviceRuntime:
                 self._start_zygote(self.device)
         if self.zygote is not None:
             return self.zygote.fork()
-        return Child("drkernel.gym.candidate", self.device, self.env, self.runner)
+        return self._fresh_candidate(self.device)
+
+    def _fresh_candidate(self, device: str) -> Child:
+        return Child("drkernel.gym.candidate", device, self.env, self.runner)
 
     def _judge_starter(self, device: str) -> Any:
         return lambda: Child("drkernel.gym.judge", device, self.env, self.runner, JUDGE_LIMITS)
