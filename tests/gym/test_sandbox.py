@@ -466,3 +466,24 @@ def test_the_command_line_binds_only_what_it_should(monkeypatch, tmp_path):
     assert cmd[cmd.index("--uid") + 1] == "65534" and "--unshare-all" in cmd and "--die-with-parent" in cmd
     assert cmd.index("--tmpfs") < cmd.index("--ro-bind")  # binds below /tmp stay visible
     assert cmd[-2:] == ["--", "python"]
+
+
+def test_the_one_shot_candidate_started_beside_the_judge_is_walled_the_same(tmp_path):
+    # pool_size 0 (`drkernel gym eval`): the candidate is a fresh process started with the judge, not a
+    # zygote's fork; it may neither write a host path, nor see or signal the judge, nor leave its uid
+    target, cwd_target = tmp_path / "oneshot", Path.cwd() / f"wall-{uuid.uuid4().hex}"
+    with InProcessEvaluator(device="cpu", concurrency=1, pool_size=0, checks=core_checks()) as ev:
+        judge = ev._runtime("cpu").judge
+        r = ev.evaluate(request(probe(f'''
+            attempt("write", lambda: open("{target}", "w").write("pwned"))
+            attempt("write_cwd", lambda: open("{cwd_target}", "w").write("pwned"))
+            attempt("kill_judge", lambda: os.kill({judge.pid}, signal.SIGKILL))
+            attempt("judge_cmdline", lambda: open("/proc/{judge.pid}/cmdline").read())
+            attempt("whoami", lambda: (os.getuid(), os.getgid()))
+        ''').replace("import json, os, sys", "import json, os, signal, sys")))
+        assert judge.alive()
+    seen = observed(r)
+    assert seen["whoami"] == "ok: (65534, 65534)"
+    assert seen["write"].startswith("denied") and seen["write_cwd"].startswith("denied")
+    assert not target.exists() and not cwd_target.exists()
+    assert seen["kill_judge"].startswith("denied") and "drkernel" not in seen["judge_cmdline"]
