@@ -60,7 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "service"))  # ServerProcess
 
 from service_server import ServerProcess, free_port
-from sustained_load import ROWS, Item, draw, pct, pyplot, workload
+from sustained_load import ROWS, Item, add_workload_args, draw, pct, pyplot, workload
 
 from drkernel.errors import ServiceError
 from drkernel.gym import EvalConfig, EvalRequest
@@ -511,13 +511,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--ray", action="store_true", help="add a run at the largest k with Ray actors")
     ap.add_argument("--no-scaling", action="store_true",
                     help="skip the per-k runs (kill / Ray parts alone)")
-    ap.add_argument("--fail-fraction", type=float, default=0.4)
-    ap.add_argument("--levels", type=int, nargs="+", default=[1, 2])
-    ap.add_argument("--trials", type=int, default=5)
-    ap.add_argument("--warmup", type=int, default=10)
-    ap.add_argument("--timed", type=int, default=100)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--quick", action="store_true", help="CPU smoke run: fewer trials and calls")
+    add_workload_args(ap)
     ap.add_argument("--start-timeout-s", type=float, default=600.0)
     ap.add_argument("--give-up-s", type=float, default=900.0,
                     help="a job not terminal by then counts as lost")

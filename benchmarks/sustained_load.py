@@ -251,6 +251,18 @@ def summarize(rows: list[dict], wall: float, busy: float | None, args, info: dic
     }
 
 
+def add_workload_args(ap: argparse.ArgumentParser) -> None:
+    """The mix's options (failing share, levels, seed) and the evaluations' (trials, warm-up and timed
+    calls; ``--quick`` for a CPU smoke run)."""
+    ap.add_argument("--fail-fraction", type=float, default=0.4)
+    ap.add_argument("--levels", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--trials", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--timed", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--quick", action="store_true", help="CPU smoke run: fewer trials and calls")
+
+
 def pyplot():
     """matplotlib's pyplot without a display, or None (and a line saying so) where it is not installed."""
     try:
@@ -301,13 +313,7 @@ def main() -> int:
                     help="prepare every problem and time its reference before the clock starts (steady state "
                          "of an RL run, which times a problem's reference once for the whole run)")
     ap.add_argument("--duration-s", type=float, default=180.0)
-    ap.add_argument("--fail-fraction", type=float, default=0.4)
-    ap.add_argument("--levels", type=int, nargs="+", default=[1, 2])
-    ap.add_argument("--trials", type=int, default=5)
-    ap.add_argument("--warmup", type=int, default=10)
-    ap.add_argument("--timed", type=int, default=100)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--quick", action="store_true", help="CPU smoke run: fewer trials and calls")
+    add_workload_args(ap)
     ap.add_argument("--out", default="out/sustained_load")
     ap.add_argument("--replot", action="store_true")
     args = ap.parse_args()
