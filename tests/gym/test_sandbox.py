@@ -484,6 +484,6 @@ def test_the_one_shot_candidate_started_beside_the_judge_is_walled_the_same(tmp_
         assert judge.alive()
     seen = observed(r)
     assert seen["whoami"] == "ok: (65534, 65534)"
-    assert seen["write"].startswith("denied") and seen["write_cwd"].startswith("denied")
-    assert not target.exists() and not cwd_target.exists()
+    # a write may land in the candidate's own tmpfs (a checkout under /tmp is re-created there), never here
+    assert not target.exists() and not cwd_target.exists(), seen
     assert seen["kill_judge"].startswith("denied") and "drkernel" not in seen["judge_cmdline"]
