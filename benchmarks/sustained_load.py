@@ -151,7 +151,7 @@ def run(args) -> dict:
     gpu_index = int(args.device.split(":")[1]) if args.device.startswith("cuda:") else 0
     warm_s = None
     with InProcessEvaluator(device=args.device, concurrency=args.concurrency, pool_size=args.pool_size,
-                            judges=args.judges) as ev:
+                            judges=args.judges, preempt=not args.no_preempt) as ev:
         warm = time.monotonic()
         ev.evaluate(EvalRequest(problem=ok[0].problem, solution=ok[0].source, config=cfg))  # judge + pool up
         print(f"warm-up evaluation: {time.monotonic() - warm:.1f} s", flush=True)
@@ -162,6 +162,7 @@ def run(args) -> dict:
             warm_s = time.monotonic() - warm
             print(f"references of {len(problems)} problems prepared and timed: {warm_s:.1f} s", flush=True)
         busy = GpuBusy(gpu_index) if args.device.startswith("cuda") else None
+        judged = ev.device_info()["judge_busy_s"]
         t0 = time.monotonic()
 
         def one(item: Item, k: int) -> dict:
@@ -192,6 +193,9 @@ def run(args) -> dict:
         wall = time.monotonic() - t0
         busy_fraction = busy.stop() if busy else None
         info = ev.device_info()
+    # each judge's share of the run spent answering requests (a judge that started late counts from 0)
+    info["judge_busy_fraction"] = [round((b - (judged[i] if i < len(judged) else 0.0)) / wall, 3)
+                                   for i, b in enumerate(info["judge_busy_s"])]
     summary = summarize(rows, wall, busy_fraction, args, info)
     summary["warm_references_s"] = warm_s
     return summary
@@ -205,10 +209,11 @@ CANDIDATE_STAGES = ("inputs", "import", "compile", "correctness", "extra_runs", 
 """The candidate's own stages, inside ``candidate``; ``integrity.*`` are inside ``extra_runs`` and
 ``child_start`` (a warm child starting in the background) is off the critical path.
 ``timing_lock_wait`` (the candidate waiting for the exclusive timed region) is measured by the
-orchestrator between two of the candidate's stages. ``judge_compare`` (its exports waiting on the
+orchestrator between two of the candidate's stages. ``gave_way`` (the candidate stopped at an export
+point while other candidates' timed regions ran) lies inside the candidate's stages like ``judge_compare``. ``judge_compare`` (its exports waiting on the
 judge: queue and comparison) lies inside ``compile``, ``correctness``, ``extra_runs`` and
 ``timing_samples``, so it is reported beside the critical path (``overlapping``), not in it."""
-OVERLAPPING = ("judge_compare", "child_start")
+OVERLAPPING = ("judge_compare", "gave_way", "child_start")
 
 
 def critical_path(stages: dict[str, float]) -> dict[str, float]:
@@ -309,6 +314,9 @@ def main() -> int:
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--pool-size", type=int, default=4)
     ap.add_argument("--judges", type=int, default=0, help="judges per device (0: the gym's default)")
+    ap.add_argument("--no-preempt", action="store_true",
+                    help="timed regions wait for every other candidate's whole evaluation (the behaviour "
+                         "before candidates gave way at their export points)")
     ap.add_argument("--warm-references", action="store_true",
                     help="prepare every problem and time its reference before the clock starts (steady state "
                          "of an RL run, which times a problem's reference once for the whole run)")
@@ -332,6 +340,7 @@ def main() -> int:
     for k in keys:
         print(f"SUMMARY sustained_load {k}: {summary[k]}")
     print("SUMMARY sustained_load statuses:", summary["statuses"])
+    print("SUMMARY sustained_load judge busy:", summary["device"].get("judge_busy_fraction"))
     print("SUMMARY sustained_load top stages:", {k: round(v, 1) for k, v in list(summary["stage_seconds"].items())[:6]})
     return 0 if summary["evaluations"] else 1
 

@@ -61,6 +61,8 @@ section oneshot "throughput: drkernel gym eval's one-shot path and back-to-back 
 # start (0: a cold reference cache, each problem's first evaluation times it); SUSTAINED_JUDGES: judges per GPU.
 SUSTAINED_FLAGS=()
 [[ "${SUSTAINED_WARM:-1}" == 1 ]] && SUSTAINED_FLAGS+=(--warm-references)
+# SUSTAINED_PREEMPT=0: timed regions wait for whole evaluations (before candidates gave way at exports)
+[[ "${SUSTAINED_PREEMPT:-1}" == 0 ]] && SUSTAINED_FLAGS+=(--no-preempt)
 section sustained "throughput: sustained mixed load (RL-like batch, 40 % failing), evaluations/s, busy, stages" "$PY" benchmarks/sustained_load.py --device cuda:0 --duration-s "${SUSTAINED_S:-150}" --concurrency "${SUSTAINED_C:-8}" --pool-size "${SUSTAINED_POOL:-8}" --judges "${SUSTAINED_JUDGES:-0}" "${SUSTAINED_FLAGS[@]}" --out "$OUT/sustained_load"
 section service "service: worker-pool throughput vs fresh processes" "$PY" benchmarks/worker_throughput_gpu.py --device cuda:0 --out "$OUT/worker_throughput_gpu.json"
 # dry run on CPU: PYTHONPATH=src python scripts/service_processes_gpu.py --device cpu

@@ -1,11 +1,18 @@
 """The orchestrator's side of one candidate (`drkernel.gym.orchestrator.session`): what it holds while the
-candidate ends."""
+candidate ends, and how it gives the device way to a timed region."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
+import sys
 import threading
+import time
 
 from drkernel.gym import Status
+from drkernel.gym.orchestrator.pool import descendants, is_stopped, signal_tree
 from drkernel.gym.orchestrator.session import CandidateSession
 from gym_cases import RELU_SOLUTION, request
 
@@ -34,3 +41,74 @@ def test_candidate_exit_and_judge_release_hold_the_device_lock(evaluator, monkey
     writer.join(10)
     assert got_exclusive.is_set()  # and was let in once the session let go
     assert r.stage_seconds["child_exit"] > 0 and "judge_release" in r.stage_seconds
+
+
+SPINNING_RELU = RELU_SOLUTION.replace("import torch\n", '''import torch
+import subprocess
+import sys
+import threading
+
+# host work beside the solution: a spinning thread and a spinning child process
+threading.Thread(target=lambda: [None for _ in iter(int, 1)], daemon=True).start()
+SPINNER = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+''', 1)
+
+
+def test_a_waiting_timed_region_gets_the_device_at_the_next_export_with_the_candidate_stopped(
+        boundary_only_evaluator, monkeypatch):
+    # A timed region used to wait for every other candidate's whole evaluation. Now a candidate gives
+    # the device up at its next export point, and while it waits its whole process tree is stopped:
+    # the solution's own thread and child process included (core checks only, so nothing stops the
+    # solution from starting them), so nothing of it runs or launches device work inside the region.
+    seen: dict = {}
+    relay = CandidateSession._relay
+
+    def watched_relay(self, child, msg, blob, fds):
+        if "writer" not in seen and getattr(msg, "trial", None) == 0:
+            def writer():
+                self.rt.rw.acquire_exclusive()
+                try:
+                    pids = [child.pid, *descendants(child.pid)]
+                    threads = sum(len(os.listdir(f"/proc/{p}/task")) for p in pids if os.path.exists(f"/proc/{p}"))
+                    seen.update(pids=len(pids), threads=threads, stopped=all(is_stopped(p) for p in pids),
+                                trials=len(self.out.trials), done=self.out.done)
+                    time.sleep(0.3)
+                finally:
+                    self.rt.rw.release_exclusive()
+
+            seen["writer"] = threading.Thread(target=writer, daemon=True)
+            seen["writer"].start()
+        return relay(self, child, msg, blob, fds)
+
+    monkeypatch.setattr(CandidateSession, "_relay", watched_relay)
+    r = boundary_only_evaluator.evaluate(request(SPINNING_RELU, trials=3))
+    seen["writer"].join(10)
+    assert r.status is Status.CORRECT, r.error
+    assert seen["trials"] == 1 and seen["done"] is None  # let in at trial 1's export, mid-evaluation
+    assert seen["pids"] >= 2 and seen["threads"] >= 3  # the candidate, its spinner; their threads
+    assert seen["stopped"]  # every thread of every process of the candidate, while the region held
+    assert r.stage_seconds["gave_way"] >= 0.3
+
+
+def test_signal_tree_stops_a_process_tree_and_resumes_it(tmp_path):
+    # a parent whose child forks a grandchild: all three stopped, then all three running again
+    script = "import os, time\nif os.fork() == 0:\n    os.fork()\nwhile True: time.sleep(0.01)\n"
+    proc = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        deadline = time.monotonic() + 10
+        while len(descendants(proc.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        tree = [proc.pid, *descendants(proc.pid)]
+        assert len(tree) == 3
+        assert signal_tree(proc.pid, signal.SIGSTOP) == 3
+        assert all(is_stopped(p) for p in tree)
+        signal_tree(proc.pid, signal.SIGCONT)
+        deadline = time.monotonic() + 5
+        while any(is_stopped(p) for p in tree) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not any(is_stopped(p) for p in tree)
+    finally:
+        for p in [*descendants(proc.pid), proc.pid]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p, signal.SIGKILL)
+        proc.wait()

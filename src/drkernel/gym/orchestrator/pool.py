@@ -33,10 +33,20 @@ LOG_TAIL = 16000
 
 
 class Talker:
-    """What a fresh `Child` and a zygote's fork share: their channel's two calls and their log."""
+    """What a fresh `Child` and a zygote's fork share: their channel's two calls, their log, and being
+    stopped while they wait for the device."""
 
     channel: Channel
     log_path: str
+    pid: int
+
+    def stop(self) -> None:
+        """SIGSTOP the child and every process below it: none of its threads runs (or launches device
+        work) until `resume`."""
+        signal_tree(self.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        signal_tree(self.pid, signal.SIGCONT)
 
     def send(self, header: dict, blob: bytes = b"", fds: list[int] | None = None) -> None:
         self.channel.send(header, blob, fds or ())
@@ -170,6 +180,70 @@ def _children(pid: int) -> list[int]:
             return [int(c) for c in f.read().split()]
     except (OSError, ValueError):
         return []
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid``, forked by any of its threads (``/proc/<pid>/task/*/children``)."""
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for tid in tasks:
+            try:
+                with open(f"/proc/{p}/task/{tid}/children") as f:
+                    kids = [int(c) for c in f.read().split()]
+            except (OSError, ValueError):
+                continue
+            found += kids
+            todo += kids
+    return found
+
+
+def signal_tree(root: int, sig: int, rounds: int = 16, settle_s: float = 2.0) -> int:
+    """Send ``sig`` to ``root`` and every process below it; returns how many were signalled. For
+    SIGSTOP it waits until every thread of each is stopped (delivery is asynchronous) and walks the
+    tree again until it finds no process it has not stopped yet, so a process forked while the tree
+    was being stopped is caught too (a stopped process forks no more). Processes that are gone are
+    skipped; a thread still running after ``settle_s`` (in an uninterruptible wait) stops on its way
+    back to user space."""
+    if root <= 0:
+        return 0
+    done: set[int] = set()
+    for _ in range(rounds):
+        new = [p for p in [root, *descendants(root)] if p not in done]
+        if not new:
+            break
+        for p in new:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(p, sig)
+        done.update(new)
+        if sig != signal.SIGSTOP:
+            break
+        deadline = time.monotonic() + settle_s
+        while not all(is_stopped(p) for p in new) and time.monotonic() < deadline:
+            time.sleep(0.0005)
+    return len(done)
+
+
+def is_stopped(pid: int) -> bool:
+    """Every thread of ``pid`` is stopped (or the process is gone)."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return True
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state not in ("T", "t", "Z", "X"):
+            return False
+    return True
 
 
 def _wait_gone(pids: list[int], deadline: float) -> bool:

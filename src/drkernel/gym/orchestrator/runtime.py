@@ -133,6 +133,12 @@ class RWLock:
             self._writer = False
             self._cond.notify_all()
 
+    @property
+    def contended(self) -> bool:
+        """A writer waits (or holds): a shared holder at a point where it can stop should give way."""
+        with self._cond:
+            return self._writer or self._writers_waiting > 0
+
     @contextlib.contextmanager
     def shared(self) -> Iterator[None]:
         self.acquire_shared()
@@ -160,13 +166,16 @@ class JudgeSlot:
         self.lock = threading.Lock()
         self.jobs = 0
         self.served = 0  # requests answered (for stats and tests)
+        self.busy_s = 0.0  # seconds spent answering them (for the sustained benchmark's judge load)
 
     def call(self, header: dict[str, Any], blob: bytes, timeout_s: float, fds: list[int] | None) -> dict:
         with self.lock:
+            t = time.monotonic()
             try:
                 self.child.send(header, blob, fds)
                 reply = self.child.recv(time.monotonic() + timeout_s).header
                 self.served += 1
+                self.busy_s += time.monotonic() - t
                 return reply
             except (ChannelClosed, ChannelTimeout, ProtocolViolation) as e:
                 tail = self.child.log_tail(4000)
@@ -189,11 +198,16 @@ class JudgeSlot:
 
 
 class DeviceRuntime:
-    """Judge + warm pool + locks for one device. Starts in the background; `wait_ready` joins."""
+    """Judge + warm pool + locks for one device. Starts in the background; `wait_ready` joins.
+
+    ``preempt``: a candidate holding the device shared gives way to a waiting timed region at each of
+    its synchronised export points, stopped (SIGSTOP, its whole process tree) until the region is over
+    (`CandidateSession`); without it a timed region waits for every other candidate's whole evaluation."""
 
     def __init__(self, device: str, *, pool_size: int, concurrency: int, env: dict[str, str],
-                 runner: Runner, zygote: bool = True, judges: int = 0) -> None:
+                 runner: Runner, zygote: bool = True, judges: int = 0, preempt: bool = True) -> None:
         self.requested = device
+        self.preempt = preempt
         self.runner = runner
         self.use_zygote = zygote and runner.sandboxed
         self.zygote: Zygote | None = None
@@ -401,7 +415,8 @@ class DeviceRuntime:
                 "concurrency": self.concurrency, "pool_size": self.pool_size,
                 "pool_ready": self.pool.ready_count if self.pool else 0,
                 "total_memory": self.hello.get("total_memory"), "versions": self.hello.get("versions", {}),
-                "sandbox": self.runner.name, "zygote": self.zygote is not None, "judges": len(self.judges)}
+                "sandbox": self.runner.name, "zygote": self.zygote is not None, "judges": len(self.judges),
+                "judge_busy_s": [round(j.busy_s, 3) for j in self.judges], "preempt": self.preempt}
 
     def close(self) -> None:
         self._ready.wait()

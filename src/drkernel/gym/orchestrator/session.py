@@ -56,6 +56,8 @@ class SessionOutcome:
     child_start_s: float | None = None
     child_wait_s: float = 0.0
     lock_wait_s: float = 0.0
+    yield_s: float = 0.0
+    """Seconds the candidate spent stopped at its export points while other candidates' timed regions ran."""
     judge_s: float = 0.0
     """Seconds the candidate's exports waited for the judge's verdicts (queue and comparison)."""
     wall_s: float = 0.0
@@ -234,6 +236,8 @@ class CandidateSession:
                 try:
                     msg = parse_candidate(raw.header)
                     self.order.check(msg.op, getattr(msg, "trial", None))
+                    if msg.op is not Op.LOCK:
+                        deadline += self._give_way(child)
                     if isinstance(msg, (Outputs, Compare)):
                         self._relay(child, msg, raw.blob, raw.fds)
                         continue
@@ -254,7 +258,11 @@ class CandidateSession:
     def _handle(self, child: Any, msg: Message, deadline: float) -> float:
         """One message other than an export; returns the deadline (extended by waits for the device)."""
         if msg.op is Op.LOCK:
-            wait = self._switch("exclusive")
+            child.stop()  # nothing of it runs while it waits, nor while other regions hold the device
+            try:
+                wait = self._switch("exclusive")
+            finally:
+                child.resume()
             self.out.lock_wait_s += wait
             self.lock_t = time.monotonic()
             child.send(Signal(Op.LOCKED).to_header())
@@ -328,6 +336,24 @@ class CandidateSession:
             return Verdict.from_header(self.rt.judge_call(request.to_header(), blob, fds=fds[:1], judge=self.judge))
         finally:
             self.out.judge_s += time.monotonic() - t
+
+    def _give_way(self, child: Any) -> float:
+        """At a synchronised export point (the candidate waits for our reply, its trial's device work
+        synchronised): while a timed region waits for the device, stop the candidate's whole process
+        tree, let the region run, then resume it. Returns the seconds it was stopped. Without this a
+        timed region waited for every other candidate's whole evaluation (`DeviceRuntime.preempt`).
+        Only a shared hold gives way; the exclusive holder is the region itself."""
+        if not (self.rt.preempt and self.hold == "shared" and self.rt.rw.contended):
+            return 0.0
+        t = time.monotonic()
+        child.stop()
+        try:
+            self._switch("shared")
+        finally:
+            child.resume()
+        wait = time.monotonic() - t
+        self.out.yield_s += wait
+        return wait
 
     def _acquire(self, mode: str) -> float:
         t = time.monotonic()
