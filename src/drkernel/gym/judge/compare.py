@@ -132,6 +132,10 @@ def _compare_values(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: flo
             max_abs = max(max_abs, float(diff.max()) if diff.numel() else 0.0)
         else:
             oc, rc = oc.float(), rc.float()
+            plain = _plain_chunk(oc, rc, atol + slack, rtol)
+            if plain is not None:
+                max_abs, max_rel = max(max_abs, plain[0]), max(max_rel, plain[1])
+                continue
             o_nan, r_nan = torch.isnan(oc), torch.isnan(rc)
             if not torch.equal(o_nan, r_nan):
                 where = int(torch.nonzero(o_nan != r_nan)[0]) + start
@@ -161,6 +165,23 @@ def _compare_values(out: torch.Tensor, ref: torch.Tensor, atol: float, rtol: flo
             f"(max abs err {max_abs:.4g}, max rel err {max_rel:.4g}; first at flat index {first_bad}: "
             f"got {float(o[first_bad]):.6g}, expected {float(r[first_bad]):.6g})"))
     return Comparison(True, max_abs, max_rel, atol=atol, rtol=rtol)
+
+
+def _plain_chunk(oc: torch.Tensor, rc: torch.Tensor, tol: float, rtol: float) -> tuple[float, float] | None:
+    """The common case in a few passes: every difference finite (so neither side has a NaN or an Inf:
+    either one makes it NaN or Inf) and within ``tol + rtol * |ref|``. Returns (max abs err, max rel err)
+    as the careful path would; None sends the chunk to the careful path, which names what is wrong.
+    At full size the careful path's ~25 passes and 5 host synchronisations per chunk made the judge's
+    comparison the larger part of an export's round trip."""
+    if not oc.numel():
+        return 0.0, 0.0
+    diff = torch.sub(oc, rc).abs_()
+    ref_abs = rc.abs()
+    ok = torch.isfinite(diff)
+    ok &= diff <= ref_abs * rtol + tol
+    if not bool(ok.all()):
+        return None
+    return float(diff.max()), float(diff.div_(ref_abs.clamp_min_(1e-12)).max())
 
 
 def _compare_scalar(out: Any, ref: Any, profile: str, path: str) -> Comparison:
