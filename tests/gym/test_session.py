@@ -12,7 +12,9 @@ import threading
 import time
 
 from drkernel.gym import Status
-from drkernel.gym.orchestrator.pool import descendants, is_stopped, signal_tree
+from drkernel.gym.ipc import Channel, channel_pair
+from drkernel.gym.orchestrator.pool import Talker, descendants, is_stopped, signal_tree
+from drkernel.gym.orchestrator.runtime import RWLock, WarmUpGate
 from drkernel.gym.orchestrator.session import CandidateSession
 from gym_cases import RELU_SOLUTION, request
 
@@ -112,3 +114,58 @@ def test_signal_tree_stops_a_process_tree_and_resumes_it(tmp_path):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(p, signal.SIGKILL)
         proc.wait()
+
+
+WARMING_CHILD = """
+import os, sys, time
+from drkernel.gym.ipc import Channel
+from drkernel.gym.messages import Ready
+channel = Channel(int(sys.argv[1]))
+channel.recv()  # go
+for _ in range(150):  # a warm-up of 1.5 s (CUDA context, warm-up kernel), in small steps
+    time.sleep(0.01)
+channel.send(Ready(os.getpid()).to_header())
+"""
+
+
+class _Warming(Talker):
+    """A real child that takes 1.5 s between ``go`` and ``ready``."""
+
+    def __init__(self) -> None:
+        ours, theirs = channel_pair()
+        self.proc = subprocess.Popen([sys.executable, "-c", WARMING_CHILD, str(theirs)], pass_fds=[theirs],
+                                     env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+        os.close(theirs)
+        self.channel, self.pid, self.log_path = Channel(ours), self.proc.pid, os.devnull
+
+
+def test_a_timed_region_does_not_wait_for_a_warm_up_which_is_stopped_meanwhile():
+    # Issue 14: no timed region waits for a refill's warm-up. The warming child holds the device
+    # shared (no CUDA context is created inside a region); a region that starts waiting stops it and
+    # goes first, and the child's deadline moves by the time it was stopped.
+    for preempt in (True, False):
+        rw = RWLock()
+        child = _Warming()
+        got: dict = {}
+
+        def region():
+            time.sleep(0.3)  # the child is warming up by now
+            t = time.monotonic()
+            with rw.exclusive():
+                got["waited"] = time.monotonic() - t
+                got["stopped"] = is_stopped(child.pid)
+                time.sleep(0.5)
+
+        writer = threading.Thread(target=region)
+        writer.start()
+        t = time.monotonic()
+        msg = WarmUpGate(rw, preempt)(child, time.monotonic() + 30)
+        took = time.monotonic() - t
+        writer.join(10)
+        child.proc.wait(10)
+        assert msg.op == "ready"
+        if preempt:
+            assert got["waited"] < 0.3 and got["stopped"]  # let in at once, the child stopped meanwhile
+            assert took >= 1.5 + 0.5  # the child's warm-up resumed after the region
+        else:
+            assert got["waited"] > 0.8 and not got["stopped"]  # the region waited for the warm-up

@@ -144,6 +144,10 @@ class Channel:
             buf += chunk
         return bytes(buf)
 
+    def readable(self, timeout_s: float) -> bool:
+        """Whether a message has begun to arrive (or the peer closed) within ``timeout_s``."""
+        return self.read_fd >= 0 and bool(select.select([self.read_fd], [], [], max(0.0, timeout_s))[0])
+
     def close(self) -> None:
         """Close both ends once. A second close must not touch the numbers again: by then another
         thread may have been given the same descriptors for a new child's pipes."""

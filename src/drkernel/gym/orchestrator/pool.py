@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from typing import Any, Callable, ContextManager
+from typing import Any, Callable
 
 from drkernel.errors import InfrastructureError
 from drkernel.gym.ipc import Channel, ChannelClosed, ChannelTimeout, Message, channel_pair
@@ -30,6 +30,17 @@ from drkernel.gym.orchestrator.sandbox import child_env as sandbox_env
 log = logging.getLogger(__name__)
 START_TIMEOUT_S = 300.0
 LOG_TAIL = 16000
+
+
+Gate = Callable[["Talker", float], Message]
+"""Lets a started candidate go (``go``) and returns its next message (``ready``) by the deadline, holding
+the device as the gate decides: `runtime.WarmUpGate` (its shared hold, given way to timed regions)."""
+
+
+def let_go(child: "Talker", deadline: float) -> Message:
+    """The gate of a child that shares its device with nothing timed (CPU, tests)."""
+    child.send(Signal(Op.GO).to_header())
+    return child.recv(deadline)
 
 
 class Talker:
@@ -93,18 +104,15 @@ class Child(Talker):
     def pid(self) -> int:
         return self.proc.pid
 
-    def wait_ready(self, timeout_s: float = START_TIMEOUT_S,
-                   gate: Callable[[], ContextManager[Any]] | None = None) -> dict:
+    def wait_ready(self, timeout_s: float = START_TIMEOUT_S, gate: Gate = let_go) -> dict:
         """Wait for ``ready``. A child that first asks to ``init`` (a candidate, before it touches the
-        device) is let go inside ``gate()``: the device's shared lock, so that no child creates its
-        CUDA context or launches its warm-up kernel while a timed region holds the device."""
+        device) is let go through ``gate``: under the device's shared hold, so that no child creates
+        its CUDA context or launches its warm-up kernel while a timed region holds the device."""
         deadline = time.monotonic() + timeout_s
         try:
             msg = self.channel.recv(deadline)
             if msg.op == Op.INIT:
-                with gate() if gate is not None else contextlib.nullcontext():
-                    self.channel.send(Signal(Op.GO).to_header())
-                    msg = self.channel.recv(deadline)
+                msg = gate(self, deadline)
         except (ChannelClosed, ChannelTimeout) as e:
             self.kill()
             raise InfrastructureError(f"child {self.proc.args[-1]} did not start: {e}\n{self.log_tail()}") from e
@@ -269,8 +277,7 @@ class WarmPool:
     """``size`` candidate children kept started and warm; ``take`` hands one out for one use.
     ``spawn`` makes one (default: a fresh `Child`; a `Zygote`'s ``fork`` where there is one)."""
 
-    def __init__(self, device: str, size: int, env: dict[str, str], runner: Runner,
-                 gate: Callable[[], ContextManager[Any]] | None = None,
+    def __init__(self, device: str, size: int, env: dict[str, str], runner: Runner, gate: Gate = let_go,
                  spawn: Callable[[], Any] | None = None) -> None:
         self.device = device
         self.runner = runner

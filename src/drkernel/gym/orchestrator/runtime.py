@@ -22,9 +22,9 @@ import time
 from typing import Any, Iterator
 
 from drkernel.errors import InfrastructureError, JudgeError
-from drkernel.gym.ipc import ChannelClosed, ChannelTimeout, ProtocolViolation
+from drkernel.gym.ipc import ChannelClosed, ChannelTimeout, Message, ProtocolViolation
 from drkernel.gym.messages import Error, Op, Prepare, Prepared, Signal
-from drkernel.gym.orchestrator.pool import Child, WarmPool
+from drkernel.gym.orchestrator.pool import Child, Talker, WarmPool
 from drkernel.gym.orchestrator.zygote import Zygote
 from drkernel.gym.seeds import public_seed
 from drkernel.gym.orchestrator.sandbox import JUDGE_LIMITS, Runner
@@ -51,6 +51,8 @@ inputs, outputs, staging buffer and timing clones, the judge's inputs, outputs a
 on an H100 (2026-11-24): one 19_ReLU evaluation (6.4 GB of inputs) peaked at 68.8 GB of the device, 10.7x;
 at 8x (51 GB claimed) small evaluations were admitted beside it and the judge ran out of memory."""
 MEMORY_FRACTION = 0.85
+WARM_UP_POLL_S = 0.005
+"""How often a warming candidate's gate looks for a waiting timed region (`WarmUpGate`)."""
 """The share of the device's memory that admitted evaluations may claim together."""
 
 
@@ -156,6 +158,42 @@ class RWLock:
             self.release_exclusive()
 
 
+def give_way(rw: RWLock, child: Talker) -> float:
+    """Stop ``child``'s whole process tree, let the timed regions waiting for ``rw`` go first, hold ``rw``
+    shared again and resume ``child``; returns the seconds it was stopped. The caller holds ``rw`` shared
+    and has made sure ``child`` is at a point where it may stop (it waits for us, its device work
+    synchronised, or it is warming up: trusted code, no solution yet)."""
+    t = time.monotonic()
+    child.stop()
+    try:
+        rw.release_shared()
+        rw.acquire_shared()
+    finally:
+        child.resume()
+    return time.monotonic() - t
+
+
+class WarmUpGate:
+    """The warm pool's gate (`pool.Gate`): a starting candidate's ``go`` and its ``ready`` under the
+    device's shared hold, while it creates its CUDA context and runs its warm-up kernel. With ``preempt``,
+    a timed region that starts waiting meanwhile stops the candidate (`give_way`) and goes first, so no
+    timed region or reference timing waits for a refill's warm-up (issue 14); the deadline moves by the
+    time the candidate was stopped."""
+
+    def __init__(self, rw: RWLock, preempt: bool) -> None:
+        self.rw, self.preempt = rw, preempt
+
+    def __call__(self, child: Talker, deadline: float) -> Message:
+        with self.rw.shared():
+            child.send(Signal(Op.GO).to_header())
+            while self.preempt and not child.channel.readable(min(WARM_UP_POLL_S, deadline - time.monotonic())):
+                if time.monotonic() >= deadline:
+                    break  # recv raises ChannelTimeout
+                if self.rw.contended:
+                    deadline += give_way(self.rw, child)
+            return child.recv(deadline)
+
+
 class JudgeSlot:
     """One judge child, the lock that serialises requests to it, and how many jobs stick to it."""
 
@@ -215,6 +253,7 @@ class DeviceRuntime:
         self.concurrency = concurrency
         self.env = env
         self.rw = RWLock()
+        self.warm_up_gate = WarmUpGate(self.rw, preempt)
         self.slots = threading.Semaphore(concurrency)
         self.in_flight = 0
         self.hello: dict[str, Any] = {}
@@ -260,7 +299,7 @@ class DeviceRuntime:
                 self._discard_early()
                 if self.use_zygote and not one_shot:
                     self._start_zygote(self.device)
-            self.pool = WarmPool(self.device, self.pool_size, self.env, self.runner, gate=self.rw.shared,
+            self.pool = WarmPool(self.device, self.pool_size, self.env, self.runner, gate=self.warm_up_gate,
                                  spawn=self._spawn)
             if self._first is not None:
                 self.pool.give(self._first)
@@ -274,7 +313,7 @@ class DeviceRuntime:
         """A one-shot evaluation's candidate, started fresh (no zygote) beside the judge."""
         try:
             child = self._fresh_candidate(device)
-            child.wait_ready(gate=self.rw.shared)
+            child.wait_ready(gate=self.warm_up_gate)
             self._first = child
         except Exception as e:  # the pool starts one in the foreground when asked
             log.warning("the first candidate on %s did not start: %s", device, e)

@@ -29,7 +29,7 @@ from drkernel.gym.messages import (Compare, CompareRequest, Done, Error, Extra, 
                                    Signal, SolutionPath, Timing, Verdict, parse_candidate)
 from drkernel.gym.orchestrator.memory import RssWatch
 from drkernel.gym.verdict.plausibility import suspicious, tree_bytes
-from drkernel.gym.orchestrator.runtime import DeviceRuntime
+from drkernel.gym.orchestrator.runtime import DeviceRuntime, give_way
 
 KILL_GRACE_S = 2.0
 
@@ -345,13 +345,7 @@ class CandidateSession:
         Only a shared hold gives way; the exclusive holder is the region itself."""
         if not (self.rt.preempt and self.hold == "shared" and self.rt.rw.contended):
             return 0.0
-        t = time.monotonic()
-        child.stop()
-        try:
-            self._switch("shared")
-        finally:
-            child.resume()
-        wait = time.monotonic() - t
+        wait = give_way(self.rt.rw, child)
         self.out.yield_s += wait
         return wait
 

@@ -21,12 +21,11 @@ import struct
 import tempfile
 import threading
 import time
-from typing import Any, Callable, ContextManager
 
 from drkernel.errors import InfrastructureError
 from drkernel.gym.ipc import Channel, ChannelClosed, ChannelTimeout, channel_pair, close_fds
 from drkernel.gym.messages import LANDLOCK_MIN_ABI, Fork, Op, Ready, Signal
-from drkernel.gym.orchestrator.pool import START_TIMEOUT_S, Child, Talker
+from drkernel.gym.orchestrator.pool import START_TIMEOUT_S, Child, Gate, Talker, let_go
 from drkernel.gym.orchestrator.sandbox import CANDIDATE_LIMITS, SandboxUnavailable, Runner
 
 log = logging.getLogger(__name__)
@@ -49,9 +48,8 @@ class ForkedChild(Talker):
         self.start_s: float | None = None
         self._returncode: int | None = None
 
-    def wait_ready(self, timeout_s: float = START_TIMEOUT_S,
-                   gate: Callable[[], ContextManager[Any]] | None = None) -> dict:
-        """``init`` (with the pidfd) -> ``go`` inside ``gate()`` -> ``ready``, as `Child.wait_ready`."""
+    def wait_ready(self, timeout_s: float = START_TIMEOUT_S, gate: Gate = let_go) -> dict:
+        """``init`` (with the pidfd) -> ``go`` through ``gate`` -> ``ready``, as `Child.wait_ready`."""
         deadline = time.monotonic() + timeout_s
         try:
             msg = self.channel.recv(deadline, max_fds=1)
@@ -60,9 +58,7 @@ class ForkedChild(Talker):
                 raise InfrastructureError(f"forked candidate sent {msg.op!r} with {len(msg.fds)} descriptors "
                                           f"instead of init with its pidfd")
             self.pidfd, self.pid = msg.fds[0], pid_of(msg.fds[0])
-            with gate() if gate is not None else contextlib.nullcontext():
-                self.channel.send(Signal(Op.GO).to_header())
-                msg = self.channel.recv(deadline)
+            msg = gate(self, deadline)
         except (ChannelClosed, ChannelTimeout) as e:
             self.kill()
             raise InfrastructureError(f"forked candidate did not start: {e}\n{self.log_tail()}") from e
