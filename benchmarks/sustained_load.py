@@ -308,6 +308,36 @@ def plot(summary: dict, path: Path) -> None:
     print(f"wrote {path}")
 
 
+def plot_ab(runs: dict[str, dict], path: Path) -> None:
+    """Completions over time of the policies run side by side (``--ab``), one curve each."""
+    plt = pyplot()
+    if plt is None:
+        return
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, summary in runs.items():
+        done = sorted(r["done_s"] for r in summary["rows"])
+        ax.plot(done, range(1, len(done) + 1), label=f"{name}: {summary['evals_per_s']:.2f}/s")
+    ax.set(xlabel="seconds since start", ylabel="evaluations finished",
+           title="sustained load: timed regions preempting at export points vs waiting")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"wrote {path}")
+
+
+def report(summary: dict, name: str) -> None:
+    keys = ("evaluations", "wall_s", "evals_per_s", "failing_fraction", "gpu_busy_fraction", "latency_p50_s",
+            "latency_p95_s", "speedup_cv_max")
+    for k in keys:
+        print(f"SUMMARY {name} {k}: {summary[k]}")
+    print(f"SUMMARY {name} statuses:", summary["statuses"])
+    print(f"SUMMARY {name} judge busy:", summary["device"].get("judge_busy_fraction"))
+    print(f"SUMMARY {name} top stages:", {k: round(v, 1) for k, v in list(summary["stage_seconds"].items())[:6]})
+    print(f"SUMMARY {name} overlapping:", {k: round(v, 1) for k, v in summary["overlapping_stage_seconds"].items()})
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="cuda:0")
@@ -317,6 +347,9 @@ def main() -> int:
     ap.add_argument("--no-preempt", action="store_true",
                     help="timed regions wait for every other candidate's whole evaluation (the behaviour "
                          "before candidates gave way at their export points)")
+    ap.add_argument("--ab", action="store_true",
+                    help="run the mix twice in one process, preempting then not (side by side: one device, "
+                         "one mix); writes sustained_load{,_no_preempt}.json and sustained_ab.png")
     ap.add_argument("--warm-references", action="store_true",
                     help="prepare every problem and time its reference before the clock starts (steady state "
                          "of an RL run, which times a problem's reference once for the whole run)")
@@ -332,17 +365,21 @@ def main() -> int:
         return 0
     if args.quick:
         args.trials, args.warmup, args.timed = 2, 1, 3
-    summary = run(args)
-    (out / "sustained_load.json").write_text(json.dumps(summary, indent=1))
-    plot(summary, out / "sustained_load.png")
-    keys = ("evaluations", "wall_s", "evals_per_s", "failing_fraction", "gpu_busy_fraction", "latency_p50_s",
-            "latency_p95_s", "speedup_cv_max")
-    for k in keys:
-        print(f"SUMMARY sustained_load {k}: {summary[k]}")
-    print("SUMMARY sustained_load statuses:", summary["statuses"])
-    print("SUMMARY sustained_load judge busy:", summary["device"].get("judge_busy_fraction"))
-    print("SUMMARY sustained_load top stages:", {k: round(v, 1) for k, v in list(summary["stage_seconds"].items())[:6]})
-    return 0 if summary["evaluations"] else 1
+    runs: dict[str, dict] = {}
+    for no_preempt in ((False, True) if args.ab else (args.no_preempt,)):
+        args.no_preempt = no_preempt
+        name = "sustained_load_no_preempt" if no_preempt and args.ab else "sustained_load"
+        print(f"=== {name} ===", flush=True)
+        runs[name] = summary = run(args)
+        (out / f"{name}.json").write_text(json.dumps(summary, indent=1))
+        plot(summary, out / f"{name}.png")
+        report(summary, name)
+    if args.ab:
+        a, b = runs["sustained_load"], runs["sustained_load_no_preempt"]
+        plot_ab({"preempt": a, "no preempt": b}, out / "sustained_ab.png")
+        print(f"SUMMARY sustained_ab evaluations/s preempt {a['evals_per_s']:.3f} / no preempt "
+              f"{b['evals_per_s']:.3f} = x{a['evals_per_s'] / b['evals_per_s']:.2f}")
+    return 0 if all(r["evaluations"] for r in runs.values()) else 1
 
 
 if __name__ == "__main__":
