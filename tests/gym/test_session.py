@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from drkernel.gym import Status
 from drkernel.gym.ipc import Channel, channel_pair
@@ -169,3 +170,31 @@ def test_a_timed_region_does_not_wait_for_a_warm_up_which_is_stopped_meanwhile()
             assert took >= 1.5 + 0.5  # the child's warm-up resumed after the region
         else:
             assert got["waited"] > 0.8 and not got["stopped"]  # the region waited for the warm-up
+
+
+def test_evaluations_stay_correct_while_timed_regions_keep_preempting_them(evaluator):
+    # Regions arrive every 30 ms and hold the device 10 ms while four evaluations (two at a time) and
+    # the pool's refills run: every candidate gives way again and again, is resumed each time, and
+    # every evaluation still ends as it would alone.
+    rt = evaluator._runtime("cpu")
+    stop = threading.Event()
+    regions = []
+
+    def regions_loop():
+        while not stop.is_set():
+            with rt.rw.exclusive():
+                regions.append(time.monotonic())
+                time.sleep(0.01)
+            time.sleep(0.03)
+
+    writer = threading.Thread(target=regions_loop, daemon=True)
+    writer.start()
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            results = list(pool.map(evaluator.evaluate, [request(RELU_SOLUTION, trials=3) for _ in range(4)]))
+    finally:
+        stop.set()
+        writer.join(10)
+    assert [r.status for r in results] == [Status.CORRECT] * 4, [r.error for r in results]
+    assert len(regions) > 10
+    assert sum(r.stage_seconds["gave_way"] for r in results) > 0  # they did give way
