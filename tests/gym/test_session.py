@@ -11,13 +11,18 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
+
+import pytest
 
 from drkernel.gym import Status
 from drkernel.gym.ipc import Channel, channel_pair
+from drkernel.gym.messages import Op, Timing
 from drkernel.gym.orchestrator.pool import Talker, descendants, is_stopped, signal_tree
 from drkernel.gym.orchestrator.runtime import RWLock, WarmUpGate
-from drkernel.gym.orchestrator.session import CandidateSession
+from drkernel.gym.orchestrator.session import CandidateSession, Phase
 from gym_cases import RELU_SOLUTION, request
+from test_messages import STATS
 
 
 def test_candidate_exit_and_judge_release_hold_the_device_lock(evaluator, monkeypatch):
@@ -198,3 +203,48 @@ def test_evaluations_stay_correct_while_timed_regions_keep_preempting_them(evalu
     assert [r.status for r in results] == [Status.CORRECT] * 4, [r.error for r in results]
     assert len(regions) > 10
     assert sum(r.stage_seconds["gave_way"] for r in results) > 0  # they did give way
+
+
+class _Recorder:
+    """The candidate as the session's handlers see it: what they send it and when they stop and resume it."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def send(self, header: dict, blob: bytes = b"", fds=None) -> None:
+        self.events.append(str(header["op"]))
+
+    def stop(self) -> None:
+        self.events.append("stop")
+
+    def resume(self) -> None:
+        self.events.append("resume")
+
+
+@pytest.mark.parametrize("op", [Op.TIMING, Op.TIMING_SYNC])
+def test_after_its_region_a_candidate_waits_stopped_until_it_holds_the_device_shared_again(op):
+    # The candidate's next step copies its sampled timed outputs on the device. It used to get
+    # ``continue`` while the session still waited for the shared hold, so that copy could run inside
+    # the next candidate's region; now it is stopped until the hold is granted, then told to go on.
+    rt = SimpleNamespace(rw=RWLock(), preempt=True, device_name="")
+    job = {"trials": [{}], "hooks": [], "timing": True, "solution": "", "roofline_ms": None}
+    session = CandidateSession(rt, job, "job", "kernelgym", 0, 60.0, 1 << 30)
+    session.order.phase = Phase.TIMING
+    session._acquire("exclusive")  # this candidate's region
+    child, seen = _Recorder(), {}
+
+    def next_region():
+        with rt.rw.exclusive():
+            seen["during"] = list(child.events)
+            time.sleep(0.2)
+
+    writer = threading.Thread(target=next_region)
+    writer.start()
+    while not rt.rw.writers_waiting:
+        time.sleep(0.001)
+    t = time.monotonic()
+    deadline = session._handle(child, Timing(op, STATS), t + 60)
+    writer.join(10)
+    assert seen["during"] == ["stop"]  # stopped, and not yet told to go on, while the next region ran
+    assert child.events == ["stop", "resume", "continue"]
+    assert session.hold == "shared" and deadline >= t + 60 + 0.2

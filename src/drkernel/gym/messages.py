@@ -18,7 +18,7 @@ The candidate's side of one job (orchestrator replies in brackets; ``job`` comes
     solution_path
     (outputs trial=i [verdict])*            i = 0, 1, ... in order; stops at the first failure
     ((compare tag [verdict])* extra hook)*  one ``extra`` per hook of the job
-    lock [locked] timing [continue|remeasure] (timing_sync)? | unlock      GPU timing only
+    lock [locked] timing [continue | remeasure] (timing_sync [continue])? | unlock      GPU timing only
     (compare trial=timing tag [verdict])*   sampled timed calls
     done                                    (``error`` may come at any point; then only ``done``)
 

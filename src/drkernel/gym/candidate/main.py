@@ -273,6 +273,7 @@ class Candidate:
                 stats = time_synchronized(model, inputs, calls=int(plan["remeasure_calls"]),
                                           l2_flush=bool(cfg["l2_flush"]), device=self.device)
                 self.channel.send(Timing(Op.TIMING_SYNC, stats).to_header())
+                self.channel.recv()  # continue: the orchestrator holds the device shared again
         except BaseException as e:
             self.channel.send(Signal(Op.UNLOCK).to_header())
             raise Failure("timing", e) from e

@@ -136,6 +136,11 @@ class RWLock:
             self._cond.notify_all()
 
     @property
+    def writers_waiting(self) -> int:
+        with self._cond:
+            return self._writers_waiting
+
+    @property
     def contended(self) -> bool:
         """A writer waits (or holds): a shared holder at a point where it can stop should give way."""
         with self._cond:

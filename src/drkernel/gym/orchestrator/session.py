@@ -258,11 +258,7 @@ class CandidateSession:
     def _handle(self, child: Any, msg: Message, deadline: float) -> float:
         """One message other than an export; returns the deadline (extended by waits for the device)."""
         if msg.op is Op.LOCK:
-            child.stop()  # nothing of it runs while it waits, nor while other regions hold the device
-            try:
-                wait = self._switch("exclusive")
-            finally:
-                child.resume()
+            wait = self._switch_stopped(child, "exclusive")
             self.out.lock_wait_s += wait
             self.lock_t = time.monotonic()
             child.send(Signal(Op.LOCKED).to_header())
@@ -273,14 +269,17 @@ class CandidateSession:
             if isinstance(msg, Timing) and msg.op is Op.TIMING:
                 self.out.sol_wall_s = time.monotonic() - self.lock_t
                 self.out.sol_timing = msg.claimed()
-                if self._suspicious():
+                if self._suspicious():  # the re-measurement runs inside the same region
                     child.send(Signal(Op.REMEASURE).to_header())
                     return deadline
-                child.send(Signal(Op.CONTINUE).to_header())
             elif isinstance(msg, Timing):
                 self.out.sol_timing_sync = msg.claimed()
-            deadline += self._switch("shared")
+            # Back to a shared hold before the candidate goes on (its sampled outputs are copied on the
+            # device): it waits for ``continue`` meanwhile, stopped, while other regions run first.
+            deadline += self._switch_stopped(child, "shared")
             self.order.timed_region_over()
+            if msg.op is not Op.UNLOCK:
+                child.send(Signal(Op.CONTINUE).to_header())
         elif isinstance(msg, Extra):
             self.out.hook_extra[msg.hook] = msg.result
         elif isinstance(msg, SolutionPath):
@@ -348,6 +347,15 @@ class CandidateSession:
         wait = give_way(self.rt.rw, child)
         self.out.yield_s += wait
         return wait
+
+    def _switch_stopped(self, child: Any, mode: str) -> float:
+        """`_switch`, the candidate's process tree stopped until the new hold is granted (it waits for our
+        reply, or, after ``unlock``, reports its error)."""
+        child.stop()
+        try:
+            return self._switch(mode)
+        finally:
+            child.resume()
 
     def _acquire(self, mode: str) -> float:
         t = time.monotonic()
