@@ -54,7 +54,8 @@ def main() -> int:
         compare._plain_chunk = chunk
         try:
             assert compare.compare_outputs(out, ref, "kernelgym").passed
-            row[f"{name}_s"] = timed(device, lambda: compare.compare_outputs(out, ref, "kernelgym"), args.repeats)
+            row[f"{name}_s"] = timed(device, lambda: compare.compare_outputs(out, ref, "kernelgym"),
+                                     args.repeats)
         finally:
             compare._plain_chunk = plain
     row["speedup"] = row["careful_s"] / row["plain_s"]

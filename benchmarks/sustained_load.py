@@ -209,10 +209,10 @@ CANDIDATE_STAGES = ("inputs", "import", "compile", "correctness", "extra_runs", 
 """The candidate's own stages, inside ``candidate``; ``integrity.*`` are inside ``extra_runs`` and
 ``child_start`` (a warm child starting in the background) is off the critical path.
 ``timing_lock_wait`` (the candidate waiting for the exclusive timed region) is measured by the
-orchestrator between two of the candidate's stages. ``gave_way`` (the candidate stopped at an export
-point while other candidates' timed regions ran) lies inside the candidate's stages like ``judge_compare``. ``judge_compare`` (its exports waiting on the
-judge: queue and comparison) lies inside ``compile``, ``correctness``, ``extra_runs`` and
-``timing_samples``, so it is reported beside the critical path (``overlapping``), not in it."""
+orchestrator between two of the candidate's stages. ``judge_compare`` (its exports waiting on the
+judge: queue and comparison) and ``gave_way`` (the candidate stopped at a message while other
+candidates' timed regions ran) lie inside ``compile``, ``correctness``, ``extra_runs`` and
+``timing_samples``, so they are reported beside the critical path (``overlapping``), not in it."""
 OVERLAPPING = ("judge_compare", "gave_way", "child_start")
 
 
@@ -334,8 +334,10 @@ def report(summary: dict, name: str) -> None:
         print(f"SUMMARY {name} {k}: {summary[k]}")
     print(f"SUMMARY {name} statuses:", summary["statuses"])
     print(f"SUMMARY {name} judge busy:", summary["device"].get("judge_busy_fraction"))
-    print(f"SUMMARY {name} top stages:", {k: round(v, 1) for k, v in list(summary["stage_seconds"].items())[:6]})
-    print(f"SUMMARY {name} overlapping:", {k: round(v, 1) for k, v in summary["overlapping_stage_seconds"].items()})
+    top = list(summary["stage_seconds"].items())[:6]
+    print(f"SUMMARY {name} top stages:", {k: round(v, 1) for k, v in top})
+    print(f"SUMMARY {name} overlapping:",
+          {k: round(v, 1) for k, v in summary["overlapping_stage_seconds"].items()})
 
 
 def main() -> int:

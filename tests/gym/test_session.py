@@ -20,7 +20,7 @@ from drkernel.gym.ipc import Channel, channel_pair
 from drkernel.gym.messages import Op, Timing
 from drkernel.gym.orchestrator.pool import Talker, descendants, is_stopped, signal_tree
 from drkernel.gym.orchestrator.runtime import RWLock, WarmUpGate
-from drkernel.gym.orchestrator.session import CandidateSession, Phase
+from drkernel.gym.orchestrator.session import KILL_GRACE_S, CandidateSession, Phase
 from gym_cases import RELU_SOLUTION, request
 from test_messages import STATS
 
@@ -77,7 +77,8 @@ def test_a_waiting_timed_region_gets_the_device_at_the_next_export_with_the_cand
                 self.rt.rw.acquire_exclusive()
                 try:
                     pids = [child.pid, *descendants(child.pid)]
-                    threads = sum(len(os.listdir(f"/proc/{p}/task")) for p in pids if os.path.exists(f"/proc/{p}"))
+                    threads = sum(len(os.listdir(f"/proc/{p}/task")) for p in pids
+                                  if os.path.exists(f"/proc/{p}"))
                     seen.update(pids=len(pids), threads=threads, stopped=all(is_stopped(p) for p in pids),
                                 trials=len(self.out.trials), done=self.out.done)
                     time.sleep(0.3)
@@ -248,3 +249,41 @@ def test_after_its_region_a_candidate_waits_stopped_until_it_holds_the_device_sh
     assert seen["during"] == ["stop"]  # stopped, and not yet told to go on, while the next region ran
     assert child.events == ["stop", "resume", "continue"]
     assert session.hold == "shared" and deadline >= t + 60 + 0.2
+
+
+STAYS_ALIVE = RELU_SOLUTION.replace("import torch\n", '''import torch
+import os
+import time
+
+os._exit = lambda code: time.sleep(60)  # the harness's exit after ``done`` now keeps the process alive
+''', 1)
+
+
+def test_a_waiting_region_cuts_short_the_grace_a_finished_candidate_gets_to_exit(boundary_only_evaluator,
+                                                                                 monkeypatch):
+    # The grace before the kill holds the device shared. Alone, a candidate that stays alive after
+    # ``done`` gets the whole grace; with a timed region waiting it is killed at once.
+    spent = []
+    finish = CandidateSession._finish
+
+    def timed_finish(self, child, region=False):
+        writer = None
+        if region:
+            rw = self.rt.rw
+            writer = threading.Thread(target=lambda: (rw.acquire_exclusive(), rw.release_exclusive()),
+                                      daemon=True)
+            writer.start()
+            while not self.rt.rw.writers_waiting:
+                time.sleep(0.001)
+        t = time.monotonic()
+        finish(self, child)
+        spent.append(time.monotonic() - t)
+        return writer
+
+    for region in (False, True):
+        monkeypatch.setattr(CandidateSession, "_finish",
+                            lambda self, child, region=region: timed_finish(self, child, region))
+        r = boundary_only_evaluator.evaluate(request(STAYS_ALIVE))
+        assert r.status is Status.CORRECT, r.error
+    assert spent[0] >= KILL_GRACE_S  # no region waiting: the whole grace
+    assert spent[1] < KILL_GRACE_S / 2  # a region waiting: killed at once

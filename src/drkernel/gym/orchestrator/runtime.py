@@ -191,7 +191,9 @@ class WarmUpGate:
     def __call__(self, child: Talker, deadline: float) -> Message:
         with self.rw.shared():
             child.send(Signal(Op.GO).to_header())
-            while self.preempt and not child.channel.readable(min(WARM_UP_POLL_S, deadline - time.monotonic())):
+            while self.preempt:
+                if child.channel.readable(min(WARM_UP_POLL_S, deadline - time.monotonic())):
+                    break  # ready (or the child died)
                 if time.monotonic() >= deadline:
                     break  # recv raises ChannelTimeout
                 if self.rw.contended:

@@ -32,6 +32,7 @@ from drkernel.gym.verdict.plausibility import suspicious, tree_bytes
 from drkernel.gym.orchestrator.runtime import DeviceRuntime, give_way
 
 KILL_GRACE_S = 2.0
+EXIT_POLL_S = 0.01
 
 
 @dataclass
@@ -375,9 +376,15 @@ class CandidateSession:
         return self._acquire(mode)
 
     def _finish(self, child: Any) -> None:
-        """Let a finished candidate exit on its own for a moment, then kill its process group."""
+        """Let a finished candidate exit on its own for a moment, then kill its process group. The wait
+        holds the device shared, so a timed region that starts waiting cuts it short: a solution that
+        keeps its process alive after ``done`` (say, ``os._exit`` replaced) delays no region by
+        `KILL_GRACE_S`."""
         if self.out.done is not None or self.out.died:
-            child.wait(KILL_GRACE_S)
+            grace = time.monotonic() + KILL_GRACE_S
+            while not child.wait(EXIT_POLL_S) and time.monotonic() < grace:
+                if self.rt.preempt and self.rt.rw.contended:
+                    break
         child.kill()
         self.out.returncode = child.returncode
         self.out.log_tail = child.log_tail()
