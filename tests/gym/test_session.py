@@ -231,7 +231,9 @@ def test_after_its_region_a_candidate_waits_stopped_until_it_holds_the_device_sh
     job = {"trials": [{}], "hooks": [], "timing": True, "solution": "", "roofline_ms": None}
     session = CandidateSession(rt, job, "job", "kernelgym", 0, 60.0, 1 << 30)
     session.order.phase = Phase.TIMING
-    session._acquire("exclusive")  # this candidate's region
+    rt.rw.join()
+    rt.rw.enter_region()  # this candidate's region
+    session.hold = "exclusive"
     child, seen = _Recorder(), {}
 
     def next_region():

@@ -181,6 +181,36 @@ def test_rwlock_exclusive_waits_for_shared_and_blocks_new_readers():
     assert events == ["w", "r"]
 
 
+def test_a_drain_waits_for_whole_sessions_while_a_region_waits_for_their_next_stop():
+    # A session (member) holds shared; a timed region gets in when it gives way, a drain (the
+    # reference's timing) only after it left. The member's way back after its own region does not wait
+    # for the drain (which waits for it), and new members wait for the drain.
+    lock = RWLock()
+    events = []
+    lock.join()
+    drain = threading.Thread(target=lambda: (lock.acquire_exclusive(drain=True), events.append("drain"),
+                                             lock.release_exclusive()))
+    drain.start()
+    region = threading.Thread(target=lambda: (lock.acquire_exclusive(), events.append("region"),
+                                              lock.release_exclusive()))
+    region.start()
+    while lock.writers_waiting < 2:
+        time.sleep(0.001)
+    assert lock.contended
+    lock.give_way()  # returns once the region is done
+    assert events == ["region"]
+    lock.enter_region()  # the member's own region, then back to shared: no deadlock with the drain
+    lock.leave_region()
+    newcomer = threading.Thread(target=lambda: (lock.join(), events.append("newcomer"), lock.leave()))
+    newcomer.start()
+    time.sleep(0.1)
+    assert events == ["region"]  # the drain still waits for the member; the newcomer for the drain
+    lock.leave()
+    drain.join(5)
+    newcomer.join(5)
+    assert events == ["region", "drain", "newcomer"]
+
+
 def test_reference_cache_key_and_persistence(tmp_path):
     cfg = EvalConfig().to_dict()
     k = reference_key("code", 0, 1, "H100", {"torch": "2"}, cfg)

@@ -368,7 +368,7 @@ class InProcessEvaluator:
     def _time_reference(self, rt: DeviceRuntime, code: str, seed: int, cfg: EvalConfig,
                         stages: dict[str, float]) -> dict[str, Any]:
         t = time.monotonic()
-        with rt.rw.exclusive():
+        with rt.rw.exclusive(drain=True):  # no candidate in flight: nothing it queued runs inside
             stages["reference_lock_wait"] = time.monotonic() - t
             # the judge gets exactly the fields that key the cache, so the two cannot drift apart
             stats = Timed.from_header(rt.judge_call(

@@ -103,18 +103,35 @@ class MemoryBudget:
 
 
 class RWLock:
-    """Many shared holders or one exclusive holder; waiting writers block new readers."""
+    """The device's lock: many shared holders or one exclusive holder, and two kinds of writer.
+
+    * A *timed region* (`acquire_exclusive`; a candidate's own through `enter_region`) waits for the
+      shared holders to release or to give way (`give_way`: a holder at a point where it may stop lets
+      the waiting regions go first and holds again after them).
+    * A *drain* (``acquire_exclusive(drain=True)``: the reference's timing, cached for the whole run)
+      also waits until no candidate session is a member any more (`join` .. `leave`), so device work a
+      stopped candidate queued before it stopped cannot run inside it. A member going back to a shared
+      hold after its own region (`leave_region`) does not wait for a drain, which waits for it.
+
+    Waiting writers of either kind block new shared holders and new members.
+    """
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._readers = 0
         self._writer = False
-        self._writers_waiting = 0
+        self._regions_waiting = 0
+        self._drains_waiting = 0
+        self._members = 0
+
+    def _wait_for_writers(self, drains: bool = True) -> None:
+        while self._writer or self._regions_waiting or (drains and self._drains_waiting):
+            self._cond.wait()
 
     def acquire_shared(self) -> None:
+        """A shared hold outside any candidate session (a judge request, a warm-up)."""
         with self._cond:
-            while self._writer or self._writers_waiting:
-                self._cond.wait()
+            self._wait_for_writers()
             self._readers += 1
 
     def release_shared(self) -> None:
@@ -122,12 +139,63 @@ class RWLock:
             self._readers -= 1
             self._cond.notify_all()
 
-    def acquire_exclusive(self) -> None:
+    def join(self) -> None:
+        """A candidate session's shared hold, and its membership until `leave`."""
         with self._cond:
-            self._writers_waiting += 1
+            self._wait_for_writers()
+            self._readers += 1
+            self._members += 1
+
+    def leave(self, exclusive: bool = False) -> None:
+        """The session's end: its hold (shared, or its region's when ``exclusive``) and its membership."""
+        with self._cond:
+            if exclusive:
+                self._writer = False
+            else:
+                self._readers -= 1
+            self._members -= 1
+            self._cond.notify_all()
+
+    def give_way(self) -> None:
+        """A shared holder lets the waiting timed regions go first, then holds again (not for drains:
+        they wait for whole sessions anyway)."""
+        with self._cond:
+            self._readers -= 1
+            self._cond.notify_all()
+            self._wait_for_writers(drains=False)
+            self._readers += 1
+
+    def enter_region(self) -> None:
+        """A member's shared hold becomes its timed region (waits as a timed region)."""
+        with self._cond:
+            self._readers -= 1
+            self._regions_waiting += 1
+            self._cond.notify_all()
             while self._writer or self._readers:
                 self._cond.wait()
-            self._writers_waiting -= 1
+            self._regions_waiting -= 1
+            self._writer = True
+
+    def leave_region(self) -> None:
+        """A member's region ends; it holds shared again once the regions waiting meanwhile are done."""
+        with self._cond:
+            self._writer = False
+            self._cond.notify_all()
+            self._wait_for_writers(drains=False)
+            self._readers += 1
+
+    def acquire_exclusive(self, drain: bool = False) -> None:
+        with self._cond:
+            if drain:
+                self._drains_waiting += 1
+            else:
+                self._regions_waiting += 1
+            while self._writer or self._readers or (drain and self._members):
+                self._cond.wait()
+            if drain:
+                self._drains_waiting -= 1
+            else:
+                self._regions_waiting -= 1
             self._writer = True
 
     def release_exclusive(self) -> None:
@@ -138,13 +206,13 @@ class RWLock:
     @property
     def writers_waiting(self) -> int:
         with self._cond:
-            return self._writers_waiting
+            return self._regions_waiting + self._drains_waiting
 
     @property
     def contended(self) -> bool:
-        """A writer waits (or holds): a shared holder at a point where it can stop should give way."""
+        """A timed region waits or holds: a shared holder at a point where it can stop should give way."""
         with self._cond:
-            return self._writer or self._writers_waiting > 0
+            return self._writer or self._regions_waiting > 0
 
     @contextlib.contextmanager
     def shared(self) -> Iterator[None]:
@@ -155,8 +223,8 @@ class RWLock:
             self.release_shared()
 
     @contextlib.contextmanager
-    def exclusive(self) -> Iterator[None]:
-        self.acquire_exclusive()
+    def exclusive(self, drain: bool = False) -> Iterator[None]:
+        self.acquire_exclusive(drain)
         try:
             yield
         finally:
@@ -171,8 +239,7 @@ def give_way(rw: RWLock, child: Talker) -> float:
     t = time.monotonic()
     child.stop()
     try:
-        rw.release_shared()
-        rw.acquire_shared()
+        rw.give_way()
     finally:
         child.resume()
     return time.monotonic() - t

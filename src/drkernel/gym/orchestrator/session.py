@@ -199,7 +199,8 @@ class CandidateSession:
         started = time.monotonic()
         # the solution file lives in the child's private dir (its own tmpfs under the sandbox)
         self.job = {**self.job, "workdir": os.path.join(child.private_dir, "solution")}
-        self._acquire("shared")
+        self.rt.rw.join()
+        self.hold = "shared"
         try:
             with RssWatch(child.pid, self.rss_limit) as watch:
                 self._converse(child, started)
@@ -215,7 +216,8 @@ class CandidateSession:
                 self.out.exit_s = time.monotonic() - t
                 self.rt.judge_call(Release(self.job_id).to_header(), judge=self.judge)
             finally:
-                self._release()
+                self.rt.rw.leave(exclusive=self.hold == "exclusive")
+                self.hold = None
             self.out.release_s = time.monotonic() - t - self.out.exit_s
         return self.out
 
@@ -350,30 +352,17 @@ class CandidateSession:
         return wait
 
     def _switch_stopped(self, child: Any, mode: str) -> float:
-        """`_switch`, the candidate's process tree stopped until the new hold is granted (it waits for our
-        reply, or, after ``unlock``, reports its error)."""
+        """Into this candidate's timed region (``exclusive``) or back out of it (``shared``), the
+        candidate's process tree stopped until the new hold is granted (it waits for our reply, or,
+        after ``unlock``, reports its error); returns the seconds that took."""
+        t = time.monotonic()
         child.stop()
         try:
-            return self._switch(mode)
+            (self.rt.rw.enter_region if mode == "exclusive" else self.rt.rw.leave_region)()
+            self.hold = mode
         finally:
             child.resume()
-
-    def _acquire(self, mode: str) -> float:
-        t = time.monotonic()
-        (self.rt.rw.acquire_shared if mode == "shared" else self.rt.rw.acquire_exclusive)()
-        self.hold = mode
         return time.monotonic() - t
-
-    def _release(self) -> None:
-        if self.hold == "shared":
-            self.rt.rw.release_shared()
-        elif self.hold == "exclusive":
-            self.rt.rw.release_exclusive()
-        self.hold = None
-
-    def _switch(self, mode: str) -> float:
-        self._release()
-        return self._acquire(mode)
 
     def _finish(self, child: Any) -> None:
         """Let a finished candidate exit on its own for a moment, then kill its process group. The wait
