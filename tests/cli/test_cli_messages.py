@@ -4,6 +4,7 @@ unreachable model endpoint, and the stages of `gym eval` while it runs. Real com
 from __future__ import annotations
 
 import json
+import logging
 import socket
 
 import torch
@@ -11,6 +12,7 @@ from typer.testing import CliRunner
 
 from drkernel import __version__
 from drkernel.cli import app
+from drkernel.gym.orchestrator.evaluator import STAGE_LOGGER
 
 runner = CliRunner()
 GELU_GOLD = "src/drkernel/problems/builtin/level1/gelu/gold.py"
@@ -80,6 +82,7 @@ def test_bench_run_against_an_unreachable_endpoint_fails_and_says_why(tmp_path):
 
 
 def test_gym_eval_shows_its_stages_in_order():
+    before = {name: list(logging.getLogger(name).handlers) for name in ("drkernel.cli.gym", STAGE_LOGGER)}
     res = runner.invoke(app, ["gym", "eval", "--problem", "gelu", "--solution", GELU_GOLD, "--device", "cpu",
                               "--trials", "1", "--json"])
     assert res.exit_code == 0, res.output
@@ -89,3 +92,7 @@ def test_gym_eval_shows_its_stages_in_order():
     positions = [next(i for i, s in enumerate(stages) if want in s) for want in expected]
     assert positions == sorted(positions), stages
     assert json.loads(res.output.strip().splitlines()[-1])["status"] == "correct"  # JSON stays parseable
+    # the stage loggers are as they were: no handler is left on the stream the runner has closed by now
+    # (every later stage line was a logging error, printed from several evaluation threads at once)
+    for name in ("drkernel.cli.gym", STAGE_LOGGER):
+        assert logging.getLogger(name).handlers == before[name]

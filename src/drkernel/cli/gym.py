@@ -5,12 +5,13 @@ Exit codes follow `drkernel.cli`: 0 valid, 1 not valid, 2 bad usage or input, 3 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import typer
 from rich.console import Console
@@ -151,12 +152,12 @@ def eval_cmd(
     except (DrKernelError, OSError) as e:
         console.print(f"[red]error:[/] {e}")
         raise typer.Exit(2)
-    _show_stages()
     try:
-        log.info("starting the judge process on %s", device)
-        with InProcessEvaluator(device=device, concurrency=1, pool_size=0,  # one-shot: no spare child
-                                unsafe_no_sandbox=_unsafe(unsafe_no_sandbox)) as ev:
-            result = ev.evaluate(EvalRequest(problem=prob, solution=source, config=config))
+        with _stages_shown():
+            log.info("starting the judge process on %s", device)
+            with InProcessEvaluator(device=device, concurrency=1, pool_size=0,  # one-shot: no spare child
+                                    unsafe_no_sandbox=_unsafe(unsafe_no_sandbox)) as ev:
+                result = ev.evaluate(EvalRequest(problem=prob, solution=source, config=config))
     except JudgeError as e:
         console.print(f"[red]error: the reference problem cannot run:[/] {str(e).splitlines()[0]}")
         raise typer.Exit(2)
@@ -170,11 +171,15 @@ def eval_cmd(
     raise typer.Exit(0 if result.valid else 1)
 
 
-def _show_stages() -> None:
+@contextlib.contextmanager
+def _stages_shown() -> Iterator[None]:
     """Print the evaluator's stage lines on stderr as they happen, with the seconds since the start.
 
     An evaluation can take minutes (the reference on CPU, a candidate up to its time limit); without
-    them `gym eval` is silent until the end. stderr keeps ``--json`` output on stdout clean.
+    them `gym eval` is silent until the end. stderr keeps ``--json`` output on stdout clean. The loggers
+    are restored afterwards: a handler left behind on a stream that its caller closed (a test invoking
+    the CLI) made every later stage line a logging error, whose traceback printing on several threads
+    at once broke Python 3.11's AST state for a concurrent parse (`drkernel.pyast`).
     """
     start = time.monotonic()
 
@@ -184,11 +189,18 @@ def _show_stages() -> None:
 
     handler = logging.StreamHandler()  # stderr
     handler.setFormatter(_Elapsed())
-    for name in (__name__, STAGE_LOGGER):
-        logger = logging.getLogger(name)
+    loggers = [logging.getLogger(name) for name in (__name__, STAGE_LOGGER)]
+    saved = [(lg.level, lg.handlers, lg.propagate) for lg in loggers]
+    for logger in loggers:
         logger.setLevel(logging.DEBUG)
-        logger.handlers = [handler]  # a second call (tests invoke the CLI repeatedly) replaces, not doubles
+        logger.handlers = [handler]
         logger.propagate = False
+    try:
+        yield
+    finally:
+        for logger, (level, handlers, propagate) in zip(loggers, saved):
+            logger.setLevel(level)
+            logger.handlers, logger.propagate = handlers, propagate
 
 
 def _unsafe(flag: bool) -> bool:
