@@ -145,6 +145,9 @@ class _Warming(Talker):
         os.close(theirs)
         self.channel, self.pid, self.log_path = Channel(ours), self.proc.pid, os.devnull
 
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
 
 def test_a_timed_region_does_not_wait_for_a_warm_up_which_is_stopped_meanwhile():
     # Issue 14: no timed region waits for a refill's warm-up. The warming child holds the device

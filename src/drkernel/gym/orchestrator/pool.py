@@ -51,13 +51,18 @@ class Talker:
     log_path: str
     pid: int
 
+    def alive(self) -> bool:
+        raise NotImplementedError
+
     def stop(self) -> None:
         """SIGSTOP the child and every process below it: none of its threads runs (or launches device
-        work) until `resume`."""
-        signal_tree(self.pid, signal.SIGSTOP)
+        work) until `resume`. Nothing once it has exited (its pid may name another process by then)."""
+        if self.alive():
+            signal_tree(self.pid, signal.SIGSTOP)
 
     def resume(self) -> None:
-        signal_tree(self.pid, signal.SIGCONT)
+        if self.alive():
+            signal_tree(self.pid, signal.SIGCONT)
 
     def send(self, header: dict, blob: bytes = b"", fds: list[int] | None = None) -> None:
         self.channel.send(header, blob, fds or ())
