@@ -1,6 +1,9 @@
 """The GPU host of `scripts/gpu_check.sh` lacks fastapi, pydantic, uvicorn, openai and ray: the scripts
-of its service, agent, train and integrity sections must load with those five unimportable."""
+of its service, agent, train and integrity sections must load with those five unimportable; the
+sections themselves fail alone at their timeout; the sustained A/B benchmark runs, small, on CPU."""
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -68,3 +71,24 @@ def test_gpu_check_passes_sections_that_finish(tmp_path):
     out = _gpu_check(tmp_path, "exit 0", "30")
     assert out.returncode == 0, out.stdout
     assert "--- environment: ok" in out.stdout and "ALL GPU CHECKS PASSED" in out.stdout
+
+
+def test_sustained_load_ab_runs_both_policies_side_by_side_on_cpu(tmp_path):
+    # The GPU's sustained-ab section, run small on CPU: a broken script would cost a GPU call.
+    out = tmp_path / "ab"
+    res = subprocess.run(
+        [sys.executable, "benchmarks/sustained_load.py", "--ab", "--device", "cpu", "--duration-s", "3",
+         "--quick", "--concurrency", "1", "--pool-size", "1", "--levels", "1", "--out", str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    runs = {name: json.loads((out / f"{name}.json").read_text())
+            for name in ("sustained_load", "sustained_load_no_preempt")}
+    assert runs["sustained_load"]["device"]["preempt"] is True
+    assert runs["sustained_load_no_preempt"]["device"]["preempt"] is False
+    for summary in runs.values():
+        assert summary["evaluations"] > 0 and "gave_way" in summary["overlapping_stage_seconds"]
+        assert len(summary["device"]["judge_busy_fraction"]) == summary["device"]["judges"]
+    assert (out / "sustained_ab.png").stat().st_size > 0
+    assert "SUMMARY sustained_ab evaluations/s preempt" in res.stdout
