@@ -1,6 +1,6 @@
 """The GPU host of `scripts/gpu_check.sh` lacks fastapi, pydantic, uvicorn, openai and ray: the scripts
 of its service, agent, train and integrity sections must load with those five unimportable; the
-sections themselves fail alone at their timeout; the sustained A/B benchmark runs, small, on CPU."""
+sections themselves fail alone at their timeout; the sustained A/B and judge-compare benchmarks run, small, on CPU."""
 
 import json
 import os
@@ -92,3 +92,16 @@ def test_sustained_load_ab_runs_both_policies_side_by_side_on_cpu(tmp_path):
         assert len(summary["device"]["judge_busy_fraction"]) == summary["device"]["judges"]
     assert (out / "sustained_ab.png").stat().st_size > 0
     assert "SUMMARY sustained_ab evaluations/s preempt" in res.stdout
+
+
+def test_judge_compare_times_both_paths_on_cpu(tmp_path):
+    out = tmp_path / "judge_compare.json"
+    res = subprocess.run(
+        [sys.executable, "benchmarks/judge_compare.py", "--device", "cpu", "--elements", str(1 << 18),
+         "--repeats", "2", "--out", str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO / "src")},
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    row = json.loads(out.read_text())
+    assert row["plain_s"] > 0 and row["careful_s"] > 0 and row["speedup"] == row["careful_s"] / row["plain_s"]
