@@ -169,12 +169,7 @@ class RWLock:
         """A member's shared hold becomes its timed region (waits as a timed region)."""
         with self._cond:
             self._readers -= 1
-            self._regions_waiting += 1
-            self._cond.notify_all()
-            while self._writer or self._readers:
-                self._cond.wait()
-            self._regions_waiting -= 1
-            self._writer = True
+            self._take_exclusive(drain=False)
 
     def leave_region(self) -> None:
         """A member's region ends; it holds shared again once the regions waiting meanwhile are done."""
@@ -186,17 +181,23 @@ class RWLock:
 
     def acquire_exclusive(self, drain: bool = False) -> None:
         with self._cond:
-            if drain:
-                self._drains_waiting += 1
-            else:
-                self._regions_waiting += 1
-            while self._writer or self._readers or (drain and self._members):
-                self._cond.wait()
-            if drain:
-                self._drains_waiting -= 1
-            else:
-                self._regions_waiting -= 1
-            self._writer = True
+            self._take_exclusive(drain)
+
+    def _take_exclusive(self, drain: bool) -> None:
+        """With the condition held: wait as a writer of that kind (counted, so shared holders see it),
+        then hold the device exclusively."""
+        if drain:
+            self._drains_waiting += 1
+        else:
+            self._regions_waiting += 1
+        self._cond.notify_all()
+        while self._writer or self._readers or (drain and self._members):
+            self._cond.wait()
+        if drain:
+            self._drains_waiting -= 1
+        else:
+            self._regions_waiting -= 1
+        self._writer = True
 
     def release_exclusive(self) -> None:
         with self._cond:
