@@ -242,35 +242,29 @@ def signal_tree(root: int, sig: int, rounds: int = 16, settle_s: float = 2.0) ->
     return len(done)
 
 
+def _state(stat_path: str) -> str | None:
+    """The state letter of a ``/proc/.../stat`` file (R, S, D, T, Z, ...); None when it is gone."""
+    try:
+        with open(stat_path) as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
 def is_stopped(pid: int) -> bool:
     """Every thread of ``pid`` is stopped (or the process is gone)."""
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return True
-    for tid in tasks:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            continue
-        if state not in ("T", "t", "Z", "X"):
-            return False
-    return True
+    return all(_state(f"/proc/{pid}/task/{tid}/stat") in (None, "T", "t", "Z", "X") for tid in tasks)
 
 
 def _wait_gone(pids: list[int], deadline: float) -> bool:
     """Wait until every pid has exited (a zombie counts: it runs nothing); False at the deadline."""
-    def running(pid: int) -> bool:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-        except (OSError, IndexError):
-            return False
-
     left = list(pids)
     while left:
-        left = [p for p in left if running(p)]
+        left = [p for p in left if _state(f"/proc/{p}/stat") not in (None, "Z")]
         if left and time.monotonic() > deadline:
             return False
         if left:

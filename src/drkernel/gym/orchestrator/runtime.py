@@ -51,9 +51,9 @@ inputs, outputs, staging buffer and timing clones, the judge's inputs, outputs a
 on an H100 (2026-11-24): one 19_ReLU evaluation (6.4 GB of inputs) peaked at 68.8 GB of the device, 10.7x;
 at 8x (51 GB claimed) small evaluations were admitted beside it and the judge ran out of memory."""
 MEMORY_FRACTION = 0.85
+"""The share of the device's memory that admitted evaluations may claim together."""
 WARM_UP_POLL_S = 0.005
 """How often a warming candidate's gate looks for a waiting timed region (`WarmUpGate`)."""
-"""The share of the device's memory that admitted evaluations may claim together."""
 
 
 def guess_device(requested: str) -> str:
@@ -161,9 +161,7 @@ class RWLock:
         they wait for whole sessions anyway)."""
         with self._cond:
             self._readers -= 1
-            self._cond.notify_all()
-            self._wait_for_writers(drains=False)
-            self._readers += 1
+            self._hold_again()
 
     def enter_region(self) -> None:
         """A member's shared hold becomes its timed region (waits as a timed region)."""
@@ -175,9 +173,14 @@ class RWLock:
         """A member's region ends; it holds shared again once the regions waiting meanwhile are done."""
         with self._cond:
             self._writer = False
-            self._cond.notify_all()
-            self._wait_for_writers(drains=False)
-            self._readers += 1
+            self._hold_again()
+
+    def _hold_again(self) -> None:
+        """With the condition held, after letting go: a shared hold again once the waiting timed regions
+        are done (not the drains: they wait for this session)."""
+        self._cond.notify_all()
+        self._wait_for_writers(drains=False)
+        self._readers += 1
 
     def acquire_exclusive(self, drain: bool = False) -> None:
         with self._cond:
