@@ -99,6 +99,53 @@ def test_a_waiting_timed_region_gets_the_device_at_the_next_export_with_the_cand
     assert r.stage_seconds["gave_way"] >= 0.3
 
 
+ORPHANING_RELU = RELU_SOLUTION.replace("import torch\n", '''import torch
+import subprocess
+import sys
+
+# a spinner whose parent exits at once: it is re-parented inside the sandbox, out of its starter's tree
+subprocess.Popen([sys.executable, "-c", "import os\\nif os.fork():\\n    os._exit(0)\\nwhile True: pass"]).wait()
+''', 1)
+
+
+def _pid_namespace_members(pid: int) -> list[int]:
+    """Every host process in ``pid``'s pid namespace (an oracle apart from the tree walk)."""
+    ns = os.readlink(f"/proc/{pid}/ns/pid")
+    members = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{entry}/ns/pid") == ns:
+                    members.append(int(entry))
+    return members
+
+
+def test_an_orphaned_process_of_the_solution_is_stopped_too(boundary_only_evaluator, monkeypatch):
+    # The attack on the tree walk: a process whose parent has exited is no longer below its starter.
+    # Inside the sandbox it is re-parented to the namespace's init, which is in the candidate's tree,
+    # so stopping the tree stops every process of the candidate's pid namespace.
+    seen: dict = {}
+    relay = CandidateSession._relay
+
+    def watched_relay(self, child, msg, blob, fds):
+        if "writer" not in seen and getattr(msg, "trial", None) == 0:
+            def writer():
+                with self.rt.rw.exclusive():
+                    inside = [child.pid, *descendants(child.pid)][-1]  # a process in the candidate's namespace
+                    members = _pid_namespace_members(inside)
+                    seen.update(members=len(members), stopped=all(is_stopped(p) for p in members))
+
+            seen["writer"] = threading.Thread(target=writer, daemon=True)
+            seen["writer"].start()
+        return relay(self, child, msg, blob, fds)
+
+    monkeypatch.setattr(CandidateSession, "_relay", watched_relay)
+    r = boundary_only_evaluator.evaluate(request(ORPHANING_RELU, trials=3))
+    seen["writer"].join(10)
+    assert r.status is Status.CORRECT, r.error
+    assert seen["members"] >= 2 and seen["stopped"]  # the candidate and the orphaned spinner, stopped
+
+
 def test_signal_tree_stops_a_process_tree_and_resumes_it(tmp_path):
     # a parent whose child forks a grandchild: all three stopped, then all three running again
     script = "import os, time\nif os.fork() == 0:\n    os.fork()\nwhile True: time.sleep(0.01)\n"
