@@ -104,7 +104,8 @@ import subprocess
 import sys
 
 # a spinner whose parent exits at once: it is re-parented inside the sandbox, out of its starter's tree
-subprocess.Popen([sys.executable, "-c", "import os\\nif os.fork():\\n    os._exit(0)\\nwhile True: pass"]).wait()
+ORPHAN = "import os\\nif os.fork():\\n    os._exit(0)\\nwhile True: pass"
+subprocess.Popen([sys.executable, "-c", ORPHAN]).wait()
 ''', 1)
 
 
@@ -131,7 +132,7 @@ def test_an_orphaned_process_of_the_solution_is_stopped_too(boundary_only_evalua
         if "writer" not in seen and getattr(msg, "trial", None) == 0:
             def writer():
                 with self.rt.rw.exclusive():
-                    inside = [child.pid, *descendants(child.pid)][-1]  # a process in the candidate's namespace
+                    inside = [child.pid, *descendants(child.pid)][-1]  # one in the candidate's namespace
                     members = _pid_namespace_members(inside)
                     seen.update(members=len(members), stopped=all(is_stopped(p) for p in members))
 
