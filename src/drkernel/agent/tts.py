@@ -1,4 +1,4 @@
-"""Sequential test-time scaling (REFERENCE.md section 6).
+"""Sequential test-time scaling (docs/METHOD.md section 6).
 
 Iteration 0 runs ``first_turns`` turns with the episode's history mode (all turns by default). Every later iteration keeps the initial
 prompt plus the contiguous window of ``window`` earlier turns with the highest total score (reward,

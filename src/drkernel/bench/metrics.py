@@ -1,4 +1,4 @@
-"""Benchmark metrics (REFERENCE.md section 2), as pure functions over per-sample turn outcomes.
+"""Benchmark metrics (docs/METHOD.md section 2), as pure functions over per-sample turn outcomes.
 
 Notation: a *sample* is one episode; its turns are t = 1..T. A turn counts for Fast@p when it is
 correct, not hacked (``valid``) and, for p > 0, its speedup is >= p.

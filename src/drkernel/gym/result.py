@@ -52,7 +52,7 @@ class Verdict(str, Enum):
 
 @dataclass(frozen=True)
 class Hack:
-    """One detected reward hack. ``code`` is the number in REFERENCE.md section 3."""
+    """One detected reward hack. ``code`` is the number in docs/METHOD.md section 3."""
 
     code: int
     name: str            # e.g. "decoy_kernel", "pytorch_passthrough"

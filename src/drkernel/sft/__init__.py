@@ -1,4 +1,4 @@
-"""SFT cold start (REFERENCE.md section 6): train on exported multi-turn trajectories with the loss on
+"""SFT cold start (docs/METHOD.md section 6): train on exported multi-turn trajectories with the loss on
 assistant turns only. `drkernel.sft.data` (masking) needs a tokenizer; `drkernel.sft.train` needs TRL
 (``pip install 'drkernel[sft]'``), imported when a run starts."""
 

@@ -29,7 +29,7 @@ class Scheduler(str, enum.Enum):
 
 @dataclass(frozen=True)
 class SFTConfig:
-    """How `drkernel sft` trains (paper setting: REFERENCE.md section 6, lr 2e-5, 4 epochs)."""
+    """How `drkernel sft` trains (paper setting: docs/METHOD.md section 6, lr 2e-5, 4 epochs)."""
 
     model: str
     """A Hugging Face model path or hub id, or ``tiny`` (the locally built random test model)."""

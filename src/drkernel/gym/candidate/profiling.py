@@ -3,13 +3,13 @@
 * `profile_forward`: one ``forward`` under ``torch.profiler`` (CUDA activity): every kernel with its
   device time and stream; a kernel is the solution's own only when its name equals the name of a
   ``@triton.jit`` function defined in the solution (exact match, never a substring). Time coverage
-  (REFERENCE.md section 4) is computed from these records.
-* `hidden_work`: the cross-check of DESIGN.md's timing method. Per call, CUDA events on the current
-  stream bracket ``forward``; a wall clock around the whole batch ends with a device-wide
-  synchronisation. Work on another stream or a thread does not sit between the events but does
-  delay the synchronisation. Only measured here: the verdict decides whether wall time far above
-  the event times is hack 7 (`drkernel.gym.verdict.plausibility.missed_work`), since anything the
-  candidate decides about itself is a claim.
+  (docs/METHOD.md section 4) is computed from these records.
+* `hidden_work`: the cross-check of the timing method (docs/METHOD.md section 7). Per call, CUDA
+  events on the current stream bracket ``forward``; a wall clock around the whole batch ends with a
+  device-wide synchronisation. Work on another stream or a thread does not sit between the events
+  but does delay the synchronisation. Only measured here: the verdict decides whether wall time
+  far above the event times is hack 7 (`drkernel.gym.verdict.plausibility.missed_work`), since
+  anything the candidate decides about itself is a claim.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ copy outside a launch that *materialises* a broadcast (``expand`` then ``reshape
 ``clone``: more elements out than its source's storage holds), which costs the bytes it writes
 (`MATERIALISING`), so a repeat built from free ops is not free work.
 
-time coverage (GPU, the paper's definition, REFERENCE.md section 4): device time of the solution's
+time coverage (GPU, the paper's definition, docs/METHOD.md section 4): device time of the solution's
 own kernels / device time of all kernels one ``forward`` launches, from the profiler, matching kernel
 names exactly (`drkernel.gym.verdict.coverage.time_coverage`).
 """

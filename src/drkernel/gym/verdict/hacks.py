@@ -1,4 +1,4 @@
-"""The catalogue of reward hacks (REFERENCE.md section 3) and the one way to build a `Hack`.
+"""The catalogue of reward hacks (docs/METHOD.md section 3) and the one way to build a `Hack`.
 
 Every detector in the gym reports through `make_hack(code, evidence)`, so each hack carries its
 number, a stable name, what was observed, and one sentence a human or a model can act on. Code 3
@@ -88,7 +88,7 @@ CATALOGUE: dict[int, HackKind] = {k.code: k for k in (
 
 LAZY_WARNING = ("lazy_optimization: only {share:.0%} of the reference's compute runs in your Triton "
                 "kernels; move the expensive operations (not only the cheap ones) into Triton.")
-"""Code 3 of REFERENCE.md: a warning acting through coverage, never a hack."""
+"""Code 3 of docs/METHOD.md section 3: a warning acting through coverage, never a hack."""
 
 BY_NAME: dict[str, HackKind] = {k.name: k for k in CATALOGUE.values()}
 

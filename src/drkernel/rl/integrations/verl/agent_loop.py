@@ -1,7 +1,7 @@
 """The multi-turn kernel agent as a verl agent loop (``agent_name: drkernel_kernel_agent``).
 
 One trajectory: generate -> extract the kernel -> evaluate it on the KernelGym service -> feedback
-as the next user message -> next turn, for up to ``turns`` answers (REFERENCE.md section 6). The
+as the next user message -> next turn, for up to ``turns`` answers (docs/METHOD.md section 6). The
 answers and feedback stay in one verl row (``response_mask`` 1 on answers, 0 on feedback); the
 per-turn rewards and profiling values go to ``extra_fields`` under the keys of
 `drkernel.rl.integrations.verl.algorithms`, where the ``trloo`` estimator and the PRS hook read

@@ -15,7 +15,7 @@ registers:
   `drkernel.rl.mismatch.mismatch_rejection`), truncated importance weights
   (`drkernel.rl.mismatch.importance_weights`) and profiling-based rejection sampling (PRS,
   `drkernel.rl.rejection`) as zeroed loss masks. Rejected turns still count in the baselines
-  (REFERENCE.md section 6). The hook is the one place we reach into verl: its advantage functions
+  (docs/METHOD.md section 6). The hook is the one place we reach into verl: its advantage functions
   receive tensors only, and per-turn rewards and coverage travel in ``non_tensor_batch``.
 
 The hook's settings come from a YAML file named by ``DRKERNEL_VERL_CONFIG`` (fields of `HookConfig`,
@@ -68,7 +68,7 @@ TURN_KEYS = (TURN_REWARDS, TURN_COVERAGE, TURN_CORRECT, TURN_HACKED, TURN_SPEEDU
 
 @dataclass(frozen=True)
 class HookConfig:
-    """Settings of the driver hook and of the reward on verl (REFERENCE.md section 6 defaults)."""
+    """Settings of the driver hook and of the reward on verl (docs/METHOD.md section 6 defaults)."""
 
     mrs: bool = True
     """Mismatch rejection sampling on the trainer-vs-rollout log-probs (needs rollout log-probs)."""
@@ -178,7 +178,7 @@ def compute_trloo_advantage(
 
     Each turn's reward r_{i,t} is the reward on its span; G_{i,t} = sum_{k>=t} gamma^(k-t) r_{i,k};
     A_{i,t} = G_{i,t} - mean_{j != i} G_{j,t} over the trajectories of the same prompt (``index``)
-    that reached turn t; void turns get A = 0 and stay out of the baselines (REFERENCE.md section 6).
+    that reached turn t; void turns get A = 0 and stay out of the baselines (docs/METHOD.md section 6).
     """
     if index is None:
         raise ConfigError("adv_estimator=trloo needs verl's `uid` (prompt groups) in the batch")

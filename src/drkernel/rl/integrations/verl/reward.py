@@ -5,7 +5,7 @@
 while they ran, so their score is read back from the loop's record (no second evaluation); any
 other response (a single-turn rollout) is extracted, evaluated on the service named by
 ``extra_info["gym_url"]`` or ``$DRKERNEL_GYM_URL`` and scored with the paper's reward
-(`drkernel.reward.turn_reward` with the hook config's ``reward`` section, REFERENCE.md section 5):
+(`drkernel.reward.turn_reward` with the hook config's ``reward`` section, docs/METHOD.md section 5):
 the same function, and the same weights, as drkernel's own trainer and the bench.
 
 Dataset rows (`drkernel.rl.integrations.verl.dataset`) carry the problem in ``extra_info["problem"]``
