@@ -115,11 +115,15 @@ def test_stale_claim_cannot_overwrite(store):
 
 def test_heartbeat_keeps_lease(store):
     ((j, _),) = store.submit([_job(1)])
-    (c,) = store.claim("w", 1, 100, True, lease_s=0.2)
-    for _ in range(3):
-        time.sleep(0.1)
-        store.heartbeat([(c.id, c.claim)], lease_s=0.2)
-        assert store.reap_expired() == {}
+    # a beat moves the lease's end: the claim outlives its first lease (a 30 s margin a slow host
+    # never reaches; the sleep only has to outlast the first lease's 0.05 s)
+    (c,) = store.claim("w", 1, 100, True, lease_s=0.05)
+    store.heartbeat([(c.id, c.claim)], lease_s=30)
+    time.sleep(0.1)
+    assert store.reap_expired() == {}
+    store.heartbeat([(c.id, c.claim)], lease_s=0.01)  # and a short beat lets it lapse
+    time.sleep(0.05)
+    assert store.reap_expired() == {c.id: JobStatus.QUEUED}
 
 
 def test_restart_recovers_running_jobs_without_counting_and_release_does_not_count(tmp_path):
