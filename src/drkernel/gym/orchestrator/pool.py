@@ -34,7 +34,7 @@ LOG_TAIL = 16000
 
 Gate = Callable[["Talker", float], Message]
 """Lets a started candidate go (``go``) and returns its next message (``ready``) by the deadline, holding
-the device as the gate decides: `runtime.WarmUpGate` (its shared hold, given way to timed regions)."""
+the device as the gate decides: `runtime.WarmUpGate` (its shared hold)."""
 
 
 def let_go(child: "Talker", deadline: float) -> Message:

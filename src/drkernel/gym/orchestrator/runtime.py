@@ -52,8 +52,6 @@ on an H100 (2026-11-24): one 19_ReLU evaluation (6.4 GB of inputs) peaked at 68.
 at 8x (51 GB claimed) small evaluations were admitted beside it and the judge ran out of memory."""
 MEMORY_FRACTION = 0.85
 """The share of the device's memory that admitted evaluations may claim together."""
-WARM_UP_POLL_S = 0.005
-"""How often a warming candidate's gate looks for a waiting timed region (`WarmUpGate`)."""
 
 
 def guess_device(requested: str) -> str:
@@ -106,8 +104,7 @@ class RWLock:
     """The device's lock: many shared holders or one exclusive holder, and two kinds of writer.
 
     * A *timed region* (`acquire_exclusive`; a candidate's own through `enter_region`) waits for the
-      shared holders to release or to give way (`give_way`: a holder at a point where it may stop lets
-      the waiting regions go first and holds again after them).
+      shared holders to release.
     * A *drain* (``acquire_exclusive(drain=True)``: the reference's timing, cached for the whole run)
       also waits until no candidate session is a member any more (`join` .. `leave`), so device work a
       stopped candidate queued before it stopped cannot run inside it. A member going back to a shared
@@ -156,13 +153,6 @@ class RWLock:
             self._members -= 1
             self._cond.notify_all()
 
-    def give_way(self) -> None:
-        """A shared holder lets the waiting timed regions go first, then holds again (not for drains:
-        they wait for whole sessions anyway)."""
-        with self._cond:
-            self._readers -= 1
-            self._hold_again()
-
     def enter_region(self) -> None:
         """A member's shared hold becomes its timed region (waits as a timed region)."""
         with self._cond:
@@ -170,17 +160,13 @@ class RWLock:
             self._take_exclusive(drain=False)
 
     def leave_region(self) -> None:
-        """A member's region ends; it holds shared again once the regions waiting meanwhile are done."""
+        """A member's region ends; it holds shared again once the regions waiting meanwhile are done (not
+        the drains: they wait for this session)."""
         with self._cond:
             self._writer = False
-            self._hold_again()
-
-    def _hold_again(self) -> None:
-        """With the condition held, after letting go: a shared hold again once the waiting timed regions
-        are done (not the drains: they wait for this session)."""
-        self._cond.notify_all()
-        self._wait_for_writers(drains=False)
-        self._readers += 1
+            self._cond.notify_all()
+            self._wait_for_writers(drains=False)
+            self._readers += 1
 
     def acquire_exclusive(self, drain: bool = False) -> None:
         with self._cond:
@@ -214,7 +200,7 @@ class RWLock:
 
     @property
     def contended(self) -> bool:
-        """A timed region waits or holds: a shared holder at a point where it can stop should give way."""
+        """A timed region waits or holds (a finished candidate's exit grace ends at once)."""
         with self._cond:
             return self._writer or self._regions_waiting > 0
 
@@ -235,40 +221,17 @@ class RWLock:
             self.release_exclusive()
 
 
-def give_way(rw: RWLock, child: Talker) -> float:
-    """Stop ``child``'s whole process tree, let the timed regions waiting for ``rw`` go first, hold ``rw``
-    shared again and resume ``child``; returns the seconds it was stopped. The caller holds ``rw`` shared
-    and has made sure ``child`` is at a point where it may stop (it waits for us, its device work
-    synchronised, or it is warming up: trusted code, no solution yet)."""
-    t = time.monotonic()
-    child.stop()
-    try:
-        rw.give_way()
-    finally:
-        child.resume()
-    return time.monotonic() - t
-
-
 class WarmUpGate:
     """The warm pool's gate (`pool.Gate`): a starting candidate's ``go`` and its ``ready`` under the
-    device's shared hold, while it creates its CUDA context and runs its warm-up kernel. With ``preempt``,
-    a timed region that starts waiting meanwhile stops the candidate (`give_way`) and goes first, so no
-    timed region or reference timing waits for a refill's warm-up (issue 14); the deadline moves by the
-    time the candidate was stopped."""
+    device's shared hold, while it creates its CUDA context and runs its warm-up kernel, so that neither
+    lands inside a timed region."""
 
-    def __init__(self, rw: RWLock, preempt: bool) -> None:
-        self.rw, self.preempt = rw, preempt
+    def __init__(self, rw: RWLock) -> None:
+        self.rw = rw
 
     def __call__(self, child: Talker, deadline: float) -> Message:
         with self.rw.shared():
             child.send(Signal(Op.GO).to_header())
-            while self.preempt:
-                if child.channel.readable(min(WARM_UP_POLL_S, deadline - time.monotonic())):
-                    break  # ready (or the child died)
-                if time.monotonic() >= deadline:
-                    break  # recv raises ChannelTimeout
-                if self.rw.contended:
-                    deadline += give_way(self.rw, child)
             return child.recv(deadline)
 
 
@@ -314,16 +277,11 @@ class JudgeSlot:
 
 
 class DeviceRuntime:
-    """Judge + warm pool + locks for one device. Starts in the background; `wait_ready` joins.
-
-    ``preempt``: a candidate holding the device shared gives way to a waiting timed region at each of
-    its synchronised export points, stopped (SIGSTOP, its whole process tree) until the region is over
-    (`CandidateSession`); without it a timed region waits for every other candidate's whole evaluation."""
+    """Judge + warm pool + locks for one device. Starts in the background; `wait_ready` joins."""
 
     def __init__(self, device: str, *, pool_size: int, concurrency: int, env: dict[str, str],
-                 runner: Runner, zygote: bool = True, judges: int = 0, preempt: bool = True) -> None:
+                 runner: Runner, zygote: bool = True, judges: int = 0) -> None:
         self.requested = device
-        self.preempt = preempt
         self.runner = runner
         self.use_zygote = zygote and runner.sandboxed
         self.zygote: Zygote | None = None
@@ -331,7 +289,7 @@ class DeviceRuntime:
         self.concurrency = concurrency
         self.env = env
         self.rw = RWLock()
-        self.warm_up_gate = WarmUpGate(self.rw, preempt)
+        self.warm_up_gate = WarmUpGate(self.rw)
         self.slots = threading.Semaphore(concurrency)
         self.in_flight = 0
         self.hello: dict[str, Any] = {}
@@ -533,7 +491,7 @@ class DeviceRuntime:
                 "pool_ready": self.pool.ready_count if self.pool else 0,
                 "total_memory": self.hello.get("total_memory"), "versions": self.hello.get("versions", {}),
                 "sandbox": self.runner.name, "zygote": self.zygote is not None, "judges": len(self.judges),
-                "judge_busy_s": [round(j.busy_s, 3) for j in self.judges], "preempt": self.preempt}
+                "judge_busy_s": [round(j.busy_s, 3) for j in self.judges]}
 
     def close(self) -> None:
         self._ready.wait()

@@ -29,7 +29,7 @@ from drkernel.gym.messages import (Compare, CompareRequest, Done, Error, Extra, 
                                    Signal, SolutionPath, Timing, Verdict, parse_candidate)
 from drkernel.gym.orchestrator.memory import RssWatch
 from drkernel.gym.verdict.plausibility import suspicious, tree_bytes
-from drkernel.gym.orchestrator.runtime import DeviceRuntime, give_way
+from drkernel.gym.orchestrator.runtime import DeviceRuntime
 
 KILL_GRACE_S = 2.0
 EXIT_POLL_S = 0.01
@@ -57,8 +57,6 @@ class SessionOutcome:
     child_start_s: float | None = None
     child_wait_s: float = 0.0
     lock_wait_s: float = 0.0
-    yield_s: float = 0.0
-    """Seconds the candidate spent stopped at its export points while other candidates' timed regions ran."""
     judge_s: float = 0.0
     """Seconds the candidate's exports waited for the judge's verdicts (queue and comparison)."""
     wall_s: float = 0.0
@@ -239,8 +237,6 @@ class CandidateSession:
                 try:
                     msg = parse_candidate(raw.header)
                     self.order.check(msg.op, getattr(msg, "trial", None))
-                    if msg.op is not Op.LOCK:
-                        deadline += self._give_way(child)
                     if isinstance(msg, (Outputs, Compare)):
                         self._relay(child, msg, raw.blob, raw.fds)
                         continue
@@ -339,18 +335,6 @@ class CandidateSession:
         finally:
             self.out.judge_s += time.monotonic() - t
 
-    def _give_way(self, child: Any) -> float:
-        """At a synchronised export point (the candidate waits for our reply, its trial's device work
-        synchronised): while a timed region waits for the device, stop the candidate's whole process
-        tree, let the region run, then resume it. Returns the seconds it was stopped. Without this a
-        timed region waited for every other candidate's whole evaluation (`DeviceRuntime.preempt`).
-        Only a shared hold gives way; the exclusive holder is the region itself."""
-        if not (self.rt.preempt and self.hold == "shared" and self.rt.rw.contended):
-            return 0.0
-        wait = give_way(self.rt.rw, child)
-        self.out.yield_s += wait
-        return wait
-
     def _switch_stopped(self, child: Any, mode: str) -> float:
         """Into this candidate's timed region (``exclusive``) or back out of it (``shared``), the
         candidate's process tree stopped until the new hold is granted (it waits for our reply, or,
@@ -372,7 +356,7 @@ class CandidateSession:
         if self.out.done is not None or self.out.died:
             grace = time.monotonic() + KILL_GRACE_S
             while not child.wait(EXIT_POLL_S) and time.monotonic() < grace:
-                if self.rt.preempt and self.rt.rw.contended:
+                if self.rt.rw.contended:
                     break
         child.kill()
         self.out.returncode = child.returncode
