@@ -46,7 +46,7 @@ def test_a_valid_lazy_solution_shows_no_hack(demo_run):
     assert lazy.valid and [h.name for h in lazy.hacks] == ["pytorch_passthrough"]  # strict only
     (line,) = [ln for ln in (out / "results.md").read_text().splitlines() if "lazy_torch_most_rows" in ln]
     cells = [c.strip() for c in line.split("|")[1:-1]]
-    assert cells[7] == "-" and cells[8] == "pytorch_passthrough"  # hacks, strict-only flags
+    assert cells[8] == "-" and cells[9] == "pytorch_passthrough"  # hacks, strict-only flags
 
 
 def test_hack_columns_follow_the_verdict_mode():
@@ -60,5 +60,5 @@ def test_long_errors_are_cut_with_an_ellipsis():
     r = EvalResult(status=Status.INCORRECT, error="x" * 300,
                    kernels=[KernelStat(name="k", own=True, launches=2)]).finalize()
     cells = markdown_table([("p", "s", r)], error_chars=40).splitlines()[2].split(" | ")
-    assert cells[-1] == "x" * 39 + "\u2026 |" and cells[6] == "k x2"
+    assert cells[-1] == "x" * 39 + "\u2026 |" and cells[7] == "k x2"
     assert clip("short", 40) == "short" and len(clip("y" * 41, 40)) == 40

@@ -17,12 +17,12 @@ from drkernel.cli import agent as agent_cli
 from drkernel.cli import bench as bench_cli
 from drkernel.cli import gym as gym_cli
 from drkernel.cli import organism as organism_cli
+from drkernel.cli.options import group
 from drkernel.cli import problems as problems_cli
 from drkernel.cli import sft as sft_cli
 from drkernel.cli import train as train_cli
 
-app = typer.Typer(no_args_is_help=True, add_completion=False,
-                  help="drkernel: KernelGym, kernel agents and Dr. Kernel RL for Triton kernels.")
+app = group("drkernel: KernelGym, kernel agents and Dr. Kernel RL for Triton kernels.")
 app.add_typer(problems_cli.app, name="problems")
 app.add_typer(gym_cli.app, name="gym")
 app.command("demo")(gym_cli.demo)

@@ -1,32 +1,94 @@
-"""The check that a device named on the command line exists on this machine, before any work starts.
+"""The one check that the devices a command names exist on this machine, run before any work starts.
 
-Without it `--device cuda` on a CPU build of torch reaches the judge process and fails there with a raw
-traceback (``module 'torch._C' has no attribute '_cuda_setDevice'``); the CLI turns this
-`ConfigError` into a one-line message and exit code 2.
+Every entry point that takes a device (`gym eval`, `demo`, `gym serve --devices`, `bench run`,
+`train` with ``model.device`` / ``rollout.device`` / ``eval.device``, `agent serve-model`, `organism`)
+calls `check_devices` first. Without it `--device cuda` on a CPU build of torch reaches a judge, a
+worker or the model and fails there with a traceback (``module 'torch._C' has no attribute
+'_cuda_setDevice'``), or never exits; here it is one line and exit code 2.
 """
 
 from __future__ import annotations
 
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import typer
+
 from drkernel.errors import ConfigError
 
 
-def require_local_device(name: str) -> None:
-    """Raise `ConfigError` when ``name`` (auto, cpu, cuda, cuda:N) names a CUDA device this machine lacks.
+class DeviceKind(str, enum.Enum):
+    """What a device name asks for."""
 
-    ``auto`` and ``cpu`` always pass, without importing torch: auto falls back to the CPU. Other
-    spellings are left to `EvalConfig`'s own validation.
+    AUTO = "auto"  # a GPU when one is visible, else the CPU
+    CPU = "cpu"
+    CUDA = "cuda"
+
+
+@dataclass(frozen=True)
+class Device:
+    """A device as a command line or a config names it: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``."""
+
+    kind: DeviceKind
+    index: int | None = None
+
+    @classmethod
+    def parse(cls, name: str, where: str = "--device") -> "Device":
+        """``name`` parsed; `ConfigError` naming ``where`` for any other spelling."""
+        head, sep, index = name.strip().partition(":")
+        if head in {k.value for k in DeviceKind} and not sep:
+            return cls(DeviceKind(head))
+        if head == DeviceKind.CUDA.value and index.isdigit():
+            return cls(DeviceKind.CUDA, int(index))
+        raise ConfigError(f"{where} {name!r}: expected auto, cpu, cuda or cuda:N")
+
+    def __str__(self) -> str:
+        return self.kind.value + ("" if self.index is None else f":{self.index}")
+
+
+def require_local_device(name: str, where: str = "--device") -> Device:
+    """``name`` parsed; `ConfigError` when it names a CUDA device this machine lacks.
+
+    ``auto`` and ``cpu`` always pass, without importing torch (auto falls back to the CPU), so
+    `drkernel gym eval --device auto` never imports it here (~3.5 s).
     """
-    if not (name == "cuda" or name.startswith("cuda:")):
-        return
-    import torch  # here, not at the top: `drkernel gym eval --device auto` then never imports it (~3.5 s)
+    device = Device.parse(name, where)
+    if device.kind is not DeviceKind.CUDA:
+        return device
+    import torch
 
     if not torch.cuda.is_available():
         build = ("this torch build has no CUDA support" if torch.version.cuda is None
                  else "no CUDA device is visible")
         raise ConfigError(
-            f"--device {name}: CUDA is not available ({build}, torch {torch.__version__}); "
-            "use --device cpu, or install a CUDA build of torch (TORCH_SPEC, see the Makefile)"
+            f"{where} {name}: CUDA is not available ({build}, torch {torch.__version__}); "
+            "use cpu or auto, or install a CUDA build of torch (TORCH_SPEC, see the Makefile)"
         )
-    index = name.partition(":")[2]
-    if index.isdigit() and int(index) >= torch.cuda.device_count():
-        raise ConfigError(f"--device {name}: only {torch.cuda.device_count()} CUDA device(s) visible")
+    if device.index is not None and device.index >= torch.cuda.device_count():
+        raise ConfigError(f"{where} {name}: only {torch.cuda.device_count()} CUDA device(s) visible")
+    return device
+
+
+def require_worker_devices(spec: str, where: str = "--devices") -> None:
+    """`gym serve`'s ``auto``, ``cpu:N`` or comma list of ``cuda:N``: each CUDA device must exist."""
+    spec = spec.strip()
+    if spec == "auto" or spec.partition(":")[0] == "cpu":
+        return  # counts are checked by the service's own config
+    for name in spec.split(","):
+        if name.strip():
+            require_local_device(name.strip(), where)
+
+
+def check_devices(named: Iterable[tuple[str, str]], workers: str | None = None) -> None:
+    """Exit 2 with one line unless every ``(where, name)`` device (and ``workers``, a `gym serve`
+    ``--devices`` spec) exists here. Empty names are skipped (an unset optional device)."""
+    try:
+        for where, name in named:
+            if name:
+                require_local_device(name, where)
+        if workers is not None:
+            require_worker_devices(workers)
+    except ConfigError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None

@@ -11,7 +11,7 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterator, List, Optional, Sequence, TypeVar
 
 import typer
 from rich.console import Console
@@ -20,16 +20,20 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from drkernel.cli import service as service_cli
-from drkernel.cli.devices import require_local_device
+from drkernel.cli.checks import positive, refuse, writable_dir
+from drkernel.cli.devices import check_devices
+from drkernel.cli.options import build, choices, default, group, set_option
 from drkernel.errors import ConfigError, DrKernelError, InfrastructureError, JudgeError
 from drkernel.gym import EvalConfig, EvalRequest, EvalResult, InProcessEvaluator, Status
+from drkernel.gym.config import TOLERANCE_PROFILES
 from drkernel.gym.orchestrator.evaluator import STAGE_LOGGER
 from drkernel.gym.result import Hack, Verdict
 from drkernel.problems import Problem, builtin_solution, load_builtin, resolve_problem
 
-app = typer.Typer(no_args_is_help=True, help="KernelGym: evaluate Triton solutions against PyTorch references.")
+app = group("KernelGym: evaluate Triton solutions against PyTorch references.")
 console = Console()
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 STATUS_STYLE = {Status.CORRECT: "green", Status.INCORRECT: "red", Status.REJECTED: "magenta",
                 Status.UNSUPPORTED_ON_CPU: "yellow", Status.TIMEOUT: "yellow"}
 
@@ -81,26 +85,33 @@ def result_table(rows: Sequence[tuple[str, str, EvalResult]], title: str) -> Tab
     table.add_column("status", no_wrap=True)
     table.add_column("valid", no_wrap=True)
     table.add_column("speedup", no_wrap=True, justify="right")
+    table.add_column("coverage", no_wrap=True, justify="right")
     table.add_column("own kernels", overflow="fold")
     table.add_column("hacks", overflow="fold")
     for problem, label, r in rows:
         table.add_row(problem.removeprefix("builtin/"), label, _verdict(r), "yes" if r.valid else "no",
-                      f"{r.speedup:.2f}x" if r.speedup is not None else "-", kernel_names(r),
-                      hack_names(r)[0])
+                      f"{r.speedup:.2f}x" if r.speedup is not None else "-", _pct(coverage(r)),
+                      kernel_names(r), hack_names(r)[0])
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
     return table
 
 
 def markdown_table(rows: Sequence[tuple[str, str, EvalResult]], error_chars: int = 160) -> str:
-    """The demo's table in markdown; the error column holds the error's last line, cut with an ellipsis."""
-    lines = ["| problem | solution | status | valid | speedup | solution ms | own kernels | hacks "
-             "| strict-only flags | error |", "|---|---|---|---|---|---|---|---|---|---|"]
+    """The demo's table in markdown; the error column holds the error's last line, cut with an ellipsis.
+    Coverage is time coverage where timed (GPU), else op coverage."""
+    lines = ["| problem | solution | status | valid | speedup | solution ms | coverage | own kernels | hacks "
+             "| strict-only flags | error |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for problem, label, r in rows:
         err = (r.error or "").strip().splitlines()
         last = clip((err[-1] if err else "").replace("|", "/"), error_chars)
         counted, strict = hack_names(r)
         lines.append(f"| {problem} | {label} | {r.status.value} | {'yes' if r.valid else 'no'} | "
                      f"{f'{r.speedup:.2f}x' if r.speedup is not None else '-'} | "
-                     f"{f'{r.sol_timing.median_ms:.4g}' if r.sol_timing else '-'} | {kernel_names(r)} | "
+                     f"{f'{r.sol_timing.median_ms:.4g}' if r.sol_timing else '-'} | {_pct(coverage(r))} | "
+                     f"{kernel_names(r)} | "
                      f"{counted} | {strict} | {last} |")
     return "\n".join(lines) + "\n"
 
@@ -130,45 +141,76 @@ def _print_one(r: EvalResult) -> None:
         console.print(Panel(r.error, title="error", border_style="red"))
 
 
+PROFILE = choices("Profile", sorted(TOLERANCE_PROFILES))
+
+
 @app.command("eval")
 def eval_cmd(
-    problem: str = typer.Option(..., "--problem", help="problem key/name/id within --problems, or a reference .py"),
-    solution: Path = typer.Option(..., "--solution", help="solution source file defining ModelNew"),
-    problems: str = typer.Option("builtin", "--problems", "-p", help="problem source: builtin[:N], rows.jsonl, dir"),
-    device: str = typer.Option("auto", "--device", help="auto, cuda, cuda:N or cpu"),
-    profile: str = typer.Option("kernelgym", "--profile", help="tolerance profile: kernelgym or kernelbench"),
-    trials: int = typer.Option(5, "--trials", help="correctness trials"),
-    timeout: float = typer.Option(300.0, "--timeout", help="wall-clock limit of the candidate (s)"),
+    problem_arg: Optional[str] = typer.Argument(
+        None, metavar="PROBLEM", help="problem key, name or id within --problems, or a reference .py"),
+    solution_arg: Optional[Path] = typer.Argument(None, metavar="SOLUTION",
+                                                  help="solution source file defining ModelNew"),
+    problem: Optional[str] = typer.Option(None, "--problem", help="PROBLEM, given as an option"),
+    solution: Optional[Path] = typer.Option(None, "--solution", help="SOLUTION, given as an option"),
+    problems: str = typer.Option("builtin", "--problems", "-p",
+                                 help="where PROBLEM is looked up: builtin[:N], rows.jsonl, a folder"),
+    device: Optional[str] = typer.Option(None, "--device", help=f"auto, cuda, cuda:N or cpu (default {default(EvalConfig, 'device')})"),
+    profile: Optional[PROFILE] = typer.Option(None, "--profile", help=f"tolerance profile (default {default(EvalConfig, 'tolerance')})"),
+    trials: Optional[int] = typer.Option(None, "--trials", min=1, help=f"correctness trials (default {default(EvalConfig, 'trials')})"),
+    timeout: Optional[float] = typer.Option(None, "--timeout",
+                                            help="wall-clock limit of the candidate in s "
+                                                 f"(default {default(EvalConfig, 'timeout_s'):g})"),
+    set_: Optional[List[str]] = set_option("evaluation config (EvalConfig)", "verdict_mode=strict"),
     as_json: bool = typer.Option(False, "--json", help="print the EvalResult as JSON"),
     unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox",
                                            help="run solutions WITHOUT the OS sandbox (trusted code only)"),
 ) -> None:
-    """Evaluate one solution against one problem."""
+    """Evaluate one solution against one problem: `drkernel gym eval PROBLEM SOLUTION`."""
+    positive(timeout, "--timeout")
+    config = _eval_config({"device": device, "tolerance": profile, "trials": trials, "timeout_s": timeout},
+                          set_)
+    check_devices([("--device", config.device)])
     try:
-        require_local_device(device)
-        prob = resolve_problem(problem, problems)
-        source = solution.read_text()
-        config = EvalConfig(device=device, tolerance=profile, trials=trials, timeout_s=timeout)
+        prob = resolve_problem(_one_of(problem_arg, problem, "PROBLEM"), problems)
+        source = _one_of(solution_arg, solution, "SOLUTION").read_text()
     except (DrKernelError, OSError) as e:
-        console.print(f"[red]error:[/] {e}")
-        raise typer.Exit(2)
+        refuse(str(e))
+    result = _evaluate_one(EvalRequest(problem=prob, solution=source, config=config), unsafe_no_sandbox)
+    if as_json:
+        typer.echo(result.to_json())
+    else:
+        _print_one(result)
+    raise typer.Exit(0 if result.valid else 1)
+
+
+def _one_of(positional: T | None, option: T | None, name: str) -> T:
+    """The argument given once, as a positional or as its option."""
+    if (positional is None) == (option is None):
+        refuse(f"give {name} once, as an argument or as --{name.lower()}")
+    return positional if positional is not None else option
+
+
+def _eval_config(given: dict, sets: Optional[List[str]]) -> EvalConfig:
+    try:
+        return build(EvalConfig, "evaluation config", given=given, sets=sets, make=EvalConfig.from_dict)
+    except ConfigError as e:
+        refuse(str(e))
+
+
+def _evaluate_one(request: EvalRequest, unsafe_no_sandbox: bool) -> EvalResult:
+    """One evaluation with its stages shown; exit 2 when the reference cannot run, 3 on our failure."""
     try:
         with _stages_shown():
-            log.info("starting the judge process on %s", device)
-            with InProcessEvaluator(device=device, concurrency=1, pool_size=0,  # one-shot: no spare child
+            log.info("starting the judge process on %s", request.config.device)
+            with InProcessEvaluator(device=request.config.device, concurrency=1, pool_size=0,  # one-shot
                                     unsafe_no_sandbox=_unsafe(unsafe_no_sandbox)) as ev:
-                result = ev.evaluate(EvalRequest(problem=prob, solution=source, config=config))
+                return ev.evaluate(request)
     except JudgeError as e:
         console.print(f"[red]error: the reference problem cannot run:[/] {str(e).splitlines()[0]}")
         raise typer.Exit(2)
     except InfrastructureError as e:
         console.print(f"[red]infrastructure failure:[/] {e}")
         raise typer.Exit(3)
-    if as_json:
-        typer.echo(result.to_json())
-    else:
-        _print_one(result)
-    raise typer.Exit(0 if result.valid else 1)
 
 
 @contextlib.contextmanager
@@ -224,30 +266,47 @@ def demo_requests(problems: Sequence[Problem], config: EvalConfig) -> list[tuple
 
 
 def demo(
-    out: Path = typer.Option(Path("demo_results"), "--out", help="folder for results.md and results.json"),
-    device: str = typer.Option("auto", "--device", help="auto, cuda, cuda:N or cpu"),
-    level: int = typer.Option(0, "--level", help="only this level of the suite (0: all)"),
-    limit: int = typer.Option(0, "--limit", help="at most this many problems (0: all)"),
-    concurrency: int = typer.Option(2, "--concurrency", help="candidates in flight"),
+    out: Path = typer.Option(Path("demo_results"), "--out", "-o", help="folder for results.md and results.json"),
+    device: Optional[str] = typer.Option(None, "--device", help=f"auto, cuda, cuda:N or cpu (default {default(EvalConfig, 'device')})"),
+    level: int = typer.Option(0, "--level", min=0, max=3, help="only this level of the suite (0: all)"),
+    limit: int = typer.Option(0, "--limit", min=0, help="at most this many problems (0: all)"),
+    concurrency: int = typer.Option(2, "--concurrency", min=1, help="candidates in flight"),
+    set_: Optional[List[str]] = set_option("evaluation config (EvalConfig)", "trials=3"),
     unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox",
                                            help="run solutions WITHOUT the OS sandbox (trusted code only)"),
 ) -> None:
-    """Evaluate the built-in suite's gold and broken solutions; print and save the table."""
+    """Evaluate every solution of the built-in suite: the gold ones, and the broken, lazy and slow ones
+    that must be caught, flagged or timed; print the table and a summary line (gold correct, broken
+    caught, lazy flagged, coverage), and save results.md and results.json into --out."""
+    writable_dir(out)
+    config = _eval_config({"device": device}, set_)
+    check_devices([("--device", config.device)])
     try:
-        require_local_device(device)
         problems = load_builtin([level] if level else None)
-        config = EvalConfig(device=device)
-    except (DrKernelError, ConfigError) as e:
-        console.print(f"[red]error:[/] {e}")
-        raise typer.Exit(2)
-    if limit:
-        problems = problems[:limit]
+    except DrKernelError as e:
+        refuse(str(e))
+    problems = problems[:limit] if limit else problems
     jobs = demo_requests(problems, config)
     if not jobs:
-        console.print("[red]error:[/] the built-in suite has no problems with solutions")
-        raise typer.Exit(2)
-    rows: list[tuple[str, str, EvalResult] | None] = [None] * len(jobs)
+        refuse("the built-in suite has no problems with solutions")
     t0 = time.monotonic()
+    rows, device_name = _run_demo(jobs, concurrency, unsafe_no_sandbox)
+    title = f"{len(rows)} solutions of {len(problems)} built-in problems on {device_name}"
+    if console.is_terminal:
+        console.print(result_table(rows, title))
+    else:  # a boxed table folds into unreadable fragments at a log's 80 columns; markdown keeps one line a row
+        typer.echo(f"{title}\n\n{markdown_table(rows)}")
+    summary = demo_summary(rows)
+    (out_md, out_json) = _write_demo(out, rows, f"{title}, {time.monotonic() - t0:.0f} s", summary)
+    typer.echo(summary)
+    console.print(f"wrote {out_md} and {out_json}")
+
+
+def _run_demo(jobs: list[tuple[str, str, EvalRequest]], concurrency: int,
+              unsafe_no_sandbox: bool) -> tuple[list[tuple[str, str, EvalResult]], str]:
+    """Every job through one evaluator, progress shown (a bar, or a line per solution in a log)."""
+    rows: list[tuple[str, str, EvalResult] | None] = [None] * len(jobs)
+    device = jobs[0][2].config.device
     try:
         with InProcessEvaluator(device=device, concurrency=concurrency, pool_size=concurrency,
                                 unsafe_no_sandbox=_unsafe(unsafe_no_sandbox)) as ev, \
@@ -268,18 +327,47 @@ def demo(
     except InfrastructureError as e:
         console.print(f"[red]infrastructure failure:[/] {e}")
         raise typer.Exit(3)
-    done = [r for r in rows if r is not None]
-    title = f"{len(done)} solutions of {len(problems)} built-in problems on {device_name}"
-    if console.is_terminal:
-        console.print(result_table(done, title))
-    else:  # a boxed table folds into unreadable fragments at a log's 80 columns; markdown keeps one line a row
-        typer.echo(f"{title}\n\n{markdown_table(done)}")
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.md").write_text(f"# drkernel demo\n\n{title}, {time.monotonic() - t0:.0f} s.\n\n"
-                                    + markdown_table(done))
-    (out / "results.json").write_text(json.dumps(
-        [{"problem": k, "solution": label, "result": r.to_dict()} for k, label, r in done], indent=1))
-    console.print(f"wrote {out / 'results.md'} and {out / 'results.json'}")
+    return [r for r in rows if r is not None], device_name
+
+
+def _lazy_flagged(r: EvalResult) -> bool:
+    return not r.valid or any("lazy" in w for w in r.warnings)
+
+
+def demo_summary(rows: Sequence[tuple[str, str, EvalResult]]) -> str:
+    """One line: gold correct, broken caught (not valid), lazy flagged (a lazy warning or not valid),
+    slow valid, and the gold solutions' mean coverage (time coverage where timed, else op coverage)."""
+    by_kind: dict[str, list[EvalResult]] = {}
+    for _, label, r in rows:
+        by_kind.setdefault(label.split("_")[0], []).append(r)
+    gold, broken = by_kind.get("gold", []), by_kind.get("broken", [])
+    lazy, slow = by_kind.get("lazy", []), by_kind.get("slow", [])
+    parts = [f"{sum(r.valid for r in gold)}/{len(gold)} gold correct",
+             f"{sum(not r.valid for r in broken)}/{len(broken)} broken caught",
+             f"{sum(_lazy_flagged(r) for r in lazy)}/{len(lazy)} lazy flagged"]
+    if slow:
+        parts.append(f"{sum(r.valid for r in slow)}/{len(slow)} slow valid")
+    covered = [c for c in (coverage(r) for r in gold) if c is not None]
+    if covered:
+        parts.append(f"gold coverage {sum(covered) / len(covered):.0%} (mean)")
+    return "summary: " + ", ".join(parts)
+
+
+def coverage(r: EvalResult) -> float | None:
+    """The coverage a reader should see: time coverage when measured (GPU), else op coverage."""
+    return r.time_coverage if r.time_coverage is not None else r.op_coverage
+
+
+def _write_demo(out: Path, rows: Sequence[tuple[str, str, EvalResult]], title: str,
+                summary: str) -> tuple[Path, Path]:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "results.md").write_text(f"# drkernel demo\n\n{title}.\n\n{summary}\n\n" + markdown_table(rows))
+        (out / "results.json").write_text(json.dumps(
+            [{"problem": k, "solution": label, "result": r.to_dict()} for k, label, r in rows], indent=1))
+    except OSError as e:  # checked before the run; the folder changed meanwhile
+        refuse(f"--out {out}: {e}")
+    return out / "results.md", out / "results.json"
 
 
 # The service's commands (serve, submit, status) live in cli/service.py.
