@@ -1,5 +1,10 @@
-"""The per-turn reward (paper Sec. 5): one definition, used by the agent (``Turn.reward``), the bench,
-test-time scaling, drkernel's trainer and verl's reward function.
+"""The per-turn score (paper Sec. 5): one definition of what a turn earned and what became of it, read
+by the agent (``Turn.reward``), the bench, test-time scaling, drkernel's trainer, the organism and verl's
+reward function.
+
+`score_turn(result, config)` is the one place a gym verdict becomes a `TurnScore`: the reward under
+``config.shape``, the verdict's flags (correct, hacked, valid, lazy), the coverage the reward pays for,
+the speedup and the turn's `Outcome`. A consumer reads the score; it never re-derives a field.
 
 Notation, for one evaluated turn:
     c   = 1[correct]            h = 1[hacked]            s = speedup (t_reference / t_solution)
@@ -10,8 +15,11 @@ Notation, for one evaluated turn:
 with w_correct = w_speedup = w_cov = 0.5 and cap = 3, so r is in [0, 2.5].
 ``tiered`` (a peer's shape): hacked -1, no compile -0.5, incorrect -0.3, else by speedup tier.
 
-A speedup or coverage that was not measured (None or NaN: CPU mode times nothing) contributes 0.
-A turn with no result (no code to evaluate, a failed request) scores 0 under either shape.
+A speedup or coverage that was not measured (None or NaN: CPU mode times nothing) contributes 0; in
+a `TurnScore` it is NaN (`measured`, the one None/NaN rule). A turn with no result (no code to
+evaluate, a failed request) scores 0 under either shape. A turn is lazy when it is valid and the gym
+gave it the lazy-optimization warning: the gym's one threshold (`gym/verdict/checks.py`,
+``LAZY_THRESHOLD``) decides, no consumer keeps another.
 
 Plain Python floats, no torch: the bench and the agent import this without loading torch.
 """
@@ -21,12 +29,14 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from drkernel.errors import ConfigError
+from drkernel.gym.result import EvalResult, Status
+from drkernel.gym.verdict.hacks import LAZY_WARNING
 
-if TYPE_CHECKING:
-    from drkernel.gym.result import EvalResult
+NAN = float("nan")
+LAZY_TAG = LAZY_WARNING.partition(":")[0]
+"""How the gym's lazy-optimization warning starts (``lazy_optimization``)."""
 
 
 class RewardShape(str, enum.Enum):
@@ -82,9 +92,15 @@ class RewardConfig:
             raise ConfigError(f"invalid RewardConfig: speedup_cap={self.speedup_cap} (> 0)")
 
 
-def _measured(x: float | None) -> float:
-    """0 for a measure that was not taken (None or NaN)."""
-    return 0.0 if x is None or not math.isfinite(x) else float(x)
+def measured(x: float | None) -> float:
+    """A measure as a float, NaN when it was not taken (None, NaN or infinite): the one None/NaN rule."""
+    return NAN if x is None or not math.isfinite(x) else float(x)
+
+
+def _or_zero(x: float | None) -> float:
+    """0 for a measure that was not taken: what it contributes to a reward."""
+    value = measured(x)
+    return 0.0 if math.isnan(value) else value
 
 
 def profiling_reward(
@@ -93,8 +109,8 @@ def profiling_reward(
     """r = 1[correct and not hacked] * (w_correct + w_speedup * min(speedup, cap) + w_cov * coverage)."""
     if not correct or hacked:
         return 0.0
-    speed = min(_measured(speedup), config.speedup_cap)
-    return config.correct_weight + config.speedup_weight * speed + config.coverage_weight * _measured(coverage)
+    speed = min(_or_zero(speedup), config.speedup_cap)
+    return config.correct_weight + config.speedup_weight * speed + config.coverage_weight * _or_zero(coverage)
 
 
 def tiered_reward(
@@ -108,19 +124,100 @@ def tiered_reward(
         return config.no_compile
     if not correct:
         return config.incorrect
-    speed = _measured(speedup)
+    speed = _or_zero(speedup)
     return next((value for threshold, value in config.tiers if speed >= threshold), config.slow)
 
 
-def reward_coverage(result: "EvalResult") -> float | None:
+def reward_coverage(result: EvalResult) -> float | None:
     """The coverage the reward pays for: time coverage when profiled on a GPU, else op coverage."""
     return result.time_coverage if result.time_coverage is not None else result.op_coverage
 
 
-def turn_reward(result: "EvalResult | None", config: RewardConfig = RewardConfig()) -> float:
+def turn_reward(result: EvalResult | None, config: RewardConfig = RewardConfig()) -> float:
     """The reward of one evaluated turn; ``None`` (no code to evaluate) scores 0."""
     if result is None:
         return 0.0
     if config.shape is RewardShape.TIERED:
         return tiered_reward(bool(result.compiled), bool(result.correct), result.speedup, result.hacked, config.tiered)
     return profiling_reward(bool(result.correct), result.speedup, reward_coverage(result), result.hacked, config)
+
+
+class _Label(str, enum.Enum):
+    """A str enum that prints as its value (``str`` and f-strings), as a plain label would."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
+Outcome = _Label(  # type: ignore[call-overload]  # members built from `Status`: the two cannot drift apart
+    "Outcome",
+    [("POLICY_ERROR", "policy_error"), ("UNPARSEABLE", "unparseable"), ("HACKED", "hacked")]
+    + [(s.name, s.value) for s in Status],
+    module=__name__,
+)
+Outcome.__doc__ = """What became of a turn: ``policy_error`` (the request failed), ``unparseable`` (no code to
+evaluate), ``hacked`` (a hack counted by the verdict mode), else the gym's `Status` (``correct``, ...)."""
+
+
+@dataclass(frozen=True)
+class TurnScore:
+    """One turn, scored: everything the agent, bench, trainer, organism and verl read about it.
+
+    Unmeasured numbers are NaN. ``valid`` is derived (correct and not hacked, as `EvalResult.valid`).
+    """
+
+    reward: float = 0.0
+    """The reward under the config's shape (`turn_reward`)."""
+    correct: bool = False
+    hacked: bool = False
+    """A hack counted by the request's verdict mode (`EvalResult.hacked`)."""
+    lazy: bool = False
+    """Valid, with the gym's lazy-optimization warning."""
+    coverage: float = NAN
+    """The coverage the reward pays for (`reward_coverage`); NaN when neither was measured (None or an
+    infinite value given here is stored as NaN, as is ``speedup``)."""
+    speedup: float = NAN
+    """NaN when not timed."""
+    outcome: Outcome = Outcome.UNPARSEABLE
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "coverage", measured(self.coverage))  # None or inf: NaN
+        object.__setattr__(self, "speedup", measured(self.speedup))
+        object.__setattr__(self, "outcome", Outcome(self.outcome))  # a stored label or the enum
+
+    @property
+    def valid(self) -> bool:
+        return self.correct and not self.hacked
+
+
+def outcome_of(result: EvalResult | None, policy_error: bool = False) -> Outcome:
+    """``policy_error``, ``unparseable`` (no result), ``hacked``, or the gym status."""
+    if policy_error:
+        return Outcome.POLICY_ERROR
+    if result is None:
+        return Outcome.UNPARSEABLE
+    return Outcome.HACKED if result.hacked else Outcome(result.status.value)
+
+
+def is_lazy(result: EvalResult) -> bool:
+    """Valid with the gym's lazy-optimization warning (the gym's threshold decides)."""
+    return bool(result.valid) and any(w.startswith(LAZY_TAG) for w in result.warnings)
+
+
+def score_turn(result: EvalResult | None, config: RewardConfig = RewardConfig(), *,
+               policy_error: bool = False) -> TurnScore:
+    """The score of one turn from its verdict (None: no code was evaluated)."""
+    return scored_as(result, turn_reward(result, config), outcome_of(result, policy_error))
+
+
+def scored_as(result: EvalResult | None, reward: float, outcome: Outcome | str) -> TurnScore:
+    """The score of a turn whose reward and outcome were recorded when it was scored (a turn read back
+    from JSON); every other field comes from the verdict, as in `score_turn`."""
+    if result is None:
+        return TurnScore(reward=float(reward), outcome=outcome)
+    return TurnScore(reward=float(reward), correct=bool(result.correct), hacked=bool(result.hacked),
+                     lazy=is_lazy(result), coverage=reward_coverage(result), speedup=result.speedup,
+                     outcome=outcome)

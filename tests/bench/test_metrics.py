@@ -2,15 +2,16 @@
 
 import pytest
 
-from drkernel.bench.metrics import SampleRecord, TurnOutcome, summarize
+from drkernel.bench.metrics import SampleRecord, summarize
+from drkernel.reward import Outcome, TurnScore
 
 
 def ok(speedup, lazy=False):
-    return TurnOutcome("correct", valid=True, correct=True, speedup=speedup, lazy=lazy)
+    return TurnScore(correct=True, speedup=speedup, lazy=lazy, outcome=Outcome.CORRECT)
 
 
-BAD = TurnOutcome("compile_error")
-HACK = TurnOutcome("hacked", correct=True, hacked=True, speedup=10.0)
+BAD = TurnScore(outcome=Outcome.COMPILE_ERROR)
+HACK = TurnScore(correct=True, hacked=True, speedup=10.0, outcome=Outcome.HACKED)
 
 # 4 samples, 2 problems (levels 1 and 2), 3 turns; sample D stopped after turn 1 (carried forward)
 SAMPLES = [

@@ -3,20 +3,22 @@ and a speedup histogram only when the run was timed. Metrics come from the real 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
-from drkernel.bench.metrics import SampleRecord, TurnOutcome, summarize
+from drkernel.bench.metrics import SampleRecord, summarize
 from drkernel.bench.report import fast_figure, outcome_shares, outcomes_figure, write_report
+from drkernel.reward import Outcome, TurnScore
 
-BROKEN = TurnOutcome(outcome="syntax_error")
-LAZY = TurnOutcome(outcome="correct", valid=True, correct=True, lazy=True, reward=0.5)
-GOLD = TurnOutcome(outcome="correct", valid=True, correct=True, reward=0.5)
+BROKEN = TurnScore(outcome=Outcome.SYNTAX_ERROR)
+LAZY = TurnScore(correct=True, lazy=True, reward=0.5, outcome=Outcome.CORRECT)
+GOLD = TurnScore(correct=True, reward=0.5, outcome=Outcome.CORRECT)
 
 
 def _metrics(speedup: float | None = None) -> dict:
-    gold = GOLD if speedup is None else TurnOutcome(**{**vars(GOLD), "speedup": speedup})
+    gold = GOLD if speedup is None else dataclasses.replace(GOLD, speedup=speedup)
     # Worked by hand, 4 samples: turn 1 = 2 broken, 2 lazy; turn 2 = 1 broken, 1 lazy, 2 gold.
     samples = [SampleRecord("p/a", 1, (BROKEN, BROKEN)), SampleRecord("p/b", 1, (BROKEN, gold)),
                SampleRecord("p/c", 1, (LAZY, LAZY)), SampleRecord("p/d", 1, (LAZY, gold))]

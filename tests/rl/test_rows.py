@@ -9,7 +9,7 @@ from drkernel.agent.episode import Episode, Turn
 from drkernel.errors import ConfigError
 from drkernel.gym.result import EvalResult, Hack, Status
 from drkernel.problems.problem import Problem
-from drkernel.reward import RewardConfig, turn_reward
+from drkernel.reward import RewardConfig, score_turn
 from drkernel.rl.rows import TurnRecord, collate, records_from_episodes
 
 PROBLEM = Problem(name="p", level=1, code="class Model: pass")
@@ -20,6 +20,7 @@ def _result(status=Status.CORRECT, **kw) -> EvalResult:
 
 
 def _turn(i, result, tokens=(5, 6), finish="stop", reward=RewardConfig()) -> Turn:
+    score = score_turn(result, reward, policy_error=finish == "error")  # what the episode runner stores
     return Turn(
         index=i,
         context=[],
@@ -30,7 +31,8 @@ def _turn(i, result, tokens=(5, 6), finish="stop", reward=RewardConfig()) -> Tur
         prompt_token_ids=[1, 2, 3],
         logprobs=[-0.5] * len(tokens),
         result=result,
-        reward=turn_reward(result, reward),  # what the episode runner stores
+        reward=score.reward,
+        outcome=score.outcome.value,
     )
 
 

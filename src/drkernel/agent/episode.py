@@ -18,7 +18,7 @@ from typing import Any
 
 from drkernel.agent.extract import extract_code, strip_thinking
 from drkernel.agent.feedback import extraction_feedback, result_feedback, truncate
-from drkernel.agent.policies.base import Completion, Message, Policy, SamplingParams
+from drkernel.agent.policies.base import Message, Policy, SamplingParams
 from drkernel.agent.prompts import PromptTemplates
 from drkernel.agent.tts import TTSConfig, select_window
 from drkernel.errors import ConfigError
@@ -26,7 +26,7 @@ from drkernel.gym.config import EvalConfig, EvalRequest
 from drkernel.gym.protocol import Evaluator
 from drkernel.gym.result import EvalResult
 from drkernel.problems.problem import Problem
-from drkernel.reward import RewardConfig, turn_reward
+from drkernel.reward import RewardConfig, TurnScore, score_turn, scored_as
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,9 @@ class EpisodeConfig:
 @dataclass
 class Turn:
     """One answer and its evaluation. ``messages`` is the prompt the answer was generated from;
-    ``context`` the indices of the earlier turns in it; ``feedback`` the user message that follows."""
+    ``context`` the indices of the earlier turns in it; ``feedback`` the user message that follows.
+    ``outcome`` and ``reward`` are the turn's `TurnScore` as stored (``score`` reads the rest off
+    ``result``)."""
 
     index: int
     context: list[int]
@@ -109,6 +111,11 @@ class Turn:
     feedback: str = ""
     gen_s: float = 0.0
     eval_s: float = 0.0
+
+    @property
+    def score(self) -> TurnScore:
+        """The turn's score (`drkernel.reward.score_turn`), from its stored reward and outcome."""
+        return scored_as(self.result, self.reward, self.outcome)
 
     @property
     def valid(self) -> bool:
@@ -186,18 +193,6 @@ def episode_id(problem: Problem, sample: int) -> str:
     return f"{problem.key}#{sample}"
 
 
-def outcome_of(completion: Completion, code: str | None, result: EvalResult | None) -> str:
-    """A turn's outcome label: ``policy_error``, ``unparseable``, ``hacked``, ``correct``, or the
-    gym status (``incorrect``, ``compile_error``, ...)."""
-    if completion.finish_reason == "error":
-        return "policy_error"
-    if code is None or result is None:
-        return "unparseable"
-    if result.hacked:
-        return "hacked"
-    return result.status.value
-
-
 def context_for(index: int, turns: Sequence[Turn], config: EpisodeConfig) -> list[int]:
     """Which earlier turns go into turn ``index``'s prompt."""
     if config.tts is not None and index >= config.tts.first_turns:
@@ -269,6 +264,7 @@ class EpisodeRunner:
         if completion.finish_reason == "length":
             feedback += "\nYour answer was cut off at the token limit: be more concise."
         text = truncate(feedback, self.config.feedback_max_chars)
+        score = score_turn(result, self.config.reward, policy_error=completion.finish_reason == "error")
         turn = Turn(
             index=index,
             context=context,
@@ -280,9 +276,9 @@ class EpisodeRunner:
             logprobs=completion.logprobs,
             code=extraction.code,
             extraction=extraction.method,
-            outcome=outcome_of(completion, extraction.code, result),
+            outcome=score.outcome.value,
             result=result,
-            reward=turn_reward(result, self.config.reward),
+            reward=score.reward,
             gen_s=gen_s,
             eval_s=eval_s,
             feedback=self.templates.feedback_message(text, instruction)["content"],

@@ -4,14 +4,13 @@
 imports matplotlib and ``io.write_parquet`` pyarrow when called.
 """
 
-from drkernel.bench.metrics import PS, SampleRecord, TurnOutcome, records_from_episodes, summarize
+from drkernel.bench.metrics import PS, SampleRecord, records_from_episodes, summarize
 from drkernel.bench.run import BenchConfig, make_evaluator, run_bench
 
 __all__ = [
     "PS",
     "BenchConfig",
     "SampleRecord",
-    "TurnOutcome",
     "make_evaluator",
     "records_from_episodes",
     "run_bench",

@@ -1,4 +1,5 @@
-"""Benchmark metrics (docs/METHOD.md section 2), as pure functions over per-sample turn outcomes.
+"""Benchmark metrics (docs/METHOD.md section 2), as pure functions over per-sample turn scores
+(`drkernel.reward.TurnScore`: the episode's own score of each turn, nothing re-derived here).
 
 Notation: a *sample* is one episode; its turns are t = 1..T. A turn counts for Fast@p when it is
 correct, not hacked (``valid``) and, for p > 0, its speedup is >= p.
@@ -7,16 +8,19 @@ correct, not hacked (``valid``) and, for p > 0, its speedup is >= p.
   stopped before turn t (early stop, policy error) carries its last turn forward.
 - Best-by-turn Fast@p at turn t: per sample the best speedup among its valid turns 1..t (a sample
   with no valid turn scores nothing), then the fraction with best >= p (p = 0: any valid turn).
-- Fast@p for p > 0 is None ("not measured") when no valid turn carries a speedup, i.e. the gym ran
-  without timing (CPU mode).
+- Fast@p for p > 0 is None ("not measured") when no valid turn carries a speedup (NaN in the score),
+  i.e. the gym ran without timing (CPU mode).
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from drkernel.reward import TurnScore
 
 if TYPE_CHECKING:
     from drkernel.agent.episode import Episode
@@ -25,66 +29,53 @@ PS: tuple[float, ...] = (0.0, 1.0, 1.2, 1.5, 2.0, 3.0)
 
 
 @dataclass(frozen=True)
-class TurnOutcome:
-    """What the metrics need from one turn."""
-
-    outcome: str  # "correct", "incorrect", "hacked", "unparseable", a gym status, ...
-    valid: bool = False  # correct and not hacked
-    correct: bool = False  # correct outputs (hacked or not)
-    hacked: bool = False
-    lazy: bool = False  # correct but flagged as lazy optimization
-    speedup: float | None = None
-    reward: float = 0.0
-
-
-@dataclass(frozen=True)
 class SampleRecord:
     """One sample (episode): its problem and its turns in order."""
 
     problem_key: str
     level: int
-    turns: tuple[TurnOutcome, ...]
+    turns: tuple[TurnScore, ...]
 
 
 def p_key(p: float) -> str:
     return f"fast@{p:g}"
 
 
-def turn_at(sample: SampleRecord, t: int) -> TurnOutcome | None:
+def turn_at(sample: SampleRecord, t: int) -> TurnScore | None:
     """Turn t (1-based), or the sample's last turn when it stopped earlier; None without turns."""
     if not sample.turns:
         return None
     return sample.turns[min(t, len(sample.turns)) - 1]
 
 
-def counts(turn: TurnOutcome | None, p: float) -> bool:
+def counts(turn: TurnScore | None, p: float) -> bool:
     if turn is None or not turn.valid:
         return False
-    return p == 0 or (turn.speedup is not None and turn.speedup >= p)
+    return p == 0 or turn.speedup >= p  # NaN (not timed) is below every p
 
 
 def timing_measured(samples: Iterable[SampleRecord]) -> bool:
-    return any(t.valid and t.speedup is not None for s in samples for t in s.turns)
+    return any(t.valid and math.isfinite(t.speedup) for s in samples for t in s.turns)
 
 
-def fast_at_p(turns: Sequence[TurnOutcome | None], p: float) -> float:
+def fast_at_p(turns: Sequence[TurnScore | None], p: float) -> float:
     """Fraction of ``turns`` (one per sample) that are valid with speedup >= p."""
     return sum(counts(t, p) for t in turns) / len(turns) if turns else 0.0
 
 
-def best_turn(sample: SampleRecord, t: int) -> TurnOutcome | None:
+def best_turn(sample: SampleRecord, t: int) -> TurnScore | None:
     """The valid turn among 1..t with the highest speedup (untimed counts as 0), None if none is valid."""
     valid = [x for x in sample.turns[:t] if x.valid]
-    return max(valid, key=lambda x: x.speedup or 0.0) if valid else None
+    return max(valid, key=lambda x: x.speedup if math.isfinite(x.speedup) else 0.0) if valid else None
 
 
 def _fast_table(
-    turns: Sequence[TurnOutcome | None], timed: bool, ps: Sequence[float]
+    turns: Sequence[TurnScore | None], timed: bool, ps: Sequence[float]
 ) -> dict[str, float | None]:
     return {p_key(p): (fast_at_p(turns, p) if p == 0 or timed else None) for p in ps}
 
 
-def _rate(turns: Sequence[TurnOutcome | None], attr: str) -> float:
+def _rate(turns: Sequence[TurnScore | None], attr: str) -> float:
     return sum(bool(t is not None and getattr(t, attr)) for t in turns) / len(turns) if turns else 0.0
 
 
@@ -93,7 +84,7 @@ def turn_summary(
 ) -> dict[str, Any]:
     """Per-turn metrics at turn t (1-based)."""
     turns = [turn_at(s, t) for s in samples]
-    outcomes = Counter(x.outcome if x is not None else "no_turn" for x in turns)
+    outcomes = Counter(x.outcome.value if x is not None else "no_turn" for x in turns)
     rewards = [x.reward for x in turns if x is not None]
     return {
         "turn": t,
@@ -129,7 +120,7 @@ def summarize(
         "turns": n_turns,
         "per_turn": [turn_summary(samples, t, timed, ps) for t in range(1, n_turns + 1)],
         "best_by_turn": [best_summary(samples, t, timed, ps) for t in range(1, n_turns + 1)],
-        "speedups": sorted(x.speedup for s in samples for x in s.turns if x.valid and x.speedup is not None),
+        "speedups": sorted(x.speedup for s in samples for x in s.turns if x.valid and math.isfinite(x.speedup)),
     }
     if by_level:
         groups: dict[int, list[SampleRecord]] = defaultdict(list)
@@ -141,27 +132,7 @@ def summarize(
     return out
 
 
-def _is_lazy(warnings: Sequence[str]) -> bool:
-    return any("lazy" in w.lower() for w in warnings)
-
-
 def records_from_episodes(episodes: Iterable[Episode]) -> list[SampleRecord]:
-    """Metric records of finished episodes."""
-    out = []
-    for ep in episodes:
-        turns = []
-        for t in ep.turns:
-            r = t.result
-            turns.append(
-                TurnOutcome(
-                    outcome=t.outcome,
-                    valid=t.valid,
-                    correct=bool(r is not None and r.correct),
-                    hacked=bool(r is not None and r.hacked),
-                    lazy=bool(r is not None and r.correct and _is_lazy(r.warnings)),
-                    speedup=r.speedup if r is not None else None,
-                    reward=t.reward,
-                )
-            )
-        out.append(SampleRecord(problem_key=ep.problem.key, level=ep.problem.level, turns=tuple(turns)))
-    return out
+    """Metric records of finished episodes: each turn's own score (``Turn.score``)."""
+    return [SampleRecord(problem_key=ep.problem.key, level=ep.problem.level,
+                         turns=tuple(t.score for t in ep.turns)) for ep in episodes]

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Sequence
 import torch
 
 from drkernel.errors import ConfigError
-from drkernel.reward import reward_coverage
+from drkernel.reward import TurnScore
 
 if TYPE_CHECKING:
     from drkernel.agent.episode import Episode
@@ -43,6 +43,15 @@ class TurnRecord:
     speedup: float = math.nan
     """NaN when not timed."""
 
+    @classmethod
+    def of(cls, group: int, traj: int, turn: int, prompt_ids: Sequence[int], completion_ids: Sequence[int],
+           rollout_logprobs: Sequence[float], score: TurnScore) -> "TurnRecord":
+        """The row of a scored turn: its reward and PRS inputs are the `TurnScore`'s."""
+        return cls(group=group, traj=traj, turn=turn, prompt_ids=tuple(prompt_ids),
+                   completion_ids=tuple(completion_ids), rollout_logprobs=tuple(rollout_logprobs),
+                   reward=score.reward, correct=score.correct, hacked=score.hacked,
+                   coverage=score.coverage, speedup=score.speedup)
+
     def __post_init__(self) -> None:
         if len(self.completion_ids) != len(self.rollout_logprobs):
             raise ValueError(
@@ -51,17 +60,13 @@ class TurnRecord:
             )
 
 
-def _nan_if_none(x: float | None) -> float:
-    return math.nan if x is None or not math.isfinite(x) else float(x)
-
-
 def records_from_episodes(episodes: Sequence["Episode"], samples_per_prompt: int) -> list[TurnRecord]:
     """Turn records of a step's episodes, listed in (problem, sample) order.
 
     Group = problem (consecutive blocks of ``samples_per_prompt`` episodes), trajectory = episode.
-    The reward is the turn's own ``Turn.reward``, scored once by `drkernel.reward.turn_reward` when
-    the turn was evaluated: the number trained on is the number logged in ``episodes.jsonl``. The PRS
-    coverage is `drkernel.reward.reward_coverage` (time coverage, else op coverage), the reward's own.
+    Each row reads the turn's `TurnScore` (``Turn.score``): the reward is the one scored by
+    `drkernel.reward.score_turn` when the turn was evaluated, so the number trained on is the number
+    logged in ``episodes.jsonl``; the PRS coverage is the reward's own (time coverage, else op coverage).
 
     Turns whose request failed (``finish_reason == "error"``) carry no tokens and are left out.
 
@@ -78,24 +83,9 @@ def records_from_episodes(episodes: Sequence["Episode"], samples_per_prompt: int
                     f"episode {episode.id} turn {turn.index} has no token ids or log-probs: "
                     "the rollout policy must return them to train (openai: token_ids=true)"
                 )
-            r = turn.result
-            correct, hacked = bool(r is not None and r.correct), bool(r is not None and r.hacked)
-            coverage = _nan_if_none(reward_coverage(r) if r is not None else None)
-            speedup = _nan_if_none(r.speedup if r is not None else None)
             records.append(
-                TurnRecord(
-                    group=traj // samples_per_prompt,
-                    traj=traj,
-                    turn=turn.index,
-                    prompt_ids=tuple(turn.prompt_token_ids),
-                    completion_ids=tuple(turn.token_ids),
-                    rollout_logprobs=tuple(turn.logprobs),
-                    reward=float(turn.reward),
-                    correct=correct,
-                    hacked=hacked,
-                    coverage=coverage,
-                    speedup=speedup,
-                )
+                TurnRecord.of(traj // samples_per_prompt, traj, turn.index, turn.prompt_token_ids,
+                              turn.token_ids, turn.logprobs, turn.score)
             )
     return records
 
