@@ -379,6 +379,9 @@ class Verdict(Message):
     inputs_changed: tuple[str, ...] | None = None
     retry_host: bool = False
     seconds: float | None = None
+    degenerate: str | None = None
+    """A trivial answer (zeros, a constant, an input) that meets the reference at the derived
+    tolerance (`drkernel.gym.judge.tolerance`): this trial cannot tell computing from not computing."""
 
     def to_header(self) -> dict[str, Any]:
         h = {k: v for k, v in super().to_header().items() if v is not None}
@@ -402,7 +405,8 @@ class Verdict(Message):
         return cls(_get(h, "passed", (bool,)), _text(h, "message", TEXT_CAP, truncate=True, default=""),
                    _number(h, "max_abs_err", None), _number(h, "max_rel_err", None), _number(h, "atol", None),
                    _number(h, "rtol", None), None if changed is None else tuple(changed),
-                   _get(h, "retry_host", (bool,), False), _number(h, "seconds", None))
+                   _get(h, "retry_host", (bool,), False), _number(h, "seconds", None),
+                   _text(h, "degenerate", TEXT_CAP, truncate=True, default=None))
 
 
 @_register

@@ -13,6 +13,10 @@ of 1/16 before the products cancel (measured on an H100, 2026-11-24: 7 of 41 bui
 there). So on both the judge also runs the reference with TF32 on and passes ``slack``: per output leaf,
 ``TF32_SLACK x max |ref_tf32 - ref|`` is added to the bound. A reference without matmuls has no
 slack (its TF32 run is identical), so a dropped term still fails there.
+
+Derived bounds: the judge passes ``bounds``, per output leaf the absolute term derived from the
+reference itself (`drkernel.gym.judge.tolerance`): the profile's atol, tightened where the
+reference's outputs are small next to it.
 """
 
 from __future__ import annotations
@@ -81,9 +85,11 @@ def tf32_slack(ref: Any, ref_tf32: Any) -> list[float]:
     return out
 
 
-def compare_outputs(out: Any, ref: Any, profile: str, slack: list[float] | None = None) -> Comparison:
+def compare_outputs(out: Any, ref: Any, profile: str, slack: list[float] | None = None,
+                    bounds: list[Any] | None = None) -> Comparison:
     """Compare a whole output tree; the first failing leaf decides the message. ``slack``: an absolute
-    allowance added per leaf (see the module docstring, TF32 slack)."""
+    allowance added per leaf (see the module docstring, TF32 slack); ``bounds``: per leaf, a
+    `drkernel.gym.judge.tolerance.LeafTolerance` (or None: the profile's tolerance)."""
     if isinstance(ref, (tuple, list)) != isinstance(out, (tuple, list)):
         return Comparison(False, message=f"output is a {type(out).__name__}, expected a {type(ref).__name__}")
     ref_leaves, out_leaves = _leaves(ref), _leaves(out)
@@ -92,7 +98,8 @@ def compare_outputs(out: Any, ref: Any, profile: str, slack: list[float] | None 
     worst_abs = worst_rel = 0.0
     atol = rtol = None
     for i, ((path, r), (_, o)) in enumerate(zip(ref_leaves, out_leaves)):
-        c = compare_leaf(o, r, profile, path, slack[i] if slack and i < len(slack) else 0.0)
+        bound = bounds[i] if bounds and i < len(bounds) else None
+        c = compare_leaf(o, r, profile, path, slack[i] if slack and i < len(slack) else 0.0, bound)
         if atol is None:
             atol, rtol = c.atol, c.rtol
         if not c.passed:
@@ -102,10 +109,11 @@ def compare_outputs(out: Any, ref: Any, profile: str, slack: list[float] | None 
     return Comparison(True, worst_abs, worst_rel, "", atol, rtol)
 
 
-def compare_leaf(out: Any, ref: Any, profile: str, path: str = "output", slack: float = 0.0) -> Comparison:
+def compare_leaf(out: Any, ref: Any, profile: str, path: str = "output", slack: float = 0.0,
+                 bound: Any = None) -> Comparison:
     if not isinstance(ref, torch.Tensor):
         return _compare_scalar(out, ref, profile, path)
-    atol, rtol = tolerance_for(profile, _dtype_name(ref))
+    atol, rtol = (bound.atol, bound.rtol) if bound is not None else tolerance_for(profile, _dtype_name(ref))
     if not isinstance(out, torch.Tensor):
         return Comparison(False, message=f"{path} is a {type(out).__name__}, expected a tensor", atol=atol, rtol=rtol)
     if tuple(out.shape) != tuple(ref.shape):

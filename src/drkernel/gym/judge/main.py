@@ -10,6 +10,7 @@ reference. Requests come one at a time from the orchestrator.
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import sys
 import time
@@ -21,6 +22,7 @@ import torch
 
 from drkernel.gym.harness import inputs as harness
 from drkernel.gym.judge.compare import TF32_OPS, compare_outputs, inputs_changed, tf32_slack
+from drkernel.gym.judge.tolerance import LeafTolerance, derive, to_double
 from drkernel.gym.harness.recorder import OpProfile, record_ops
 from drkernel.gym.verdict.coverage import base_name
 from drkernel.gym.harness import vmm
@@ -33,6 +35,10 @@ from drkernel.problems.problem import Problem
 from drkernel.problems.scaling import rewrite_constants, scale_for_cpu, second_size_overrides
 
 MODEL_CACHE = 4
+BOUND_CACHE = 256  # derived tolerances kept, per (code, input seed, weight seed, profile): a few floats each
+FP64_MAX_BYTES = 8 << 30
+"""Above this many bytes of float64 inputs and weights the judge skips the fp64 run (the profile's
+atol stands); the trivial answers are still tried."""
 IDLE_CACHE = 1 << 30  # bytes of cached, unallocated device memory the judge keeps between requests
 
 
@@ -43,8 +49,10 @@ class Judge:
         self.flags = harness.pin_backend_flags()
         self.models: OrderedDict[tuple[str, int], Any] = OrderedDict()
         self.refs: dict[str, OrderedDict[str, Any]] = {}
-        self.current: dict[str, tuple[int, Any, list[Any]]] = {}  # job -> (trial, outputs, post inputs)
+        self.current: dict[str, tuple[Any, ...]] = {}  # job -> (trial, outputs, post inputs, derived bounds)
         self.no_tf32: dict[str, bool] = {}  # reference code -> runs no op that TF32 changes (no slack)
+        self.bounds: OrderedDict[tuple[str, int, int, str], list[LeafTolerance | None]] = OrderedDict()
+        self.model64: tuple[tuple[str, int], Any] | None = None  # the last fp64 copy of a reference
         self.flusher = None
 
     def hello(self) -> dict[str, Any]:
@@ -119,6 +127,38 @@ class Judge:
             torch.cuda.synchronize(self.device)
         return out, args
 
+    def derived_bounds(self, h: CompareRequest, ref_out: Any, ref_inputs: list[Any]) -> list[LeafTolerance | None]:
+        """The per-leaf tolerance derived from the reference (`drkernel.gym.judge.tolerance`), cached per
+        problem, input seed and weight seed: one fp64 reference run per entry."""
+        key = (h.code, h.seed, h.weight_seed, h.profile)
+        if key not in self.bounds:
+            self.bounds[key] = derive(ref_out, self.run_reference64(h.code, h.seed, h.weight_seed), ref_inputs,
+                                      h.profile)
+            while len(self.bounds) > BOUND_CACHE:
+                self.bounds.popitem(last=False)
+        self.bounds.move_to_end(key)
+        return self.bounds[key]
+
+    def run_reference64(self, code: str, seed: int, weight_seed: int) -> Any | None:
+        """The reference in float64 on the same inputs and weights, or None where it cannot run so
+        (too large, a module that is not an ``nn.Module``, an op without a float64 kernel)."""
+        model = self.model(code, weight_seed)
+        args = harness.draw_inputs(self.reference(code), seed, self.device)
+        weights = list(model.parameters()) + list(model.buffers()) if isinstance(model, torch.nn.Module) else []
+        if not isinstance(model, torch.nn.Module) or 2 * harness.tensor_bytes(args + weights) > FP64_MAX_BYTES:
+            return None
+        try:
+            if self.model64 is None or self.model64[0] != (code, weight_seed):
+                self.model64 = None  # the previous copy goes before the next is made
+                self.model64 = ((code, weight_seed), copy.deepcopy(model).double())
+            with torch.no_grad():
+                out = self.model64[1](*to_double(args))
+        except Exception:  # noqa: BLE001 - any failure leaves the profile's atol in place
+            return None
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return out
+
     def slack(self, h: CompareRequest, ref_out: Any) -> list[float] | None:
         """TF32 slack (`drkernel.gym.judge.compare`) on a scaled or shifted trial of a profile that allows
         TF32: the reference run again with TF32 on, against itself. None elsewhere (CPU, plain trials)."""
@@ -145,7 +185,7 @@ class Judge:
             cur = None
             self.current.pop(job, None)
             out, post = self.run_reference(h.code, h.seed, h.weight_seed)
-            self.current[job] = cur = (trial, out, post)
+            self.current[job] = cur = (trial, out, post, self.derived_bounds(h, out, post))
         tree = h.tree
         post_tree = None
         if not h.tag:
@@ -156,7 +196,7 @@ class Judge:
                 raise ProtocolViolation("the post-run inputs are not a list")
         try:
             with self.staging(h, fds) as staging:
-                return self.compare_parts(h, tree, post_tree, blob, staging, cur[1], cur[2])
+                return self.compare_parts(h, tree, post_tree, blob, staging, cur[1], cur[2], cur[3])
         except VmmError as e:
             return Verdict(False, f"the staging buffer could not be mapped: {e}", retry_host=True)
 
@@ -167,14 +207,14 @@ class Judge:
         return vmm.imported(fds[0], h.staging or 0, self.device)
 
     def compare_parts(self, h: CompareRequest, tree: Any, post_tree: Any, blob: bytes, staging: Any,
-                      ref_out: Any, ref_post: Any) -> Verdict:
+                      ref_out: Any, ref_post: Any, bounds: list[LeafTolerance | None]) -> Verdict:
         """One part at a time, each copy dropped before the next: with multi-GB tensors the judge holds
         the reference's outputs and post-run inputs plus a single copied value, not the whole tree."""
         try:
             cand_out = decode_tree(tree, blob, self.device, staging)
         except (ProtocolViolation, KeyError, TypeError, ValueError, RuntimeError) as e:
             return Verdict(False, f"the solution's outputs could not be read: {e}")
-        c = compare_outputs(cand_out, ref_out, h.profile, self.slack(h, ref_out))
+        c = compare_outputs(cand_out, ref_out, h.profile, self.slack(h, ref_out), bounds)
         del cand_out
         changed = None
         if post_tree is not None:
@@ -182,8 +222,11 @@ class Judge:
                 changed = tuple(self.inputs_changed(post_tree["items"], blob, list(ref_post), staging))
             except (ProtocolViolation, KeyError, TypeError, ValueError, RuntimeError) as e:
                 return Verdict(False, f"the solution's post-run inputs could not be read: {e}")
+        degenerate = next((f"output leaf {i}: {b.degenerate}" if len(bounds) > 1 else b.degenerate
+                           for i, b in enumerate(bounds) if b and b.degenerate), None)
         return Verdict(bool(c.passed), str(c.message), *(None if x is None else float(x) for x in
-                                                        (c.max_abs_err, c.max_rel_err, c.atol, c.rtol)), changed)
+                                                        (c.max_abs_err, c.max_rel_err, c.atol, c.rtol)), changed,
+                       degenerate=degenerate)
 
     def inputs_changed(self, nodes: list[Any], blob: bytes, ref_post: list[Any], staging: Any) -> list[str]:
         """`compare.inputs_changed`, copying one post-run input at a time."""
