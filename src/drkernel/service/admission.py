@@ -5,13 +5,16 @@ integer constants, with the problem's CPU overrides on CPU, give the sizes of th
 ``get_inputs()`` builds; the job's footprint is a multiple of those bytes (the judge's inputs and
 reference outputs, the candidate's copies and outputs, the clones of timed calls) plus a fixed
 overhead for the CUDA context and the L2 flush buffer.
+
+The arithmetic is bounded: a constant whose value would pass ``MAX_STATIC_INT`` is unknown, so no
+reference can make the server compute a huge integer (repeated squaring) or store one SQLite
+cannot hold; the estimate itself is at most ``MAX_ESTIMATE_BYTES``.
 """
 
 from __future__ import annotations
 
 import ast
 import functools
-import math
 import operator
 
 from drkernel import pyast
@@ -20,6 +23,9 @@ from drkernel.gym.config import EvalRequest
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int64": 8, "int32": 4}
 FOOTPRINT_FACTOR = 6
 OVERHEAD_BYTES = 256 << 20
+MAX_STATIC_INT = 1 << 48
+"""Largest size constant read statically (2**48 elements is far past any device)."""
+MAX_ESTIMATE_BYTES = 1 << 62
 _TENSOR_MAKERS = {"randn", "rand", "randint", "zeros", "ones", "empty", "full", "randperm"}
 _OPS = {
     ast.Add: operator.add,
@@ -33,7 +39,7 @@ _OPS = {
 def _value(node: ast.AST, consts: dict[str, int | tuple]) -> int | tuple | None:
     """An int or a tuple of ints, from literals, module constants and + - * // **."""
     if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
-        return node.value
+        return _bounded(node.value)
     if isinstance(node, ast.Name):
         return consts.get(node.id)
     if isinstance(node, (ast.Tuple, ast.List)):
@@ -41,9 +47,18 @@ def _value(node: ast.AST, consts: dict[str, int | tuple]) -> int | tuple | None:
         return None if dims is None else tuple(dims)
     if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
         a, b = _value(node.left, consts), _value(node.right, consts)
-        if isinstance(a, int) and isinstance(b, int) and (not isinstance(node.op, ast.Pow) or 0 <= b <= 64):
-            return _OPS[type(node.op)](a, b)
+        if not (isinstance(a, int) and isinstance(b, int)):
+            return None
+        if isinstance(node.op, ast.Pow) and not (0 <= b <= 64 and (abs(a) <= 1 or a.bit_length() * b <= 64)):
+            return None
+        if isinstance(node.op, ast.FloorDiv) and b == 0:
+            return None
+        return _bounded(_OPS[type(node.op)](a, b))  # operands below 2**48: the result is small
     return None
+
+
+def _bounded(v: int) -> int | None:
+    return v if -MAX_STATIC_INT <= v <= MAX_STATIC_INT else None
 
 
 def _dims(args: list[ast.AST], consts: dict[str, int | tuple]) -> list[int] | None:
@@ -88,7 +103,12 @@ def _shape_elements(call: ast.Call, consts: dict[str, int | tuple]) -> int:
     elif name == "full":
         args = args[:1]
     dims = _dims(args, consts)
-    return math.prod(dims) if dims else 0
+    if not dims or any(d < 0 for d in dims):
+        return 0
+    total = 1
+    for d in dims:
+        total = min(total * d, MAX_STATIC_INT)
+    return total
 
 
 def estimate_device_bytes(request: EvalRequest) -> int:
@@ -99,7 +119,7 @@ def estimate_device_bytes(request: EvalRequest) -> int:
     elements = _input_elements(problem.code, overrides)
     if on_cpu and cfg.cpu_scale:
         elements = min(elements, cfg.cpu_element_budget)
-    return OVERHEAD_BYTES + FOOTPRINT_FACTOR * elements * DTYPE_BYTES.get(problem.dtype, 4)
+    return min(MAX_ESTIMATE_BYTES, OVERHEAD_BYTES + FOOTPRINT_FACTOR * elements * DTYPE_BYTES.get(problem.dtype, 4))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -110,10 +130,10 @@ def _input_elements(code: str, overrides: tuple[tuple[str, int], ...]) -> int:
     except SyntaxError:
         return 0
     consts = _module_constants(tree, dict(overrides))
-    return sum(
+    return min(MAX_STATIC_INT, sum(
         _shape_elements(node, consts)
         for fn in tree.body
         if isinstance(fn, ast.FunctionDef) and fn.name == "get_inputs"
         for node in ast.walk(fn)
         if isinstance(node, ast.Call)
-    )
+    ))

@@ -1,21 +1,28 @@
-"""The FastAPI app: KernelGym as a service, versioned under /v1 (OpenAPI docs at /docs, Prometheus
-metrics at /metrics).
+"""The FastAPI app: KernelGym as a service, versioned under /v1 (the OpenAPI schema at
+/openapi.json, a page of the routes at /docs that loads nothing from elsewhere, Prometheus metrics
+at /metrics).
 
 Every /v1 route but health belongs to an authenticated client (`gate.Gate`, before the body is
 read); a client sees and cancels only its own jobs (another's id is a 404). Request bodies are the
 bounded models of `schemas.request_models`, so no body reaches a worker with a value it cannot run.
+What costs CPU per request (building, hashing and storing a batch; reading many jobs) runs in a
+thread, not on the event loop every client shares; a client holds at most ``max_waits_per_client``
+long polls at once.
 """
 
+import html
 import logging
+import os
 import secrets
 import time
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Sequence
 
 from fastapi import APIRouter, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
@@ -36,11 +43,13 @@ from drkernel.service.schemas import (
     WaitIn,
     request_models,
 )
-from drkernel.service.store import IdempotencyConflict, JobStore, ServerLock, StoreError
+from drkernel.service.store import IdempotencyConflict, JobStore, Quota, QuotaExceeded, ServerLock, StoreError
 from drkernel.service.workers import WorkerHandle, local_workers
 
 log = logging.getLogger(__name__)
 LONG_POLL_ROUTES = frozenset({"/v1/jobs/{job_id}/wait", "/v1/jobs/wait"})
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+"""HTTP methods with a label of their own; any other token a client sends counts as ``other``."""
 
 
 def _make_handles(config: ServiceConfig) -> list[WorkerHandle]:
@@ -70,11 +79,23 @@ def ensure_clients(store: JobStore, config: ServiceConfig) -> Path | None:
         store.add_client_token("local", token)
     except ValueError as e:
         raise ConfigError(f"cannot register the server's token: {e}") from e
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.touch(mode=0o600)
-    path.chmod(0o600)
-    path.write_text(token + "\n")
+    write_secret(path, token + "\n")
     return path
+
+
+def write_secret(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` readable by its owner only: a fresh file (O_EXCL, mode 0600) renamed
+    over ``path``, so a symbolic link planted at ``path`` is replaced, never followed."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def create_app(config: ServiceConfig, handles: Sequence[WorkerHandle] | None = None) -> FastAPI:
@@ -111,6 +132,8 @@ def create_app(config: ServiceConfig, handles: Sequence[WorkerHandle] | None = N
         title="KernelGym",
         version=__version__,
         lifespan=lifespan,
+        docs_url=None,  # Swagger UI loads from a CDN: /docs is served here instead
+        redoc_url=None,
         description="Evaluate Triton solutions against PyTorch references: a durable job queue in "
         "front of per-device gym workers.",
     )
@@ -119,11 +142,34 @@ def create_app(config: ServiceConfig, handles: Sequence[WorkerHandle] | None = N
     app.include_router(api)
     app.add_api_route("/metrics", lambda: PlainTextResponse(metrics.render()), methods=["GET"],
                       summary="Prometheus metrics (no auth)", include_in_schema=True)
+    app.add_api_route("/docs", lambda: HTMLResponse(_docs_page(app.openapi())), methods=["GET"],
+                      include_in_schema=False)
     app.add_middleware(Gate, lookup=lookup, limiter=RateLimiter(config.rate_per_client, config.rate_burst),
-                       max_body=config.max_body_bytes)
+                       max_body=config.max_body_bytes, body_timeout_s=config.body_timeout_s)
     routes = [r for r in (*api.routes, *app.router.routes) if isinstance(getattr(r, "path", None), str)]
     app.add_middleware(_Timed, metrics=metrics, routes=routes)
     return app
+
+
+def _docs_page(schema: dict) -> str:
+    """The routes, their summaries and the bearer header, as plain HTML with no external asset
+    (an offline cluster sees it whole); the full schema is /openapi.json."""
+    rows = "".join(
+        f"<tr><td><code>{html.escape(method.upper())}</code></td><td><code>{html.escape(path)}</code></td>"
+        f"<td>{html.escape(op.get('summary', ''))}</td></tr>"
+        for path, ops in schema.get("paths", {}).items() for method, op in ops.items()
+    )
+    title = html.escape(f"{schema['info']['title']} {schema['info']['version']}")
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title></head><body>"
+        f"<h1>{title}</h1><p>{html.escape(schema['info'].get('description', ''))}</p>"
+        "<p>Every <code>/v1</code> route but health needs <code>Authorization: Bearer &lt;token&gt;</code>:"
+        "</p><pre>curl -H \"Authorization: Bearer $KERNELGYM_TOKEN\" http://HOST:PORT/v1/queue</pre>"
+        "<p>The OpenAPI schema (for any OpenAPI viewer or client generator): "
+        "<a href='/openapi.json'>/openapi.json</a></p>"
+        f"<table border='1' cellpadding='4'><tr><th>method</th><th>path</th><th>summary</th></tr>{rows}"
+        "</table></body></html>"
+    )
 
 
 class _Timed:
@@ -147,7 +193,9 @@ class _Timed:
             await self.app(scope, receive, sending)
         finally:
             route = self._route(scope)
-            labels = dict(route=route, method=scope.get("method", ""), status=str(code[0]))
+            method = scope.get("method", "")
+            labels = dict(route=route, method=method if method in METHODS else "other",
+                          status=str(code[0]) if 100 <= code[0] <= 599 else "other")
             hist = self.metrics.long_poll_seconds if route in LONG_POLL_ROUTES else self.metrics.http_seconds
             hist.observe(time.perf_counter() - t0, **labels)
             self.metrics.http_responses.inc(**labels)
@@ -178,6 +226,11 @@ def _install_handlers(app: FastAPI) -> None:
     @app.exception_handler(ConfigError)
     async def bad_config(_: Request, exc: ConfigError):
         return _error(422, "invalid_config", str(exc))
+
+    @app.exception_handler(QuotaExceeded)
+    async def over_quota(_: Request, exc: QuotaExceeded):
+        return JSONResponse({"error": "quota_exceeded", "detail": str(exc)}, status_code=429,
+                            headers={"Retry-After": "5"})
 
     @app.exception_handler(IdempotencyConflict)
     async def conflict(_: Request, exc: IdempotencyConflict):
@@ -212,6 +265,27 @@ _ERROR_NAMES = {
 }
 
 
+class WaitSlots:
+    """Long polls held open per client: `hold` raises a 429 past ``limit`` (event loop only)."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self._held: dict[str, int] = {}
+
+    @contextmanager
+    def hold(self, client: str):
+        if self._held.get(client, 0) >= self.limit:
+            raise HTTPException(429, f"client {client!r} holds max_waits_per_client={self.limit} long polls",
+                                headers={"Retry-After": "1"})
+        self._held[client] = self._held.get(client, 0) + 1
+        try:
+            yield
+        finally:
+            self._held[client] -= 1
+            if not self._held[client]:
+                del self._held[client]
+
+
 def _attach_gauges(metrics: ServiceMetrics, scheduler: Scheduler) -> None:
     def queue():
         return {(k,): float(v) for k, v in scheduler.store.counts().items() if k in ("queued", "running")}
@@ -242,32 +316,37 @@ def _router(config: ServiceConfig, catalog: ProblemCatalog) -> APIRouter:
     def sched(request: Request) -> Scheduler:
         return request.app.state.scheduler
 
-    def submit(request: Request, items: list, where) -> SubmitOut:
+    quota = Quota(config.max_queued_per_client, config.max_stored_bytes_per_client)
+    waits = WaitSlots(config.max_waits_per_client)
+
+    async def submit(request: Request, items: list, where) -> SubmitOut:
         s, client = sched(request), client_of(request.scope)
         served = s.devices()
-        reqs = [to_request(b, catalog, config.allow_custom_problems, served, where(i)) for i, b in enumerate(items)]
-        if s.store.active(client) + len(items) > config.max_queued_per_client:
-            raise HTTPException(
-                429, f"client {client!r} has max_queued_per_client={config.max_queued_per_client} jobs "
-                "queued or running", headers={"Retry-After": "5"})
-        subs = [Submission(q, b.idempotency_key, b.priority, client) for q, b in zip(reqs, items)]
-        out = s.submit(subs)
+
+        def store():  # in a thread: parsing, hashing and the SQLite transaction
+            reqs = [to_request(b, catalog, config.allow_custom_problems, served, where(i))
+                    for i, b in enumerate(items)]
+            subs = [Submission(q, b.idempotency_key, b.priority, client) for q, b in zip(reqs, items)]
+            return s.store.submit(s.new_jobs(subs), quota)
+
+        out = await run_in_threadpool(store)
+        s.accepted(out)
         return SubmitOut(jobs=[JobRef(id=j.id, status=j.status.value, cached=j.cached, created=c) for j, c in out])
 
     @r.post("/jobs", status_code=202, response_model=JobRef, summary="Submit one evaluation")
     async def submit_one(body: RequestIn, request: Request) -> JobRef:  # type: ignore[valid-type]
-        return submit(request, [body], lambda i: ("body",)).jobs[0]
+        return (await submit(request, [body], lambda i: ("body",))).jobs[0]
 
     @r.post("/jobs/batch", status_code=202, response_model=SubmitOut,
             summary="Submit a batch of evaluations (ids in request order)")
     async def submit_batch(body: BatchIn, request: Request) -> SubmitOut:  # type: ignore[valid-type]
         if len(body.requests) > config.max_batch:
             raise HTTPException(413, f"batch of {len(body.requests)} exceeds max_batch={config.max_batch}")
-        return submit(request, body.requests, lambda i: ("body", "requests", i))
+        return await submit(request, body.requests, lambda i: ("body", "requests", i))
 
     @r.get("/jobs/{job_id}", response_model=JobOut, summary="Status and result of a job")
     async def get_job(job_id: str, request: Request) -> JobOut:
-        job = sched(request).store.get(job_id, client_of(request.scope))
+        job = await run_in_threadpool(sched(request).store.get, job_id, client_of(request.scope))
         if job is None:
             raise HTTPException(404, "no such job")
         return JobOut.from_job(job)
@@ -278,7 +357,9 @@ def _router(config: ServiceConfig, catalog: ProblemCatalog) -> APIRouter:
         job_id: str, request: Request,
         timeout: float = Query(30.0, ge=0.0, allow_inf_nan=False, description="seconds"),
     ) -> JobOut:
-        jobs = await sched(request).wait([job_id], min(timeout, config.max_wait_s), client_of(request.scope))
+        client = client_of(request.scope)
+        with waits.hold(client):
+            jobs = await sched(request).wait([job_id], min(timeout, config.max_wait_s), client)
         if job_id not in jobs:
             raise HTTPException(404, "no such job")
         return JobOut.from_job(jobs[job_id])
@@ -288,7 +369,9 @@ def _router(config: ServiceConfig, catalog: ProblemCatalog) -> APIRouter:
     async def wait_many(body: WaitIn, request: Request) -> JobsOut:
         if len(body.ids) > config.max_batch:
             raise HTTPException(413, f"{len(body.ids)} ids exceed max_batch={config.max_batch}")
-        jobs = await sched(request).wait(body.ids, min(body.timeout, config.max_wait_s), client_of(request.scope))
+        client = client_of(request.scope)
+        with waits.hold(client):
+            jobs = await sched(request).wait(body.ids, min(body.timeout, config.max_wait_s), client)
         return JobsOut(
             jobs=[JobOut.from_job(jobs[i]) for i in body.ids if i in jobs],
             missing=[i for i in body.ids if i not in jobs],
@@ -297,7 +380,7 @@ def _router(config: ServiceConfig, catalog: ProblemCatalog) -> APIRouter:
     @r.delete("/jobs/{job_id}", response_model=JobOut,
               summary="Cancel a job that is not terminal yet (a running candidate is killed)")
     async def cancel(job_id: str, request: Request) -> JobOut:
-        job = sched(request).cancel(job_id, client_of(request.scope))
+        job = sched(request).cancel(job_id, client_of(request.scope))  # on the loop: it wakes waiters
         if job is None:
             raise HTTPException(404, "no such job")
         return JobOut.from_job(job)
@@ -309,10 +392,11 @@ def _router(config: ServiceConfig, catalog: ProblemCatalog) -> APIRouter:
         if s is None:
             return _error(503, "starting", "the service is starting")
         serving, total = s.serving_workers(), len(s.workers)
+        counts = await run_in_threadpool(s.store.counts)
         state = "ok" if serving == total else ("degraded" if serving else "down")
         out = HealthOut(
             status=state, version=__version__, workers_ready=serving, workers_total=total,
-            queue_depth=s.store.counts()["queued"], max_batch=config.max_batch,
+            queue_depth=counts["queued"], max_batch=config.max_batch,
             custom_problems=config.allow_custom_problems,
         )
         return JSONResponse(out.model_dump(), status_code=503 if state == "down" else 200)
@@ -323,7 +407,7 @@ def _router(config: ServiceConfig, catalog: ProblemCatalog) -> APIRouter:
 
     @r.get("/queue", response_model=QueueOut, summary="Jobs per status (the whole service)")
     async def queue(request: Request) -> QueueOut:
-        counts = sched(request).store.counts()
+        counts = await run_in_threadpool(sched(request).store.counts)
         return QueueOut(counts=counts, depth=counts["queued"])
 
     return r

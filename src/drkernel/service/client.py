@@ -19,6 +19,7 @@ import random
 import time
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Sequence
 
 import httpx
@@ -99,6 +100,10 @@ def _raise_for(response: httpx.Response) -> None:
         text = f"{body.get('error', '')}: {body.get('detail', '')}"
     except ValueError:
         text = response.text[:500]
+    if response.status_code == 401:
+        text += (f" (give the client's token with --token or ${TOKEN_ENV}: `drkernel gym token add NAME` "
+                 f"prints a new one; a single-user server on this machine writes its token to "
+                 f"{local_token_file()})")
     raise ServiceError(
         f"{response.request.method} {response.request.url.path} -> {response.status_code} {text}"
     )
@@ -115,9 +120,26 @@ class _Backoff:
 TOKEN_ENV = "KERNELGYM_TOKEN"
 
 
-def _headers(token: str | None) -> dict[str, str]:
-    """The bearer header; no ``token``: the one in ``$KERNELGYM_TOKEN`` (a service always wants one)."""
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+
+
+def local_token_file() -> Path:
+    """Where a single-user server with the default store writes its token."""
+    from drkernel.service.config import default_db_path
+
+    return Path(f"{default_db_path()}.token")
+
+
+def _headers(token: str | None, url: str) -> dict[str, str]:
+    """The bearer header; no ``token``: the one in ``$KERNELGYM_TOKEN``, else, for a server on this
+    machine (a loopback ``url``) alone, the token a single-user server wrote to `local_token_file`
+    (never sent anywhere else)."""
     token = token or os.environ.get(TOKEN_ENV)
+    if not token and httpx.URL(url).host in LOOPBACK:
+        try:
+            token = local_token_file().read_text().strip()
+        except OSError:
+            token = None
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
@@ -139,7 +161,7 @@ def _progress(total: int, enabled: bool, label: str):
 
 
 class ServiceClient:
-    """Synchronous client. ``url``: e.g. ``http://gym-host:8000``."""
+    """Synchronous client. ``url``: e.g. ``http://gym-host:8765``."""
 
     def __init__(
         self,
@@ -151,7 +173,7 @@ class ServiceClient:
         max_backoff_s: float = 5.0,
         poll_s: float = 2.0,
     ):
-        self._http = httpx.Client(base_url=url.rstrip("/"), headers=_headers(token), timeout=timeout_s)
+        self._http = httpx.Client(base_url=url.rstrip("/"), headers=_headers(token, url), timeout=timeout_s)
         self._backoff = _Backoff(retries, backoff_s, max_backoff_s)
         self.poll_s = poll_s
         self._max_batch: int | None = None
@@ -291,7 +313,7 @@ class AsyncServiceClient:
         max_backoff_s: float = 5.0,
         poll_s: float = 2.0,
     ):
-        self._http = httpx.AsyncClient(base_url=url.rstrip("/"), headers=_headers(token), timeout=timeout_s)
+        self._http = httpx.AsyncClient(base_url=url.rstrip("/"), headers=_headers(token, url), timeout=timeout_s)
         self._backoff = _Backoff(retries, backoff_s, max_backoff_s)
         self.poll_s = poll_s
         self._max_batch: int | None = None

@@ -2,21 +2,37 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Mapping
 
 from drkernel.config import from_mapping
 from drkernel.errors import ConfigError
 
 SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
+DEFAULT_PORT = 8765
+"""`drkernel gym serve`'s port (8000 is the OpenAI-compatible model server's, `agent serve-model`)."""
+
+
+def state_dir() -> Path:
+    """Where a server keeps its store, lock and single-user token by default: ``$XDG_STATE_HOME/
+    drkernel`` (``~/.local/state/drkernel``), outside any repository."""
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "drkernel"
+
+
+def default_db_path() -> str:
+    return str(state_dir() / "kernelgym.sqlite")
 
 
 @dataclass(frozen=True)
 class ServiceConfig:
     """How the KernelGym service runs."""
 
-    db_path: str = "kernelgym.sqlite"
-    """SQLite job store (WAL mode). The store is the source of truth: jobs survive a restart."""
+    db_path: str = field(default_factory=default_db_path)
+    """SQLite job store (WAL mode, created 0600). The store is the source of truth: jobs survive a
+    restart. Default: ``kernelgym.sqlite`` in `state_dir`."""
     sqlite_synchronous: str = "FULL"
     """SQLite ``synchronous`` pragma. FULL: an acknowledged job survives power loss; NORMAL: it
     survives a crash of the server process (not of the machine) at a lower commit cost."""
@@ -81,6 +97,21 @@ class ServiceConfig:
     """Requests per second a client may send on average (a token bucket); more are answered 429."""
     rate_burst: int = 200
     """Requests a client may send at once before the rate applies."""
+    max_waits_per_client: int = 8
+    """Long polls a client may hold open at once; more are answered 429."""
+    max_stored_bytes_per_client: int = 1 << 30
+    """Bytes of requests and results a client may keep in the store; submissions beyond are 429
+    until `retention_s` removes old jobs."""
+    retention_s: float = 7 * 24 * 3600.0
+    """Finished jobs (request, result) are removed this long after they finished."""
+    head_timeout_s: float = 10.0
+    """A connection must complete its request head this soon after it opens (or after its previous
+    response), or it is closed."""
+    body_timeout_s: float = 60.0
+    """A request body must arrive whole this soon after its head, or the request is answered 408."""
+    max_connections: int = 1000
+    """Open connections at most (lowered to what the descriptor limit allows); over it, the oldest
+    connection still waiting for its head is closed."""
     token_file: str | None = None
     """Single-user mode: where the generated token of client ``local`` is written (0600) when the
     store has no client yet and no ``token`` is given; None: ``<db_path>.token``."""
@@ -102,10 +133,14 @@ class ServiceConfig:
             "max_solution_bytes",
             "max_queued_per_client",
             "rate_burst",
+            "max_waits_per_client",
+            "max_stored_bytes_per_client",
+            "max_connections",
         ):
             if getattr(self, name) < 1:
                 problems.append(f"{name}={getattr(self, name)} (at least 1)")
-        for name in ("lease_s", "max_wait_s", "max_timeout_s", "rate_per_client"):
+        for name in ("lease_s", "max_wait_s", "max_timeout_s", "rate_per_client", "retention_s",
+                     "head_timeout_s", "body_timeout_s"):
             if getattr(self, name) <= 0:
                 problems.append(f"{name}={getattr(self, name)} (positive)")
         if problems:

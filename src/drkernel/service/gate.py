@@ -3,11 +3,13 @@ before a byte of the body is parsed.
 
 Order: the client is identified from its bearer token (401 otherwise, body unread), its request
 rate is checked (429 with ``Retry-After``), then the body is read up to the size limit (413 for a
-larger one, whether it declared its length or streamed it chunked) and replayed to the app.
+larger one, whether it declared its length or streamed it chunked) and within the body deadline (408
+for one still arriving then), and replayed to the app.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import math
 import threading
@@ -57,8 +59,10 @@ class Gate:
     """ASGI middleware: authentication, rate limit and body size (see the module docstring).
     ``lookup(token)`` names the client of a token (None: unknown)."""
 
-    def __init__(self, app, lookup: Callable[[str], str | None], limiter: RateLimiter, max_body: int):
+    def __init__(self, app, lookup: Callable[[str], str | None], limiter: RateLimiter, max_body: int,
+                 body_timeout_s: float = 60.0):
         self.app, self.lookup, self.limiter, self.max_body = app, lookup, limiter, max_body
+        self.body_timeout_s = body_timeout_s
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -74,7 +78,13 @@ class Gate:
                 return await _reply(send, 429, "rate_limited", f"request rate of client {client!r} exceeded",
                                     {"Retry-After": str(max(1, math.ceil(wait)))})
             scope[CLIENT_SCOPE_KEY] = client
-        body = await self._read_body(scope, receive)
+        try:
+            async with asyncio.timeout(self.body_timeout_s):
+                body = await self._read_body(scope, receive)
+        except TimeoutError:
+            return await _reply(send, 408, "request_timeout",
+                                f"the request body did not arrive within {self.body_timeout_s:g} s",
+                                {"Connection": "close"})
         if body is None:
             return await _reply(send, 413, "request_too_large", f"request body exceeds {self.max_body} bytes")
         replayed = False

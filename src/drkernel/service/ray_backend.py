@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from drkernel.errors import ConfigError, InfrastructureError
 from drkernel.service.config import ServiceConfig
-from drkernel.service.workers import JobThreads, WorkerUnavailable, build_evaluator, evaluator_info
+from drkernel.service.workers import JobThreads, WorkerUnavailable, answer_error, build_evaluator, evaluator_info
 
 
 class _EvaluatorActor:
@@ -78,7 +78,7 @@ class RayWorker:
         except ray.exceptions.RayError as e:
             raise InfrastructureError(f"Ray worker {self.name} call failed: {e}") from e
         if kind != "result":
-            raise InfrastructureError(f"evaluator on {self.name} raised {payload}")
+            raise answer_error(self.name, kind, payload)
         return payload
 
     async def cancel(self, job_id: str) -> None:

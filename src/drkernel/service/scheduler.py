@@ -7,7 +7,14 @@ renews the leases of jobs in flight and re-queues jobs whose lease lapsed. Outco
 * a result (whatever the solution did: correct, incorrect, crashed, timeout) -> ``done``, cached by
   content hash; a crashed or timed-out solution also triggers a canary check of its device;
 * our own failure (worker process lost, evaluator raised, worker hung, store error) -> re-queued
-  once, ``failed`` with its cause the second time; the worker is restarted and canaried.
+  once, ``failed`` with its cause the second time; the worker is restarted and canaried;
+* the problem's reference failed (`ReferenceFailed`: a custom reference that raises, say) ->
+  ``failed`` at once with error class ``reference_error``: the request's fault, not the device's, so
+  neither retried nor canaried.
+
+Jobs are keyed (for the result cache and for coalescing duplicates) by `request_key`: the problem as
+the judge runs it (code, level, dtype, CPU overrides, metadata), the solution, the config and the
+device model.
 
 Standard library only (no web stack): the GPU throughput benchmark drives it directly.
 """
@@ -15,6 +22,7 @@ Standard library only (no web stack): the GPU throughput benchmark drives it dir
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import time
@@ -29,13 +37,24 @@ from drkernel.service.admission import estimate_device_bytes
 from drkernel.service.canary import canary_passed, canary_request
 from drkernel.service.config import ServiceConfig
 from drkernel.service.metrics import ServiceMetrics
-from drkernel.service.store import Job, JobStatus, JobStore, NewJob, StoreError
-from drkernel.service.workers import WorkerHandle, WorkerUnavailable
+from drkernel.service.store import Job, JobStatus, JobStore, NewJob, Quota, StoreError
+from drkernel.service.workers import ReferenceFailed, WorkerHandle, WorkerUnavailable
 
 log = logging.getLogger(__name__)
 
 START_ATTEMPTS = 3
 WATCH_EVERY_S = 1.0
+_PROBLEM_IDENTITY = ("name", "source", "problem_id")  # names only: they do not change an evaluation
+
+
+def request_key(request: EvalRequest, device_name: str = "") -> str:
+    """The key of a request's evaluation on a device model: `EvalRequest.content_hash` and every
+    field of the problem that the judge or the verdict reads (its dtype, for one); the problem's
+    names are left out, so one reference under two names shares its results."""
+    problem = {k: v for k, v in request.problem.to_dict().items() if k not in _PROBLEM_IDENTITY}
+    h = hashlib.sha256(request.content_hash(device_name).encode())
+    h.update(json.dumps(problem, sort_keys=True, default=str).encode())
+    return h.hexdigest()
 
 
 class WorkerState(str, Enum):
@@ -162,14 +181,21 @@ class Scheduler:
     def cache_keys(self, request: EvalRequest) -> tuple[str, ...]:
         if not self.config.cache:
             return ()
-        return tuple(request.content_hash(m) for m in self.device_models())
+        return tuple(request_key(request, m) for m in self.device_models())
 
-    def submit(self, items: Sequence[Submission]) -> list[tuple[Job, bool]]:
-        """Store jobs (durably, before returning); cached ones are done at once."""
-        new = [
+    def submit(self, items: Sequence[Submission], quota: Quota | None = None) -> list[tuple[Job, bool]]:
+        """Store jobs (durably, before returning); cached ones are done at once. On the event loop:
+        the app runs `new_jobs` and the store in a thread, then `accepted` here."""
+        out = self.store.submit(self.new_jobs(items), quota)
+        self.accepted(out)
+        return out
+
+    def new_jobs(self, items: Sequence[Submission]) -> list[NewJob]:
+        """The store's records of ``items`` (serialised, hashed, estimated): any thread."""
+        return [
             NewJob(
                 request_json=json.dumps(s.request.to_dict()),
-                req_hash=s.request.content_hash(""),
+                req_hash=request_key(s.request),
                 est_bytes=estimate_device_bytes(s.request),
                 cache_keys=self.cache_keys(s.request),
                 request_id=s.request.request_id,
@@ -180,7 +206,9 @@ class Scheduler:
             )
             for s in items
         ]
-        out = self.store.submit(new)
+
+    def accepted(self, out: Sequence[tuple[Job, bool]]) -> None:
+        """Count stored jobs, answer waiters of the cached ones, wake the dispatcher (event loop)."""
         created = [job for job, is_new in out if is_new]
         self.metrics.submitted.inc(len(created))
         hits = [job.id for job in created if job.status is JobStatus.DONE]
@@ -188,7 +216,6 @@ class Scheduler:
             self.metrics.cache_hits.inc(len(hits), kind="submit")
             self._notify(hits)
         self.wake()
-        return out
 
     def cancel(self, job_id: str, client: str | None = None) -> Job | None:
         """Cancel a job of ``client`` (None: any); a running one has its candidate killed."""
@@ -207,27 +234,32 @@ class Scheduler:
         except Exception as e:  # noqa: BLE001 - the watchdog still bounds the job's slot
             log.warning("cancelling %s on %s failed: %s", job_id, w.handle.name, e)
 
-    async def wait(self, ids: Sequence[str], timeout: float, client: str | None = None) -> dict[str, Job]:
-        """Jobs by id once all are terminal or ``timeout`` passed (unknown ids, and those of another
-        client than ``client``, are left out)."""
-        loop = asyncio.get_running_loop()
-        futs = {i: loop.create_future() for i in ids}
-        for i, f in futs.items():
-            self._waiters.setdefault(i, set()).add(f)
-        try:
-            jobs = self.store.get_many(list(ids), client)
-            pending = [futs[i] for i, j in jobs.items() if not j.status.terminal]
-            if pending and timeout > 0:
-                await asyncio.wait(pending, timeout=timeout)
-                jobs.update(self.store.get_many([i for i, j in jobs.items() if not j.status.terminal], client))
-            return jobs
-        finally:
+    async def wait(self, ids: Sequence[str], timeout: float, client: str) -> dict[str, Job]:
+        """Jobs of ``client`` by id once all are terminal or ``timeout`` passed (unknown ids, and
+        those of other clients, are left out). Ownership is read first, without loading requests
+        or results: only the client's own unfinished jobs get a waiter, one future each."""
+        ids = list(dict.fromkeys(ids))
+        states = await asyncio.to_thread(self.store.states, ids, client)
+        pending = [i for i, s in states.items() if not s.terminal]
+        if pending and timeout > 0:
+            loop = asyncio.get_running_loop()
+            futs = {i: loop.create_future() for i in pending}
             for i, f in futs.items():
-                waiting = self._waiters.get(i)
-                if waiting is not None:
-                    waiting.discard(f)
-                    if not waiting:
-                        del self._waiters[i]
+                self._waiters.setdefault(i, set()).add(f)
+            try:
+                # a job that finished before its waiter was registered: read again after registering
+                again = await asyncio.to_thread(self.store.states, pending, client)
+                left = [futs[i] for i, s in again.items() if not s.terminal]
+                if left:
+                    await asyncio.wait(left, timeout=timeout)
+            finally:
+                for i, f in futs.items():
+                    waiting = self._waiters.get(i)
+                    if waiting is not None:
+                        waiting.discard(f)
+                        if not waiting:
+                            del self._waiters[i]
+        return await asyncio.to_thread(self.store.get_many, list(states), client)
 
     def _notify(self, ids: Sequence[str]) -> None:
         """Jobs reached a terminal state: count them and wake their waiters."""
@@ -367,6 +399,13 @@ class Scheduler:
                 self.metrics.errors.inc(len(reaped), error_class="lease_expired")
                 self._notify([i for i, s in reaped.items() if s is JobStatus.FAILED])
                 self.wake()
+            try:
+                purged = await asyncio.to_thread(self.store.purge, time.time() - self.config.retention_s)
+            except StoreError as e:
+                log.error("removing finished jobs past the retention time failed: %s", e)
+                continue
+            if purged:
+                log.info("removed %d job(s) finished more than %.0f s ago", purged, self.config.retention_s)
 
     async def _watch_loop(self) -> None:
         """Every second: a worker process that died (idle or busy) is restarted at once, and a
@@ -414,6 +453,8 @@ class Scheduler:
             )
         except WorkerUnavailable as e:
             self._give_back(w, job, str(e))
+        except ReferenceFailed as e:
+            self._reference_failed(job, str(e))
         except InfrastructureError as e:
             self._infra_failure(w, job, "evaluator_error" if w.handle.alive else "worker_lost", str(e))
         except asyncio.CancelledError:
@@ -450,7 +491,7 @@ class Scheduler:
         cache_key = None
         try:
             if self.config.cache:
-                cache_key = EvalRequest.from_dict(json.loads(job.request_json)).content_hash(w.device_name)
+                cache_key = request_key(EvalRequest.from_dict(json.loads(job.request_json)), w.device_name)
             fin = self.store.complete(job.id, job.claim, answer, cache_key)
         except (StoreError, ValueError, KeyError, TypeError) as e:
             self.metrics.errors.inc(error_class="store_error")
@@ -466,6 +507,16 @@ class Scheduler:
         if result.status in (Status.CRASHED, Status.TIMEOUT) and job.id not in w.cancelled:
             # (a cancelled job's candidate crashed because we killed it: no news of the device)
             self._begin_check(w, f"job {job.id} ended {result.status.value}")
+
+    def _reference_failed(self, job: Job, message: str) -> None:
+        log.info("job %s: the problem's reference failed: %s", job.id, message.splitlines()[0][:200])
+        self.metrics.errors.inc(error_class="reference_error")
+        try:
+            if self.store.reject(job.id, job.claim, "reference_error", message):
+                self._notify([job.id])
+        except StoreError as e:
+            self.metrics.errors.inc(error_class="store_error")
+            log.error("recording the failure of %s failed (its lease will lapse): %s", job.id, e)
 
     def _infra_failure(self, w: Worker, job: Job, error_class: str, message: str) -> None:
         log.warning("job %s: %s: %s", job.id, error_class, message)

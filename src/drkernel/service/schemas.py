@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal, Optional, Union, get_args, get_origi
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, StrictBool, StringConstraints, create_model
 
-from drkernel.gym.config import REFERENCE_MODES, TOLERANCE_PROFILES, VERDICT_MODES, EvalConfig
+from drkernel.gym.config import REFERENCE_MODES, TIMING_RULES, TOLERANCE_PROFILES, VERDICT_MODES, EvalConfig
 from drkernel.service.admission import DTYPE_BYTES
 from drkernel.service.config import ServiceConfig
 from drkernel.service.store import Job
@@ -50,6 +50,8 @@ def _config_bounds(limits: ServiceConfig) -> dict[str, dict[str, Any]]:
         "timing_target_rse": dict(gt=0.0, le=1.0),
         "timing_budget_ms": dict(ge=0.0, le=60_000.0),
         "timed_calls_min": dict(ge=1, le=calls),
+        "timing_rule": dict(choices=TIMING_RULES),
+        "timing_precision": dict(gt=0.0, lt=1.0),
         "reference": dict(choices=REFERENCE_MODES),
         "profile": {},
         "timeout_s": dict(gt=0.0, le=limits.max_timeout_s),

@@ -5,7 +5,13 @@ left running without counting the interrupted attempt. A worker's claim on a job
 fresh claim token and a lease; a result or failure is accepted only with the token of the current
 claim, so a late answer from a lapsed claim cannot overwrite a newer one. Every accepted job ends in
 a terminal state: ``done`` (with an `EvalResult`, whatever the solution did), ``failed`` (our own
-infrastructure failed ``max_attempts`` times; the cause is stored) or ``cancelled`` (by the client).
+infrastructure failed ``max_attempts`` times, or at once when the problem's reference itself failed;
+the cause is stored) or ``cancelled`` (by the client). Finished jobs are removed after the
+retention time (`purge`).
+
+Jobs are claimed fairly across clients: the client with the fewest jobs running goes first, then
+the next, round robin; a job's ``priority`` orders only its own client's jobs. A client's quota
+(`Quota`) bounds its jobs queued or running and the bytes of its stored requests and results.
 
 Duplicates cost nothing: a request whose content hash (problem, solution, config, device model) is
 in the cache is done at submission; while one job of a given request hash runs, its queued
@@ -15,6 +21,7 @@ duplicates are not claimed, and they are finished with its result when it comple
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import secrets
 import sqlite3
@@ -51,11 +58,15 @@ CREATE TABLE IF NOT EXISTS jobs (
     error_class TEXT,
     cached INTEGER NOT NULL DEFAULT 0,
     client TEXT NOT NULL DEFAULT '',
-    problem_key TEXT NOT NULL DEFAULT ''
+    problem_key TEXT NOT NULL DEFAULT '',
+    bytes INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS jobs_queue ON jobs (status, priority, seq);
+CREATE INDEX IF NOT EXISTS jobs_fair ON jobs (status, client, priority DESC, seq);
 CREATE INDEX IF NOT EXISTS jobs_req ON jobs (req_hash, status);
 CREATE INDEX IF NOT EXISTS jobs_client ON jobs (client, status);
+CREATE INDEX IF NOT EXISTS jobs_bytes ON jobs (client, bytes);
+CREATE INDEX IF NOT EXISTS jobs_finished ON jobs (finished);
 CREATE TABLE IF NOT EXISTS clients (
     name TEXT PRIMARY KEY,
     token_hash TEXT NOT NULL UNIQUE,
@@ -78,6 +89,7 @@ _COLUMNS = (
 _ADDED_COLUMNS = (
     ("client", "TEXT NOT NULL DEFAULT ''"),
     ("problem_key", "TEXT NOT NULL DEFAULT ''"),
+    ("bytes", "INTEGER NOT NULL DEFAULT 0"),
 )
 
 
@@ -107,6 +119,18 @@ class StoreError(InfrastructureError):
 
 class IdempotencyConflict(ValueError):
     """An idempotency key was reused for a different request."""
+
+
+class QuotaExceeded(ValueError):
+    """A submission would take its client past its `Quota` (nothing of it was stored)."""
+
+
+@dataclass(frozen=True)
+class Quota:
+    """What one client may hold in the store: jobs queued or running, bytes of requests and results."""
+
+    max_active: int
+    max_bytes: int
 
 
 @dataclass(frozen=True)
@@ -191,7 +215,7 @@ class JobStore:
         self.path = str(path)
         self.max_attempts = max_attempts
         if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            private_file(self.path)
         self._lock = threading.Lock()
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
         self._db.row_factory = sqlite3.Row
@@ -224,12 +248,31 @@ class JobStore:
 
     # -- submission ---------------------------------------------------------------------------
 
-    def submit(self, jobs: Sequence[NewJob]) -> list[tuple[Job, bool]]:
+    def submit(self, jobs: Sequence[NewJob], quota: Quota | None = None) -> list[tuple[Job, bool]]:
         """Store jobs atomically; returns ``(job, created)`` per input, in order. A known idempotency
-        key returns the existing job (``created`` False); reusing it for another request raises."""
-        return self._tx(self._submit, jobs)
+        key returns the existing job (``created`` False); reusing it for another request raises.
+        With ``quota``, `QuotaExceeded` when the jobs would take a client past it."""
+        return self._tx(self._submit, jobs, quota)
 
-    def _submit(self, db: sqlite3.Connection, jobs: Sequence[NewJob]) -> list[tuple[Job, bool]]:
+    @staticmethod
+    def _check_quota(db: sqlite3.Connection, jobs: Sequence[NewJob], quota: Quota) -> None:
+        for client in {nj.client for nj in jobs}:
+            mine = [nj for nj in jobs if nj.client == client]
+            active, stored = db.execute(
+                "SELECT (SELECT COUNT(*) FROM jobs WHERE client = ? AND status IN ('queued', 'running')), "
+                "(SELECT COALESCE(SUM(bytes), 0) FROM jobs WHERE client = ?)", (client, client)).fetchone()
+            if active + len(mine) > quota.max_active:
+                raise QuotaExceeded(f"client {client!r} has max_queued_per_client={quota.max_active} jobs "
+                                    "queued or running")
+            if stored + sum(len(nj.request_json) for nj in mine) > quota.max_bytes:
+                raise QuotaExceeded(f"client {client!r} stores {stored} bytes of jobs; "
+                                    f"max_stored_bytes_per_client={quota.max_bytes} (finished jobs "
+                                    "are removed after the retention time)")
+
+    def _submit(self, db: sqlite3.Connection, jobs: Sequence[NewJob], quota: Quota | None = None
+                ) -> list[tuple[Job, bool]]:
+        if quota is not None:
+            self._check_quota(db, jobs, quota)
         now = time.time()
         out = []
         for nj in jobs:
@@ -249,8 +292,8 @@ class JobStore:
             status = JobStatus.DONE if hit is not None else JobStatus.QUEUED
             db.execute(
                 "INSERT INTO jobs (id, idem_key, req_hash, request, request_id, est_bytes, priority, "
-                "status, created, started, finished, result, cached, client, problem_key) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                "status, created, started, finished, result, cached, client, problem_key, bytes) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     job_id,
                     idem,
@@ -267,6 +310,7 @@ class JobStore:
                     int(hit is not None),
                     nj.client,
                     nj.problem_key,
+                    len(nj.request_json) + len(hit or ""),
                 ),
             )
             out.append((self._get(db, job_id), True))
@@ -283,18 +327,35 @@ class JobStore:
     # -- claims -------------------------------------------------------------------------------
 
     def claim(self, worker: str, n: int, budget_bytes: int, idle: bool, lease_s: float) -> list[Job]:
-        """Claim up to ``n`` queued jobs for ``worker`` (oldest first within priority) whose estimated
+        """Claim up to ``n`` queued jobs for ``worker`` (in `_fair_order`) whose estimated
         bytes fit ``budget_bytes`` together; an ``idle`` worker also takes one job larger than its
         budget, so no job waits forever. Skips jobs whose duplicate is already running. A retried
         job (attempts > 0) is claimed only by an idle worker, and alone."""
         return self._tx(self._claim, worker, n, budget_bytes, idle, lease_s)
 
+    @staticmethod
+    def _fair_order(db: sqlite3.Connection, per_client: int) -> list[sqlite3.Row]:
+        """Queued jobs that may run now (no duplicate running), fair across clients: the r-th job
+        (by priority, then age) of a client with k jobs running sorts by ``(k + r, seq)``, so the
+        client running least goes first and clients then alternate; ``priority`` orders a client's
+        own jobs only. Reads ``per_client`` jobs of each client with queued jobs."""
+        running = dict(db.execute(
+            "SELECT client, COUNT(*) FROM jobs WHERE status = 'running' GROUP BY client").fetchall())
+        clients = [r[0] for r in db.execute(
+            "WITH RECURSIVE c(client) AS (SELECT MIN(client) FROM jobs WHERE status = 'queued' "
+            "UNION ALL SELECT (SELECT MIN(client) FROM jobs WHERE status = 'queued' AND client > c.client) "
+            "FROM c WHERE c.client IS NOT NULL) SELECT client FROM c WHERE client IS NOT NULL")]
+        ranked = []
+        for client in clients:
+            rows = db.execute(
+                "SELECT id, est_bytes, req_hash, attempts, seq FROM jobs WHERE status = 'queued' AND client = ? "
+                "AND req_hash NOT IN (SELECT req_hash FROM jobs WHERE status = 'running') "
+                "ORDER BY priority DESC, seq LIMIT ?", (client, per_client)).fetchall()
+            ranked.extend(((running.get(client, 0) + r, row["seq"]), row) for r, row in enumerate(rows))
+        return [row for _, row in sorted(ranked, key=lambda kr: kr[0])]
+
     def _claim(self, db, worker, n, budget_bytes, idle, lease_s) -> list[Job]:
-        rows = db.execute(
-            "SELECT id, est_bytes, req_hash, attempts FROM jobs WHERE status = 'queued' AND req_hash NOT IN "
-            "(SELECT req_hash FROM jobs WHERE status = 'running') ORDER BY priority DESC, seq LIMIT ?",
-            (max(4 * n, 64),),
-        ).fetchall()
+        rows = self._fair_order(db, max(4 * n, 16))
         chosen, hashes, used = [], set(), 0
         for r in rows:
             if len(chosen) == n:
@@ -344,9 +405,9 @@ class JobStore:
         now = time.time()
         cur = db.execute(
             "UPDATE jobs SET status = 'done', result = ?, finished = ?, claim = NULL, "
-            "lease_until = NULL, error = NULL, error_class = NULL "
+            "lease_until = NULL, error = NULL, error_class = NULL, bytes = bytes + ? "
             "WHERE id = ? AND claim = ? AND status = 'running'",
-            (result_json, now, job_id, claim),
+            (result_json, now, len(result_json), job_id, claim),
         )
         if cur.rowcount != 1:
             # A stale claim (a cancelled job whose candidate was killed, a lapsed lease): its
@@ -365,8 +426,9 @@ class JobStore:
             )
         ]
         db.executemany(
-            "UPDATE jobs SET status = 'done', result = ?, finished = ?, started = ?, cached = 1 WHERE id = ?",
-            [(result_json, now, now, d) for d in dups],
+            "UPDATE jobs SET status = 'done', result = ?, finished = ?, started = ?, cached = 1, "
+            "bytes = bytes + ? WHERE id = ?",
+            [(result_json, now, now, len(result_json), d) for d in dups],
         )
         return Finished(ids=[job_id, *dups], current=True)
 
@@ -397,6 +459,26 @@ class JobStore:
             (time.time(), f"{message} (attempt {attempts} of {self.max_attempts})", error_class, job_id),
         )
         return JobStatus.FAILED
+
+    def reject(self, job_id: str, claim: str, error_class: str, message: str) -> bool:
+        """The job cannot run as asked (its problem's reference failed): ``failed`` at once, neither
+        retried nor cached. False when the claim is no longer current."""
+        return self._tx(lambda db: db.execute(
+            "UPDATE jobs SET status = 'failed', claim = NULL, lease_until = NULL, finished = ?, error = ?, "
+            "error_class = ? WHERE id = ? AND claim = ? AND status = 'running'",
+            (time.time(), message, error_class, job_id, claim)).rowcount == 1)
+
+    def purge(self, finished_before: float) -> int:
+        """Remove jobs that finished before ``finished_before`` (and cache entries made before it);
+        returns how many jobs were removed."""
+
+        def fn(db):
+            n = db.execute("DELETE FROM jobs WHERE finished < ? AND status IN ('done', 'failed', 'cancelled')",
+                           (finished_before,)).rowcount
+            db.execute("DELETE FROM cache WHERE created < ?", (finished_before,))
+            return n
+
+        return self._tx(fn)
 
     def reap_expired(self) -> dict[str, JobStatus]:
         """Jobs whose lease lapsed (their holder died or hung): re-queued or failed, by attempts."""
@@ -508,7 +590,21 @@ class JobStore:
             raise ValueError(f"client {name!r} cannot be added: {e}") from e
 
     def remove_client(self, name: str) -> bool:
-        return self._tx(lambda db: db.execute("DELETE FROM clients WHERE name = ?", (name,)).rowcount == 1)
+        """Remove client ``name``: its token stops working, and its jobs (kept until the retention
+        time) are retired under a name no client can take, so a client later registered as
+        ``name`` sees none of them. False when there is no such client."""
+
+        def fn(db):
+            if db.execute("DELETE FROM clients WHERE name = ?", (name,)).rowcount != 1:
+                return False
+            retired = f"{name}\0removed\0{uuid.uuid4().hex}"
+            db.execute(
+                "UPDATE jobs SET client = ?, idem_key = CASE WHEN idem_key IS NULL THEN NULL "
+                "ELSE ? || substr(idem_key, ?) END WHERE client = ?",
+                (retired, retired, len(name) + 1, name))
+            return True
+
+        return self._tx(fn)
 
     def clients(self) -> list[str]:
         return self._tx(lambda db: [r["name"] for r in db.execute("SELECT name FROM clients ORDER BY name")])
@@ -534,6 +630,20 @@ class JobStore:
         """The job (None when unknown, or owned by another client than ``client``)."""
         job = self._tx(self._get, job_id)
         return None if job is None or (client is not None and job.client != client) else job
+
+    def states(self, ids: Sequence[str], client: str) -> dict[str, JobStatus]:
+        """Statuses of the jobs of ``client`` among ``ids`` (others and unknown ids left out): a
+        small read, no request or result is loaded."""
+
+        def fn(db):
+            out = {}
+            for i in range(0, len(ids), 500):
+                chunk = list(ids[i : i + 500])
+                q = f"SELECT id, status FROM jobs WHERE client = ? AND id IN ({','.join('?' * len(chunk))})"
+                out.update({r["id"]: JobStatus(r["status"]) for r in db.execute(q, [client, *chunk])})
+            return out
+
+        return self._tx(fn)
 
     def get_many(self, ids: Sequence[str], client: str | None = None) -> dict[str, Job]:
         """Jobs by id; ids unknown (or of another client than ``client``) are left out."""
@@ -568,6 +678,29 @@ class JobStore:
         )
 
 
+def private_file(path: str | Path) -> None:
+    """Create ``path`` (and its folder) readable by its owner only, or make an existing one so,
+    with SQLite's WAL and shared-memory files beside it (SQLite gives new ones the store's mode).
+    A symbolic link at ``path`` is refused (`StoreError`), not followed."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError as e:
+        raise StoreError(f"job store {path}: {e}") from e
+    try:
+        if os.fstat(fd).st_uid == os.getuid():
+            os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+    for extra in (Path(f"{path}-wal"), Path(f"{path}-shm")):
+        try:
+            if not extra.is_symlink() and extra.stat().st_uid == os.getuid():
+                extra.chmod(0o600)
+        except FileNotFoundError:
+            pass
+
+
 class StoreLocked(InfrastructureError):
     """Another server holds this store."""
 
@@ -586,7 +719,7 @@ class ServerLock:
         import os
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

@@ -24,7 +24,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping, Protocol
 
-from drkernel.errors import ConfigError, InfrastructureError
+from drkernel.errors import ConfigError, DrKernelError, InfrastructureError, JudgeError
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +69,18 @@ class WorkerHandle(Protocol):
 class WorkerUnavailable(InfrastructureError):
     """The worker was not running when a request was sent: the job never reached it (no attempt
     is spent on it)."""
+
+
+class ReferenceFailed(DrKernelError):
+    """The judge could not build or run the problem's reference: the request's fault (a custom
+    reference that raises), not the worker's; the job fails at once, with no retry or canary."""
+
+
+def answer_error(worker: str, kind: str, payload: str) -> Exception:
+    """The exception for a worker's answer that is not a result (``kind`` of `run_one`)."""
+    if kind == "reference_error":
+        return ReferenceFailed(f"the problem's reference failed: {payload}")
+    return InfrastructureError(f"evaluator on {worker} raised {payload}")
 
 
 class JobThreads:
@@ -134,18 +146,27 @@ def evaluator_info(evaluator, device: str) -> dict[str, Any]:
 
 
 def run_one(evaluator, request_json: str) -> tuple[str, str]:
-    """Evaluate one request inside a worker: ``("result", EvalResult JSON)`` or ``("error", text)``.
-    The evaluator returns a result for every bad solution; an exception is our own failure."""
+    """Evaluate one request inside a worker: ``("result", EvalResult JSON)``, ``("reference_error",
+    text)`` when the judge could not run the problem's reference (`JudgeError`), or ``("error",
+    text)``. The evaluator returns a result for every bad solution; another exception is our own
+    failure."""
     from drkernel.gym.config import EvalRequest
 
     try:
         return "result", evaluator.evaluate(EvalRequest.from_dict(json.loads(request_json))).to_json()
+    except JudgeError as e:
+        return "reference_error", public_first_line(e)
     except Exception as e:  # noqa: BLE001 - any exception here is an infrastructure failure, reported
         # The traceback stays in the worker's log; the job's error (which its client reads) gets
         # the exception's type and first line only.
         log.error("evaluation failed:\n%s", traceback.format_exc(limit=8))
-        first = str(e).splitlines()[0][:300] if str(e) else ""
-        return "error", f"{type(e).__name__}: {first}"
+        return "error", public_first_line(e)
+
+
+def public_first_line(e: BaseException) -> str:
+    """An exception's type and first line (at most 300 characters): what a job's error shows."""
+    first = str(e).splitlines()[0][:300] if str(e) else ""
+    return f"{type(e).__name__}: {first}"
 
 
 def _worker_main(
@@ -298,7 +319,7 @@ class LocalWorker:
         if kind == "result":
             fut.set_result(payload)
         else:
-            fut.set_exception(InfrastructureError(f"evaluator on {self.name} raised {payload}"))
+            fut.set_exception(answer_error(self.name, kind, payload))
 
     @staticmethod
     def _fail_all(pending: dict[str, asyncio.Future], err: str) -> None:

@@ -1,0 +1,129 @@
+"""The HTTP server in front of the app: uvicorn's h11 protocol with deadlines and a connection cap.
+
+What a client that never finishes a request can hold, before any token is read:
+
+* a connection whose request head is not complete ``head_timeout_s`` after it opened (or after its
+  previous response) is closed: a slow or silent client keeps no socket (the body has a deadline of
+  its own in `gate.Gate`);
+* at most ``max_connections`` connections are open; a new one over the cap evicts the oldest
+  connection that is still waiting for its request head (never one whose request is being
+  served), and is itself refused when none is waiting. So half-open connections cannot lock
+  others out: a client that sends its head at once is served;
+* a request head is at most ``MAX_HEAD_BYTES`` (h11 answers 400 beyond).
+
+The listening socket is bound before the app starts, so a busy port fails before any device
+worker is started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import resource
+import socket
+import time
+from typing import Any
+
+import h11
+from uvicorn.config import Config
+from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.server import Server
+
+log = logging.getLogger(__name__)
+
+MAX_HEAD_BYTES = 16 * 1024
+FD_RESERVE = 256
+"""Descriptors kept for the store, the workers' pipes and logs (not given to connections)."""
+
+
+class GuardedH11(H11Protocol):
+    """`H11Protocol` with a deadline on each request head and the connection cap (module docstring).
+    The limits are class attributes set by `bind_protocol`."""
+
+    head_timeout_s: float = 10.0
+    max_connections: int = 1000
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm_head_deadline()
+        if len(self.connections) > self.max_connections:
+            self._make_room()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._arm_head_deadline()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        timer = getattr(self, "_head_timer", None)
+        if timer is not None:
+            timer.cancel()
+        super().connection_lost(exc)
+
+    @property
+    def waiting_for_head(self) -> bool:
+        return self.conn.their_state is h11.IDLE
+
+    def _arm_head_deadline(self) -> None:
+        timer = getattr(self, "_head_timer", None)
+        if timer is not None:
+            timer.cancel()
+        self.head_since = time.monotonic()
+        self._head_timer = self.loop.call_later(self.head_timeout_s, self._head_deadline)
+
+    def _head_deadline(self) -> None:
+        if self.waiting_for_head and not self.transport.is_closing():
+            self.transport.close()
+
+    def _make_room(self) -> None:
+        """Close the oldest connection still waiting for its head; this one when none is."""
+        waiting = [c for c in self.connections if isinstance(c, GuardedH11) and c is not self
+                   and c.waiting_for_head and not c.transport.is_closing()]
+        victim = min(waiting, key=lambda c: c.head_since, default=self)
+        victim.transport.close()
+
+
+def bind_protocol(head_timeout_s: float, max_connections: int) -> type[GuardedH11]:
+    """A `GuardedH11` subclass with these limits; ``max_connections`` is lowered to what this
+    process's descriptor limit allows (raised to its hard limit first)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        want = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+            soft = want
+        except (ValueError, OSError):
+            pass
+    cap = max(16, min(max_connections, soft - FD_RESERVE))
+    if cap < max_connections:
+        log.warning("connection cap lowered to %d by the descriptor limit (%d)", cap, soft)
+    return type("BoundGuardedH11", (GuardedH11,), {"head_timeout_s": head_timeout_s, "max_connections": cap})
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """The bound, listening socket; `OSError` (``EADDRINUSE``) when the port is taken."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def run(app: Any, sock: socket.socket, head_timeout_s: float, max_connections: int,
+        log_level: str = "info") -> None:
+    """Serve ``app`` on the bound ``sock`` until a signal stops it."""
+    config = Config(
+        app,
+        http=bind_protocol(head_timeout_s, max_connections),
+        log_level=log_level.lower(),
+        timeout_keep_alive=5,
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
+        ws="none",
+        lifespan="on",
+    )
+    Server(config).run(sockets=[sock])
