@@ -14,16 +14,17 @@ from rich.console import Console
 from rich.table import Table
 
 from drkernel.errors import ConfigError, DrKernelError, ServiceError
+from drkernel.service.config import DEFAULT_PORT, default_db_path
 
 console = Console(stderr=True)
-DEFAULT_URL = "http://127.0.0.1:8000"
+DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
 
 
 def serve(
     host: str = typer.Option("127.0.0.1", help="interface to bind"),
-    port: int = typer.Option(8000, help="port to bind"),
+    port: int = typer.Option(DEFAULT_PORT, help="port to bind"),
     db: Path = typer.Option(
-        Path("kernelgym.sqlite"), "--db", help="SQLite job store (WAL); survives restarts"
+        Path(default_db_path()), "--db", help="SQLite job store (WAL, 0600); survives restarts"
     ),
     devices: str = typer.Option("auto", help="auto, cpu:N or cuda:0,cuda:1 (local workers)"),
     evaluator: str = typer.Option(
@@ -70,8 +71,7 @@ def serve(
     """Run the KernelGym service (HTTP API, job store, device workers)."""
     import logging
 
-    import uvicorn
-
+    from drkernel.service import http_server
     from drkernel.service.app import create_app
     from drkernel.service.config import ServiceConfig
     from drkernel.service.store import ServerLock
@@ -107,9 +107,13 @@ def serve(
             rate_burst=rate_burst,
         )
         ServerLock(config.db_path).acquire().release()  # a clear error before anything starts
+        sock = http_server.listen(host, port)  # a busy port fails before any worker starts
         app = create_app(config)
     except (DrKernelError, json.JSONDecodeError) as e:
         console.print(f"[red]error:[/] {e}")
+        raise typer.Exit(2)
+    except OSError as e:
+        console.print(f"[red]error:[/] cannot listen on {host}:{port}: {e.strerror or e} (choose another --port)")
         raise typer.Exit(2)
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if unsafe_no_sandbox:
@@ -119,7 +123,7 @@ def serve(
     console.print(f"KernelGym service on http://{host}:{port} (docs at /docs), store {db}")
     if token is None:
         console.print(f"clients: tokens of `drkernel gym token add`, or the token in {config.db_path}.token")
-    uvicorn.run(app, host=host, port=port, log_level=log_level.lower())
+    http_server.run(app, sock, config.head_timeout_s, config.max_connections, log_level)
 
 
 def submit(
@@ -261,7 +265,7 @@ def _job_status(client, job_ids: list[str], as_json: bool, out: Console) -> None
 
 
 token_app = typer.Typer(no_args_is_help=True, help="Clients of a service and their bearer tokens.")
-DB_OPTION = typer.Option(Path("kernelgym.sqlite"), "--db", help="the service's SQLite job store")
+DB_OPTION = typer.Option(Path(default_db_path()), "--db", help="the service's SQLite job store")
 
 
 @token_app.command("add")
