@@ -232,3 +232,60 @@ def test_contract_text_renders_every_rule_and_the_allowed_imports():
 def test_one_analysis_per_source():
     src = HEADER + "x = 1\n"
     assert analyze(src) is analyze(src)
+
+
+# --- Modules reached as attributes, private names, code in strings -------------------------------
+
+@pytest.mark.parametrize("snippet", [
+    "import typing\nm = typing.sys.modules",
+    "import dataclasses\nos = dataclasses.sys.modules['os']",
+    "import contextlib\ncontextlib.os.open('x', 0)",
+    "f = torch.os.system",
+    "data = F.np.load('weights.npy')",                      # torch.nn.functional's numpy
+    "im = F.importlib.import_module('o' + 's')",
+    "import typing\ng = typing.operator.attrgetter('weight')",
+    "from typing import sys",
+    "import collections\ns = collections.abc.sys",             # through a submodule too
+])
+def test_a_forbidden_module_reached_through_an_allowed_one_is_out_of_contract(snippet):
+    report = analyze(HEADER + snippet)
+    assert any(h.code == 14 and "reaches the module" in h.evidence for h in report.hacks), report.hacks
+
+
+@pytest.mark.parametrize("snippet, why", [
+    ("import dataclasses\nf = dataclasses._create_fn", "private"),          # compiles any body text
+    ("import typing\nt = typing.get_type_hints", "evaluates strings"),
+    ("import functools\nd = functools.singledispatch", "evaluates strings"),
+    ("def f(x: \"__import__('os').system('true')\"):\n    return x", "a string holds code"),
+    ("S = '(1).__class__.__base__.__subclasses__()'", "a string holds code"),
+    ("from triton.runtime import cache", "Triton cache"),
+    ("d = triton.knobs.cache.dir", "Triton cache"),
+    ("from triton.runtime import driver\nb = driver.active.utils.load_binary", "foreign kernels"),
+    ("from triton.tools.tensor_descriptor import TensorDescriptor\nimport triton.tools.disasm", "foreign"),
+])
+def test_string_evaluators_private_names_and_the_triton_cache_are_out_of_contract(snippet, why):
+    report = analyze(HEADER + snippet)
+    assert report.hacks and any(why in h.evidence for h in report.hacks), report.hacks
+
+
+@pytest.mark.parametrize("snippet", [
+    # The idioms of public Triton (tutorials, Liger-Kernel, Unsloth, FlagGems).
+    "try:\n    from triton.language.extra.cuda import libdevice\nexcept ImportError:\n"
+    "    from triton.language.extra import libdevice",
+    "try:\n    from triton.language.extra.libdevice import tanh\nexcept ModuleNotFoundError:\n"
+    "    from triton.language.extra.cuda.libdevice import tanh",
+    "from triton.language.math import rsqrt",
+    "DEVICE = triton.runtime.driver.active.get_active_torch_device()\n"
+    "props = triton.runtime.driver.active.utils.get_device_properties(0)",
+    "from triton.runtime import driver\ntarget = driver.active.get_current_target()\n"
+    "is_cuda = target.backend == 'cuda'",
+    "from triton.tools.tensor_descriptor import TensorDescriptor\n"
+    "d = TensorDescriptor.from_tensor(torch.empty(4, 4), [4, 4])",
+    "import contextlib\nctx = contextlib.nullcontext()",
+    "@torch.compiler.disable\ndef host(x):\n    return x",
+    "def kernel_impl(x_ptr):\n    pass\nkernel = triton.jit(kernel_impl)",
+    "def f(x: 'torch.Tensor') -> 'torch.Tensor':\n    return x",
+    "MSG = 'expected x.shape[0] == y.shape[0]'",
+])
+def test_public_triton_idioms_are_clean(snippet):
+    assert analyze(HEADER + snippet).hacks == []

@@ -22,7 +22,10 @@ from __future__ import annotations
 
 import ast
 import functools
+import importlib
 import re
+import sys
+import types
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -50,6 +53,11 @@ FORBIDDEN: dict[str, tuple[int, str]] = {
         "sys.exception", "sys.last_traceback", "sys.meta_path", "sys.path_hooks", "importlib",
         "runpy", "code", "codeop", "dis", "types.FrameType", "types.CodeType",
         "types.FunctionType", "weakref")},
+    **{m: (14, "evaluates strings as code") for m in (
+        "typing.get_type_hints", "typing.ForwardRef", "typing.get_overloads", "dataclasses.make_dataclass",
+        "functools.singledispatch", "functools.singledispatchmethod")},
+    **{m: (14, "the Triton cache, its settings or the interpreter's internals") for m in (
+        "triton.runtime.cache", "triton.runtime.interpreter", "triton.knobs", "triton.runtime.jit.get_cache_manager")},
     **{m: (7, "work outside the calling thread or current stream") for m in (
         "threading", "_thread", "multiprocessing", "concurrent", "asyncio", "sched",
         "torch.multiprocessing", "torch.cuda.Stream", "torch.cuda.stream", "torch.cuda.streams",
@@ -86,7 +94,14 @@ FORBIDDEN: dict[str, tuple[int, str]] = {
                                              "torch._C._profiler", "pytest", "unittest")},
 }
 # References that are harmless although a prefix above matches them.
-ALLOWED_REFERENCES = ("os.environ.get", "torch.cuda.current_device", "torch.backends.cuda.matmul.__doc__")
+ALLOWED_REFERENCES = (
+    "os.environ.get", "torch.cuda.current_device", "torch.backends.cuda.matmul.__doc__",
+    # Read-only device queries most Triton tutorials start with.
+    "triton.runtime.driver.active.get_current_target", "triton.runtime.driver.active.get_current_device",
+    "triton.runtime.driver.active.get_active_torch_device", "triton.runtime.driver.active.utils.get_device_properties",
+    # Host-side tensor descriptors (TMA): a plain record of a tensor's base, shape and strides.
+    "triton.tools.tensor_descriptor.TensorDescriptor",
+)
 # Roots whose attributes must never be assigned (monkey-patching, hack 8).
 PATCH_ROOTS = ("torch", "triton", "time", "numpy", "builtins", "sys", "os", "math", "random",
                "functools", "json", "drkernel", "gc", "operator", "copy", "timeit")
@@ -232,14 +247,63 @@ def _matches(name: str, prefix: str) -> bool:
     return name == prefix or name.startswith(prefix + ".")
 
 
-def _forbidden(name: str) -> tuple[int, str, str] | None:
-    if any(_matches(name, ok) for ok in ALLOWED_REFERENCES):
+def _forbidden(name: str, imported: bool = False) -> tuple[int, str, str] | None:
+    """The longest FORBIDDEN prefix of ``name``; ``imported``: the name is imported, not used, so a
+    module on the way to an allowed reference (``from triton.runtime import driver``) is admitted
+    and its uses are checked one by one."""
+    if any(_matches(name, ok) or imported and _matches(ok, name) for ok in ALLOWED_REFERENCES):
         return None
     best = None
     for prefix, (code, why) in FORBIDDEN.items():
         if _matches(name, prefix) and (best is None or len(prefix) > len(best[2])):
             best = (code, why, prefix)
     return best
+
+
+MODULE_PACKAGES = ("torch", "triton")
+"""Packages whose submodules a solution may reach as attributes (each name still checked against
+FORBIDDEN). Any other module reached as an attribute of an allowed one (``typing.sys``,
+``torch.nn.functional.np``, ``contextlib.os``) is outside the contract."""
+
+
+def _module_admitted(name: str) -> bool:
+    return _import_allowed(name) or name.split(".")[0] in MODULE_PACKAGES
+
+
+def _real_module(name: str) -> types.ModuleType | None:
+    """An admitted module by name, imported if needed (a solution may import it itself); None when it
+    is private, forbidden or not installed."""
+    if name in sys.modules:
+        return sys.modules[name]
+    if any(p.startswith("_") for p in name.split(".")) or _forbidden(name) or not _module_admitted(name):
+        return None
+    try:
+        return importlib.import_module(name)
+    except Exception:  # noqa: BLE001 - an absent or broken optional module: the name stays textual
+        return None
+
+
+@functools.lru_cache(maxsize=4096)
+def canonical(name: str) -> tuple[str, str | None]:
+    """``typing.sys.modules`` -> (``"sys.modules"``, ``"sys"``): the dotted name through the modules the
+    chain really passes, and the first module it reaches as an attribute that the contract does not
+    admit (None when there is none). Only module namespaces are read (``vars``), so no code of the
+    library runs; a chain is followed while its steps are modules."""
+    parts = name.split(".")
+    module = _real_module(parts[0]) if _import_allowed(parts[0]) else None
+    if module is None:
+        return name, None
+    outside = None
+    for i, attr in enumerate(parts[1:], 1):
+        value = vars(module).get(attr)
+        if value is None and not attr.startswith("_"):
+            value = _real_module(f"{module.__name__}.{attr}")
+        if not isinstance(value, types.ModuleType):
+            return ".".join([module.__name__, *parts[i:]]), outside
+        if outside is None and not _module_admitted(value.__name__):
+            outside = value.__name__
+        module = value
+    return module.__name__, outside
 
 
 def analyze(source: str) -> StaticReport:
@@ -260,6 +324,7 @@ def _analyze(source: str) -> StaticReport:
     report = StaticReport()
     report.hacks.extend(_contract(tree, names))
     report.hacks.extend(_forbidden_references(tree, names))
+    report.hacks.extend(_code_in_strings(tree, names))
     report.hacks.extend(_patching(tree, names))
     report.hacks.extend(_subclasses(tree, names))
     classes = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
@@ -303,6 +368,7 @@ INTROSPECTION_ATTRS = frozenset((
 
 def _forbidden_references(tree: ast.Module, names: _Names) -> list[Hack]:
     hacks = []
+    inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and (node.attr in INTROSPECTION_ATTRS or (
                 node.attr == "__dict__" and names.resolve(node.value) is not None)):
@@ -310,17 +376,17 @@ def _forbidden_references(tree: ast.Module, names: _Names) -> list[Hack]:
                                        f"(object-graph introspection)"))
             continue
         found: list[str] = []
+        imported = isinstance(node, (ast.Import, ast.ImportFrom))
         if isinstance(node, ast.Import):
             found = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
             if node.level:
-                found = ["relative import " + (node.module or ".")]
                 hacks.append(make_hack(14, f"line {node.lineno}: relative import (harness modules)"))
                 continue
             found = [f"{node.module}.{a.name}" for a in node.names] + [node.module or ""]
-        elif (isinstance(node, (ast.Attribute, ast.Name))
+        elif (isinstance(node, (ast.Attribute, ast.Name)) and id(node) not in inner
               and not isinstance(getattr(node, "ctx", None), ast.Store)):
-            resolved = names.resolve(node)
+            resolved = names.resolve(node)  # the whole chain: its prefixes are checked through it
             found = [resolved] if resolved else []
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
               and node.func.id in ("getattr", "setattr", "delattr")):
@@ -332,9 +398,44 @@ def _forbidden_references(tree: ast.Module, names: _Names) -> list[Hack]:
                 resolved = names.resolve(node)
                 found = [resolved] if resolved else []
         for name in found:
-            hit = _forbidden(name)
-            if hit:
-                hacks.append(make_hack(hit[0], f"line {node.lineno}: {name} ({hit[1]})"))
+            hacks.extend(_reference_hacks(name, node.lineno, imported))
+    return hacks
+
+
+def _reference_hacks(name: str, line: int, imported: bool) -> list[Hack]:
+    """A dotted name, as written and as the modules it passes through really name it."""
+    real, outside = canonical(name)
+    if outside is not None:
+        return [make_hack(14, f"line {line}: {name} reaches the module {outside}, which the solution "
+                              f"may not import (solution contract)")]
+    for candidate in dict.fromkeys((name, real)):
+        hit = _forbidden(candidate, imported)
+        if hit:
+            return [make_hack(hit[0], f"line {line}: {candidate} ({hit[1]})")]
+    return []
+
+
+CODE_IN_STRINGS_DEPTH = 3
+"""How deep strings inside strings are read as code."""
+
+
+def _code_in_strings(tree: ast.AST, names: _Names, depth: int = 0) -> list[Hack]:
+    """String constants that parse as Python are read as the code they may become: annotations that
+    ``typing.get_type_hints`` evaluates, the bodies that stdlib code generators (dataclasses,
+    namedtuple) compile. Such code is held to the same contract as the solution's own."""
+    hacks = []
+    for node in ast.walk(tree):
+        text = node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else ""
+        if not any(c in text for c in "(.[") or len(text) > 20000:
+            continue
+        try:
+            code = pyast.parse(text.strip())
+        except (SyntaxError, ValueError):
+            continue
+        found = _contract(code, names) + _forbidden_references(code, names)
+        if depth < CODE_IN_STRINGS_DEPTH:
+            found += _code_in_strings(code, names, depth + 1)
+        hacks.extend(make_hack(h.code, f"line {node.lineno}: a string holds code: {h.evidence}") for h in found)
     return hacks
 
 
@@ -528,12 +629,12 @@ class _Reach:
 
 ALLOWED_IMPORTS = (
     "torch", "torch.nn", "torch.nn.functional", "torch.nn.init", "triton", "triton.language",
-    "triton.language.extra", "triton.language.extra.libdevice", "math", "typing", "functools",
-    "dataclasses", "itertools", "collections", "enum", "numbers", "__future__",
+    "triton.language.extra", "triton.language.extra.libdevice", "triton.language.extra.cuda",
+    "triton.language.extra.cuda.libdevice", "triton.language.extra.hip", "triton.language.extra.hip.libdevice",
+    "triton.language.math", "triton.runtime", "triton.tools.tensor_descriptor", "math", "typing", "functools",
+    "dataclasses", "itertools", "collections", "enum", "numbers", "contextlib", "__future__",
 )
 """The only modules a solution may import (``import x`` / ``from x import y``)."""
-PRIVATE_ROOTS = ("torch", "triton", "drkernel")
-"""Libraries whose private (``_``-prefixed) attributes a solution may not touch."""
 ALLOWED_DUNDERS = frozenset(("__init__", "__name__", "__qualname__", "__doc__", "__future__", "__main__"))
 """The only dunder names a solution may read (``super().__init__()``, ``__name__``)."""
 FORBIDDEN_BUILTINS = frozenset((
@@ -565,8 +666,9 @@ class ContractRule:
 CONTRACT: tuple[ContractRule, ...] = (
     ContractRule("imports", "Import only: " + ", ".join(m for m in ALLOWED_IMPORTS if m != "__future__")
                  + ". Anything else (os, sys, numpy, ctypes, subprocess, io, ...) is rejected."),
-    ContractRule("private", "Do not use private attributes (names starting with `_`) of torch, triton or "
-                 "the harness, e.g. `torch._C`, `torch._dynamo`, `tl._x`."),
+    ContractRule("private", "Do not use private attributes (names starting with `_`) of any module, "
+                 "e.g. `torch._C`, `torch._dynamo`, `tl._x`, `dataclasses._create_fn`, and do not reach a module "
+                 "the rule above does not allow as an attribute of one it does (`typing.sys`)."),
     ContractRule("attributes", "No attribute access by computed or dunder names: no `getattr(x, name)` "
                  "with a non-literal name, no `__dict__`, `__class__`, `__subclasses__`, `__globals__`, "
                  "no `vars`, `globals`, `dir`, `eval`, `exec`, `compile`, `type(name, bases, dict)`."),
@@ -639,7 +741,7 @@ def _attribute_rule(node: ast.Attribute, names: _Names, bad: Callable[..., None]
     if resolved is None:
         return
     parts = resolved.split(".")
-    if parts[0] in PRIVATE_ROOTS and any(p.startswith("_") and not p.startswith("__") for p in parts[1:]):
+    if any(p.startswith("_") and not p.startswith("__") for p in parts[1:]):  # any library's, stdlib's too
         bad(node, f"uses the private {resolved}")
     elif any(_matches(resolved, f) for f in FILE_CALLS):
         bad(node, f"uses {resolved} (files, foreign memory or clocks)")
