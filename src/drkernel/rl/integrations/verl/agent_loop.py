@@ -51,11 +51,11 @@ DEFAULT_TURNS = 3
 def turn_fields(turns: list[ScoredTurn]) -> dict[str, list[float]]:
     """The per-turn lists our loop writes to ``extra_fields``."""
     return {
-        TURN_REWARDS: [t.reward for t in turns],
-        TURN_CORRECT: [float(t.correct) for t in turns],
-        TURN_HACKED: [float(t.hacked) for t in turns],
-        TURN_COVERAGE: [t.coverage for t in turns],
-        TURN_SPEEDUP: [t.speedup for t in turns],
+        TURN_REWARDS: [t.score.reward for t in turns],
+        TURN_CORRECT: [float(t.score.correct) for t in turns],
+        TURN_HACKED: [float(t.score.hacked) for t in turns],
+        TURN_COVERAGE: [t.score.coverage for t in turns],
+        TURN_SPEEDUP: [t.score.speedup for t in turns],
     }
 
 
@@ -122,8 +122,8 @@ class KernelAgentLoop(AgentLoopBase):
             response_ids=runtime_ids[len(prompt_part) :][: self.response_length],
             response_mask=response_mask[: self.response_length],
             response_logprobs=logprobs[: self.response_length] if logprobs else None,
-            reward_score=sum(t.reward for t in turns),
+            reward_score=sum(t.score.reward for t in turns),
             num_turns=2 * len(turns) + 1,
             metrics=metrics,
-            extra_fields={**turn_fields(turns), "turn_scores": [t.reward for t in turns], "tool_rewards": []},
+            extra_fields={**turn_fields(turns), "turn_scores": [t.score.reward for t in turns], "tool_rewards": []},
         )

@@ -5,7 +5,7 @@
 while they ran, so their score is read back from the loop's record (no second evaluation); any
 other response (a single-turn rollout) is extracted, evaluated on the service named by
 ``extra_info["gym_url"]`` or ``$DRKERNEL_GYM_URL`` and scored with the paper's reward
-(`drkernel.reward.turn_reward` with the hook config's ``reward`` section, docs/METHOD.md section 5):
+(`drkernel.reward.score_turn` with the hook config's ``reward`` section, docs/METHOD.md section 5):
 the same function, and the same weights, as drkernel's own trainer and the bench.
 
 Dataset rows (`drkernel.rl.integrations.verl.dataset`) carry the problem in ``extra_info["problem"]``
@@ -15,7 +15,6 @@ Dataset rows (`drkernel.rl.integrations.verl.dataset`) carry the problem in ``ex
 from __future__ import annotations
 
 import json
-import math
 import os
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Mapping
@@ -26,57 +25,31 @@ from drkernel.errors import ConfigError
 from drkernel.gym.config import EvalConfig, EvalRequest
 from drkernel.gym.result import EvalResult
 from drkernel.problems.problem import Problem
-from drkernel.reward import RewardConfig, reward_coverage, turn_reward
+from drkernel.reward import RewardConfig, TurnScore, score_turn
 from drkernel.rl.integrations.verl.algorithms import TURN_CORRECT, TURN_REWARDS, HookConfig
 
 URL_ENV = "DRKERNEL_GYM_URL"
 TOKEN_ENV = "DRKERNEL_GYM_TOKEN"
-NAN = float("nan")
 
 
 @dataclass(frozen=True)
 class ScoredTurn:
-    """One answer, evaluated: its reward, the PRS inputs, and the feedback text for the next turn."""
+    """One answer, evaluated: its `TurnScore` (reward, PRS inputs) and the feedback for the next turn."""
 
-    reward: float
-    correct: bool
-    hacked: bool
-    coverage: float
-    speedup: float
-    outcome: str
+    score: TurnScore
     feedback: str
     instruction: str
 
     def extra(self) -> dict[str, float | str]:
         """Per-response values for verl's ``reward_extra_info`` (floats, so every row has all keys)."""
+        s = self.score
         return {
-            "correct": float(self.correct),
-            "hacked": float(self.hacked),
-            "coverage": self.coverage,
-            "speedup": self.speedup,
-            "outcome": self.outcome,
+            "correct": float(s.correct),
+            "hacked": float(s.hacked),
+            "coverage": s.coverage,
+            "speedup": s.speedup,
+            "outcome": s.outcome.value,
         }
-
-
-def _num(x: float | None) -> float:
-    return NAN if x is None or not math.isfinite(x) else float(x)
-
-
-def scored(
-    result: EvalResult | None, feedback: str, instruction: str, outcome: str, reward: RewardConfig
-) -> ScoredTurn:
-    correct = bool(result is not None and result.correct)
-    hacked = bool(result is not None and result.hacked)
-    return ScoredTurn(
-        reward=turn_reward(result, reward),
-        correct=correct,
-        hacked=hacked,
-        coverage=_num(reward_coverage(result)) if result else NAN,
-        speedup=_num(result.speedup) if result else NAN,
-        outcome=outcome,
-        feedback=feedback,
-        instruction=instruction,
-    )
 
 
 async def score_response(
@@ -92,13 +65,12 @@ async def score_response(
     extraction = extract_code(text)
     if not extraction.ok:
         feedback, instruction = extraction_feedback(extraction)
-        return scored(None, truncate(feedback, feedback_max_chars), instruction, "unparseable", reward)
+        return ScoredTurn(score_turn(None, reward), truncate(feedback, feedback_max_chars), instruction)
     result = await evaluate(
         EvalRequest(problem=problem, solution=extraction.code, config=config, request_id=request_id)
     )
     feedback, instruction = result_feedback(result)
-    outcome = "hacked" if result.hacked else result.status.value
-    return scored(result, truncate(feedback, feedback_max_chars), instruction, outcome, reward)
+    return ScoredTurn(score_turn(result, reward), truncate(feedback, feedback_max_chars), instruction)
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -176,4 +148,4 @@ def compute_score(
             )
 
     turn = asyncio.run(run())
-    return {"score": turn.reward, **turn.extra()}
+    return {"score": turn.score.reward, **turn.extra()}
