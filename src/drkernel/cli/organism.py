@@ -1,14 +1,23 @@
-"""`drkernel organism run|suite|report|sft`: the miniature Dr. Kernel (drkernel.organism)."""
+"""`drkernel organism run|suite|report|sft`: the miniature Dr. Kernel (drkernel.organism).
+
+The commands pass their options to `python -m drkernel.organism` (argparse, usable where typer and
+rich are absent), after the one device check of `drkernel.cli.devices`.
+"""
 
 from __future__ import annotations
 
 import typer
 
-app = typer.Typer(no_args_is_help=True, add_completion=False,
-                  help="The organism: generated problem families, a small code-writing policy, the ablation arms.")
+from drkernel.cli.devices import check_devices
+from drkernel.cli.options import group
+
+app = group("The organism: generated problem families, a small code-writing policy, the ablation arms.")
+DEVICE_HELP = "auto, cpu, cuda or cuda:N (model and gym)"
+SCALE_HELP = "gpu, cpu, dry or auto (gpu when CUDA is there)"
 
 
-def _exit(argv: list[str]) -> None:
+def _exit(argv: list[str], device: str) -> None:
+    check_devices([("--device", device)])
     from drkernel.organism.__main__ import main
 
     code = main(argv)
@@ -20,32 +29,38 @@ def _exit(argv: list[str]) -> None:
 def run(arm: str = typer.Option("full", help="nocheck, nopr, full or grpo"),
         seed: str = typer.Option("0", help="seed, or comma-separated seeds"),
         out: str = typer.Option("runs/org", help="output folder"),
-        device: str = typer.Option("auto", help="auto, cpu, cuda or cuda:N (model and gym)"),
-        scale: str = typer.Option("auto", help="gpu, cpu, dry or auto (gpu when CUDA is there)"),
+        device: str = typer.Option("auto", help=DEVICE_HELP),
+        scale: str = typer.Option("auto", help=SCALE_HELP),
         report: bool = typer.Option(False, help="also write the table and plots under OUT/report")) -> None:
     """SFT (cached per seed) then RL one arm; writes OUT/<arm>-s<seed>/organism_run.json."""
     _exit(["run", "--arm", arm, "--seed", seed, "--out", out, "--device", device, "--scale", scale]
-          + (["--report"] if report else []))
+          + (["--report"] if report else []), device)
 
 
 @app.command()
-def suite(arms: str = typer.Option("nocheck,nopr,full,grpo"), seeds: str = typer.Option("0,1"),
-          out: str = typer.Option("runs/org"), device: str = typer.Option("auto"),
-          scale: str = typer.Option("auto"), report: bool = typer.Option(True)) -> None:
+def suite(arms: str = typer.Option("nocheck,nopr,full,grpo", help="comma-separated arms"),
+          seeds: str = typer.Option("0,1", help="comma-separated seeds"),
+          out: str = typer.Option("runs/org", help="output folder"),
+          device: str = typer.Option("auto", help=DEVICE_HELP),
+          scale: str = typer.Option("auto", help=SCALE_HELP),
+          report: bool = typer.Option(True, help="write the table and plots under OUT/report")) -> None:
     """Every (arm, seed) pair with one gym and one verdict cache; writes OUT/organism_suite.json."""
     _exit(["suite", "--arms", arms, "--seeds", seeds, "--out", out, "--device", device, "--scale", scale]
-          + (["--report"] if report else []))
+          + (["--report"] if report else []), device)
 
 
 @app.command()
-def report(paths: list[str] = typer.Argument(..., help="suite bundles, run files or folders"),
-           out: str = typer.Option("runs/org/report"), tail: int = typer.Option(3)) -> None:
+def report(paths: list[str] = typer.Argument(..., metavar="PATHS", help="suite bundles, run files or folders"),
+           out: str = typer.Option("runs/org/report", help="output folder"),
+           tail: int = typer.Option(3, min=1, help="last steps averaged for each run's final numbers")) -> None:
     """Table (markdown), curves (SVG) and claim verdicts from finished runs."""
-    _exit(["report", *paths, "--out", out, "--tail", str(tail)])
+    _exit(["report", *paths, "--out", out, "--tail", str(tail)], "cpu")
 
 
 @app.command()
-def sft(seed: int = typer.Option(0), out: str = typer.Option("runs/org/cache"),
-        device: str = typer.Option("auto"), scale: str = typer.Option("auto")) -> None:
+def sft(seed: int = typer.Option(0, help="seed of the SFT starting point"),
+        out: str = typer.Option("runs/org/cache", help="cache folder"),
+        device: str = typer.Option("auto", help=DEVICE_HELP),
+        scale: str = typer.Option("auto", help=SCALE_HELP)) -> None:
     """Only the SFT starting point (for `drkernel train` with task.kind organism)."""
-    _exit(["sft", "--seed", str(seed), "--out", out, "--device", device, "--scale", scale])
+    _exit(["sft", "--seed", str(seed), "--out", out, "--device", device, "--scale", scale], device)
