@@ -9,7 +9,8 @@ The interpreter (``TRITON_INTERPRET=1``) runs kernels with numpy on the host. It
   arguments, and a stray access raises ``IndexError`` (-> ``runtime_error``);
 - ``tl.dot`` with a dimension below 16 runs here but does not compile on GPU: rejected as a
   compile error; bf16 ``tl.dot`` gives wrong values here: reported as unsupported on CPU;
-- libdevice / ``tl.extra.cuda`` / inline asm do not exist here: failures of solutions that use
+- Python float arguments, libdevice and the driver's device queries: see `interpreter_compat`;
+  inline asm and unlisted libdevice functions do not exist here: failures of solutions that use
   them are classified ``unsupported_on_cpu`` (see `classify`).
 """
 
@@ -82,6 +83,9 @@ def install() -> None:
     if getattr(interpreter, "_drkernel_patched", False):
         return
     interpreter._drkernel_patched = True
+    from drkernel.gym.candidate import interpreter_compat
+
+    interpreter_compat.install()  # float scalars, libdevice, the driver's queries
 
     original_prune = autotuner.Autotuner.prune_configs
 

@@ -1,0 +1,59 @@
+"""CPU mode gives Triton code what a GPU gives it: fp32 float scalars, libdevice, the driver's queries.
+
+One child process (TRITON_INTERPRET must be set before triton is imported) runs a kernel written in
+Liger-Kernel's and the tutorials' idioms and prints its error against PyTorch."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+CHILD = r'''
+import torch, triton, triton.language as tl
+from drkernel.gym.candidate import interpreter
+interpreter.install()
+try:
+    from triton.language.extra.cuda import libdevice
+except ImportError:
+    from triton.language.extra import libdevice
+from triton.language.extra.libdevice import tanh
+
+props = triton.runtime.driver.active.utils.get_device_properties(0)
+target = triton.runtime.driver.active.get_current_target()
+
+@triton.jit
+def k(x_ptr, y_ptr, n, scale, B: tl.constexpr):
+    o = tl.arange(0, B)
+    x = tl.load(x_ptr + o, mask=o < n)
+    s = scale.to(tl.float32)
+    y = tanh(x) + libdevice.erf(x) + libdevice.rsqrt(tl.abs(x) + 1) + libdevice.isnan(x).to(tl.float32)
+    tl.store(y_ptr + o, y * s, mask=o < n)
+
+@triton.jit
+def half(x_ptr, y_ptr, B: tl.constexpr):
+    o = tl.arange(0, B)
+    tl.store(y_ptr + o, libdevice.tanh(tl.load(x_ptr + o)))
+
+x = torch.randn(8)
+y = torch.empty(8)
+k[(1,)](x, y, 8, 0.5, B=8)
+want = (torch.tanh(x) + torch.erf(x) + torch.rsqrt(x.abs() + 1)) * 0.5
+try:
+    h = torch.randn(8).half()
+    half[(1,)](h, torch.empty_like(h), B=8)
+    fp16 = "accepted"
+except Exception as e:
+    fp16 = "refused"
+print(target.backend, target.arch, props["multiprocessor_count"], float((y - want).abs().max()), fp16)
+'''
+
+
+def test_float_scalars_libdevice_and_driver_queries_under_the_interpreter():
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    out = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    backend, arch, sms, err, fp16 = out.stdout.split()
+    assert (backend, arch, sms) == ("cuda", "90", "132")
+    assert float(err) < 1e-5
+    assert fp16 == "refused"  # libdevice has no fp16 variants on the GPU either
