@@ -1,7 +1,8 @@
 import pytest
 
 from drkernel.errors import ConfigError
-from drkernel.gym import EvalConfig, EvalRequest, EvalResult, Hack, Status, TimingStats, TrialResult
+from drkernel.gym import SCHEMA_VERSION, EvalConfig, EvalRequest, EvalResult, Hack, Status, TimingStats, TrialResult
+from drkernel.gym.result import Provenance
 from drkernel.problems import Problem
 
 
@@ -13,7 +14,19 @@ def test_result_round_trips_through_json():
     r.finalize()
     back = EvalResult.from_json(r.to_json())
     assert back == r
-    assert back.schema_version == 1
+    assert back.schema_version == SCHEMA_VERSION == 2
+
+
+def test_v2_fields_round_trip_and_a_v1_result_still_reads():
+    prov = Provenance(gpu_model="NVIDIA H100 80GB HBM3", clocks_start={"sm_mhz": 1980.0}, precision="fp32",
+                      reference_flags={"cuda.matmul.allow_tf32": False}, seeds={"trials": [1, 2]})
+    r = EvalResult(status=Status.CORRECT, speedup=1.5, speedup_ci=(1.2, 1.8), speedup_ci_level=0.95,
+                   roofline_ms=0.1, sol_fraction=0.25, provenance=prov).finalize()
+    back = EvalResult.from_json(r.to_json())
+    assert back == r and back.speedup_ci == (1.2, 1.8) and back.provenance.clocks_start == {"sm_mhz": 1980.0}
+    v1 = {"status": "correct", "schema_version": 1, "speedup": 2.0, "problem_key": "k"}
+    old = EvalResult.from_dict(v1)
+    assert old.schema_version == 1 and old.provenance is None and old.speedup_ci is None and old.speedup == 2.0
 
 
 def test_verdict_modes_differ_on_strict_only_hacks():

@@ -425,6 +425,19 @@ class Extra(Message):
 
 STAT_FIELDS = ("median_ms", "iqr_ms", "cv", "mean_ms", "min_ms")
 OPTIONAL_STAT_FIELDS = ("wall_ms_per_call", "rse", "head_start_ms", "host_ms", "uncovered")
+SAMPLES_CAP = 100000
+"""A timing's per-call samples (``samples_ms``) beyond this many are a claim not kept."""
+
+
+def timing_samples(stats: dict[str, Any], n: int) -> tuple[float, ...] | None:
+    """``stats["samples_ms"]`` as ``n`` finite non-negative numbers, else None (absent, or a claim
+    that does not hold together: the interval is then left out, the stats still count)."""
+    raw = stats.get("samples_ms")
+    if not isinstance(raw, list) or len(raw) != n or n > SAMPLES_CAP:
+        return None
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0 for x in raw):
+        return None
+    return tuple(float(x) for x in raw)
 
 
 @_register
@@ -450,7 +463,7 @@ class Timing(Message):
 
     def claimed(self) -> dict[str, Any] | None:
         """The stats as numbers, or None when any is missing, not a number, negative or not finite
-        (the run then counts as not timed)."""
+        (the run then counts as not timed); ``samples_ms`` kept only as `timing_samples` allows."""
         d = self.stats
         try:
             out: dict[str, Any] = {k: float(d[k]) for k in STAT_FIELDS}
@@ -461,6 +474,7 @@ class Timing(Message):
             return None
         if not all(math.isfinite(v) and v >= 0 for v in out.values() if isinstance(v, float)):
             return None
+        out["samples_ms"] = timing_samples(d, out["n"])
         return out
 
 
@@ -531,12 +545,24 @@ class Prepared(Message):
     op_profile: dict[str, Any] | None
     roofline_ms: float | None
     seconds: float | None = None
+    distributions: tuple[int, ...] | None = None
+    """The input distributions (`drkernel.gym.seeds.Distribution`) the reference is defined on:
+    finite outputs at the public seed. None: not probed (every variant may be drawn)."""
+
+    def to_header(self) -> dict[str, Any]:
+        h = super().to_header()
+        if self.distributions is not None:
+            h["distributions"] = list(self.distributions)
+        return h
 
     @classmethod
     def _parse(cls, op: Op, h: dict[str, Any]) -> Prepared:
+        dists = _get(h, "distributions", (list, type(None)), None)
+        if dists is not None and not all(isinstance(d, int) and not isinstance(d, bool) for d in dists):
+            raise ProtocolViolation("prepared message: distributions is not a list of integers")
         return cls(_get(h, "code", (str,)), _get(h, "second_code", (str, type(None))), _get(h, "input_bytes", (int,)),
                    _get(h, "op_profile", (dict, type(None))), _number(h, "roofline_ms", None),
-                   _number(h, "seconds", None))
+                   _number(h, "seconds", None), None if dists is None else tuple(dists))
 
 
 @dataclass(frozen=True)

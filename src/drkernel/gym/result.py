@@ -1,8 +1,14 @@
-"""`EvalResult`, schema v1: the verdict on one solution.
+"""`EvalResult`, schema v2: the verdict on one solution.
 
 Every field later work fills (hacks, coverage, timings) is present from v1 and nullable, so a
 consumer written against v1 keeps working. A bad solution is a result with a `Status`, never an
 exception. ``to_json``/``from_json`` round-trip exactly; the service stores this JSON.
+
+Schema history:
+    v1  the verdict, trials, timings, coverage, kernels.
+    v2  ``provenance`` (what a re-run must match: device, clocks, versions, the baseline's precision,
+        hashes, the revealed seeds), ``speedup_ci`` and its level, ``roofline_ms`` and
+        ``sol_fraction``. A v1 result reads with these fields null.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
 from typing import Any, Mapping
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 class Status(str, Enum):
@@ -70,6 +76,7 @@ class TrialResult:
     max_rel_err: float | None = None
     message: str = ""
     size: str = "primary"  # "primary" or "second" (the second-size trial)
+    degenerate: str | None = None  # a trivial answer the reference accepts here (gym/judge/tolerance.py)
 
 
 @dataclass(frozen=True)
@@ -97,6 +104,34 @@ class KernelStat:
     own: bool                       # its @triton.jit function is defined in the solution's source
     launches: int
     device_time_ms: float | None = None
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What a number depends on, so that a re-run can be checked against it (`drkernel.gym.replay`).
+
+    Fields that do not apply (clocks on a CPU, a driver without ``nvidia-smi``) are None. The seeds
+    are the evaluation's secret plan, revealed only here, once the evaluation is over.
+    """
+
+    gpu_model: str = ""                    # the device's name; "cpu (triton interpreter)" on CPU
+    driver_version: str | None = None      # NVIDIA driver, from nvidia-smi
+    cuda_version: str | None = None        # the CUDA torch was built with
+    clocks_start: dict[str, float] | None = None  # {"sm_mhz", "mem_mhz"} before the solution ran
+    clocks_end: dict[str, float] | None = None    # the same after the last timing
+    clocks_locked: bool | None = None      # application clocks pinned (nvidia-smi -lgc)
+    torch_version: str = ""
+    triton_version: str = ""
+    drkernel_version: str = ""
+    reference_mode: str = "eager"          # EvalConfig.reference: eager or compile
+    precision: str = ""                    # the declared baseline (`drkernel.gym.precision`)
+    reference_flags: dict[str, Any] = field(default_factory=dict)  # backend flags the judge ran under
+    solution_flags: dict[str, Any] | None = None  # backend flags in the candidate after its run
+    tolerance_profile: str = ""
+    config_hash: str = ""                  # sha256 of the EvalConfig's sorted JSON
+    problem_hash: str = ""                 # sha256 of the problem's code
+    solution_hash: str = ""
+    seeds: dict[str, Any] | None = None    # the seed plan (`drkernel.gym.seeds.SeedPlan`), revealed
 
 
 @dataclass
@@ -136,6 +171,12 @@ class EvalResult:
     config: dict[str, Any] = field(default_factory=dict)
     solution_hash: str = ""
     elapsed_s: float | None = None
+    # v2
+    provenance: Provenance | None = None
+    speedup_ci: tuple[float, float] | None = None  # (low, high) bounds of the speedup
+    speedup_ci_level: float | None = None  # their joint coverage, e.g. 0.95 (`drkernel.gym.speedup`)
+    roofline_ms: float | None = None       # the reference's speed-of-light time on this device
+    sol_fraction: float | None = None      # roofline_ms / the solution's median time (`drkernel.gym.roofline`)
 
     @property
     def hacked(self) -> bool:
@@ -177,6 +218,11 @@ class EvalResult:
         for key in ("ref_timing", "sol_timing"):
             if d.get(key) is not None:
                 d[key] = TimingStats(**d[key])
+        if d.get("provenance") is not None:
+            d["provenance"] = Provenance(**d["provenance"])
+        if d.get("speedup_ci") is not None:
+            low, high = d["speedup_ci"]
+            d["speedup_ci"] = (float(low), float(high))
         return cls(**d)
 
     @classmethod

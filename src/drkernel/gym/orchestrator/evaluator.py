@@ -18,17 +18,22 @@ import logging
 import random
 import threading
 import time
+from dataclasses import asdict, replace
 from typing import Any, Sequence
 
 from drkernel.errors import InfrastructureError
 from drkernel.gym.checks import CheckRegistry, default_checks
-from drkernel.gym.verdict.classify import classify_error, classify_exit, trim_tail
 from drkernel.gym.config import EvalConfig, EvalRequest
-from drkernel.gym.messages import Job, Prepared, TimeReference, Timed
+from drkernel.gym import provenance
+from drkernel.gym.messages import Job, Prepared, TimeReference, Timed, timing_samples
 from drkernel.gym.orchestrator.refcache import TIMING_FIELDS, ReferenceTimingCache, reference_key
-from drkernel.gym.result import EvalResult, Hack, KernelStat, Status, TimingStats, TrialResult
+from drkernel.gym.provenance import read_clocks
+from drkernel.gym.result import EvalResult, Hack, KernelStat, Provenance, Status, TimingStats, TrialResult
+from drkernel.gym.roofline import work_of
 from drkernel.gym.orchestrator.runtime import DeviceRuntime, JudgeLost, JudgeOutOfMemory
-from drkernel.gym.seeds import plan_seeds, public_seed
+from drkernel.gym.seeds import SeedPlan, plan_seeds, public_seed
+from drkernel.gym.verdict.assemble import (CandidateFacts, CheckFacts, ErrorReport, Facts, RequestFacts,
+                                           TimingFacts, assemble)
 from drkernel.gym.orchestrator.sandbox import make_runner
 from drkernel.gym.orchestrator.session import CandidateSession, SessionOutcome
 
@@ -183,52 +188,55 @@ class InProcessEvaluator:
     def _evaluate(self, request: EvalRequest) -> EvalResult:
         t0 = time.monotonic()
         cfg = request.config
-        result = EvalResult(status=Status.CRASHED, problem_key=request.problem.key, request_id=request.request_id,
-                            tolerance_profile=cfg.tolerance, verdict_mode=cfg.verdict_mode, config=cfg.to_dict(),
-                            solution_hash=hashlib.sha256(request.solution.encode()).hexdigest())
+        facts = Facts(RequestFacts(request.problem.key, request.request_id, cfg.tolerance, cfg.verdict_mode,
+                                   cfg.to_dict(), request.solution,
+                                   hashlib.sha256(request.solution.encode()).hexdigest()))
         stages: dict[str, float] = {}
         _announce(request, "static checks")
-        blocked = self._static_checks(request, result)
+        hacks, blocked = self._static_checks(request)
         stages["static_checks"] = time.monotonic() - t0
         if blocked:
-            result.status = Status.REJECTED
-            result.error = "; ".join(h.message for h in result.hacks)
-            return self._done(result, stages, t0)
+            return self._done(replace(facts, checks=CheckFacts(tuple(hacks), blocked=True)), stages, t0)
 
         rt = self._runtime(cfg.device)
-        result.device, result.device_name = rt.device, rt.device_name
-        result.versions = dict(rt.hello.get("versions", {}))
-        result.backend_flags = dict(rt.hello.get("backend_flags", {}))
+        facts = replace(facts, request=replace(
+            facts.request, device=rt.device, device_name=rt.device_name, cpu_mode=not rt.is_cuda,
+            versions=dict(rt.hello.get("versions", {})), backend_flags=dict(rt.hello.get("backend_flags", {}))))
         t = time.monotonic()
         _announce(request, f"running the reference on {rt.device_name}")
         prepared = rt.prepare(request.problem, cfg)
         stages["prepare"] = time.monotonic() - t
-        job = self._job(request, prepared, rt)
-        job_id = f"{next(self._ids)}-{result.solution_hash[:8]}"
+        job, plan = self._job(request, prepared, rt)
+        job_id = f"{next(self._ids)}-{facts.request.solution_hash[:8]}"
         _announce(request, f"running the solution in a fresh candidate process ({cfg.trials} trials, "
                            f"limit {cfg.timeout_s:g} s)")
+        clocks_start = read_clocks(rt.device) if job["timing"] else None
         with rt.slot(prepared.input_bytes):  # the memory claim is empty on CPU
             session = CandidateSession(rt, job, job_id, cfg.tolerance, job["weight_seed"], cfg.timeout_s,
                                        cfg.rss_limit_mb << 20)
             out = self._run_cancellable(session)
-        stages.update({"child_wait": out.child_wait_s, "candidate": out.wall_s, "child_exit": out.exit_s,
-                       "judge_release": out.release_s, "judge_compare": out.judge_s,
-                       "timing_lock_wait": out.lock_wait_s})
-        if out.child_start_s is not None:
-            stages["child_start"] = out.child_start_s
-        for name, seconds in ((out.done or {}).get("stages") or {}).items():
-            if isinstance(seconds, (int, float)):
-                stages[str(name)[:40]] = float(seconds)
-        self._status(result, out, job, request.solution, cpu_mode=not rt.is_cuda)
-        self._kernels(result, out)
+        _session_stages(stages, out)
+        candidate = candidate_facts(out, job)
+        checks = self._verdict_checks(request, replace(facts, candidate=candidate, checks=CheckFacts(tuple(hacks))),
+                                      out, job, prepared, stages)
+        timing = self._timing(assemble(replace(facts, candidate=candidate)).status, out, rt, job, cfg, stages)
+        clocks_end = read_clocks(rt.device) if clocks_start is not None else None
+        work = (work_of(prepared.op_profile, prepared.input_bytes, out.out_bytes)
+                if prepared.op_profile is not None else None)
+        return self._done(replace(facts, candidate=candidate, checks=checks, timing=timing, work=work,
+                                  provenance=_provenance(request, facts.request, candidate, asdict(plan),
+                                                         clocks_start, clocks_end)), stages, t0)
+
+    def _verdict_checks(self, request: EvalRequest, facts: Facts, out: SessionOutcome, job: dict[str, Any],
+                        prepared: Prepared, stages: dict[str, float]) -> CheckFacts:
+        """Run the verdict checks on a provisional result (they read it and add to it) and keep what
+        they found as facts; the result itself is assembled later, once, from those."""
         judge_report = {"trials": out.trials, "extra": out.extra, "sol_wall_s": out.sol_wall_s,
                         "sol_timing": out.sol_timing, "sol_timing_sync": out.sol_timing_sync,
                         "out_bytes": out.out_bytes, "timing_plan": job["timing_plan"] if job["timing"] else None,
                         "roofline_ms": job["roofline_ms"],
                         "lock_wait_s": out.lock_wait_s,
                         "op_profile": prepared.op_profile}
-        if out.ipc_fallback:
-            result.warnings.append(f"outputs were copied through the host: {out.ipc_fallback}")
         candidate_report = dict((out.done or {}).get("reports") or {})
         for hook, report in candidate_report.items():  # hooks may account for their own runs' cost
             seconds = report.get("seconds") if isinstance(report, dict) else None
@@ -238,26 +246,29 @@ class InProcessEvaluator:
         for hook, extra in out.hook_extra.items():
             candidate_report.setdefault(hook, {})["extra_runs"] = extra
         candidate_report["backend_flags_after"] = (out.done or {}).get("backend_flags")
-        _announce(request, f"{result.status.value}; verdict checks")
+        provisional = assemble(facts)
+        _announce(request, f"{provisional.status.value}; verdict checks")
         for check in self.checks.verdict:
-            result.hacks.extend(check.check(request, candidate_report, judge_report))
+            provisional.hacks.extend(check.check(request, candidate_report, judge_report))
             annotate = getattr(check, "annotate", None)  # optional: fills coverage and warnings
             if annotate is not None:
-                annotate(result, request, candidate_report, judge_report)
-        self._timing(result, out, rt, job, cfg, stages)
-        return self._done(result, stages, t0)
+                annotate(provisional, request, candidate_report, judge_report)
+        return CheckFacts(tuple(provisional.hacks), warnings=tuple(provisional.warnings),
+                          op_coverage=provisional.op_coverage, time_coverage=provisional.time_coverage,
+                          kernels=tuple(provisional.kernels))
 
-    def _static_checks(self, request: EvalRequest, result: EvalResult) -> bool:
+    def _static_checks(self, request: EvalRequest) -> tuple[list[Hack], bool]:
+        hacks: list[Hack] = []
         blocked = False
         for check in self.checks.static:
             found: list[Hack] = check.check(request.solution, request.problem)
-            result.hacks.extend(found)
+            hacks.extend(found)
             blocked = blocked or (bool(found) and check.blocking)
-        return blocked
+        return hacks, blocked
 
-    def _job(self, request: EvalRequest, prepared: Prepared, rt: DeviceRuntime) -> dict[str, Any]:
+    def _job(self, request: EvalRequest, prepared: Prepared, rt: DeviceRuntime) -> tuple[dict[str, Any], SeedPlan]:
         cfg = request.config
-        plan = plan_seeds(cfg.seed, cfg.trials, bool(prepared.second_code))
+        plan = plan_seeds(cfg.seed, cfg.trials, bool(prepared.second_code), prepared.distributions)
         trials = [{"seed": plan.trials[k], "code": prepared.code, "size": "primary"} for k in range(cfg.trials)]
         if prepared.second_code:
             trials.append({"seed": plan.trials[-1], "code": prepared.second_code, "size": "second"})
@@ -269,79 +280,29 @@ class InProcessEvaluator:
                 "hooks": list(self.checks.candidate_hooks), "timing": bool(cfg.timing and rt.is_cuda),
                 "timing_seed": plan.timing, "input_budget_bytes": budget, "integrity": plan.to_job(),
                 "reference_seed": plan.reference,
-                "timing_plan": timing_plan(cfg), "roofline_ms": prepared.roofline_ms}).to_header()
+                "timing_plan": timing_plan(cfg), "roofline_ms": prepared.roofline_ms}).to_header(), plan
 
-    def _status(self, result: EvalResult, out: SessionOutcome, job: dict[str, Any], source: str,
-                cpu_mode: bool) -> None:
-        for verdict in out.trials:
-            spec = job["trials"][verdict["trial"]]
-            result.trials.append(TrialResult(
-                trial=verdict["trial"], seed=spec["seed"], passed=bool(verdict.get("passed")),
-                max_abs_err=verdict.get("max_abs_err"), max_rel_err=verdict.get("max_rel_err"),
-                message=str(verdict.get("message", "")), size=spec["size"]))
-        if out.trials:
-            result.atol, result.rtol = out.trials[0].get("atol"), out.trials[0].get("rtol")
-        failed = next((t for t in result.trials if not t.passed), None)
-        if out.timed_out:
-            result.status = Status.TIMEOUT
-            result.error = f"the solution exceeded the time limit of {job['config']['timeout_s']:g} s"
-        elif out.oom:
-            result.status = Status.OUT_OF_MEMORY
-            result.error = f"the candidate's resident memory exceeded {job['config']['rss_limit_mb']} MB"
-        elif out.violation:
-            result.status = Status.CRASHED
-            result.error = f"the candidate broke the harness protocol: {out.violation}"
-        elif out.error is not None:
-            e = out.error
-            result.status = classify_error(e["stage"], e["type"], e["message"], e["traceback"],
-                                           cpu_mode=cpu_mode, source=source)
-            text = e["traceback"] if e["stage"] not in ("signature", "no_modelnew") else e["message"]
-            result.error = trim_tail(text or f"{e['type']}: {e['message']}", out.solution_path)
-        elif failed is not None:
-            result.status = Status.INCORRECT
-            result.error = f"trial {failed.trial} ({failed.size} size, seed {failed.seed}): {failed.message}"
-        elif out.died or out.done is None:
-            result.status, message = classify_exit(out.returncode, out.log_tail)
-            tail = trim_tail(out.log_tail, out.solution_path)
-            result.error = f"{message}\n{tail}".strip()
-        elif len(result.trials) == len(job["trials"]):
-            result.status = Status.CORRECT
-        else:
-            result.status = Status.CRASHED
-            result.error = "the candidate finished without running every trial"
-
-    def _kernels(self, result: EvalResult, out: SessionOutcome) -> None:
-        report = ((out.done or {}).get("reports") or {}).get("launches") or {}
-        for k in report.get("kernels") or []:
-            try:
-                result.kernels.append(KernelStat(name=str(k["name"])[:200], own=bool(k["own"]),
-                                                 launches=int(k["launches"])))
-            except (KeyError, TypeError, ValueError):
-                continue
-
-    def _timing(self, result: EvalResult, out: SessionOutcome, rt: DeviceRuntime, job: dict[str, Any],
-                cfg: EvalConfig, stages: dict[str, float]) -> None:
+    def _timing(self, status: Status, out: SessionOutcome, rt: DeviceRuntime, job: dict[str, Any],
+                cfg: EvalConfig, stages: dict[str, float]) -> TimingFacts:
         if not rt.is_cuda:
-            result.timing_note = CPU_TIMING_NOTE
-            return
+            return TimingFacts(CPU_TIMING_NOTE)
         if not cfg.timing:
-            result.timing_note = "not timed: timing is off in the config"
-            return
-        if result.status is not Status.CORRECT:
-            result.timing_note = "not timed: the solution is not correct"
-            return
+            return TimingFacts("not timed: timing is off in the config")
+        if status is not Status.CORRECT:
+            return TimingFacts("not timed: the solution is not correct")
         if out.sol_timing is None:
-            result.timing_note = "not timed: the candidate reported no valid timings"
-            return
-        result.sol_timing = TimingStats(**out.sol_timing)
-        stats, result.reference_cached = self._reference_timing(rt, job["trials"][0]["code"], job["reference_seed"],
-                                                                result.versions, cfg, stages)
-        result.ref_timing = TimingStats(**stats)
-        if result.sol_timing.median_ms > 0:
-            result.speedup = result.ref_timing.median_ms / result.sol_timing.median_ms
+            return TimingFacts("not timed: the candidate reported no valid timings")
+        sol = dict(out.sol_timing)
+        sol_samples = sol.pop("samples_ms", None) or ()
+        versions = dict(rt.hello.get("versions", {}))
+        ref, cached = self._reference_timing(rt, job["trials"][0]["code"], job["reference_seed"], versions, cfg, stages)
+        ref = dict(ref)
+        ref_samples = timing_samples(ref, int(ref.get("n", 0))) or ()
+        ref.pop("samples_ms", None)
+        note = None
         if out.sol_wall_s is not None:
-            result.timing_note = (f"solution timed region took {out.sol_wall_s:.3f} s wall "
-                                  f"(measured by the orchestrator)")
+            note = f"solution timed region took {out.sol_wall_s:.3f} s wall (measured by the orchestrator)"
+        return TimingFacts(note, TimingStats(**ref), TimingStats(**sol), ref_samples, tuple(sol_samples), cached)
 
     def _reference_timing(self, rt: DeviceRuntime, code: str, seed: int, versions: dict[str, str],
                           cfg: EvalConfig, stages: dict[str, float]) -> tuple[dict[str, Any], bool]:
@@ -368,6 +329,9 @@ class InProcessEvaluator:
             stats = Timed.from_header(rt.judge_call(
                 TimeReference(code, seed, seed, {k: getattr(cfg, k) for k in TIMING_FIELDS}).to_header())).stats
         stages["reference_timing"] = time.monotonic() - t
+        # the drain's hold counts as this evaluation's exclusive device time
+        held = stages["reference_timing"] - stages["reference_lock_wait"]
+        stages["exclusive"] = stages.get("exclusive", 0.0) + held
         return stats
 
     def warm(self, problems: Sequence[Any], config: EvalConfig | None = None) -> dict[str, float]:
@@ -387,10 +351,61 @@ class InProcessEvaluator:
             spent[problem.key] = time.monotonic() - t
         return spent
 
-    def _done(self, result: EvalResult, stages: dict[str, float], t0: float) -> EvalResult:
-        result.stage_seconds = {k: round(v, 6) for k, v in stages.items()}
-        result.elapsed_s = time.monotonic() - t0
-        return result.finalize()
+    def _done(self, facts: Facts, stages: dict[str, float], t0: float) -> EvalResult:
+        return assemble(replace(facts, stage_seconds=dict(stages), elapsed_s=time.monotonic() - t0))
+
+
+def _session_stages(stages: dict[str, float], out: SessionOutcome) -> None:
+    """The session's own seconds and the candidate's per-stage report, into ``stages``."""
+    stages.update({"child_wait": out.child_wait_s, "candidate": out.wall_s, "child_exit": out.exit_s,
+                   "judge_release": out.release_s, "judge_compare": out.judge_s,
+                   "timing_lock_wait": out.lock_wait_s, "exclusive": out.exclusive_s})
+    if out.child_start_s is not None:
+        stages["child_start"] = out.child_start_s
+    for name, seconds in ((out.done or {}).get("stages") or {}).items():
+        if isinstance(seconds, (int, float)):
+            stages[str(name)[:40]] = float(seconds)
+
+
+def candidate_facts(out: SessionOutcome, job: dict[str, Any]) -> CandidateFacts:
+    """What one candidate run established, read once from its session: the judge's verdict on each
+    trial (with the job's seed and size), how the run ended, its kernels and backend flags."""
+    trials = tuple(TrialResult(trial=v["trial"], seed=job["trials"][v["trial"]]["seed"], passed=bool(v.get("passed")),
+                               max_abs_err=v.get("max_abs_err"), max_rel_err=v.get("max_rel_err"),
+                               message=str(v.get("message", "")), size=job["trials"][v["trial"]]["size"],
+                               degenerate=v.get("degenerate"))
+                   for v in out.trials)
+    e = out.error
+    done = out.done or {}
+    return CandidateFacts(
+        trials=trials, planned_trials=len(job["trials"]),
+        atol=out.trials[0].get("atol") if out.trials else None, rtol=out.trials[0].get("rtol") if out.trials else None,
+        timed_out=out.timed_out, oom=out.oom, violation=out.violation,
+        error=None if e is None else ErrorReport(e["stage"], e["type"], e["message"], e["traceback"]),
+        died=out.died, finished=out.done is not None, returncode=out.returncode, log_tail=out.log_tail,
+        solution_path=out.solution_path, timeout_s=float(job["config"]["timeout_s"]),
+        rss_limit_mb=int(job["config"]["rss_limit_mb"]), kernels=_kernels(done),
+        solution_flags=done.get("backend_flags"),
+        warnings=(f"outputs were copied through the host: {out.ipc_fallback}",) if out.ipc_fallback else ())
+
+
+def _kernels(done: dict[str, Any]) -> tuple[KernelStat, ...]:
+    kernels = []
+    for k in ((done.get("reports") or {}).get("launches") or {}).get("kernels") or []:
+        try:
+            kernels.append(KernelStat(name=str(k["name"])[:200], own=bool(k["own"]), launches=int(k["launches"])))
+        except (KeyError, TypeError, ValueError):
+            continue
+    return tuple(kernels)
+
+
+def _provenance(request: EvalRequest, r: RequestFacts, c: CandidateFacts, seeds: dict[str, Any],
+                clocks_start: dict[str, Any] | None, clocks_end: dict[str, Any] | None) -> Provenance:
+    return provenance.build(device_name=r.device_name, versions=r.versions, reference_mode=request.config.reference,
+                            reference_flags=r.backend_flags, solution_flags=c.solution_flags,
+                            tolerance_profile=r.tolerance_profile, config=r.config,
+                            problem_hash=request.problem.code_hash, solution_hash=r.solution_hash, seeds=seeds,
+                            clocks_start=clocks_start, clocks_end=clocks_end)
 
 
 def _announce(request: EvalRequest, stage: str) -> None:
