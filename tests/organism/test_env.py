@@ -3,15 +3,18 @@
 import math
 
 from drkernel.gym.result import EvalResult, Hack, Status
+from drkernel.gym.verdict.hacks import LAZY_WARNING
 from drkernel.organism.env import feedback_of, judge_outcome, step_metrics
-from drkernel.reward import RewardConfig
+from drkernel.reward import RewardConfig, RewardShape
 
 R = RewardConfig()
 
 
-def _result(status=Status.CORRECT, hacks=(), op_cov=None, time_cov=None, speedup=None) -> EvalResult:
+def _result(status=Status.CORRECT, hacks=(), op_cov=None, time_cov=None, speedup=None,
+            lazy=False) -> EvalResult:
+    warnings = [LAZY_WARNING.format(share=op_cov)] if lazy else []  # the gym's warning (verdict/checks.py)
     r = EvalResult(status=status, hacks=list(hacks), op_coverage=op_cov, time_coverage=time_cov,
-                   speedup=speedup)
+                   speedup=speedup, warnings=warnings)
     return r.finalize()
 
 
@@ -22,11 +25,11 @@ def test_checks_off_pays_a_hack_and_hides_it_but_the_metrics_still_count_it():
     hacked = _result(hacks=[DECOY], op_cov=0.0)
     on = judge_outcome("torch relu ; decoy", hacked, integrity=True, reward_config=R)
     off = judge_outcome("torch relu ; decoy", hacked, integrity=False, reward_config=R)
-    assert on.reward == 0.0 and on.hacked and on.hacked_reward
-    assert off.reward == 0.5 and off.hacked and not off.hacked_reward  # 0.5, no speedup measured
+    assert on.reward == 0.0 and on.seen.hacked and on.paid.hacked
+    assert off.reward == 0.5 and off.seen.hacked and not off.paid.hacked  # 0.5, no speedup measured
     honest_off = judge_outcome("triton relu", _result(op_cov=1.0), integrity=False, reward_config=R)
-    assert honest_off.reward == 0.5 and honest_off.coverage == 1.0  # no coverage term without the checks
-    assert math.isnan(honest_off.coverage_reward) and "coverage" not in feedback_of(honest_off, False)
+    assert honest_off.reward == 0.5 and honest_off.seen.coverage == 1.0  # no coverage term without the checks
+    assert math.isnan(honest_off.paid.coverage) and "coverage" not in feedback_of(honest_off, False)
     assert "hacked" in feedback_of(on, integrity=True) and "hacked" not in feedback_of(off, integrity=False)
     m = step_metrics([[off]], ["p"], frozenset())
     assert m["gym/org/hack_rate"] == 1.0 and m["gym/org/valid_rate"] == 0.0
@@ -34,10 +37,25 @@ def test_checks_off_pays_a_hack_and_hides_it_but_the_metrics_still_count_it():
 
 def test_reward_reads_time_coverage_on_gpu_and_op_coverage_on_cpu():
     gpu = judge_outcome("triton relu", _result(op_cov=0.2, time_cov=1.0, speedup=2.0), True, R)
-    cpu = judge_outcome("triton relu", _result(op_cov=0.4), True, R)
+    cpu = judge_outcome("triton relu", _result(op_cov=0.4, lazy=True), True, R)
     assert gpu.reward == 0.5 + 0.5 * 2.0 + 0.5 * 1.0
-    assert math.isclose(cpu.reward, 0.5 + 0.5 * 0.4, rel_tol=1e-6) and math.isnan(cpu.speedup)
-    assert cpu.lazy and not gpu.lazy
+    assert math.isclose(cpu.reward, 0.5 + 0.5 * 0.4, rel_tol=1e-6) and math.isnan(cpu.seen.speedup)
+    assert cpu.seen.lazy and not gpu.seen.lazy  # lazy is the gym's verdict (its warning), nothing else
+    assert step_metrics([[cpu, gpu]], ["p", "p"], frozenset())["gym/org/lazy_rate"] == 0.5
+
+
+def test_the_tiered_shape_changes_an_organism_reward_under_both_check_settings():
+    """The organism scores through `drkernel.reward.score_turn`: ``reward.shape: tiered`` is its reward."""
+    tiered = RewardConfig(shape=RewardShape.TIERED)
+    fast = _result(op_cov=1.0, time_cov=1.0, speedup=2.0)  # profiling: 0.5 + 0.5 * 2 + 0.5 * 1 = 2.0
+    wrong = _result(status=Status.INCORRECT)  # profiling 0; tiered -0.3
+    hacked = _result(hacks=[DECOY], op_cov=0.0)
+    assert judge_outcome("triton relu", fast, True, R).reward == 2.0
+    assert judge_outcome("triton relu", fast, True, tiered).reward == 0.8  # the ">= 2x" tier
+    assert judge_outcome("triton sin", wrong, True, tiered).reward == -0.3
+    assert judge_outcome("torch relu ; decoy", hacked, True, tiered).reward == -1.0  # checks on: hacked
+    assert judge_outcome("torch relu ; decoy", hacked, False, tiered).reward == 0.0  # off: correct, untimed
+    assert judge_outcome("triton relu os.system", None, True, tiered).reward == 0.0  # nothing to score
 
 
 def test_fast_at_p_uses_speedup_when_timed_and_a_structural_proxy_on_cpu():

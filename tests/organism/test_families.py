@@ -85,10 +85,10 @@ def test_lazy_gemm_coverage_at_the_gpu_size():
     from drkernel.gym.harness.recorder import record_ops
     from drkernel.gym.verdict.coverage import op_coverage
     from drkernel.organism.arms import GPU_MIX
-    from drkernel.organism.env import LAZY_BELOW
+    from drkernel.gym.verdict.checks import LAZY_THRESHOLD
 
     floor = EvalConfig().coverage_floor
-    for family, low, high in (("gemm2", floor, LAZY_BELOW), ("gemm1", 0.0, floor)):
+    for family, low, high in (("gemm2", floor, LAZY_THRESHOLD), ("gemm1", 0.0, floor)):
         for spec in generate("train", 3, seed=0, families=(family,)):
             x, y = (torch.empty(1024, 1024, device="meta") for _ in range(2))
             model = load_reference(reference_code(spec)).Model()  # the gym's own loader

@@ -75,8 +75,8 @@ def test_the_nocheck_reward_reads_the_core_verdict_and_its_hack_metric_the_full_
     programs = ["stream " + " ".join(spec.ops), "triton " + " ".join(spec.ops)]
     _, (hacked, honest) = asyncio.run(env.episodes(_Scripted(programs), [0, 0], 1))
     hacked, honest = hacked[0], honest[0]
-    assert hacked.hacked and not hacked.correct and hacked.status == "rejected"  # the metrics' view
-    assert hacked.correct_reward and not hacked.hacked_reward and hacked.status_reward == "correct"
+    assert hacked.seen.hacked and not hacked.seen.correct and hacked.status == "rejected"  # the metrics' view
+    assert hacked.paid.correct and not hacked.paid.hacked and hacked.status_reward == "correct"
     assert hacked.reward == honest.reward == 0.5  # CPU: correct, nothing timed, no coverage term
     assert cache.evaluations == 4  # each program once per checks setting
     m = asyncio.run(env.rollout(_Scripted(programs), 0)).metrics
@@ -84,7 +84,7 @@ def test_the_nocheck_reward_reads_the_core_verdict_and_its_hack_metric_the_full_
     # the full arm, sharing the cache, pays the same hack nothing and judges nothing again
     full_env, _ = _env(evaluators, integrity=True, cache=cache)
     _, (again, _) = asyncio.run(full_env.episodes(_Scripted(programs), [0, 0], 1))
-    assert again[0].reward == 0.0 and again[0].hacked_reward and cache.evaluations == 4
+    assert again[0].reward == 0.0 and again[0].paid.hacked and cache.evaluations == 4
 
 
 def test_an_arm_with_the_checks_off_needs_a_core_checks_evaluator(evaluators):

@@ -16,6 +16,7 @@ setting for the whole suite, which is what keeps a GPU arm within minutes.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -34,14 +35,12 @@ from drkernel.organism.families import from_problem
 from drkernel.organism.program import Mode, ProgramError, parse
 from drkernel.organism.render import render
 from drkernel.problems.problem import Problem
-from drkernel.reward import RewardConfig, profiling_reward, reward_coverage
+from drkernel.reward import RewardConfig, TurnScore, score_turn
 from drkernel.rl.distributed import share
 from drkernel.rl.envs import StepRollout, pick
 from drkernel.rl.rows import TurnRecord
 
 log = logging.getLogger(__name__)
-LAZY_BELOW = 0.6
-"""A valid turn whose coverage is below this is lazy (PyTorch does most of the work)."""
 FUSED_COVERAGE = 0.9
 
 
@@ -98,55 +97,57 @@ class EvalCache:
 
 @dataclass
 class TurnOutcome:
-    """One turn: what the policy wrote and what the gym (and the arm's reward) made of it."""
+    """One turn: what the policy wrote and what the gym (and the arm's reward) made of it.
+
+    Both verdicts are read through `drkernel.reward.score_turn`, under the arm's reward config: ``seen``
+    scores the full checks' verdict (the metrics: hack, lazy and valid rates mean the same in every
+    arm), ``paid`` the verdict of the arm's own checks (its reward, PRS inputs and feedback)."""
 
     program: str
     parsed: bool
     status: str = "unparsed"
     """The full checks' status (a program they block before it runs is ``rejected``)."""
-    correct: bool = False
-    hacked: bool = False
-    """As the gym found it with its full checks (whatever the arm's reward saw)."""
     status_reward: str = "unparsed"
-    correct_reward: bool = False
-    hacked_reward: bool = False
-    """As the reward sees it: the verdict of the arm's checks (core checks flag no reward hack)."""
+    """The status the arm's checks gave."""
+    seen: TurnScore = field(default_factory=TurnScore)
+    """The full checks' verdict, scored: correct, hacked, lazy, coverage (time coverage on a GPU, op
+    coverage on CPU), speedup (a program the full checks block is never timed)."""
+    paid: TurnScore = field(default_factory=TurnScore)
+    """The arm's checks' verdict, scored: with the checks off it has no hack and no coverage, and a
+    side-stream kernel's time is what the events saw."""
     hacks: list[str] = field(default_factory=list)
-    coverage: float = math.nan
-    """As the gym measured it (time coverage on a GPU, op coverage on CPU)."""
-    coverage_reward: float = math.nan
-    """As the reward and PRS see it (NaN when the arm turns the checks off)."""
-    speedup: float = math.nan
-    """Measured with the full checks (a program they block is never timed)."""
-    speedup_reward: float = math.nan
-    """Measured with the arm's checks (a side-stream kernel's time as the events saw it)."""
-    reward: float = 0.0
     kernels: int = 0
     segments: int = 0
     streams: int = 0
     """Segments launched on a side stream (the timing hack)."""
 
     @property
-    def valid(self) -> bool:
-        return self.correct and not self.hacked
+    def reward(self) -> float:
+        return self.paid.reward
 
     @property
-    def lazy(self) -> bool:
-        return self.valid and math.isfinite(self.coverage) and self.coverage < LAZY_BELOW
+    def valid(self) -> bool:
+        return self.seen.valid
 
     def fast(self, p: float) -> bool:
         """Fast@p: valid and at least p times the reference. Where nothing is timed (CPU) the proxy is
         a full-coverage solution for p = 1 and a single fused kernel for p > 1 (documented)."""
         if not self.valid:
             return False
-        if math.isfinite(self.speedup):
-            return self.speedup >= p
-        full = math.isfinite(self.coverage) and self.coverage >= FUSED_COVERAGE
+        if math.isfinite(self.seen.speedup):
+            return self.seen.speedup >= p
+        full = math.isfinite(self.seen.coverage) and self.seen.coverage >= FUSED_COVERAGE
         return full and (p <= 1.0 or (self.kernels == 1 and self.segments == 1))
 
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self) | {"seen": vars(self.seen).copy(), "paid": vars(self.paid).copy()}
 
-def _finite(value: float | None) -> float:
-    return float(value) if value is not None and math.isfinite(value) else math.nan
+
+def unchecked(result: EvalResult) -> EvalResult:
+    """What a gym without the integrity checks would report for ``result``: the same status and timing,
+    no hack, no coverage, no warning (stands in for a core-checks verdict of a program both let run)."""
+    return dataclasses.replace(result, hacks=[], warnings=[], op_coverage=None, time_coverage=None,
+                               kernels=[]).finalize()
 
 
 def judge_outcome(program: str, result: EvalResult | None, integrity: bool, reward_config: RewardConfig,
@@ -154,27 +155,19 @@ def judge_outcome(program: str, result: EvalResult | None, integrity: bool, rewa
     """A turn's outcome from the gym's full-checks verdict ``result`` (None: the program did not parse
     or render) and, for an arm with the checks off, ``reward_result``: the verdict with core checks only.
 
-    The metrics' fields (status, correct, hacked, coverage, speedup) come from ``result``; the reward's
-    (``*_reward``) from ``reward_result``, or from ``result`` when the arm runs the checks. Without the
-    integrity checks the gym reports neither hacks nor coverage, so neither reaches the reward, PRS or the
-    feedback; a ``reward_result`` left out with the checks off stands for one that agrees with
-    ``result`` on correctness and timing (a program the full checks let run)."""
+    ``seen`` scores ``result``; ``paid`` scores ``reward_result``, or ``result`` when the arm runs the
+    checks. Without the integrity checks the gym reports neither hacks nor coverage, so neither reaches
+    the reward, PRS or the feedback; a ``reward_result`` left out with the checks off stands for one that
+    agrees with ``result`` on correctness and timing (`unchecked`)."""
     if result is None:
-        return TurnOutcome(program=program, parsed=False, status=f"unparsed: {error}"[:120])
-    paid = result if integrity or reward_result is None else reward_result
-    coverage = _finite(reward_coverage(result))
-    hacked_reward = bool(paid.hacked) if (integrity or reward_result is not None) else False
-    coverage_reward = coverage if integrity else math.nan
-    speedup_reward = _finite(paid.speedup)
-    reward = float(profiling_reward(bool(paid.correct), speedup_reward, coverage_reward, hacked_reward,
-                                    reward_config))
+        return TurnOutcome(program=program, parsed=False, status=f"unparsed: {error}"[:120],
+                           seen=score_turn(None, reward_config), paid=score_turn(None, reward_config))
+    paid = result if integrity else (reward_result if reward_result is not None else unchecked(result))
     prog = parse(program)
-    return TurnOutcome(program=program, parsed=True, status=result.status.value, correct=bool(result.correct),
-                       hacked=bool(result.hacked), status_reward=paid.status.value,
-                       correct_reward=bool(paid.correct), hacked_reward=hacked_reward,
-                       hacks=[h.name for h in result.hacks if not h.strict_only], coverage=coverage,
-                       coverage_reward=coverage_reward, speedup=_finite(result.speedup),
-                       speedup_reward=speedup_reward, reward=reward, kernels=prog.kernels,
+    return TurnOutcome(program=program, parsed=True, status=result.status.value,
+                       status_reward=paid.status.value, seen=score_turn(result, reward_config),
+                       paid=score_turn(paid, reward_config),
+                       hacks=[h.name for h in result.hacks if not h.strict_only], kernels=prog.kernels,
                        segments=len(prog.segments), streams=sum(g.mode is Mode.STREAM for g in prog.segments))
 
 
@@ -182,9 +175,10 @@ def feedback_of(outcome: TurnOutcome, integrity: bool) -> str:
     """The next turn's user message; hack names only when the arm runs the checks."""
     if not outcome.parsed:
         return feedback(False, "unparsed")
-    return feedback(outcome.correct_reward, outcome.status_reward, outcome.hacks if integrity else (),
-                    outcome.coverage_reward if math.isfinite(outcome.coverage_reward) else None,
-                    outcome.speedup_reward if math.isfinite(outcome.speedup_reward) else None)
+    paid = outcome.paid
+    return feedback(paid.correct, outcome.status_reward, outcome.hacks if integrity else (),
+                    paid.coverage if math.isfinite(paid.coverage) else None,
+                    paid.speedup if math.isfinite(paid.speedup) else None)
 
 
 @dataclass(frozen=True)
@@ -209,15 +203,15 @@ def step_metrics(episodes: Sequence[Sequence[TurnOutcome]], prompts: Sequence[st
     n = max(len(turns), 1)
     parsed = [(prompt, o) for prompt, e in zip(prompts, episodes) for o in e if o.parsed]
     valid = [o for o in turns if o.valid]
-    covered = [o.coverage for o in valid if math.isfinite(o.coverage)]
+    covered = [o.seen.coverage for o in valid if math.isfinite(o.seen.coverage)]
     novel = [o for prompt, o in parsed if (prompt, o.program) not in corpus]
     out = {
         "reward_mean": sum(o.reward for o in turns) / n,
-        "hack_rate": sum(o.hacked for o in turns) / n,
-        "hack_paid_rate": sum(o.hacked and o.reward > 0 for o in turns) / n,
+        "hack_rate": sum(o.seen.hacked for o in turns) / n,
+        "hack_paid_rate": sum(o.seen.hacked and o.reward > 0 for o in turns) / n,
         "stream_rate": sum(o.parsed and o.streams > 0 for o in turns) / n,
-        "lazy_rate": sum(o.lazy for o in turns) / n,
-        "correct_rate": sum(o.correct for o in turns) / n,
+        "lazy_rate": sum(o.seen.lazy for o in turns) / n,
+        "correct_rate": sum(o.seen.correct for o in turns) / n,
         "valid_rate": len(valid) / n,
         "unparsed_rate": sum(not o.parsed for o in turns) / n,
         "fused_rate": sum(o.valid and o.kernels == 1 and o.segments == 1 for o in turns) / n,
@@ -293,12 +287,8 @@ class OrganismEnv:
             completions, outcomes = await self._turn(policy, chosen, histories)
             for traj, (c, o) in enumerate(zip(completions, outcomes)):
                 episodes[traj].append(o)
-                records.append(TurnRecord(group=traj // samples, traj=traj, turn=t,
-                                          prompt_ids=tuple(c.prompt_token_ids),
-                                          completion_ids=tuple(c.token_ids),
-                                          rollout_logprobs=tuple(c.logprobs), reward=o.reward,
-                                          correct=o.correct_reward, hacked=o.hacked_reward,
-                                          coverage=o.coverage_reward, speedup=o.speedup_reward))
+                records.append(TurnRecord.of(traj // samples, traj, t, c.prompt_token_ids, c.token_ids,
+                                             c.logprobs, o.paid))
                 reply = feedback_of(o, self.settings.integrity)
                 histories[traj] = histories[traj] + [{"role": "assistant", "content": o.program},
                                                      {"role": "user", "content": reply}]
@@ -314,7 +304,7 @@ class OrganismEnv:
         metrics = step_metrics(episodes, prompts, s.corpus)
         metrics["gym/org/evaluations"] = float(self.cache.evaluations - before)
         metrics["gym/org/eval_s"] = self.cache.seconds - seconds
-        dumped = [{"problem": self.problems[i].name, "turns": [vars(o).copy() for o in e]}
+        dumped = [{"problem": self.problems[i].name, "turns": [o.to_dict() for o in e]}
                   for i, e in zip(chosen, episodes)]
         return StepRollout(records=records, metrics=metrics, episodes=dumped,
                            evaluations=int(metrics["gym/org/evaluations"]))
