@@ -30,7 +30,7 @@ def test_an_explicit_seed_gives_the_same_plan_every_time():
     assert plan_seeds(7, 3, second=False).reference == 7
 
 
-@pytest.mark.parametrize("trials,varied", [(1, 0), (2, 1), (3, 2), (5, 2)])
+@pytest.mark.parametrize("trials,varied", [(1, 0), (2, 1), (3, 2), (5, 4)])
 def test_varied_trials_are_never_trial_zero_or_the_second_size(trials, varied):
     for _ in range(20):
         plan = plan_seeds(None, trials, second=True)
@@ -39,6 +39,32 @@ def test_varied_trials_are_never_trial_zero_or_the_second_size(trials, varied):
         assert len(dists[:trials]) - dists[:trials].count(Distribution.PLAIN) == varied
         if trials >= 3:
             assert {Distribution.WIDE, Distribution.SHIFTED} <= set(dists)
+        assert len(set(dists[1:trials])) == trials - 1  # distinct while the variants last
+
+
+def test_a_plan_draws_only_the_distributions_the_reference_is_defined_on():
+    for _ in range(20):
+        plan = plan_seeds(None, 7, second=False, allowed=[int(Distribution.TINY), int(Distribution.SIGNED)])
+        dists = [distribution_of(s) for s in plan.trials]
+        assert dists[0] is Distribution.PLAIN and set(dists[1:]) == {Distribution.TINY, Distribution.SIGNED}
+    assert {distribution_of(s) for s in plan_seeds(None, 4, second=False, allowed=[]).trials} == {Distribution.PLAIN}
+
+
+def test_random_variants_are_heavy_tailed_sparse_or_signed_and_agree_on_both_sides():
+    seed, cpu = 99, torch.device("cpu")
+    big = types.SimpleNamespace(get_inputs=lambda: [torch.randn(256, 256), torch.rand(256, 256, dtype=torch.float16)])
+    plain = harness.draw_inputs(big, seed, cpu)
+    heavy, sparse, signed = (harness.draw_inputs(big, with_distribution(seed, d), cpu)
+                             for d in (Distribution.HEAVY, Distribution.SPARSE, Distribution.SIGNED))
+    assert all(torch.equal(a, b) for a, b in zip(heavy, harness.draw_inputs(big, with_distribution(seed, Distribution.HEAVY), cpu)))
+    ratio = heavy[0].abs() / plain[0].abs().clamp_min(1e-30)
+    assert ratio.min() > 0.1 and ratio.max() > 20 and ratio.max() <= 100 + 1e-3  # x / sqrt(E), E floored
+    assert heavy[1].isfinite().all() and (heavy[1].float().abs() / plain[1].float().clamp_min(1e-3)).max() <= 10.01
+    zeros = (sparse[0] == 0).float().mean()
+    assert 0.4 < zeros < 0.6 and torch.equal(sparse[0][sparse[0] != 0], plain[0][sparse[0] != 0])
+    assert torch.equal(signed[1].abs(), plain[1]) and (signed[1] < 0).any()  # rand's values turned mixed
+    tiny = harness.draw_inputs(big, with_distribution(seed, Distribution.TINY), cpu)
+    assert torch.allclose(tiny[0], plain[0] * 1e-3)
 
 
 REFERENCE = types.SimpleNamespace(get_inputs=lambda: [torch.randn(4, 8), torch.randint(0, 3, (4,)),

@@ -16,9 +16,13 @@ The reference's timing is keyed by a *public* seed (`PUBLIC_SEED`, or the explic
 reference is timed on inputs of the same shapes and distribution, never on the candidate's secret
 timing inputs, so the reference-timing cache keeps hitting across evaluations.
 
-Input distributions (mechanism 7): bits 60-61 of a trial seed name the distribution its inputs are
+Input distributions (mechanism 7): bits 60-62 of a trial seed name the distribution its inputs are
 drawn at (`Distribution`); `drkernel.gym.harness.inputs.draw_inputs` decodes them, so judge and candidate
-agree without a protocol change. Trial 0 and the second-size trial are always plain.
+agree without a protocol change. Trial 0 and the second-size trial are always plain; every other trial
+draws a variant, which one is secret. A shortcut taken only when inputs look like ``randn``, a term
+that hides below the tolerance at scale 1, a formula unstable outside the trial distribution: each
+shows on some variant. The judge probes which variants the reference is defined on (finite outputs,
+`drkernel.gym.judge.main.Judge.defined_distributions`) and the plan draws only those.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ PUBLIC_SEED = 0
 the reference's op profile and the second-size probe."""
 SEED_BITS = 48
 DIST_SHIFT = 60
+DIST_MASK = 0x7
 
 
 class Distribution(IntEnum):
@@ -46,10 +51,27 @@ class Distribution(IntEnum):
     """Scaled (`drkernel.gym.harness.inputs.VARIANTS`): a term that hides below atol at scale 1 shows."""
     SHIFTED = 2
     """Offset: ``exp`` overflows, so a formula without the max subtraction fails."""
+    TINY = 3
+    """Scaled down: every output shrinks next to a fixed atol, and terms that a scale-1 input hides grow
+    relative to the rest (``softmax`` flattens toward ``1/n``)."""
+    HEAVY = 4
+    """Heavy-tailed (``x / sqrt(E)``, E exponential): a few values tens of times the rest, as no
+    ``randn`` draw has them."""
+    SPARSE = 5
+    """About half the values zero: a statistic taken on part of a row, or a test on the first
+    element, shows."""
+    SIGNED = 6
+    """Random signs: inputs that ``get_inputs`` draws non-negative (``rand``) turn mixed."""
+
+
+VARIANTS = (Distribution.WIDE, Distribution.SHIFTED, Distribution.TINY, Distribution.HEAVY,
+            Distribution.SPARSE, Distribution.SIGNED)
+"""Every distribution but plain, the ones a plan draws for trials after the first."""
 
 
 def distribution_of(seed: int) -> Distribution:
-    return Distribution((int(seed) >> DIST_SHIFT) & 0x3)
+    value = (int(seed) >> DIST_SHIFT) & DIST_MASK
+    return Distribution(value) if value in Distribution._value2member_map_ else Distribution.PLAIN
 
 
 def with_distribution(seed: int, dist: Distribution) -> int:
@@ -89,25 +111,41 @@ def _rng(explicit: int | None) -> random.Random:
     return random.Random(int.from_bytes(digest[:16], "big"))
 
 
-def plan_seeds(explicit: int | None, trials: int, second: bool) -> SeedPlan:
+def plan_seeds(explicit: int | None, trials: int, second: bool,
+               allowed: Iterable[int] | None = None) -> SeedPlan:
     """Draw the plan: fresh and secret when ``explicit`` is None, reproducible from it otherwise.
 
-    From three primary trials on, one random non-first trial draws `Distribution.WIDE` inputs and
-    another `Distribution.SHIFTED`; with two, trial 1 draws one of them at random."""
+    Every primary trial after the first draws a variant distribution from ``allowed`` (default: all
+    of `VARIANTS`; the judge passes those the reference is defined on), all distinct while they last
+    (then again in a new order). `Distribution.WIDE` and `Distribution.SHIFTED` come first in the
+    draw where allowed, at random trials: a dropped term and an unstable formula fail every
+    evaluation of three trials or more, not only some; the rest fill the other trials at random."""
     rng = _rng(explicit)
     draw = lambda: rng.getrandbits(SEED_BITS)  # noqa: E731
     primary = [draw() for _ in range(trials)]
-    variants = [Distribution.WIDE, Distribution.SHIFTED]
-    rng.shuffle(variants)
-    positions = rng.sample(range(1, trials), k=min(trials - 1, 2)) if trials >= 2 else []
-    dists = {pos: variants[i] for i, pos in enumerate(positions)}
-    primary = [with_distribution(s, dists.get(i, Distribution.PLAIN)) for i, s in enumerate(primary)]
+    pool = [d for d in VARIANTS if allowed is None or int(d) in {int(a) for a in allowed}]
+    dists = _variant_order(rng, pool, trials - 1)
+    positions = rng.sample(range(1, trials), k=len(dists)) if trials >= 2 else []
+    by_trial = dict(zip(positions, dists))
+    primary = [with_distribution(s, by_trial.get(i, Distribution.PLAIN)) for i, s in enumerate(primary)]
     extra = [draw()] if second else []
     order = list(INTEGRITY_RUNS)
     rng.shuffle(order)
     return SeedPlan(weight=public_seed(explicit), trials=tuple(primary + extra), timing=draw(), coverage=draw(),
                     reference=public_seed(explicit),
                     integrity_order=tuple(order), decoys=tuple(rng.randrange(0, 3) for _ in order))
+
+
+def _variant_order(rng: random.Random, pool: list[Distribution], n: int) -> list[Distribution]:
+    """``n`` variants from ``pool``: WIDE and SHIFTED first (shuffled), then the others shuffled, cycling."""
+    if not pool or n <= 0:
+        return []
+    first = [d for d in pool if d in (Distribution.WIDE, Distribution.SHIFTED)]
+    rest = [d for d in pool if d not in first]
+    rng.shuffle(first)
+    rng.shuffle(rest)
+    order = first + rest
+    return [order[i % len(order)] for i in range(n)]
 
 
 def public_seed(explicit: int | None) -> int:

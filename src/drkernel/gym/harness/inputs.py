@@ -20,12 +20,34 @@ VARIANTS: dict[Distribution, dict[torch.dtype, tuple[float, float]]] = {
     Distribution.WIDE: {torch.float32: (8.0, 0.0), torch.float64: (8.0, 0.0),
                         torch.float16: (4.0, 0.0), torch.bfloat16: (4.0, 0.0)},
     Distribution.SHIFTED: {torch.float32: (1.0, 100.0), torch.float64: (1.0, 100.0)},
+    Distribution.TINY: {torch.float32: (1e-3, 0.0), torch.float64: (1e-3, 0.0),
+                        torch.float16: (1 / 16, 0.0), torch.bfloat16: (1 / 16, 0.0)},
 }
 """Floating inputs become ``x * scale + shift`` by distribution and dtype. WIDE (scale 8) makes a term
 that hides below atol at scale 1 visible (x + softmax(x) over 4096 columns: the row's largest softmax
 value grows from ~0.005 to ~0.7, above atol + rtol * |x|). SHIFTED (+100) overflows ``exp`` in
 float32, so a softmax without the max subtraction returns NaN; it leaves half types alone (their
-products would overflow). A reference opts out with a module constant ``INPUT_VARIANTS = False``."""
+products would overflow). TINY (1e-3) shrinks every output next to a fixed atol. The random variants
+(`RANDOM_VARIANTS`) draw from the generator ``get_inputs`` left seeded, so both sides agree. A
+reference opts out with a module constant ``INPUT_VARIANTS = False``."""
+HEAVY_FLOOR = {torch.float16: 1e-2, torch.bfloat16: 1e-2}
+"""HEAVY divides by ``sqrt(max(E, floor))``: values up to 100x (10x in half types, whose products
+would overflow); the default floor is 1e-4."""
+RANDOM_VARIANTS = (Distribution.HEAVY, Distribution.SPARSE, Distribution.SIGNED)
+
+
+def _random_variant(x: torch.Tensor, dist: Distribution) -> torch.Tensor:
+    """HEAVY: ``x / sqrt(E)`` with E exponential (heavy tails); SPARSE: about half the values zero;
+    SIGNED: each value's sign flipped at random. Computed in float32 or wider, cast back."""
+    u = torch.rand(x.shape, device=x.device, dtype=torch.float64 if x.dtype == torch.float64 else torch.float32)
+    wide = x.to(u.dtype)
+    if dist is Distribution.HEAVY:
+        out = wide / (-torch.log1p(-u)).clamp_min(HEAVY_FLOOR.get(x.dtype, 1e-4)).sqrt()
+    elif dist is Distribution.SPARSE:
+        out = torch.where(u < 0.5, torch.zeros_like(wide), wide)
+    else:
+        out = torch.where(u < 0.5, -wide, wide)
+    return out.to(x.dtype)
 
 
 def load_reference(code: str, filename: str = "<reference>") -> types.ModuleType:
@@ -46,6 +68,8 @@ def seed_all(seed: int) -> None:
 def spread(value: Any, dist: Distribution = Distribution.WIDE) -> Any:
     """``dist`` applied to one input (tensors of other dtypes and non-tensors unchanged)."""
     table = VARIANTS.get(dist, {})
+    if isinstance(value, torch.Tensor) and value.is_floating_point() and dist in RANDOM_VARIANTS:
+        return _random_variant(value, dist)
     if isinstance(value, torch.Tensor) and value.dtype in table:
         scale, shift = table[value.dtype]
         return value * scale + shift

@@ -30,7 +30,7 @@ from drkernel.gym.harness.vmm import VmmError
 from drkernel.gym.ipc import Channel, ProtocolViolation, child_channel, close_fds, decode_tree
 from drkernel.gym.messages import (CompareRequest, Error, Op, Prepare, Prepared, Ready, Release, Signal, Timed,
                                    TimeReference, Verdict, op_of)
-from drkernel.gym.seeds import Distribution, distribution_of
+from drkernel.gym.seeds import VARIANTS, Distribution, distribution_of, with_distribution
 from drkernel.problems.problem import Problem
 from drkernel.problems.scaling import rewrite_constants, scale_for_cpu, second_size_overrides
 
@@ -107,7 +107,22 @@ class Judge:
             self.no_tf32[c] = profile is not None and not any(base_name(op) in TF32_OPS for op in profile.ops)
         return Prepared(code, second_code, harness.tensor_bytes(inputs),
                         profile.to_dict() if profile is not None else None,
-                        profile.cost * 1e3 if profile is not None else None)
+                        profile.cost * 1e3 if profile is not None else None,
+                        distributions=self.defined_distributions(code, h.seed))
+
+    def defined_distributions(self, code: str, seed: int) -> tuple[int, ...]:
+        """The variant input distributions on which the reference's outputs are all finite (one run
+        each at the public seed); a variant where it overflows, divides by zero or fails is left out."""
+        defined = []
+        for dist in VARIANTS:
+            try:
+                out, _ = self.run_reference(code, with_distribution(seed, dist), seed)
+            except Exception:  # noqa: BLE001 - the reference is not defined there
+                continue
+            if all(bool(torch.isfinite(t).all()) for t in _float_leaves(out)):
+                defined.append(int(dist))
+            del out
+        return tuple(defined)
 
     def op_profile(self, code: str, seed: int) -> OpProfile | None:
         """The reference's aten ops with roofline costs (the denominator of op coverage)."""
@@ -299,6 +314,12 @@ class Judge:
                 self.return_cached_memory()
             reply["seconds"] = time.perf_counter() - t
             self.channel.send(reply)
+
+
+def _float_leaves(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _float_leaves(v)]
+    return [value] if isinstance(value, torch.Tensor) and value.is_floating_point() else []
 
 
 def resolve_device(name: str) -> torch.device:
