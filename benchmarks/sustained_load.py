@@ -16,7 +16,14 @@ waits for what is in flight. Reported:
 * the GPU's busy fraction (``nvidia-smi`` utilisation sampled every 100 ms; absent on CPU);
 * time per stage (the sum over evaluations of ``EvalResult.stage_seconds``, and its share);
 * latency p50/p95 from submission to result, and service time p50/p95 (the evaluation alone);
-* the speedup's coefficient of variation per problem over its repeated gold evaluations.
+* the speedup's coefficient of variation per problem over its repeated gold evaluations, and its median;
+* the seconds each evaluation held the device exclusively (``exclusive``: its timed region, and a
+  reference's timing where it timed one), mean, p50 and p95: every other candidate waits meanwhile.
+
+``--timing-rule`` picks when the timed calls stop (`EvalConfig.timing_rule`, adaptive by default);
+``--ab`` runs the mix twice in one process, adaptive then fixed, side by side on one device
+(``sustained_load.json``, ``sustained_load_fixed.json``, ``sustained_ab.png`` and SUMMARY lines
+comparing rates, exclusive seconds and each problem's median speedup).
 
     PYTHONPATH=src python3 benchmarks/sustained_load.py --device cuda:0 --out out/sustained_load
     PYTHONPATH=src python3 benchmarks/sustained_load.py --device cpu --duration-s 60 --quick   # smoke run
@@ -46,6 +53,7 @@ from pathlib import Path
 
 from drkernel.errors import InfrastructureError
 from drkernel.gym import EvalConfig, EvalRequest, InProcessEvaluator
+from drkernel.gym.config import TIMING_RULES
 from drkernel.problems import builtin_solution, find_problem, load_builtin, load_rows
 
 REPO = Path(__file__).resolve().parents[1]
@@ -146,7 +154,8 @@ def pct(xs: list[float], q: float) -> float | None:
 def run(args) -> dict:
     rng = random.Random(args.seed)
     ok, failing = workload(args.fail_fraction, args.seed, args.levels)
-    cfg = EvalConfig(device=args.device, trials=args.trials, warmup_calls=args.warmup, timed_calls=args.timed)
+    cfg = EvalConfig(device=args.device, trials=args.trials, warmup_calls=args.warmup, timed_calls=args.timed,
+                     timing_rule=args.timing_rule)
     rows: list[dict] = []
     gpu_index = int(args.device.split(":")[1]) if args.device.startswith("cuda:") else 0
     warm_s = None
@@ -211,8 +220,10 @@ CANDIDATE_STAGES = ("inputs", "import", "compile", "correctness", "extra_runs", 
 ``timing_lock_wait`` (the candidate waiting for the exclusive timed region) is measured by the
 orchestrator between two of the candidate's stages. ``judge_compare`` (its exports waiting on the
 judge: queue and comparison) lies inside ``compile``, ``correctness``, ``extra_runs`` and
-``timing_samples``, so it is reported beside the critical path (``overlapping``), not in it."""
-OVERLAPPING = ("judge_compare", "child_start")
+``timing_samples``, so it is reported beside the critical path (``overlapping``), not in it; so is
+``exclusive`` (the device held exclusively: the candidate's timed region, inside ``timing``, and a
+reference's timing, inside ``reference_timing``), the time every other candidate on the device waits."""
+OVERLAPPING = ("judge_compare", "child_start", "exclusive")
 
 
 def critical_path(stages: dict[str, float]) -> dict[str, float]:
@@ -239,6 +250,7 @@ def summarize(rows: list[dict], wall: float, busy: float | None, args, info: dic
         if r["label"] == "gold" and r["valid"] and r["speedup"]:
             by_problem[r["problem"]].append(r["speedup"])
     cvs = {p: statistics.pstdev(v) / statistics.mean(v) for p, v in by_problem.items() if len(v) > 1}
+    exclusive = [(r["stages"] or {}).get("exclusive", 0.0) for r in rows]
     lat = [r["latency_s"] for r in rows]
     failing = sum(1 for r in rows if not r["valid"])
     return {
@@ -251,6 +263,9 @@ def summarize(rows: list[dict], wall: float, busy: float | None, args, info: dic
         "stage_seconds": dict(sorted(stages.items(), key=lambda kv: -kv[1])),
         "child_start_s_background": background, "overlapping_stage_seconds": overlapping,
         "stage_share": {k: v / total_stage for k, v in sorted(stages.items(), key=lambda kv: -kv[1])},
+        "timing_rule": args.timing_rule, "exclusive_s_per_eval": statistics.mean(exclusive) if rows else None,
+        "exclusive_s_p50": pct(exclusive, 0.5), "exclusive_s_p95": pct(exclusive, 0.95),
+        "speedup_median": {p: statistics.median(v) for p, v in by_problem.items()},
         "speedup_cv": cvs, "speedup_cv_max": max(cvs.values()) if cvs else None, "rows": rows,
     }
 
@@ -307,9 +322,29 @@ def plot(summary: dict, path: Path) -> None:
     print(f"wrote {path}")
 
 
+def plot_ab(runs: dict[str, dict], path: Path) -> None:
+    """Completions over time of the runs side by side (``--ab``), one curve each."""
+    plt = pyplot()
+    if plt is None:
+        return
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, summary in runs.items():
+        done = sorted(r["done_s"] for r in summary["rows"])
+        ax.plot(done, range(1, len(done) + 1), label=f"{name}: {summary['evals_per_s']:.2f}/s, "
+                                                    f"{summary['exclusive_s_per_eval'] or 0:.3f} s exclusive")
+    ax.set(xlabel="seconds since start", ylabel="evaluations finished",
+           title="sustained load: adaptive vs fixed timing rule")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"wrote {path}")
+
+
 def report(summary: dict, name: str) -> None:
     keys = ("evaluations", "wall_s", "evals_per_s", "failing_fraction", "gpu_busy_fraction", "latency_p50_s",
-            "latency_p95_s", "speedup_cv_max")
+            "latency_p95_s", "speedup_cv_max", "exclusive_s_per_eval", "exclusive_s_p95")
     for k in keys:
         print(f"SUMMARY {name} {k}: {summary[k]}")
     print(f"SUMMARY {name} statuses:", summary["statuses"])
@@ -326,6 +361,11 @@ def main() -> int:
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--pool-size", type=int, default=4)
     ap.add_argument("--judges", type=int, default=0, help="judges per device (0: the gym's default)")
+    ap.add_argument("--timing-rule", choices=TIMING_RULES, default=EvalConfig.timing_rule,
+                    help="when the timed calls stop (EvalConfig.timing_rule)")
+    ap.add_argument("--ab", action="store_true",
+                    help="run the mix twice in one process, the adaptive timing rule then the fixed one (side by "
+                         "side: one device, one mix); writes sustained_load{,_fixed}.json and sustained_ab.png")
     ap.add_argument("--warm-references", action="store_true",
                     help="prepare every problem and time its reference before the clock starts (steady state "
                          "of an RL run, which times a problem's reference once for the whole run)")
@@ -341,12 +381,31 @@ def main() -> int:
         return 0
     if args.quick:
         args.trials, args.warmup, args.timed = 2, 1, 3
-    print("=== sustained_load ===", flush=True)
-    summary = run(args)
-    (out / "sustained_load.json").write_text(json.dumps(summary, indent=1))
-    plot(summary, out / "sustained_load.png")
-    report(summary, "sustained_load")
-    return 0 if summary["evaluations"] else 1
+    runs: dict[str, dict] = {}
+    for rule in (("adaptive", "fixed") if args.ab else (args.timing_rule,)):
+        args.timing_rule = rule
+        name = f"sustained_load_{rule}" if args.ab and rule != "adaptive" else "sustained_load"
+        print(f"=== {name} (timing rule {rule}) ===", flush=True)
+        runs[name] = summary = run(args)
+        (out / f"{name}.json").write_text(json.dumps(summary, indent=1))
+        plot(summary, out / f"{name}.png")
+        report(summary, name)
+    if args.ab:
+        report_ab(runs["sustained_load"], runs["sustained_load_fixed"], out)
+    return 0 if all(r["evaluations"] for r in runs.values()) else 1
+
+
+def report_ab(new: dict, old: dict, out: Path) -> None:
+    """The adaptive rule against the fixed one, run side by side: rates, exclusive seconds per
+    evaluation, and each problem's median gold speedup under both (the verdicts should agree)."""
+    plot_ab({"adaptive": new, "fixed": old}, out / "sustained_ab.png")
+    print(f"SUMMARY sustained_ab evaluations/s adaptive {new['evals_per_s']:.3f} / fixed "
+          f"{old['evals_per_s']:.3f} = x{new['evals_per_s'] / old['evals_per_s']:.2f}")
+    print(f"SUMMARY sustained_ab exclusive s/evaluation adaptive {new['exclusive_s_per_eval'] or 0:.4f} / fixed "
+          f"{old['exclusive_s_per_eval'] or 0:.4f}")
+    both = sorted(set(new["speedup_median"]) & set(old["speedup_median"]))
+    print("SUMMARY sustained_ab median gold speedup adaptive/fixed:",
+          {p: round(new["speedup_median"][p] / old["speedup_median"][p], 3) for p in both})
 
 
 if __name__ == "__main__":

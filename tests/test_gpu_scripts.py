@@ -1,6 +1,6 @@
 """The GPU host of `scripts/gpu_check.sh` lacks fastapi, pydantic, uvicorn, openai and ray: the scripts
 of its service, agent, train and integrity sections must load with those five unimportable; the
-sections themselves fail alone at their timeout; the sustained and judge-compare benchmarks run, small, on CPU."""
+sections themselves fail alone at their timeout; the sustained A/B and judge-compare benchmarks run, small, on CPU."""
 
 import json
 import os
@@ -73,19 +73,26 @@ def test_gpu_check_passes_sections_that_finish(tmp_path):
     assert "--- environment: ok" in out.stdout and "ALL GPU CHECKS PASSED" in out.stdout
 
 
-def test_sustained_load_runs_on_cpu(tmp_path):
-    # The GPU's sustained section, run small on CPU: a broken script would cost a GPU call.
-    out = tmp_path / "sustained"
+def test_sustained_load_ab_runs_both_timing_rules_side_by_side_on_cpu(tmp_path):
+    # The GPU's sustained-ab section, run small on CPU: a broken script would cost a GPU call.
+    out = tmp_path / "ab"
     res = subprocess.run(
-        [sys.executable, "benchmarks/sustained_load.py", "--device", "cpu", "--duration-s", "3",
+        [sys.executable, "benchmarks/sustained_load.py", "--ab", "--device", "cpu", "--duration-s", "3",
          "--quick", "--concurrency", "1", "--pool-size", "1", "--levels", "1", "--out", str(out)],
         cwd=REPO, capture_output=True, text=True, timeout=300,
         env={**os.environ, "PYTHONPATH": str(REPO / "src")},
     )
     assert res.returncode == 0, res.stderr[-3000:]
-    summary = json.loads((out / "sustained_load.json").read_text())
-    assert summary["evaluations"] > 0 and "judge_compare" in summary["overlapping_stage_seconds"]
-    assert len(summary["device"]["judge_busy_fraction"]) == summary["device"]["judges"]
+    runs = {name: json.loads((out / f"{name}.json").read_text())
+            for name in ("sustained_load", "sustained_load_fixed")}
+    assert runs["sustained_load"]["timing_rule"] == "adaptive"
+    assert runs["sustained_load_fixed"]["timing_rule"] == "fixed"
+    for summary in runs.values():
+        assert summary["evaluations"] > 0 and "exclusive" in summary["overlapping_stage_seconds"]
+        assert summary["exclusive_s_per_eval"] == 0.0  # nothing is timed on CPU: no exclusive hold
+        assert len(summary["device"]["judge_busy_fraction"]) == summary["device"]["judges"]
+    assert (out / "sustained_ab.png").stat().st_size > 0
+    assert "SUMMARY sustained_ab evaluations/s adaptive" in res.stdout
 
 
 def test_judge_compare_times_both_paths_on_cpu(tmp_path):

@@ -19,6 +19,7 @@ TOLERANCE_PROFILES: dict[str, dict[str, tuple[float, float]]] = {
 }
 VERDICT_MODES = ("lenient", "strict")
 REFERENCE_MODES = ("eager", "compile")
+TIMING_RULES = ("adaptive", "fixed")
 
 
 def tolerance_for(profile: str, dtype: str) -> tuple[float, float]:
@@ -65,7 +66,17 @@ class EvalConfig:
     while every other candidate on the device waited); a kernel of that length needs few calls for a
     stable median. Kernels faster than 10 ms per call are not affected."""
     timed_calls_min: int = 10
-    """The fewest timed calls ``timing_budget_ms`` may leave (at most ``timed_calls``)."""
+    """The fewest timed calls ``timing_budget_ms`` or the adaptive rule may leave (at most ``timed_calls``);
+    the adaptive rule's block."""
+    timing_rule: str = "adaptive"
+    """When the timed calls stop (`drkernel.gym.harness.timing`): ``adaptive`` once the median's
+    confidence interval is within ``timing_precision`` of it (checked every ``timed_calls_min`` calls,
+    ``timed_calls`` and the budget the most), so a steady kernel holds the device's exclusive region
+    for a fraction of the calls; ``fixed``: every one of ``timed_calls`` (within the budget), extended
+    up to ``timed_calls_max`` while the median's standard error is above ``timing_target_rse``."""
+    timing_precision: float = 0.005
+    """Adaptive rule: the largest distance from the median to either end of its 95 % order-statistic
+    confidence interval, relative to the median, at which timing stops."""
     reference: str = "eager"
     """Reference for speedup: ``eager`` PyTorch or ``compile`` (torch.compile of the reference)."""
     profile: bool = True
@@ -108,6 +119,9 @@ class EvalConfig:
         if self.timing_budget_ms < 0 or self.timed_calls_min < 1:
             problems.append(f"timing_budget_ms={self.timing_budget_ms} (at least 0), timed_calls_min="
                             f"{self.timed_calls_min} (at least 1)")
+        if self.timing_rule not in TIMING_RULES or not 0.0 < self.timing_precision < 1.0:
+            problems.append(f"timing_rule={self.timing_rule!r} (one of {TIMING_RULES}), timing_precision="
+                            f"{self.timing_precision} (in (0, 1))")
         if not 0.0 < self.memory_fraction <= 1.0:
             problems.append(f"memory_fraction={self.memory_fraction} (in (0, 1])")
         if problems:

@@ -17,9 +17,21 @@ with the host's load: a 10 us kernel behind a 30 us launch path moved by 5 % per
 percent on a host busy starting other candidates. Only work that does not read the inputs can hide
 in the head start: reading them means waiting for the stream, sleep included.
 
-More calls when the median is uncertain: after ``calls`` timed calls, while the median's relative
-standard error (a robust estimate, `median_rse`) is above ``target_rse`` and fewer than ``max_calls``
-were timed, another block of ``calls // 2`` is timed.
+When the timed calls stop (``rule``; they hold the device's exclusive region, which every other
+candidate on the device waits for):
+
+* ``adaptive`` (the default): blocks of ``min_calls``; after each, stop once the median's 95 %
+  confidence interval from order statistics (`median_ci`) lies within ``precision`` of the median
+  (`median_precision`), or when ``calls`` (cut by the wall budget) were timed. A steady kernel stops
+  after one or two blocks; a noisy one gets every call. No distribution is assumed, so a heavy tail
+  of slow calls widens the interval instead of being averaged in.
+* ``fixed``: ``calls`` timed calls (cut by the budget); then, while the median's relative standard
+  error (a robust estimate, `median_rse`) is above ``target_rse`` and fewer than ``max_calls`` were
+  timed, another block of ``calls // 2``.
+
+Under either rule the timed calls whose outputs are kept for the judge (``keep``) are those reached;
+the adaptive rule also keeps each block's last call until it knows whether another block follows, so
+the last timed call's output always reaches the judge (`drkernel.gym.seeds.kept_timed_calls`).
 """
 
 from __future__ import annotations
@@ -41,6 +53,8 @@ HEAD_START_FACTOR = 2.0
 HEAD_START_SLACK_MS = 0.02
 """Added to every head start: the stream's own latency between the sleep and the first launch."""
 SLEEP_CALIBRATION_CYCLES = 1_000_000
+MEDIAN_CI_Z = 1.96
+"""The normal quantile of the adaptive rule's confidence interval on the median (95 %)."""
 _sleep_cycles_per_ms: dict[int, float] = {}
 
 
@@ -64,6 +78,37 @@ def median_rse(times_ms: Sequence[float]) -> float:
     return _rse(q[2] - q[0], statistics.median(xs), len(xs))
 
 
+def median_ci(times_ms: Sequence[float]) -> tuple[float, float]:
+    """A distribution-free 95 % confidence interval of the median: the order statistics of ranks
+    (1-based, clipped to 1..n)
+
+        j = floor(n/2 - z sqrt(n)/2),   k = ceil(1 + n/2 + z sqrt(n)/2),   z = `MEDIAN_CI_Z`
+
+    (the count of samples below the true median is Binomial(n, 1/2), in its normal approximation).
+    n = 10: the smallest and the largest; n = 20: the 5th and the 16th smallest; n = 100: the 40th and
+    the 61st."""
+    xs = sorted(float(t) for t in times_ms)
+    n = len(xs)
+    if n == 0:
+        raise ValueError("no timings")
+    half = MEDIAN_CI_Z * math.sqrt(n) / 2
+    j = max(1, math.floor(n / 2 - half))
+    k = min(n, math.ceil(1 + n / 2 + half))
+    return xs[j - 1], xs[k - 1]
+
+
+def median_precision(times_ms: Sequence[float]) -> float:
+    """The larger distance from the median to an end of its `median_ci`, relative to the median
+    (inf for fewer than 2 calls or a median of 0)."""
+    if len(times_ms) < 2:
+        return math.inf
+    median = statistics.median(float(t) for t in times_ms)
+    if median <= 0:
+        return math.inf
+    lo, hi = median_ci(times_ms)
+    return max(median - lo, hi - median) / median
+
+
 def _rse(iqr: float, median: float, n: int) -> float:
     if n < 2 or median <= 0:
         return math.inf
@@ -85,7 +130,8 @@ def head_start_ms(warmup_host_ms: Sequence[float], max_ms: float) -> float:
 
 def summarize(times_ms: Sequence[float], wall_ms_per_call: float | None = None, **extra: Any) -> dict[str, Any]:
     """Median, IQR, coefficient of variation (std / mean), mean and min of per-call times, the
-    median's relative standard error, plus ``extra`` (head start, host issue time, ...)."""
+    median's relative standard error, the sorted times (``samples_ms``: the speedup's interval,
+    `drkernel.gym.speedup`), plus ``extra`` (head start, host issue time, ...)."""
     xs = sorted(float(t) for t in times_ms)
     n = len(xs)
     if n == 0:
@@ -97,7 +143,7 @@ def summarize(times_ms: Sequence[float], wall_ms_per_call: float | None = None, 
     rse = _rse(q[2] - q[0], median, n)
     return {"median_ms": median, "iqr_ms": q[2] - q[0], "cv": std / mean if mean > 0 else 0.0,
             "mean_ms": mean, "min_ms": xs[0], "n": n, "wall_ms_per_call": wall_ms_per_call,
-            "rse": rse if math.isfinite(rse) else None, **extra}
+            "rse": rse if math.isfinite(rse) else None, "samples_ms": xs, **extra}
 
 
 class L2Flusher:
@@ -130,83 +176,114 @@ def time_cuda(fn: Callable[..., Any], inputs: Sequence[Any], *, warmup: int, cal
               device: torch.device, flusher: L2Flusher | None = None, keep: Collection[int] = (),
               kept: dict[int, Any] | None = None, head_start_max_ms: float = 0.0,
               max_calls: int | None = None, target_rse: float = 0.0, budget_ms: float = 0.0,
-              min_calls: int = 10) -> dict[str, Any]:
+              min_calls: int = 10, rule: str = "fixed", precision: float = 0.0) -> dict[str, Any]:
     """Per-call device times of ``fn(*clone(inputs))`` (see the module docstring).
 
     ``keep``: indices of timed calls whose outputs are stored into ``kept`` (index -> output), so the
     judge can check that timed calls compute the right thing, not only the calls it saw before.
-    ``head_start_max_ms``: cap of the head start (0: none). ``max_calls``/``target_rse``: time more
-    than ``calls`` calls, up to ``max_calls``, while the median's relative standard error is above
-    ``target_rse``. ``budget_ms``/``min_calls``: fewer timed calls (not below ``min_calls``) where the
-    warm-up's wall per call says ``calls`` of them would take longer than ``budget_ms``; ``keep`` is
-    then mapped by `drkernel.gym.seeds.kept_timed_calls`.
+    ``head_start_max_ms``: cap of the head start (0: none). ``rule``, ``precision``, ``max_calls``,
+    ``target_rse``: when the timed calls stop (module docstring). ``budget_ms``/``min_calls``: fewer
+    timed calls (not below ``min_calls``) where the warm-up's wall per call says ``calls`` of them would
+    take longer than ``budget_ms``; ``keep`` is then mapped by `drkernel.gym.seeds.kept_timed_calls`.
 
     The stats add ``head_start_ms``, ``host_ms`` (median host time to issue one timed call) and
     ``uncovered`` (share of timed calls whose issue took longer than the head start)."""
     flush = (flusher or L2Flusher(device)) if l2_flush else None
-    issue_ms: list[float] = []
+    adaptive = rule == "adaptive"
     with torch.no_grad():
-        if budget_ms > 0:  # the warm-up's wall per call decides the budget: start from an idle stream
-            torch.cuda.synchronize(device)
-        warm_t0 = time.perf_counter()
-        for _ in range(warmup):
-            args = clone_args(inputs)
-            t = time.perf_counter()
-            fn(*args)
-            issue_ms.append((time.perf_counter() - t) * 1e3)
-            del args
-        torch.cuda.synchronize(device)
-        if budget_ms > 0 and warmup > 0:
-            per_call_ms = (time.perf_counter() - warm_t0) * 1e3 / warmup
-            planned = calls
-            calls = budgeted_calls(calls, per_call_ms, budget_ms, min_calls)
-            keep = kept_timed_calls(keep, planned, calls)
-            if calls < planned:
-                max_calls = None  # no extension past the budget
+        issue_ms, per_call_ms = _warm_up(fn, inputs, warmup, device, measure=budget_ms > 0)
+        planned = calls
+        calls = budgeted_calls(calls, per_call_ms, budget_ms, min_calls)
+        keep = kept_timed_calls(keep, planned, calls)
+        # the adaptive rule stops within ``calls``; the fixed one extends, but never past the budget
+        limit = calls if adaptive or calls < planned else max(calls, max_calls or calls)
         head_ms = head_start_ms(issue_ms, head_start_max_ms)
         sleep_cycles = int(head_ms * sleep_cycles_per_ms(device)) if head_ms > 0 else 0
-        limit = max(calls, max_calls or calls)
         host: list[float] = []
         times: list[float] = []
         wall_ms = 0.0
-        block = calls
+        size = min(min_calls, calls) if adaptive else max(1, calls // 2)  # of the blocks after the first
+        block = size if adaptive else calls
         while block > 0:
-            pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                     for _ in range(block)]
             t0 = time.perf_counter()
-            for start, end in pairs:
-                i = len(host)
-                args = clone_args(inputs)
-                if flush is not None:
-                    flush()
-                if sleep_cycles:
-                    torch.cuda._sleep(sleep_cycles)
-                start.record()
-                t = time.perf_counter()
-                out = fn(*args)
-                host.append((time.perf_counter() - t) * 1e3)
-                end.record()
-                if kept is not None and i in keep:
-                    kept[i] = out
-                del args, out  # one clone alive at a time: full-size inputs can be gigabytes
+            pairs = _timed_block(fn, inputs, block, flush, sleep_cycles, host, keep, kept, keep_last=adaptive)
             torch.cuda.synchronize(device)
             wall_ms += (time.perf_counter() - t0) * 1e3
             times.extend(s.elapsed_time(e) for s, e in pairs)
-            n = len(times)
-            more = n < limit and target_rse > 0 and median_rse(times) > target_rse
-            block = min(max(1, calls // 2), limit - n) if more else 0
+            block = next_block(times, limit, adaptive, size, precision if adaptive else target_rse)
+            if block and kept is not None and len(times) - 1 not in keep:
+                kept.pop(len(times) - 1, None)  # the block's last call was not the last one after all
     return summarize(times, wall_ms / len(times), head_start_ms=head_ms, host_ms=statistics.median(host),
                      uncovered=sum(h > head_ms for h in host) / len(host))
 
 
+def next_block(times_ms: Sequence[float], limit: int, adaptive: bool, size: int, target: float) -> int:
+    """How many calls to time next (0: stop) after ``times_ms``, at most ``limit`` in all: the adaptive
+    rule goes on while `median_precision` is above ``target``, the fixed one while `median_rse` is
+    (``target`` 0: the fixed rule stops at once)."""
+    n = len(times_ms)
+    if n >= limit or target <= 0:
+        return 0
+    spread = median_precision(times_ms) if adaptive else median_rse(times_ms)
+    return min(size, limit - n) if spread > target else 0
+
+
+def _warm_up(fn: Callable[..., Any], inputs: Sequence[Any], warmup: int, device: torch.device,
+             measure: bool) -> tuple[list[float], float]:
+    """``warmup`` untimed calls: the host's time to issue each (ms) and, with ``measure``, the wall per
+    call from an idle stream (0 otherwise: the budget then keeps every call)."""
+    issue_ms: list[float] = []
+    if measure:
+        torch.cuda.synchronize(device)
+    t0 = time.perf_counter()
+    for _ in range(warmup):
+        args = clone_args(inputs)
+        t = time.perf_counter()
+        fn(*args)
+        issue_ms.append((time.perf_counter() - t) * 1e3)
+        del args
+    torch.cuda.synchronize(device)
+    per_call_ms = (time.perf_counter() - t0) * 1e3 / warmup if measure and warmup > 0 else 0.0
+    return issue_ms, per_call_ms
+
+
+def _timed_block(fn: Callable[..., Any], inputs: Sequence[Any], block: int, flush: L2Flusher | None,
+                 sleep_cycles: int, host: list[float], keep: Collection[int], kept: dict[int, Any] | None,
+                 keep_last: bool) -> list[tuple[Any, Any]]:
+    """Issue ``block`` timed calls (their indices follow ``host``'s length), append each one's host
+    issue time to ``host``, store the outputs of ``keep`` (and, with ``keep_last``, the block's last)
+    into ``kept``; returns the calls' (start, end) events, unsynchronised."""
+    pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+             for _ in range(block)]
+    last = len(host) + block - 1
+    for start, end in pairs:
+        i = len(host)
+        args = clone_args(inputs)
+        if flush is not None:
+            flush()
+        if sleep_cycles:
+            torch.cuda._sleep(sleep_cycles)
+        start.record()
+        t = time.perf_counter()
+        out = fn(*args)
+        host.append((time.perf_counter() - t) * 1e3)
+        end.record()
+        if kept is not None and (i in keep or (keep_last and i == last)):
+            kept[i] = out
+        del args, out  # one clone alive at a time: full-size inputs can be gigabytes
+    return pairs
+
+
 def timing_options(cfg: dict[str, Any]) -> dict[str, Any]:
-    """`time_cuda`'s head-start, extension and budget arguments from an `EvalConfig` dict (or a judge
-    request)."""
+    """`time_cuda`'s head-start, stopping and budget arguments from an `EvalConfig` dict (or a judge
+    request; one without a ``timing_rule`` is timed by the fixed rule)."""
     return {"head_start_max_ms": float(cfg.get("head_start_max_ms", 0.0)),
             "max_calls": int(cfg.get("timed_calls_max") or 0) or None,
             "target_rse": float(cfg.get("timing_target_rse", 0.0)),
             "budget_ms": float(cfg.get("timing_budget_ms", 0.0)),
-            "min_calls": int(cfg.get("timed_calls_min", 10))}
+            "min_calls": int(cfg.get("timed_calls_min", 10)),
+            "rule": str(cfg.get("timing_rule", "fixed")),
+            "precision": float(cfg.get("timing_precision", 0.0))}
 
 
 def budgeted_calls(calls: int, per_call_ms: float, budget_ms: float, min_calls: int) -> int:

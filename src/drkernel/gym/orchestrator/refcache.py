@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 TIMING_FIELDS = ("warmup_calls", "timed_calls", "l2_flush", "reference", "head_start_max_ms", "timed_calls_max",
-                 "timing_target_rse", "timing_budget_ms", "timed_calls_min")
+                 "timing_target_rse", "timing_budget_ms", "timed_calls_min", "timing_rule", "timing_precision")
 
 
 def reference_key(code: str, weight_seed: int, timing_seed: int, device_name: str, versions: Mapping[str, str],

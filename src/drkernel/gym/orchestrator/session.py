@@ -57,6 +57,9 @@ class SessionOutcome:
     child_start_s: float | None = None
     child_wait_s: float = 0.0
     lock_wait_s: float = 0.0
+    exclusive_s: float = 0.0
+    """Seconds the candidate held the device exclusively (its timed region, the re-measurement
+    included): every other candidate on the device waited meanwhile."""
     judge_s: float = 0.0
     """Seconds the candidate's exports waited for the judge's verdicts (queue and comparison)."""
     wall_s: float = 0.0
@@ -214,6 +217,8 @@ class CandidateSession:
                 self.out.exit_s = time.monotonic() - t
                 self.rt.judge_call(Release(self.job_id).to_header(), judge=self.judge)
             finally:
+                if self.hold == "exclusive":  # the region broke off: held until the candidate is gone
+                    self.out.exclusive_s += time.monotonic() - self.lock_t
                 self.rt.rw.leave(exclusive=self.hold == "exclusive")
                 self.hold = None
             self.out.release_s = time.monotonic() - t - self.out.exit_s
@@ -275,6 +280,7 @@ class CandidateSession:
                 self.out.sol_timing_sync = msg.claimed()
             # Back to a shared hold before the candidate goes on (its sampled outputs are copied on the
             # device): it waits for ``continue`` meanwhile, stopped, while other regions run first.
+            self.out.exclusive_s += time.monotonic() - self.lock_t
             deadline += self._switch_stopped(child, "shared")
             self.order.timed_region_over()
             if msg.op is not Op.UNLOCK:
