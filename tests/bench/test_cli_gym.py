@@ -26,7 +26,7 @@ def test_bench_run_against_the_real_gym_on_cpu(tmp_path):
     config.write_text("samples: 1\nturns: 3\nevaluator: local\neval:\n  trials: 2\n  second_size: false\n")
     kb_spec, policy = f"{tmp_path / 'kb'}:1", f"scripted:{script}"
     args = ["bench", "run", "--config", str(config), "--problems", kb_spec, "--policy", policy]
-    args += ["--device", "cpu", "--no-timing", "--eval-concurrency", "1", "--out", str(out)]
+    args += ["--device", "cpu", "--no-timing", "--set", "eval_concurrency=1", "--out", str(out)]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "[1/1] " in result.output and "#0 -> syntax_error -> correct -> correct" in result.output  # a log line

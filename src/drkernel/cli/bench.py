@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, List, Optional
 
 import typer
 from rich.console import Console
@@ -19,17 +19,13 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from drkernel.cli.devices import require_local_device
+from drkernel.cli.checks import refuse, writable_dir
+from drkernel.cli.devices import check_devices
+from drkernel.cli.options import build, group, set_option
 from drkernel.errors import DrKernelError, InfrastructureError
 
-app = typer.Typer(
-    no_args_is_help=True, help="Benchmark a kernel-writing policy: Fast@p, trajectories, reports."
-)
+app = group("Benchmark a kernel-writing policy: Fast@p, trajectories, reports.")
 console = Console()
-
-
-def _overrides(**values: Any) -> dict[str, Any]:
-    return {k: v for k, v in values.items() if v is not None}
 
 
 def _summary_table(metrics: dict[str, Any]) -> Table:
@@ -54,84 +50,77 @@ def _summary_table(metrics: dict[str, Any]) -> Table:
 @app.command("run")
 def run(
     out: Path = typer.Option(..., "--out", "-o", help="run folder (a rerun resumes it)"),
-    config: Path | None = typer.Option(
-        None, "--config", "-c", help="YAML bench config (configs/bench/*.yaml)"
-    ),
-    problems: str | None = typer.Option(
-        None, "--problems", "-p", help="builtin[:N] | KernelBench dir[:N] | rows.jsonl[:N]"
-    ),
-    policy: str | None = typer.Option(
-        None, "--policy", help="scripted:builtin | openai:URL,model=M | hf:PATH | tiny | vllm:MODEL"
-    ),
-    samples: int | None = typer.Option(None, "--samples", "-n", help="episodes per problem"),
-    turns: int | None = typer.Option(None, "--turns", "-t"),
-    tts: str | None = typer.Option(
-        None, "--tts", help="test-time scaling, e.g. first=5,iterations=10,window=4,select=reward"
-    ),
-    history: str | None = typer.Option(None, "--history", help="all | last"),
-    history_k: int | None = typer.Option(None, "--history-k"),
-    early_stop: str | None = typer.Option(None, "--early-stop", help="never | valid | speedup"),
-    temperature: float | None = typer.Option(None, "--temperature"),
-    top_p: float | None = typer.Option(None, "--top-p"),
-    max_tokens: int | None = typer.Option(None, "--max-tokens"),
-    evaluator: str | None = typer.Option(None, "--evaluator", "-e", help="local | http://host:port"),
-    device: str | None = typer.Option(None, "--device", help="auto | cpu | cuda | cuda:N"),
-    timing: bool | None = typer.Option(None, "--timing/--no-timing"),
-    concurrency: int | None = typer.Option(None, "--concurrency", help="episodes in flight"),
-    eval_concurrency: int | None = typer.Option(
-        None, "--eval-concurrency", help="local gym: solutions at once"
-    ),
-    limit: int | None = typer.Option(None, "--limit", help="only the first N problems"),
-    fmt: str | None = typer.Option(None, "--format", help="jsonl | parquet"),
-    save_tokens: bool | None = typer.Option(None, "--save-tokens/--no-save-tokens"),
-    templates: str | None = typer.Option(None, "--templates", help="folder of prompt templates"),
+    config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML bench config (configs/bench/*.yaml)"),
+    problems: Optional[str] = typer.Option(
+        None, "--problems", "-p", help="builtin[:N] | KernelBench dir[:N] | rows.jsonl/.parquet[:N]"),
+    policy: Optional[str] = typer.Option(
+        None, "--policy", help="scripted:builtin | openai:URL,model=M | hf:PATH | tiny | vllm:MODEL"),
+    samples: Optional[int] = typer.Option(None, "--samples", "-n", min=1, help="episodes per problem"),
+    turns: Optional[int] = typer.Option(None, "--turns", "-t", min=1, help="turns per episode"),
+    tts: Optional[str] = typer.Option(
+        None, "--tts", help="test-time scaling, e.g. first=5,iterations=10,window=4,select=reward"),
+    temperature: Optional[float] = typer.Option(None, "--temperature", min=0.0, help="sampling temperature"),
+    top_p: Optional[float] = typer.Option(None, "--top-p", min=0.0, max=1.0, help="nucleus sampling mass"),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="completion length limit"),
+    evaluator: Optional[str] = typer.Option(None, "--evaluator", "-e", help="local | http://host:port"),
+    device: Optional[str] = typer.Option(None, "--device", help="local gym: auto | cpu | cuda | cuda:N"),
+    timing: Optional[bool] = typer.Option(None, "--timing/--no-timing", help="time solutions (GPU only)"),
+    eval_concurrency: Optional[int] = typer.Option(
+        None, "--eval-concurrency", min=1, help="local gym: solutions evaluated at once"),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="only the first N problems"),
+    set_: Optional[List[str]] = set_option("bench config (BenchConfig)", "history=last or eval.trials=3"),
     report: bool = typer.Option(True, "--report/--no-report", help="write report.md and plots at the end"),
 ) -> None:
-    """Run (or resume) a benchmark; writes trajectories, metrics.json and a report into --out."""
-    from drkernel.agent.policies.spec import make_policy
-    from drkernel.bench.run import BenchConfig, check_same_run, make_evaluator, run_bench
-    from drkernel.problems import load_problems
+    """Run (or resume) a benchmark; writes trajectories, metrics.json and a report into --out.
+    Options left out take the --config file's values, else BenchConfig's defaults."""
+    given = {"problems": problems, "policy": policy, "samples": samples, "turns": turns, "tts": tts,
+             "temperature": temperature, "top_p": top_p, "max_tokens": max_tokens, "evaluator": evaluator,
+             "eval.device": device, "eval.timing": timing, "eval_concurrency": eval_concurrency,
+             "limit": limit}
+    writable_dir(out)
+    cfg, probs, pol, ev = _prepare(out, config, given, set_)
+    metrics = _run_with_progress(cfg, probs, pol, ev, out)
+    console.print(_summary_table(metrics))
+    if report:
+        from drkernel.bench.report import write_report
 
-    over = _overrides(
-        problems=problems,
-        policy=policy,
-        samples=samples,
-        turns=turns,
-        tts=tts,
-        history=history,
-        history_k=history_k,
-        early_stop=early_stop,
-        temperature=temperature,
-        top_p=top_p,
-        max_tokens=max_tokens,
-        evaluator=evaluator,
-        eval=_overrides(device=device, timing=timing) or None,
-        concurrency=concurrency,
-        eval_concurrency=eval_concurrency,
-        limit=limit,
-        format=fmt,
-        save_tokens=save_tokens,
-        templates=templates,
-    )
+        console.print(f"report: {write_report(out)}")
+    _fail_on_policy_errors(metrics["run"])
+
+
+def _prepare(out: Path, config: Optional[Path], given: dict[str, Any], sets: Optional[List[str]]):
+    """The config, problems, policy and evaluator, every check done before any episode starts."""
+    from drkernel.agent.policies.spec import make_policy
+    from drkernel.bench.run import BenchConfig, check_same_run
+    from drkernel.config import read_yaml_mapping
+    from drkernel.problems import load_problems
+    from drkernel.tasks import make_evaluator
+
     try:
-        cfg = BenchConfig.from_yaml(config, **over) if config else BenchConfig.from_dict(over)
-        if cfg.evaluator == "local":
-            require_local_device(cfg.eval.device)
+        base = read_yaml_mapping(config, "bench config") if config else {}
+        cfg = build(BenchConfig, "bench config", base, given, sets, make=BenchConfig.from_dict)
+    except DrKernelError as e:
+        refuse(str(e))
+    if cfg.evaluator == "local":
+        check_devices([("eval.device", cfg.eval.device)])
+    try:
         check_same_run(out, cfg)
         probs = load_problems(cfg.problems)
         pol = make_policy(cfg.policy, probs)
-        ev = make_evaluator(cfg.evaluator, cfg.eval.device, cfg.eval_concurrency, cfg.unsafe_no_sandbox)
+        ev = make_evaluator(cfg.evaluator, cfg.eval.device, cfg.eval_concurrency,
+                            unsafe_no_sandbox=cfg.unsafe_no_sandbox)
     except DrKernelError as e:
-        console.print(f"[red]error:[/] {e}")
-        raise typer.Exit(2)
+        refuse(str(e))
+    return cfg, probs, pol, ev
+
+
+def _run_with_progress(cfg, probs, pol, ev, out: Path) -> dict[str, Any]:
+    """The episodes, with a bar on a terminal and one line per episode in a log; exit 3 or 2 on failure."""
+    from drkernel.bench.run import run_bench
+
     progress = Progress(
-        TextColumn("[bold]episodes"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.description}"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=console,
+        TextColumn("[bold]episodes"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+        TimeElapsedColumn(), TimeRemainingColumn(), console=console,
         disable=not console.is_terminal,  # a log gets one line per episode instead (on_progress)
     )
     task = progress.add_task("", total=None)
@@ -141,13 +130,8 @@ def run(
         nonlocal valid
         if ep is not None and ep.best_turn() is not None:
             valid += 1
-        desc = (
-            f"last: {ep.id} -> {ep.turns[-1].outcome if ep.turns else '-'}  valid episodes: {valid}"
-            if ep
-            else "resumed"
-            if done
-            else ""
-        )
+        desc = ("resumed" if done else "") if ep is None else (
+            f"last: {ep.id} -> {ep.turns[-1].outcome if ep.turns else '-'}  valid episodes: {valid}")
         progress.update(task, completed=done, total=total, description=desc)
         if ep is not None and not console.is_terminal:
             typer.echo(f"[{done}/{total}] {ep.id} -> {' -> '.join(t.outcome for t in ep.turns) or '-'}")
@@ -161,19 +145,12 @@ def run(
 
     try:
         with progress:
-            metrics = asyncio.run(go())
+            return asyncio.run(go())
     except InfrastructureError as e:
         console.print(f"[red]infrastructure failure:[/] {e} (rerun the same command to resume)")
         raise typer.Exit(3)
     except DrKernelError as e:
-        console.print(f"[red]error:[/] {e}")
-        raise typer.Exit(2)
-    console.print(_summary_table(metrics))
-    if report:
-        from drkernel.bench.report import write_report
-
-        console.print(f"report: {write_report(out)}")
-    _fail_on_policy_errors(metrics["run"])
+        refuse(str(e))
 
 
 def _fail_on_policy_errors(run: dict[str, Any]) -> None:
@@ -195,7 +172,7 @@ def _fail_on_policy_errors(run: dict[str, Any]) -> None:
 
 @app.command("report")
 def report_cmd(
-    run_dir: Path = typer.Argument(..., help="a `bench run` folder"),
+    run_dir: Path = typer.Argument(..., metavar="RUN_DIR", help="a `bench run` folder"),
     out: Path | None = typer.Option(None, "--out", "-o", help="where to write (default: the run folder)"),
     as_json: bool = typer.Option(False, "--json", help="print metrics.json instead"),
 ) -> None:

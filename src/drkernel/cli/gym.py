@@ -142,6 +142,7 @@ def _print_one(r: EvalResult) -> None:
 
 
 PROFILE = choices("Profile", sorted(TOLERANCE_PROFILES))
+DEVICE_HELP = f"auto, cuda, cuda:N or cpu (default {default(EvalConfig, 'device')})"
 
 
 @app.command("eval")
@@ -154,9 +155,11 @@ def eval_cmd(
     solution: Optional[Path] = typer.Option(None, "--solution", help="SOLUTION, given as an option"),
     problems: str = typer.Option("builtin", "--problems", "-p",
                                  help="where PROBLEM is looked up: builtin[:N], rows.jsonl, a folder"),
-    device: Optional[str] = typer.Option(None, "--device", help=f"auto, cuda, cuda:N or cpu (default {default(EvalConfig, 'device')})"),
-    profile: Optional[PROFILE] = typer.Option(None, "--profile", help=f"tolerance profile (default {default(EvalConfig, 'tolerance')})"),
-    trials: Optional[int] = typer.Option(None, "--trials", min=1, help=f"correctness trials (default {default(EvalConfig, 'trials')})"),
+    device: Optional[str] = typer.Option(None, "--device", help=DEVICE_HELP),
+    profile: Optional[PROFILE] = typer.Option(
+        None, "--profile", help=f"tolerance profile (default {default(EvalConfig, 'tolerance')})"),
+    trials: Optional[int] = typer.Option(
+        None, "--trials", min=1, help=f"correctness trials (default {default(EvalConfig, 'trials')})"),
     timeout: Optional[float] = typer.Option(None, "--timeout",
                                             help="wall-clock limit of the candidate in s "
                                                  f"(default {default(EvalConfig, 'timeout_s'):g})"),
@@ -266,8 +269,9 @@ def demo_requests(problems: Sequence[Problem], config: EvalConfig) -> list[tuple
 
 
 def demo(
-    out: Path = typer.Option(Path("demo_results"), "--out", "-o", help="folder for results.md and results.json"),
-    device: Optional[str] = typer.Option(None, "--device", help=f"auto, cuda, cuda:N or cpu (default {default(EvalConfig, 'device')})"),
+    out: Path = typer.Option(Path("demo_results"), "--out", "-o",
+                             help="folder for results.md and results.json"),
+    device: Optional[str] = typer.Option(None, "--device", help=DEVICE_HELP),
     level: int = typer.Option(0, "--level", min=0, max=3, help="only this level of the suite (0: all)"),
     limit: int = typer.Option(0, "--limit", min=0, help="at most this many problems (0: all)"),
     concurrency: int = typer.Option(2, "--concurrency", min=1, help="candidates in flight"),
@@ -362,7 +366,8 @@ def _write_demo(out: Path, rows: Sequence[tuple[str, str, EvalResult]], title: s
                 summary: str) -> tuple[Path, Path]:
     try:
         out.mkdir(parents=True, exist_ok=True)
-        (out / "results.md").write_text(f"# drkernel demo\n\n{title}.\n\n{summary}\n\n" + markdown_table(rows))
+        (out / "results.md").write_text(f"# drkernel demo\n\n{title}.\n\n{summary}\n\n"
+                                        + markdown_table(rows))
         (out / "results.json").write_text(json.dumps(
             [{"problem": k, "solution": label, "result": r.to_dict()} for k, label, r in rows], indent=1))
     except OSError as e:  # checked before the run; the folder changed meanwhile

@@ -13,115 +13,60 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from drkernel.errors import ConfigError, DrKernelError, ServiceError
+from drkernel.cli.checks import refuse
+from drkernel.cli.devices import check_devices
+from drkernel.cli.options import build, config_options, group, set_option
+from drkernel.errors import DrKernelError, ServiceError
+from drkernel.service.config import ServiceConfig
 from drkernel.service.config import DEFAULT_PORT, default_db_path
 
 console = Console(stderr=True)
 DEFAULT_URL = f"http://127.0.0.1:{DEFAULT_PORT}"
 
 
+@config_options(ServiceConfig, flags={"db_path": "--db", "slots_per_worker": "--slots"},
+                envvars={"token": "KERNELGYM_TOKEN"})
 def serve(
     host: str = typer.Option("127.0.0.1", help="interface to bind"),
-    port: int = typer.Option(DEFAULT_PORT, help="port to bind"),
-    db: Path = typer.Option(
-        Path(default_db_path()), "--db", help="SQLite job store (WAL, 0600); survives restarts"
-    ),
-    devices: str = typer.Option("auto", help="auto, cpu:N or cuda:0,cuda:1 (local workers)"),
-    evaluator: str = typer.Option(
-        "drkernel.gym:InProcessEvaluator", help="module:callable building an evaluator"
-    ),
-    evaluator_kwargs: str = typer.Option("{}", help="JSON keyword arguments for the evaluator"),
-    slots: int = typer.Option(2, help="jobs in flight per device"),
-    token: Optional[str] = typer.Option(
-        None, envvar="KERNELGYM_TOKEN",
-        help="register this bearer token as client 'default' (else: stored clients of `gym token add`, "
-        "or single-user mode: a token generated for client 'local' into <db>.token)",
-    ),
-    problems: str = typer.Option("builtin", help="problem sets evaluated by key (comma list of specs)"),
-    allow_custom_problems: bool = typer.Option(
-        False, "--allow-custom-problems", help="accept reference code in requests (run sandboxed by the judge)"
-    ),
-    max_trials: int = typer.Option(100, help="largest trials a request may ask for"),
-    max_timed_calls: int = typer.Option(10_000, help="largest warmup/timed calls a request may ask for"),
-    max_timeout_s: float = typer.Option(900.0, help="largest timeout_s a request may ask for"),
-    max_rss_limit_mb: int = typer.Option(32768, help="largest rss_limit_mb a request may ask for"),
-    max_problem_bytes: int = typer.Option(1 << 20, help="largest reference source of a custom problem"),
-    max_solution_bytes: int = typer.Option(1 << 20, help="largest solution source"),
-    max_queued_per_client: int = typer.Option(10_000, help="jobs a client may have queued or running"),
-    rate_per_client: float = typer.Option(50.0, help="requests per second per client (token bucket)"),
-    rate_burst: int = typer.Option(200, help="requests a client may send at once"),
-    ray_address: Optional[str] = typer.Option(None, help="place workers as Ray actors on this cluster"),
-    ray_cpu_workers: int = typer.Option(0, help="with Ray: CPU interpreter workers to add"),
-    no_cache: bool = typer.Option(False, "--no-cache", help="do not answer repeats from the result cache"),
-    no_canary: bool = typer.Option(False, "--no-canary", help="skip canary evaluations"),
-    lease_s: float = typer.Option(
-        30.0, help="claim lease; a job whose worker stops heartbeating is re-queued"
-    ),
-    sqlite_synchronous: str = typer.Option("FULL", help="FULL (power-safe) or NORMAL (crash-safe, faster)"),
-    max_body_bytes: int = typer.Option(32 * 1024 * 1024, help="largest accepted request body"),
-    max_batch: int = typer.Option(4096, help="most requests per batch submission"),
-    job_timeout_grace_s: float = typer.Option(
-        120.0, help="a worker holding a job past timeout_s + this is killed"
-    ),
+    port: int = typer.Option(DEFAULT_PORT, min=1, max=65535, help="port to bind"),
     log_level: str = typer.Option("info", help="uvicorn and drkernel log level"),
+    set_: Optional[List[str]] = set_option("service config (ServiceConfig)", "max_attempts=3"),
     unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox",
                                            help="run solutions and references WITHOUT the OS sandbox (trusted "
                                                 "code only)"),
+    given: dict | None = None,
 ) -> None:
-    """Run the KernelGym service (HTTP API, job store, device workers)."""
+    """Run the KernelGym service (HTTP API, job store, device workers). Every ServiceConfig field
+    is an option below; options left out keep the config's defaults."""
     import logging
 
     from drkernel.service import http_server
     from drkernel.service.app import create_app
-    from drkernel.service.config import ServiceConfig
     from drkernel.service.store import ServerLock
 
+    given = dict(given or {})
+    if unsafe_no_sandbox:
+        given["evaluator_kwargs"] = {**(given.get("evaluator_kwargs") or {}), "unsafe_no_sandbox": True}
     try:
-        config = ServiceConfig(
-            db_path=str(db),
-            devices=devices,
-            evaluator=evaluator,
-            evaluator_kwargs={**json.loads(evaluator_kwargs),
-                              **({"unsafe_no_sandbox": True} if unsafe_no_sandbox else {})},
-            slots_per_worker=slots,
-            token=token,
-            ray_address=ray_address,
-            ray_cpu_workers=ray_cpu_workers,
-            cache=not no_cache,
-            canary=not no_canary,
-            lease_s=lease_s,
-            sqlite_synchronous=sqlite_synchronous,
-            max_body_bytes=max_body_bytes,
-            max_batch=max_batch,
-            job_timeout_grace_s=job_timeout_grace_s,
-            problems=problems,
-            allow_custom_problems=allow_custom_problems,
-            max_trials=max_trials,
-            max_timed_calls=max_timed_calls,
-            max_timeout_s=max_timeout_s,
-            max_rss_limit_mb=max_rss_limit_mb,
-            max_problem_bytes=max_problem_bytes,
-            max_solution_bytes=max_solution_bytes,
-            max_queued_per_client=max_queued_per_client,
-            rate_per_client=rate_per_client,
-            rate_burst=rate_burst,
-        )
+        config = build(ServiceConfig, "service config", given=given, sets=set_)
+    except DrKernelError as e:
+        refuse(str(e))
+    check_devices([], workers=config.devices)
+    try:
         ServerLock(config.db_path).acquire().release()  # a clear error before anything starts
         sock = http_server.listen(host, port)  # a busy port fails before any worker starts
         app = create_app(config)
-    except (DrKernelError, json.JSONDecodeError) as e:
-        console.print(f"[red]error:[/] {e}")
-        raise typer.Exit(2)
+    except DrKernelError as e:
+        refuse(str(e))
     except OSError as e:
-        console.print(f"[red]error:[/] cannot listen on {host}:{port}: {e.strerror or e} (choose another --port)")
-        raise typer.Exit(2)
+        refuse(f"cannot listen on {host}:{port}: {e.strerror or e} (choose another --port)")
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if unsafe_no_sandbox:
         from drkernel.gym.orchestrator.sandbox import UNSAFE_WARNING
 
         console.print(f"[bold red]WARNING: {UNSAFE_WARNING}[/]")
-    console.print(f"KernelGym service on http://{host}:{port} (docs at /docs), store {db}")
-    if token is None:
+    console.print(f"KernelGym service on http://{host}:{port} (docs at /docs), store {config.db_path}")
+    if config.token is None:
         console.print(f"clients: tokens of `drkernel gym token add`, or the token in {config.db_path}.token")
     http_server.run(app, sock, config.head_timeout_s, config.max_connections, log_level)
 
@@ -264,7 +209,7 @@ def _job_status(client, job_ids: list[str], as_json: bool, out: Console) -> None
         out.print(table)
 
 
-token_app = typer.Typer(no_args_is_help=True, help="Clients of a service and their bearer tokens.")
+token_app = group("Clients of a service and their bearer tokens.")
 DB_OPTION = typer.Option(Path(default_db_path()), "--db", help="the service's SQLite job store")
 
 

@@ -63,7 +63,7 @@ def _run(cfg, nproc: int, level: int) -> list[dict[str, float]]:
     """The metrics of the steps this launch ran (on ``nproc`` ranks); exit 2 or 3 on failure."""
     from drkernel.rl.distributed import launch
     from drkernel.rl.metrics_log import read_metrics
-    from drkernel.rl.trainer import train as run_training
+    from drkernel.tasks import train as run_training
 
     try:
         if nproc == 1:
