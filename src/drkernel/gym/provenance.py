@@ -95,7 +95,8 @@ def build(*, device_name: str, versions: Mapping[str, str], reference_mode: str,
           reference_flags: Mapping[str, Any], solution_flags: Mapping[str, Any] | None, tolerance_profile: str,
           config: Mapping[str, Any], problem_hash: str, solution_hash: str, seeds: Mapping[str, Any] | None,
           clocks_start: Mapping[str, Any] | None, clocks_end: Mapping[str, Any] | None) -> Provenance:
-    """One result's `Provenance` from what the orchestrator holds (clocks: `read_clocks` answers)."""
+    """One result's `Provenance` from what the orchestrator holds (clocks: `read_clocks` answers;
+    seeds as JSON has them, so a result read back equals the one returned)."""
     clocks = [c for c in (clocks_start, clocks_end) if c]
     locked = [c["locked"] for c in clocks if c.get("locked") is not None]
     return Provenance(
@@ -106,7 +107,7 @@ def build(*, device_name: str, versions: Mapping[str, str], reference_mode: str,
         reference_mode=reference_mode, precision=BASELINE, reference_flags=dict(reference_flags),
         solution_flags=None if solution_flags is None else dict(solution_flags),
         tolerance_profile=tolerance_profile, config_hash=config_hash(config), problem_hash=problem_hash,
-        solution_hash=solution_hash, seeds=None if seeds is None else dict(seeds))
+        solution_hash=solution_hash, seeds=None if seeds is None else json.loads(json.dumps(dict(seeds))))
 
 
 def _mhz(clocks: Mapping[str, Any] | None) -> dict[str, float] | None:
