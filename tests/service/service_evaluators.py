@@ -6,9 +6,10 @@ the solution source steer it:
     # status: incorrect  report this status
     # raise            raise (an infrastructure failure: the evaluator itself broke)
     # die              kill the worker process (a lost worker)
+    # reference_error  raise `JudgeError` (the problem's reference failed)
 
 A file at ``broken_marker`` makes every result without a status directive incorrect (a faulted
-device: the canary fails).
+device: the canary fails). ``started_marker``: a file created when an evaluator is built.
 """
 
 from __future__ import annotations
@@ -19,14 +20,18 @@ import re
 import time
 from pathlib import Path
 
+from drkernel.errors import JudgeError
 from drkernel.gym.config import EvalRequest
 from drkernel.gym.result import EvalResult, Status
 
-_DIRECTIVE = re.compile(r"^#\s*(sleep|status|raise|die)\b:?\s*(\S*)", re.M)
+_DIRECTIVE = re.compile(r"^#\s*(sleep|status|raise|die|reference_error)\b:?\s*(\S*)", re.M)
 
 
 class DirectiveEvaluator:
-    def __init__(self, device: str = "cpu", broken_marker: str | None = None, delay_s: float = 0.0):
+    def __init__(self, device: str = "cpu", broken_marker: str | None = None, delay_s: float = 0.0,
+                 started_marker: str | None = None):
+        if started_marker:
+            Path(started_marker).touch()
         self.device = device
         self.broken_marker = broken_marker
         self.delay_s = delay_s
@@ -47,6 +52,8 @@ class DirectiveEvaluator:
             raise RuntimeError("directive evaluator told to raise")
         if "die" in directives:
             os._exit(17)
+        if "reference_error" in directives:
+            raise JudgeError("judge failed on 'prepare': ValueError: the reference raised")
         digest = hashlib.sha256(request.solution.encode()).hexdigest()
         if "status" in directives:
             status = Status(directives["status"])

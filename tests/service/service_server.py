@@ -27,18 +27,19 @@ class ServerProcess:
 
     Unless ``args`` name them, the server gets ``--token TOKEN`` (client ``default``) and
     ``--allow-custom-problems`` (the tests' problems are not among the loaded sets); ``start()``
-    also puts the token in ``KERNELGYM_TOKEN``, which clients built without one read."""
+    also puts the token in ``KERNELGYM_TOKEN``, which clients built without one read.
+    ``single_user``: no token at all (the server generates one for client ``local``)."""
 
     def __init__(
         self, db: Path, *args: str, port: int | None = None, log: Path | None = None, custom: bool = True,
-        env: dict[str, str] | None = None,
+        env: dict[str, str] | None = None, single_user: bool = False,
     ):
         args = list(args)
-        if "--token" not in args:
+        if "--token" not in args and not single_user:
             args += ["--token", TOKEN]
         if custom and "--allow-custom-problems" not in args:
             args.append("--allow-custom-problems")
-        self.token = args[args.index("--token") + 1]
+        self.token = None if single_user else args[args.index("--token") + 1]
         self.db, self.args = db, args
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -71,7 +72,8 @@ class ServerProcess:
         self.proc = subprocess.Popen(
             cmd, env=env, stdout=open(self.log, "ab"), stderr=subprocess.STDOUT, start_new_session=True
         )
-        os.environ["KERNELGYM_TOKEN"] = self.token
+        if self.token is not None:
+            os.environ["KERNELGYM_TOKEN"] = self.token
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -104,6 +104,7 @@ def create_app(config: ServiceConfig, handles: Sequence[WorkerHandle] | None = N
     server lock (`StoreLocked` when another server holds it)."""
     metrics = ServiceMetrics()
     catalog = ProblemCatalog.load(config.problems)
+    waits = WaitSlots(config.max_waits_per_client)
     store_box: list[JobStore] = []
 
     @asynccontextmanager
@@ -116,7 +117,7 @@ def create_app(config: ServiceConfig, handles: Sequence[WorkerHandle] | None = N
             log.warning("single-user mode: the token of client 'local' is in %s", token_file)
         scheduler = Scheduler(store, list(handles) if handles is not None else _make_handles(config), config, metrics)
         app.state.scheduler = scheduler
-        _attach_gauges(metrics, scheduler)
+        _attach_gauges(metrics, scheduler, waits)
         await scheduler.start()
         try:
             yield
@@ -138,7 +139,7 @@ def create_app(config: ServiceConfig, handles: Sequence[WorkerHandle] | None = N
         "front of per-device gym workers.",
     )
     _install_handlers(app)
-    api = _router(config, catalog)
+    api = _router(config, catalog, waits)
     app.include_router(api)
     app.add_api_route("/metrics", lambda: PlainTextResponse(metrics.render()), methods=["GET"],
                       summary="Prometheus metrics (no auth)", include_in_schema=True)
@@ -272,6 +273,10 @@ class WaitSlots:
         self.limit = limit
         self._held: dict[str, int] = {}
 
+    @property
+    def total(self) -> int:
+        return sum(self._held.values())
+
     @contextmanager
     def hold(self, client: str):
         if self._held.get(client, 0) >= self.limit:
@@ -286,7 +291,7 @@ class WaitSlots:
                 del self._held[client]
 
 
-def _attach_gauges(metrics: ServiceMetrics, scheduler: Scheduler) -> None:
+def _attach_gauges(metrics: ServiceMetrics, scheduler: Scheduler, waits: WaitSlots) -> None:
     def queue():
         return {(k,): float(v) for k, v in scheduler.store.counts().items() if k in ("queued", "running")}
 
@@ -305,10 +310,11 @@ def _attach_gauges(metrics: ServiceMetrics, scheduler: Scheduler) -> None:
         Gauge(
             "kernelgym_worker_in_flight", "Jobs in flight per worker.", ("worker", "device_name"), in_flight
         ),
+        Gauge("kernelgym_long_polls", "Long polls held open (all clients).", (), lambda: {(): float(waits.total)}),
     ]
 
 
-def _router(config: ServiceConfig, catalog: ProblemCatalog) -> APIRouter:
+def _router(config: ServiceConfig, catalog: ProblemCatalog, waits: "WaitSlots") -> APIRouter:
     r = APIRouter(prefix="/v1")
     models = request_models(config)
     RequestIn, BatchIn = models.request, models.batch  # noqa: N806 - classes built per server
@@ -317,7 +323,6 @@ def _router(config: ServiceConfig, catalog: ProblemCatalog) -> APIRouter:
         return request.app.state.scheduler
 
     quota = Quota(config.max_queued_per_client, config.max_stored_bytes_per_client)
-    waits = WaitSlots(config.max_waits_per_client)
 
     async def submit(request: Request, items: list, where) -> SubmitOut:
         s, client = sched(request), client_of(request.scope)

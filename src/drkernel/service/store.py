@@ -9,8 +9,9 @@ infrastructure failed ``max_attempts`` times, or at once when the problem's refe
 the cause is stored) or ``cancelled`` (by the client). Finished jobs are removed after the
 retention time (`purge`).
 
-Jobs are claimed fairly across clients: the client with the fewest jobs running goes first, then
-the next, round robin; a job's ``priority`` orders only its own client's jobs. A client's quota
+Jobs are claimed fairly across clients: the client with the fewest jobs running goes first (of
+those, the one served least recently), then the next, round robin; a job's ``priority`` orders
+only its own client's jobs. A client's quota
 (`Quota`) bounds its jobs queued or running and the bytes of its stored requests and results.
 
 Duplicates cost nothing: a request whose content hash (problem, solution, config, device model) is
@@ -66,6 +67,7 @@ CREATE INDEX IF NOT EXISTS jobs_fair ON jobs (status, client, priority DESC, seq
 CREATE INDEX IF NOT EXISTS jobs_req ON jobs (req_hash, status);
 CREATE INDEX IF NOT EXISTS jobs_client ON jobs (client, status);
 CREATE INDEX IF NOT EXISTS jobs_bytes ON jobs (client, bytes);
+CREATE INDEX IF NOT EXISTS jobs_started ON jobs (client, started);
 CREATE INDEX IF NOT EXISTS jobs_finished ON jobs (finished);
 CREATE TABLE IF NOT EXISTS clients (
     name TEXT PRIMARY KEY,
@@ -336,9 +338,10 @@ class JobStore:
     @staticmethod
     def _fair_order(db: sqlite3.Connection, per_client: int) -> list[sqlite3.Row]:
         """Queued jobs that may run now (no duplicate running), fair across clients: the r-th job
-        (by priority, then age) of a client with k jobs running sorts by ``(k + r, seq)``, so the
-        client running least goes first and clients then alternate; ``priority`` orders a client's
-        own jobs only. Reads ``per_client`` jobs of each client with queued jobs."""
+        (by priority, then age) of a client with k jobs running, whose last job started at t, sorts
+        by ``(k + r, t, seq)``: the client running least goes first, of those the one served least
+        recently, and clients then alternate; ``priority`` orders a client's own jobs only. Reads
+        ``per_client`` jobs of each client with queued jobs."""
         running = dict(db.execute(
             "SELECT client, COUNT(*) FROM jobs WHERE status = 'running' GROUP BY client").fetchall())
         clients = [r[0] for r in db.execute(
@@ -351,7 +354,8 @@ class JobStore:
                 "SELECT id, est_bytes, req_hash, attempts, seq FROM jobs WHERE status = 'queued' AND client = ? "
                 "AND req_hash NOT IN (SELECT req_hash FROM jobs WHERE status = 'running') "
                 "ORDER BY priority DESC, seq LIMIT ?", (client, per_client)).fetchall()
-            ranked.extend(((running.get(client, 0) + r, row["seq"]), row) for r, row in enumerate(rows))
+            last = db.execute("SELECT MAX(started) FROM jobs WHERE client = ?", (client,)).fetchone()[0] or 0.0
+            ranked.extend(((running.get(client, 0) + r, last, row["seq"]), row) for r, row in enumerate(rows))
         return [row for _, row in sorted(ranked, key=lambda kr: kr[0])]
 
     def _claim(self, db, worker, n, budget_bytes, idle, lease_s) -> list[Job]:

@@ -1,0 +1,297 @@
+"""The service under hostile clients: one test per class of attack, against a real server on
+loopback (one CPU worker with one slot, the directive evaluator, small limits so each defence is
+reached with little traffic). Clients alice, bob, carol and dave have tokens of their own."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import socket
+import stat
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+from service_server import DIRECTIVE, SMALL_REFERENCE, SRC, ServerProcess
+
+from drkernel.errors import ServiceError
+from drkernel.service.app import METHODS
+from drkernel.service.client import ServiceClient
+
+LIMITS = ("--max-connections", "40", "--head-timeout-s", "2", "--body-timeout-s", "2",
+          "--max-waits-per-client", "2", "--max-stored-bytes-per-client", "300000",
+          "--max-body-bytes", "200000")
+
+
+def _drkernel(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "drkernel", "gym", *args], capture_output=True, text=True,
+                          env={"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin", **(env or {})}, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory):
+    db = tmp_path_factory.mktemp("hostile") / "jobs.sqlite"
+    tokens = {}
+    for name in ("alice", "bob", "carol", "dave"):
+        out = _drkernel("token", "add", name, "--db", str(db))
+        assert out.returncode == 0, out.stderr
+        tokens[name] = out.stdout.strip()
+    srv = ServerProcess(db, "--devices", "cpu:1", "--slots", "1", "--evaluator", DIRECTIVE, *LIMITS)
+    srv.start()
+    yield srv, tokens
+    srv.stop()
+
+
+def _http(srv, token) -> httpx.Client:
+    return httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {token}"}, timeout=60)
+
+
+def _custom(solution: str, dtype: str = "float32", code: str = SMALL_REFERENCE, name: str = "double",
+            **extra) -> dict:
+    problem = {"name": name, "level": 1, "code": code, "source": "test", "dtype": dtype}
+    return {"problem": problem, "solution": solution, "config": {"device": "cpu"}, **extra}
+
+
+def _done(client: httpx.Client, job_id: str) -> dict:
+    out = client.get(f"/v1/jobs/{job_id}/wait?timeout=60").json()
+    assert out["status"] in ("done", "failed", "cancelled"), out
+    return out
+
+
+def _metric(srv, name: str, **labels) -> float:
+    want = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    for line in httpx.get(f"{srv.url}/metrics").text.splitlines():
+        if line.startswith(name + ("{" + want + "}" if want else " ")):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def _closed_by_server(s: socket.socket) -> bool:
+    """The server closed ``s`` without answering: EOF, or a reset (it closed with our unread head)."""
+    s.settimeout(60)
+    try:
+        return s.recv(1024) == b""
+    except ConnectionResetError:
+        return True
+
+
+def test_metric_labels_are_a_fixed_set_whatever_method_a_client_sends(hostile):
+    srv, _ = hostile
+    for _ in range(50):
+        httpx.request("X" + secrets.token_hex(40).upper(), f"{srv.url}/v1/jobs")
+    methods = set(re.findall(r'method="([^"]*)"', httpx.get(f"{srv.url}/metrics").text))
+    assert methods and methods <= METHODS | {"other"}, methods
+
+
+def test_connections_that_never_send_a_head_do_not_lock_others_out(hostile):
+    """40 connections at most: 60 half-sent heads evict the oldest of themselves; a client that sends
+    its head at once is served; every silent one is closed by the head deadline."""
+    srv, tokens = hostile
+    idle = []
+    for _ in range(60):
+        s = socket.create_connection(("127.0.0.1", srv.port))
+        s.sendall(b"GET /v1/queue HTTP/1.1\r\nHost: x\r\n")  # never finished
+        idle.append(s)
+    try:
+        with _http(srv, tokens["alice"]) as alice:
+            assert alice.get("/v1/queue").status_code == 200
+        for s in idle:  # closed by eviction or by the 2-s head deadline, with no response
+            assert _closed_by_server(s)
+    finally:
+        for s in idle:
+            s.close()
+
+
+def test_a_body_that_never_arrives_is_answered_408(hostile):
+    srv, tokens = hostile
+    with socket.create_connection(("127.0.0.1", srv.port)) as s:
+        s.sendall(f"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {tokens['alice']}\r\n"
+                  "Content-Type: application/json\r\nContent-Length: 5000\r\n\r\n{\"sol".encode())
+        s.settimeout(60)
+        assert s.recv(4096).split(b"\r\n", 1)[0].endswith(b"408 Request Timeout")
+
+
+def test_long_polls_on_ids_of_others_hold_nothing(hostile):
+    """A wait on 50 ids the client does not own returns at once (no waiter is made), whatever its timeout."""
+    srv, tokens = hostile
+    with _http(srv, tokens["alice"]) as alice, _http(srv, tokens["bob"]) as bob:
+        mine = alice.post("/v1/jobs", json=_custom("class ModelNew: pass\n# polled")).json()["id"]
+        ids = [mine] + [secrets.token_hex(16) for _ in range(49)]
+        out = bob.post("/v1/jobs/wait", json={"ids": ids, "timeout": 3600}).json()
+        assert out["jobs"] == [] and out["missing"] == ids
+
+
+def test_a_flood_of_high_priority_jobs_does_not_starve_another_client(hostile):
+    """alice queues 8 jobs at priority 100, then bob one at -100: bob's starts before all but the
+    jobs of alice already running or claimed when it arrived (one slot)."""
+    srv, tokens = hostile
+    with _http(srv, tokens["alice"]) as alice, _http(srv, tokens["bob"]) as bob:
+        flood = [alice.post("/v1/jobs", json=_custom(f"class ModelNew: pass\n# sleep: 0.3\n# {i}",
+                                                     priority=100)).json()["id"] for i in range(8)]
+        mine = bob.post("/v1/jobs", json=_custom("class ModelNew: pass\n# bob", priority=-100)).json()["id"]
+        started = _done(bob, mine)["started_at"]
+        before = [j for j in flood if (_done(alice, j)["started_at"] or 0) < started]
+        assert len(before) <= 2, before
+
+
+def test_a_client_cannot_store_more_than_its_bytes(hostile):
+    srv, tokens = hostile
+    pad = "#" * 60_000
+    with _http(srv, tokens["carol"]) as carol:
+        codes = [carol.post("/v1/jobs", json=_custom(f"class ModelNew: pass\n{pad}{i}")) for i in range(6)]
+    assert [r.status_code for r in codes[:4]] == [202] * 4
+    assert codes[-1].status_code == 429 and "max_stored_bytes_per_client" in codes[-1].json()["detail"]
+
+
+def test_the_problem_dtype_is_in_the_cache_key(hostile):
+    srv, tokens = hostile
+    solution = "class ModelNew: pass\n# dtype"
+    with _http(srv, tokens["alice"]) as alice, _http(srv, tokens["bob"]) as bob:
+        first = alice.post("/v1/jobs", json=_custom(solution, "float16", name="halfd")).json()["id"]
+        _done(alice, first)
+        other = bob.post("/v1/jobs", json=_custom(solution, "float32", name="halfd")).json()
+        same = bob.post("/v1/jobs", json=_custom(solution, "float16", name="halfd")).json()
+    assert other["cached"] is False and same["cached"] is True
+
+
+def test_size_constants_cannot_make_admission_compute_huge_integers(hostile):
+    srv, tokens = hostile
+    squares = "\n".join(["B = 3"] + ["B = B * B"] * 40)
+    code = f"import torch\nN = 2**62\n{squares}\n" + SMALL_REFERENCE.replace(
+        "torch.randn(64)", "torch.randn(N), torch.randn(B, B)")
+    with _http(srv, tokens["alice"]) as alice:
+        r = alice.post("/v1/jobs", json=_custom("class ModelNew: pass\n# big", code=code, name="bigref"))
+        assert r.status_code == 202, r.text
+        assert _done(alice, r.json()["id"])["status"] == "done"
+
+
+def test_a_failing_reference_fails_its_job_once_without_a_canary(hostile):
+    srv, tokens = hostile
+    canaries = _metric(srv, "kernelgym_canary_total", outcome="passed")
+    with _http(srv, tokens["alice"]) as alice:
+        job = alice.post("/v1/jobs", json=_custom("class ModelNew: pass\n# reference_error")).json()["id"]
+        out = _done(alice, job)
+    assert (out["status"], out["error_class"], out["attempts"]) == ("failed", "reference_error", 1)
+    assert "reference" in out["error"]
+    assert _metric(srv, "kernelgym_canary_total", outcome="passed") == canaries
+
+
+def test_a_client_registered_under_a_removed_name_sees_none_of_its_jobs(hostile):
+    srv, tokens = hostile
+    with _http(srv, tokens["dave"]) as dave:
+        old = dave.post("/v1/jobs", json=_custom("class ModelNew: pass\n# dave", idempotency_key="k1")).json()
+    assert _drkernel("token", "remove", "dave", "--db", str(srv.db)).returncode == 0
+    new_token = _drkernel("token", "add", "dave", "--db", str(srv.db)).stdout.strip()
+    with _http(srv, new_token) as dave:
+        assert dave.get(f"/v1/jobs/{old['id']}").status_code == 404
+        again = dave.post("/v1/jobs", json=_custom("class ModelNew: pass\n# dave", idempotency_key="k1")).json()
+    assert again["id"] != old["id"] and again["created"] is True
+
+
+def test_the_job_store_is_readable_by_its_owner_only(hostile):
+    srv, _ = hostile
+    for path in (srv.db, srv.db.with_name(srv.db.name + "-wal")):
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600, path
+
+
+def test_docs_load_nothing_from_elsewhere(hostile):
+    srv, _ = hostile
+    page = httpx.get(f"{srv.url}/docs")
+    assert page.status_code == 200 and "<script" not in page.text and "http" not in page.text.replace(
+        "http://HOST:PORT", "")
+    assert "/openapi.json" in page.text and "Authorization: Bearer" in page.text
+    assert "/v1/jobs" in httpx.get(f"{srv.url}/openapi.json").json()["paths"]
+
+
+def test_an_unknown_token_is_a_401_that_says_where_tokens_come_from(hostile):
+    srv, _ = hostile
+    with ServiceClient(srv.url, "not-a-token", retries=0) as c, pytest.raises(ServiceError) as e:
+        c.queue()
+    assert "401" in str(e.value) and "token add" in str(e.value)
+
+
+def test_a_client_holds_at_most_its_long_polls(hostile):
+    """Two long polls held (the gauge says so), the third is a 429; cancelling ends the two."""
+    import threading
+
+    srv, tokens = hostile
+    with _http(srv, tokens["bob"]) as bob:
+        job = bob.post("/v1/jobs", json=_custom("class ModelNew: pass\n# sleep: 20\n# held")).json()["id"]
+        answers: list[int] = []
+        polls = [threading.Thread(target=lambda: answers.append(
+            bob.get(f"/v1/jobs/{job}/wait?timeout=120").status_code)) for _ in range(2)]
+        for t in polls:
+            t.start()
+        deadline = time.monotonic() + 60
+        while _metric(srv, "kernelgym_long_polls") < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        third = bob.get(f"/v1/jobs/{job}/wait?timeout=120")
+        bob.delete(f"/v1/jobs/{job}")
+        for t in polls:
+            t.join(60)
+    assert third.status_code == 429 and third.json()["error"] == "quota_exceeded"
+    assert answers == [200, 200]
+
+
+# -- a single-user server on the default store -----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def single_user(tmp_path_factory):
+    """A server with no token in a state folder of its own (XDG_STATE_HOME): it writes its token
+    beside the default store, where a symbolic link to another file was planted first."""
+    state = tmp_path_factory.mktemp("state")
+    folder = state / "drkernel"
+    folder.mkdir()
+    victim = state / "victim"
+    victim.write_text("not yours\n")
+    (folder / "kernelgym.sqlite.token").symlink_to(victim)
+    srv = ServerProcess(folder / "kernelgym.sqlite", "--devices", "cpu:1", "--evaluator", DIRECTIVE,
+                        "--retention-s", "1", "--lease-s", "3", single_user=True,
+                        env={"XDG_STATE_HOME": str(state)})
+    srv.start()
+    yield srv, state, victim
+    srv.stop()
+
+
+def test_the_token_file_replaces_a_planted_link_and_is_found_by_submit(single_user, tmp_path):
+    srv, state, victim = single_user
+    token_file = state / "drkernel" / "kernelgym.sqlite.token"
+    assert victim.read_text() == "not yours\n"
+    assert not token_file.is_symlink() and stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    solution = tmp_path / "sol.py"
+    solution.write_text("class ModelNew: pass\n")
+    out = _drkernel("submit", "builtin/L1/gelu", str(solution), "--url", srv.url,
+                    env={"XDG_STATE_HOME": str(state), "HOME": str(tmp_path)})
+    assert out.returncode in (0, 1), out.stderr
+    assert json.loads(out.stdout.splitlines()[-1])["status"] == "done"
+
+
+def test_finished_jobs_are_removed_after_the_retention_time(single_user):
+    srv, state, _ = single_user
+    token = (state / "drkernel" / "kernelgym.sqlite.token").read_text().strip()
+    with _http(srv, token) as c:
+        job = c.post("/v1/jobs", json=_custom("class ModelNew: pass\n# retained")).json()["id"]
+        _done(c, job)
+        deadline = time.monotonic() + 60
+        while c.get(f"/v1/jobs/{job}").status_code == 200 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert c.get(f"/v1/jobs/{job}").status_code == 404
+
+
+def test_a_busy_port_fails_before_any_worker_starts(tmp_path):
+    marker = tmp_path / "started"
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        out = _drkernel("serve", "--port", str(port), "--db", str(tmp_path / "j.sqlite"), "--devices", "cpu:1",
+                        "--evaluator", DIRECTIVE, "--evaluator-kwargs", json.dumps({"started_marker": str(marker)}),
+                        "--token", "a-token-for-the-test",
+                        env={"PYTHONPATH": os.pathsep.join([str(SRC), str(SRC.parent / "tests" / "service")])})
+    assert out.returncode == 2 and "cannot listen" in out.stderr, out.stderr
+    assert not marker.exists()
