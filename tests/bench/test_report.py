@@ -56,3 +56,32 @@ def test_report_mentions_the_speedup_histogram_only_when_made(tmp_path, speedup,
     report = write_report(tmp_path).read_text()
     assert ("speedups.png" in report) is histogram and (tmp_path / "speedups.png").exists() is histogram
     assert "fast_by_turn.png" in report and (tmp_path / "outcomes.png").exists()
+
+
+def _episode(key: str, sample: int, speedup: float, ci: tuple[float, float], sol: float):
+    from drkernel.agent.episode import Episode, Turn
+    from drkernel.gym.result import EvalResult, Status
+    from drkernel.problems import Problem
+
+    result = EvalResult(status=Status.CORRECT, speedup=speedup, speedup_ci=ci, sol_fraction=sol).finalize()
+    turn = Turn(index=0, context=[], messages=[], response="", code="src", result=result)
+    return Episode(Problem(name=key, level=1, code="c"), sample, prompt=[], turns=[turn])
+
+
+def test_timed_report_plots_sol_fraction_and_counts_open_intervals(tmp_path):
+    from drkernel.bench.io import JsonlWriter
+    from drkernel.bench.report import sol_by_problem
+
+    episodes = [_episode("a", 0, 1.2, (1.1, 1.3), 0.2), _episode("a", 1, 1.05, (0.95, 1.15), 0.4),
+                _episode("b", 0, 0.5, (0.45, 0.55), 0.1)]
+    writer = JsonlWriter(tmp_path / "trajectories.jsonl")
+    for ep in episodes:
+        writer.write(ep)
+    writer.close()
+    (tmp_path / "metrics.json").write_text(json.dumps(_metrics(1.7)))
+    report = write_report(tmp_path).read_text()
+    # per problem the best valid turn: a -> 0.4, b -> 0.1
+    assert sol_by_problem(episodes) == [(episodes[0].problem.key, 0.4), (episodes[2].problem.key, 0.1)]
+    assert "sol_fraction.png" in report and (tmp_path / "sol_fraction.png").exists()
+    # Fast@1: 1.2 and 1.05 beat 1 on the point estimate; only (0.95, 1.15) holds 1
+    assert "| 1 | 2 | 1 | 3 |" in report

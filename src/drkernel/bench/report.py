@@ -2,7 +2,9 @@
 
 Plots: Fast@p against turn (that turn's answer, and the best answer up to it), the outcome breakdown
 per turn (lazy correct answers apart), and, only when the run was timed (a GPU), the distribution of
-speedups of valid turns.
+speedups of valid turns and each problem's speed of light (`drkernel.gym.roofline`: the best valid
+turn's ``sol_fraction``). Fast@p of the last turns is also given with how many of their speedup
+intervals hold p (`drkernel.gym.speedup.fast_p_counts`), read from the run's trajectories.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from drkernel.bench.io import read_episodes
 from drkernel.bench.metrics import PS, p_key
+from drkernel.gym.speedup import fast_p_counts
 
 OUTCOME_ORDER = (
     "correct",
@@ -123,6 +127,46 @@ def plot_speedups(metrics: dict[str, Any], path: Path) -> Path | None:
     return _save(fig, path)
 
 
+def sol_by_problem(episodes: Sequence[Any]) -> list[tuple[str, float]]:
+    """(problem key, the highest ``sol_fraction`` among its valid turns), for problems that have one."""
+    best: dict[str, float] = {}
+    for ep in episodes:
+        for turn in ep.turns:
+            r = turn.result
+            if r is not None and r.valid and r.sol_fraction is not None:
+                best[ep.problem.key] = max(best.get(ep.problem.key, 0.0), r.sol_fraction)
+    return sorted(best.items())
+
+
+def plot_sol(rows: Sequence[tuple[str, float]], path: Path) -> Path | None:
+    """One bar per problem: the share of the speed of light its best valid turn reached."""
+    if not rows:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 0.8 + 0.28 * len(rows)))
+    ax.barh([k for k, _ in rows], [v for _, v in rows], color="C2")
+    ax.axvline(1.0, color="k", lw=1, ls=":")
+    ax.invert_yaxis()
+    ax.set_xlabel("sol_fraction = roofline time / measured time (best valid turn)")
+    ax.set_title("Speed of light per problem", fontsize=11)
+    ax.tick_params(axis="y", labelsize=7)
+    return _save(fig, path)
+
+
+def _uncertain_table(episodes: Sequence[Any], ps: Sequence[float]) -> list[str]:
+    """Fast@p on each sample's last turn, and how many of those turns' intervals hold p."""
+    points = []
+    for ep in episodes:
+        r = ep.turns[-1].result if ep.turns else None
+        valid = r is not None and r.valid
+        points.append((r.speedup if valid else None, r.speedup_ci if valid else None))
+    lines = ["| p | fast (point estimate) | p within the interval | samples |", "|---|---|---|---|"]
+    for p in ps:
+        f = fast_p_counts(points, p)
+        lines.append(f"| {p:g} | {f.fast} | {f.uncertain} | {f.total} |")
+    return lines
+
+
 def outcome_shares(metrics: dict[str, Any]) -> list[tuple[str, list[float]]]:
     """(label, % of samples at each turn) per outcome, in OUTCOME_ORDER; lazy correct answers apart.
 
@@ -213,11 +257,15 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
         *_rates_table(metrics["per_turn"]),
         "",
     ]
+    episodes = _episodes(run_dir) if metrics["timed"] else []
+    if episodes:
+        lines += ["## Fast@p of the last turns, and its uncertainty", "", *_uncertain_table(episodes, PS), ""]
     if metrics["per_turn"]:
         plots = [
             plot_fast(metrics, out / "fast_by_turn.png"),
             plot_speedups(metrics, out / "speedups.png"),
             plot_outcomes(metrics, out / "outcomes.png"),
+            plot_sol(sol_by_problem(episodes), out / "sol_fraction.png"),
         ]
         lines += ["## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots if p is not None] + [""]
     for level, sub in (metrics.get("levels") or {}).items():
@@ -234,3 +282,11 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> Path:
     path = out / "report.md"
     path.write_text("\n".join(lines))
     return path
+
+
+def _episodes(run_dir: Path) -> list[Any]:
+    """The run's episodes when its trajectories are there (a report may be written from metrics alone)."""
+    for name in ("trajectories.jsonl", "trajectories.parquet"):
+        if (run_dir / name).exists():
+            return read_episodes(run_dir / name)
+    return []

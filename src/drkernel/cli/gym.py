@@ -1,4 +1,5 @@
-"""`drkernel gym eval` (one solution) and `drkernel demo` (the built-in suite's solutions).
+"""`drkernel gym eval` (one solution), `drkernel gym replay` (results evaluated again) and `drkernel demo`
+(the built-in suite's solutions).
 
 Exit codes follow `drkernel.cli`: 0 valid, 1 not valid, 2 bad usage or input, 3 infrastructure.
 """
@@ -373,6 +374,65 @@ def _write_demo(out: Path, rows: Sequence[tuple[str, str, EvalResult]], title: s
     except OSError as e:  # checked before the run; the folder changed meanwhile
         refuse(f"--out {out}: {e}")
     return out / "results.md", out / "results.json"
+
+
+@app.command("replay")
+def replay_cmd(
+    path: Path = typer.Argument(..., metavar="RESULTS",
+                                help="a result file ({request, result}), a trajectory file or a bench run folder"),
+    device: Optional[str] = typer.Option(None, "--device", help="replay on this device (default: each result's)"),
+    limit: int = typer.Option(0, "--limit", min=0, help="only the first N results (0: all)"),
+    concurrency: int = typer.Option(2, "--concurrency", min=1, help="candidates in flight"),
+    as_json: bool = typer.Option(False, "--json", help="print the agreements as JSON"),
+    unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox",
+                                           help="run solutions WITHOUT the OS sandbox (trusted code only)"),
+) -> None:
+    """Evaluate again what results name and report agreement: verdict class, speedup within its
+    interval, the provenance fields that differ. Exit 0 when every result agrees, 1 otherwise."""
+    import asyncio
+    from dataclasses import replace as _replace
+
+    from drkernel.gym import replay as rp
+
+    try:
+        records = rp.load(path)
+    except (OSError, ValueError, KeyError, DrKernelError) as e:
+        refuse(f"{path}: {e}")
+    records = records[:limit] if limit else records
+    if device is not None:
+        records = [_replace(r, request=_replace(r.request, config=r.request.config.replace(device=device)))
+                   for r in records]
+    if not records:
+        refuse(f"{path}: no evaluated results to replay")
+    try:
+        with InProcessEvaluator(device=records[0].request.config.device, concurrency=concurrency,
+                                pool_size=concurrency, unsafe_no_sandbox=_unsafe(unsafe_no_sandbox)) as ev:
+            agreements = asyncio.run(rp.replay(records, ev))
+    except InfrastructureError as e:
+        console.print(f"[red]infrastructure failure:[/] {e}")
+        raise typer.Exit(3)
+    if as_json:
+        typer.echo(json.dumps([a.to_dict() for a in agreements], indent=1))
+    else:
+        console.print(_agreement_table(agreements))
+    typer.echo(f"replay: {sum(a.agrees for a in agreements)}/{len(agreements)} agree, "
+               f"{sum(a.same_class for a in agreements)} same verdict class, "
+               f"{sum(a.speedup_agrees is True for a in agreements)}/"
+               f"{sum(a.speedup_agrees is not None for a in agreements)} speedups within their intervals")
+    raise typer.Exit(0 if all(a.agrees for a in agreements) else 1)
+
+
+def _agreement_table(agreements: Sequence) -> Table:
+    table = Table(title="replay")
+    for column in ("result", "verdict", "speedup", "provenance that differs"):
+        table.add_column(column)
+    for a in agreements:
+        verdict = a.original if a.same_class else f"[red]{a.original} -> {a.replayed}[/]"
+        speed = " -> ".join("-" if s is None else f"{s:.3f}" for s in a.speedups)
+        if a.speedup_agrees is False:
+            speed = f"[red]{speed}[/]"
+        table.add_row(a.key, verdict, speed, "; ".join(a.provenance) or "")
+    return table
 
 
 # The service's commands (serve, submit, status) live in cli/service.py.
