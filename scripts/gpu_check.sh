@@ -4,7 +4,7 @@
 # and writes JSON under ${OUT:-out}. Exit status 1 if any section failed.
 # Arguments select sections by tag (default: all), e.g. `bash scripts/gpu_check.sh gym-cost`, so a
 # caller with a per-command time limit can run them one by one.
-# Tags: env sandbox gym-checks timing gym-cost integrity-hacks integrity-honest integrity-redteam suite start judge-compare
+# Tags: env sandbox gym-checks timing gym-cost integrity-hacks integrity-honest integrity-redteam suite replay start judge-compare
 # oneshot sustained sustained-ab service service-processes newcomer agent train multi-train multi-service multi-kill multi-ray organism-sft organism-probe organism-full organism-nopr
 # organism-nocheck organism-grpo organism-report, and verl (only when named: it needs a venv with verl and vLLM,
 # $VERL_PYTHON, default .venv-verl/bin/python).
@@ -55,6 +55,7 @@ section integrity-honest "integrity: honest and lazy corpus (no false positives,
 section integrity-redteam "integrity: issue 12 red team (attacks and honest solutions in unusual styles)" "$PY" scripts/adversarial_gpu.py --kinds hacked,honest --redteam only --out "$OUT"
 # --- end reward integrity ---
 section suite "suite: every built-in solution at full size, eager vs solution" "$PY" scripts/suite_gpu_bench.py --labels gold,lazy,slow --out "$OUT/suite_gpu.json"
+section replay "replay: a bench run of the built-in suite replayed in a second process (verdict classes, speedups within their intervals), a changed TF32 flag named, the golds' sol_fraction" "$PY" scripts/replay_gpu.py --device cuda:0 --out "$OUT"
 section start "throughput: where a candidate's start-up goes (imports, CUDA context, warm-up, seeded cache, fork)" "$PY" benchmarks/candidate_start.py --device cuda:0 --out "$OUT/candidate_start.json"
 section judge-compare "throughput: the judge's comparison of a 6.4 GB output, plain path vs careful path" "$PY" benchmarks/judge_compare.py --device cuda:0 --elements 1610612736 --out "$OUT/judge_compare.json"
 section oneshot "throughput: drkernel gym eval's one-shot path and back-to-back walls at full size vs KernelBench" "$PY" benchmarks/oneshot.py --device cuda:0 --out "$OUT/oneshot.json"
