@@ -55,13 +55,20 @@ def test_cuda_on_a_machine_without_it_is_a_clear_error(tmp_path):
     for args in (["gym", "eval", "--problem", "gelu", "--solution", GELU_GOLD, "--device", device],
                  ["demo", "--device", device, "--out", str(tmp_path)],
                  ["bench", "run", "-p", "builtin:1", "--policy", "scripted:builtin", "--device", device,
-                  "--out", str(tmp_path / "b")]):
+                  "--out", str(tmp_path / "b")],
+                 ["gym", "serve", "--devices", device, "--db", str(tmp_path / "s.sqlite")],
+                 ["train", "-c", "configs/train/smoke_cpu.yaml", "--set", f"eval.device={device}",
+                  "--out", str(tmp_path / "t")],
+                 ["agent", "serve-model", "tiny", "--device", device],
+                 ["organism", "run", "--device", device, "--out", str(tmp_path / "o")]):
         res = runner.invoke(app, args)
         assert res.exit_code == 2, (args, res.output)
         text = said(res)
         assert "CUDA is not available" in text or "CUDA device(s) visible" in text
         assert "Traceback" not in text
     assert not (tmp_path / "b" / "run.json").exists()  # nothing started
+    assert not (tmp_path / "s.sqlite").exists() and not (tmp_path / "t").exists()
+    assert not (tmp_path / "o").exists()
 
 
 def _closed_port() -> int:
