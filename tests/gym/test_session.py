@@ -4,6 +4,7 @@ candidate ends, and how it enters and leaves its timed region."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import subprocess
@@ -16,8 +17,8 @@ import pytest
 
 from drkernel.gym import Status
 from drkernel.gym.ipc import Channel, channel_pair
-from drkernel.gym.messages import Op, Timing
-from drkernel.gym.orchestrator.pool import Talker, descendants, is_stopped, signal_tree
+from drkernel.gym.messages import Op, Signal, Timing
+from drkernel.gym.orchestrator.pool import Talker, WarmPool, descendants, is_stopped, signal_tree
 from drkernel.gym.orchestrator.runtime import RWLock, WarmUpGate
 from drkernel.gym.orchestrator.session import KILL_GRACE_S, CandidateSession, Phase
 from gym_cases import RELU_SOLUTION, request
@@ -146,6 +147,18 @@ class _Warming(Talker):
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def wait_ready(self, timeout_s: float = 30.0, gate=None) -> None:
+        """As a pool's child: let go through ``gate`` (this child asks for nothing first)."""
+        gate(self, time.monotonic() + timeout_s)
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+        self.channel.close()
+
+    def discard(self) -> None:
+        self.kill()
+
 
 def test_a_warm_up_never_overlaps_a_timed_region():
     # The warming child creates its CUDA context and launches its warm-up kernel between ``go`` and
@@ -171,6 +184,30 @@ def test_a_warm_up_never_overlaps_a_timed_region():
     child.proc.wait(10)
     assert msg.op == "ready"
     assert events == ["go", "ready", "region"]
+
+
+def test_a_refill_cut_short_by_the_pool_s_close_is_not_logged_as_a_failure(caplog):
+    # At an evaluator's close the pool closes, then the zygote, whose forks die with it: a refill still
+    # warming up then loses its channel. That is the close, not a candidate that failed to start.
+    started: list[_Warming] = []
+    went = threading.Event()
+
+    def gate(child, deadline):
+        child.send(Signal(Op.GO).to_header())
+        went.set()
+        return child.recv(deadline)
+
+    pool = WarmPool("cpu", 1, {}, runner=None, gate=gate, spawn=lambda: started.append(_Warming()) or started[-1])
+    assert went.wait(30)
+    with caplog.at_level(logging.DEBUG, logger="drkernel.gym.orchestrator.pool"):
+        pool.close()
+        started[0].proc.kill()  # what closing the zygote does to its forks
+        with pool._cond:
+            assert pool._cond.wait_for(lambda: pool._starting == 0, timeout=30)
+    records = [r for r in caplog.records if r.name == "drkernel.gym.orchestrator.pool"]
+    assert [r.levelname for r in records] == ["DEBUG"], [r.getMessage() for r in records]
+    assert "cut short by the pool's close" in records[0].getMessage()
+    assert started[0].proc.poll() is not None and pool.ready_count == 0
 
 
 class _Recorder:

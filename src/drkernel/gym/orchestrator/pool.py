@@ -299,12 +299,20 @@ class WarmPool:
         threading.Thread(target=self._fill, name="candidate-start", daemon=True).start()
 
     def _fill(self) -> None:
+        """Start one warm candidate. A refill still starting when the pool closes is cut short by the
+        close that follows (the runtime closes the zygote next, and its forks die with it): that is
+        expected, logged at debug, not an error."""
         child = None
         try:
             child = self.spawn()
             child.wait_ready(gate=self.gate)
         except Exception as e:  # recorded; take() starts one in the foreground and raises if that fails too
-            log.error("warm candidate failed to start: %s", e)
+            if self.closed:
+                log.debug("warm candidate cut short by the pool's close: %s", str(e).splitlines()[0])
+            else:
+                log.error("warm candidate failed to start: %s", e)
+            if child is not None:
+                child.discard()
             child = None
         with self._cond:
             self._starting -= 1
@@ -313,6 +321,11 @@ class WarmPool:
             elif child is not None:
                 self._ready.append(child)
             self._cond.notify_all()
+
+    @property
+    def closed(self) -> bool:
+        with self._cond:
+            return self._closed
 
     def give(self, child: Child) -> None:
         """Add a child started elsewhere (ready) to the warm ones."""
@@ -346,6 +359,7 @@ class WarmPool:
         return len(self._ready)
 
     def close(self) -> None:
+        """Discard the warm children; refills still starting discard theirs when they end."""
         with self._cond:
             self._closed = True
             ready, self._ready = self._ready, []
