@@ -68,7 +68,8 @@ from drkernel.rl.config import config_from_dict  # noqa: E402
 from drkernel.rl.distributed import launch, share  # noqa: E402
 from drkernel.rl.envs import StepRollout  # noqa: E402
 from drkernel.rl.rows import TurnRecord  # noqa: E402
-from drkernel.rl.trainer import Trainer, train  # noqa: E402
+from drkernel.rl.trainer import Trainer  # noqa: E402
+from drkernel.tasks import build_env, train  # noqa: E402
 
 COMPARED = ("loss/loss", "loss/grad_norm", "mismatch/mean_abs_log_ratio")
 """Per-step quantities that must equal the one-process run's (the last is the batch's mean token NLL)."""
@@ -113,7 +114,7 @@ def dp_rank(config: Any) -> None:
     writes ``rank<r>.json``: per step the metrics, this rank's weight digest and the wall time."""
     rank, world_size = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
     r = config.rollout
-    trainer = Trainer(config)
+    trainer = Trainer(config, build_env)
     trainer.env.close()
     trainer.env = FixedBatchEnv(
         r.prompts_per_step, r.samples_per_prompt, r.max_tokens, len(trainer.tokenizer), rank, world_size

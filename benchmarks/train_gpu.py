@@ -38,7 +38,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (SRC, os.environ.get("PYTH
 import torch  # noqa: E402
 
 from drkernel.rl.config import config_from_dict  # noqa: E402
-from drkernel.rl.trainer import train  # noqa: E402
+from drkernel.tasks import train  # noqa: E402
 
 CHECKS: list[tuple[str, bool, str]] = []
 

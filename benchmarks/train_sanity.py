@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from drkernel.rl.config import load_config
-from drkernel.rl.trainer import train
+from drkernel.tasks import train
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "train" / "sanity_cpu.yaml"
 

@@ -8,7 +8,7 @@ from drkernel.agent.policies.base import SamplingParams
 from drkernel.errors import ConfigError
 from drkernel.organism.env import OrganismEnv
 from drkernel.rl.config import load_config
-from drkernel.rl.trainer import build_env
+from drkernel.tasks import build_env
 
 REPO = Path(__file__).resolve().parents[2]
 

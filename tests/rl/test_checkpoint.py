@@ -8,6 +8,7 @@ from drkernel.rl.checkpoint import checkpoint_dir, latest_checkpoint
 from drkernel.rl.config import load_config
 from drkernel.rl.metrics_log import read_metrics
 from drkernel.rl.trainer import Trainer
+from drkernel.tasks import build_env
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "train"
 SMALL = [
@@ -27,7 +28,7 @@ def _run(out: Path, steps: int, extra: list[str] = ()) -> Trainer:
     config = load_config(
         CONFIGS / "sanity_cpu.yaml", [f"run.output_dir={out}", f"run.steps={steps}", *SMALL, *extra]
     )
-    trainer = Trainer(config)
+    trainer = Trainer(config, build_env)
     try:
         trainer.train()
     finally:

@@ -19,13 +19,15 @@ import torch
 from drkernel.rl.config import load_config
 from drkernel.rl.losses import ppo_policy_loss
 from drkernel.rl.trainer import Trainer
+from drkernel.tasks import build_env
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "train"
 SMALL = ["run.progress=false", "rollout.prompts_per_step=4", "rollout.samples_per_prompt=4"]
 
 
 def _trainer(tmp_path, *overrides: str) -> Trainer:
-    return Trainer(load_config(CONFIGS / "sanity_cpu.yaml", [f"run.output_dir={tmp_path}", *SMALL, *overrides]))
+    return Trainer(load_config(CONFIGS / "sanity_cpu.yaml", [f"run.output_dir={tmp_path}", *SMALL, *overrides]),
+                   build_env)
 
 
 def _scored_with_spread_rewards(trainer: Trainer):

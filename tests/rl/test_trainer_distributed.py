@@ -21,6 +21,7 @@ from drkernel.rl.envs import StepRollout
 from drkernel.rl.metrics_log import read_metrics
 from drkernel.rl.rows import TurnRecord
 from drkernel.rl.trainer import Trainer
+from drkernel.tasks import build_env
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "train"
 
@@ -28,7 +29,7 @@ CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "train"
 def _train_and_dump(config):
     """One rank: train, then save the weights before and after and the step metrics this rank saw."""
     rank = int(os.environ["RANK"])
-    trainer = Trainer(config)
+    trainer = Trainer(config, build_env)
     initial = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
     try:
         history = trainer.train()
@@ -91,7 +92,7 @@ def _fixed_config(out):
 
 def _train_fixed(config):
     rank, world_size = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
-    trainer = Trainer(config)
+    trainer = Trainer(config, build_env)
     trainer.env = FixedEnv(trainer.tokenizer, rank, world_size)
     try:
         history = trainer.train()

@@ -7,6 +7,7 @@ import torch
 from drkernel.rl.config import load_config
 from drkernel.rl.modeling import is_lora, rollout_state_dict
 from drkernel.rl.trainer import Trainer
+from drkernel.tasks import build_env
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "train"
 
@@ -31,7 +32,7 @@ def _rollout_copy_config(tmp_path, *overrides: str):
 
 def test_rollout_copy_gets_updated_weights(tmp_path):
     config = _rollout_copy_config(tmp_path)
-    trainer = Trainer(config)
+    trainer = Trainer(config, build_env)
     replica = trainer.engine.policy.model
     assert replica is not trainer.model
     initial = {k: v.clone() for k, v in replica.state_dict().items()}
@@ -50,7 +51,7 @@ def test_rollout_copy_gets_updated_weights(tmp_path):
 
 def test_lora_rollout_copy_gets_merged_weights(tmp_path):
     config = _rollout_copy_config(tmp_path, "model.lora.enabled=true", "model.lora.r=4", "optim.lr=1e-2")
-    trainer = Trainer(config)
+    trainer = Trainer(config, build_env)
     replica = trainer.engine.policy.model
     assert not is_lora(replica) and all("lora_" not in k for k in replica.state_dict())
     initial = {k: v.clone() for k, v in replica.state_dict().items()}

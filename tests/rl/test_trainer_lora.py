@@ -7,6 +7,7 @@ import torch
 from drkernel.rl.checkpoint import latest_checkpoint
 from drkernel.rl.config import load_config
 from drkernel.rl.trainer import Trainer
+from drkernel.tasks import build_env
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "train"
 ARGS = [
@@ -23,7 +24,7 @@ ARGS = [
 
 def test_lora_trains_adapters_only_and_resumes(tmp_path):
     config = load_config(CONFIGS / "sanity_cpu.yaml", [f"run.output_dir={tmp_path}", "run.steps=2", *ARGS])
-    trainer = Trainer(config)
+    trainer = Trainer(config, build_env)
     before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
     try:
         history = trainer.train()
@@ -37,7 +38,7 @@ def test_lora_trains_adapters_only_and_resumes(tmp_path):
     ckpt = latest_checkpoint(tmp_path)
     assert (ckpt / "adapter_config.json").exists() and (ckpt / "adapter_model.safetensors").exists()
     resumed = Trainer(
-        load_config(CONFIGS / "sanity_cpu.yaml", [f"run.output_dir={tmp_path}", "run.steps=2", *ARGS])
+        load_config(CONFIGS / "sanity_cpu.yaml", [f"run.output_dir={tmp_path}", "run.steps=2", *ARGS]), build_env
     )
     try:
         assert resumed.step == 2

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from drkernel.rl.config import load_config
 from drkernel.rl.envs import format_reward
-from drkernel.rl.trainer import train
+from drkernel.tasks import train
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "train"
 

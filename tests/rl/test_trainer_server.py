@@ -17,6 +17,7 @@ import torch
 from drkernel.rl.config import load_config
 from drkernel.rl.modeling import rollout_state_dict
 from drkernel.rl.trainer import Trainer
+from drkernel.tasks import build_env
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "train"
 
@@ -69,7 +70,7 @@ def _train_through(url, tmp_path, *extra):
             *extra,
         ],
     )
-    trainer = Trainer(config)
+    trainer = Trainer(config, build_env)
     try:
         history = trainer.train()
     finally:

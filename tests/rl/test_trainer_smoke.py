@@ -22,13 +22,14 @@ from drkernel.rl.config import load_config
 from drkernel.rl.metrics_log import read_metrics
 from drkernel.rl.replay import ReplayEnv
 from drkernel.rl.trainer import Trainer
+from drkernel.tasks import build_env
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "train"
 
 
 def test_smoke_config_two_steps_real_gym(tmp_path):
     config = load_config(CONFIGS / "smoke_cpu.yaml", [f"run.output_dir={tmp_path}"])
-    trainer = Trainer(config)
+    trainer = Trainer(config, build_env)
     assert isinstance(trainer.env, ReplayEnv)
     before = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
     trained_on: list[list[float]] = []  # the rewards of the rows each step's advantages used

@@ -8,6 +8,7 @@ import torch
 
 from drkernel.rl.config import load_config
 from drkernel.rl.trainer import Trainer
+from drkernel.tasks import build_env
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "train"
 
@@ -26,7 +27,7 @@ def test_accumulated_gradient_equals_full_batch(tmp_path, agg):
             f"algorithm.loss_agg={agg}",
         ],
     )
-    trainer = Trainer(config)
+    trainer = Trainer(config, build_env)
     try:
         torch.manual_seed(0)
         batch = trainer.rollout()

@@ -5,13 +5,12 @@ imports matplotlib and ``io.write_parquet`` pyarrow when called.
 """
 
 from drkernel.bench.metrics import PS, SampleRecord, records_from_episodes, summarize
-from drkernel.bench.run import BenchConfig, make_evaluator, run_bench
+from drkernel.bench.run import BenchConfig, run_bench
 
 __all__ = [
     "PS",
     "BenchConfig",
     "SampleRecord",
-    "make_evaluator",
     "records_from_episodes",
     "run_bench",
     "summarize",

@@ -11,7 +11,6 @@ from __future__ import annotations
 import enum
 import json
 import logging
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -136,25 +135,6 @@ class BenchConfig:
             tts=TTSConfig.parse(self.tts) if self.tts else None,
             concurrency=self.concurrency,
         )
-
-
-def make_evaluator(spec: str, device: str = "auto", concurrency: int = 4,
-                   unsafe_no_sandbox: bool = False) -> Evaluator:
-    """``local`` -> the in-process gym; an ``http(s)://`` URL -> the KernelGym service client (bearer
-    token from ``KERNELGYM_TOKEN`` when set)."""
-    if spec == "local":
-        from drkernel.gym import InProcessEvaluator
-
-        return InProcessEvaluator(device=device, concurrency=concurrency, unsafe_no_sandbox=unsafe_no_sandbox)
-    if spec.startswith(("http://", "https://")):
-        try:
-            from drkernel.service.client import ServiceEvaluator
-        except ImportError as e:
-            raise ConfigError(
-                f"evaluator {spec!r} needs the service client: pip install 'drkernel[service]' ({e})"
-            ) from e
-        return ServiceEvaluator(spec, token=os.environ.get("KERNELGYM_TOKEN"))
-    raise ConfigError(f"evaluator {spec!r}: expected 'local' or a service URL (http://host:port)")
 
 
 def select_problems(problems: Sequence[Problem], limit: int | None) -> list[Problem]:

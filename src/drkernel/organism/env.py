@@ -323,34 +323,3 @@ class OrganismEnv:
         """Close the evaluator when this env started it (a suite shares one and closes it itself)."""
         if self.owns_evaluator:
             self.evaluator.close()
-
-
-def _evaluator(config: Any) -> Evaluator:
-    """The gym of the config's ``gym`` section, chosen as for the kernel task: a KernelGym service at
-    ``gym.url``, or in process on ``eval.device`` (in the OS sandbox unless ``gym.unsafe_no_sandbox``)."""
-    from drkernel.rl.config import GymKind
-
-    if config.gym.kind == GymKind.SERVICE:
-        from drkernel.service.client import ServiceEvaluator
-
-        return ServiceEvaluator(config.gym.url)
-    from drkernel.gym import InProcessEvaluator
-
-    return InProcessEvaluator(device=config.eval.device, concurrency=config.gym.concurrency,
-                              pool_size=config.gym.pool_size, unsafe_no_sandbox=config.gym.unsafe_no_sandbox)
-
-
-def build_env(config: Any, sampling: Any, shard: tuple[int, int] = (0, 1)) -> OrganismEnv:
-    """The env of ``task.kind: organism`` for `drkernel train` (integrity checks on; the no-check arm
-    runs through ``drkernel organism run --arm nocheck``). The gym's settings are the config's ``eval``
-    section (its seed too: None draws secret seeds; no second-size trial, as in `drkernel organism`
-    runs), the reward its ``reward`` section."""
-    from drkernel.organism.families import load_split
-
-    problems = load_split("train:16" if config.task.problems == "builtin" else config.task.problems,
-                          config.run.seed)
-    r = config.rollout
-    settings = EnvSettings(prompts_per_step=r.prompts_per_step, samples_per_prompt=r.samples_per_prompt,
-                           turns=r.turns, integrity=True, reward=config.reward,
-                           eval_config=config.eval.replace(second_size=False), seed=config.run.seed)
-    return OrganismEnv(problems, _evaluator(config), settings, sampling, shard=shard, owns_evaluator=True)

@@ -1,26 +1,23 @@
-"""Where a step's trajectories come from: the kernel task (agent + gym) or the learning-sanity task.
+"""What the trainer holds: a :class:`RolloutEnv`, and the learning-sanity task that needs no gym.
 
-Both implement :class:`RolloutEnv`: ``await env.rollout(policy, step)`` returns a :class:`StepRollout`
-with the turn records to train on, metrics (``reward/``, ``gym/``), and a JSON-ready record of every
-episode. The trainer does not care which one it holds. With ``shard=(rank, world_size)`` an env samples
-only that rank's contiguous share of each step's prompts (data parallel, drkernel.rl.distributed).
+Every env implements :class:`RolloutEnv`: ``await env.rollout(policy, step)`` returns a
+:class:`StepRollout` with the turn records to train on, metrics (``reward/``, ``gym/``), and a JSON-ready
+record of every episode. The trainer does not care which one it holds. The kernel task
+(`drkernel.tasks.kernel`) and the organism (`drkernel.organism.env`) live above this package and are
+built by the composition root, `drkernel.tasks`. With ``shard=(rank, world_size)`` an env samples only
+that rank's contiguous share of each step's prompts (data parallel, drkernel.rl.distributed).
 """
 
 from __future__ import annotations
 
-import math
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence
 
 import torch
 
-from drkernel.agent.episode import EpisodeConfig, run_episodes
 from drkernel.agent.policies.base import Policy, SamplingParams
-from drkernel.gym.protocol import Evaluator
-from drkernel.problems.problem import Problem
 from drkernel.rl.distributed import share
-from drkernel.rl.rows import TurnRecord, records_from_episodes
+from drkernel.rl.rows import TurnRecord
 
 
 @dataclass
@@ -54,67 +51,6 @@ def pick(n_items: int, count: int, step: int, seed: int) -> list[int]:
         out += order[offset : offset + take].tolist()
         position += take
     return out
-
-
-class KernelEnv:
-    """Multi-turn kernel episodes through the agent, rewarded by the gym (in-process or the service)."""
-
-    def __init__(
-        self,
-        problems: Sequence[Problem],
-        evaluator: Evaluator,
-        episode_config: EpisodeConfig,
-        prompts_per_step: int,
-        samples_per_prompt: int,
-        seed: int,
-        shard: tuple[int, int] = (0, 1),
-    ) -> None:
-        self.problems, self.evaluator, self.episode_config = list(problems), evaluator, episode_config
-        self.prompts_per_step, self.samples = prompts_per_step, samples_per_prompt
-        self.seed, self.shard = seed, shard
-
-    async def rollout(self, policy: Policy, step: int) -> StepRollout:
-        picked = pick(len(self.problems), self.prompts_per_step, step, self.seed)
-        chosen = [self.problems[i] for i in share(picked, *self.shard)]
-        episodes = await run_episodes(
-            chosen, policy, self.evaluator, self.episode_config, samples=self.samples
-        )
-        records = records_from_episodes(episodes, self.samples)
-        evaluations = sum(t.result is not None for e in episodes for t in e.turns)
-        return StepRollout(
-            records=records,
-            metrics=kernel_metrics(episodes, records),
-            episodes=[e.to_dict(tokens=False) for e in episodes],
-            evaluations=evaluations,
-        )
-
-    def close(self) -> None:
-        self.evaluator.close()
-
-
-def kernel_metrics(episodes: Sequence[Any], records: Sequence[TurnRecord]) -> dict[str, float]:
-    """Fast@p (per turn and best over all turns), hack rate, coverage, outcomes, gym time."""
-    from drkernel.bench.metrics import records_from_episodes as bench_records
-    from drkernel.bench.metrics import summarize
-
-    summary = summarize(bench_records(episodes), by_level=False)
-    metrics: dict[str, float] = {}
-    for table, suffix in [(summary["per_turn"], "/turn{t}"), (summary["best_by_turn"][-1:], "")]:
-        for row in table:
-            for key, value in row.items():
-                if key.startswith("fast@") and value is not None:
-                    metrics[f"reward/{key}{suffix.format(t=row['turn'])}"] = float(value)
-    turns = [t for e in episodes for t in e.turns]
-    outcomes = Counter(t.outcome for t in turns)
-    metrics.update({f"gym/outcome/{k}": v / len(turns) for k, v in sorted(outcomes.items())})
-    covered = [r.coverage for r in records if r.correct and not r.hacked and math.isfinite(r.coverage)]
-    metrics["gym/hack_rate"] = sum(r.hacked for r in records) / max(len(records), 1)
-    metrics["gym/correct_rate"] = sum(r.correct for r in records) / max(len(records), 1)
-    metrics["gym/coverage_mean"] = sum(covered) / len(covered) if covered else 0.0
-    evaluated = [t.eval_s for t in turns if t.result is not None]
-    metrics["gym/evaluations"] = float(len(evaluated))
-    metrics["gym/eval_s_mean"] = sum(evaluated) / len(evaluated) if evaluated else 0.0
-    return metrics
 
 
 SANITY_PROMPTS = (

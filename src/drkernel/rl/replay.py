@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import torch
 
 from drkernel.agent.policies.base import Completion, Message, Policy, SamplingParams
-from drkernel.rl.envs import KernelEnv, StepRollout
+from drkernel.rl.envs import RolloutEnv, StepRollout
 from drkernel.rl.logprobs import completion_logprobs
 from drkernel.rl.rows import TurnRecord, collate
 
@@ -65,18 +65,18 @@ class TeacherForcedPolicy:
 
 
 class ReplayEnv:
-    """A :class:`KernelEnv` whose answers are the built-in solution files, teacher-forced through the
-    trainer's model. Each problem gets two scripts, ``gold -> lazy`` and ``broken -> gold``, taken
+    """The kernel task's env (`drkernel.tasks.kernel.KernelEnv`: a `RolloutEnv` with ``problems``) with
+    the built-in solution files as its answers, teacher-forced through the trainer's model. Each problem gets two scripts, ``gold -> lazy`` and ``broken -> gold``, taken
     round-robin by its samples, so rewards differ within every (prompt, turn) group."""
 
-    def __init__(self, inner: KernelEnv, model: Any, tokenizer: Any) -> None:
+    def __init__(self, inner: RolloutEnv, model: Any, tokenizer: Any) -> None:
         from drkernel.agent.policies.scripted import ScriptedPolicy, builtin_script
 
         self.inner = inner
         script = ScriptedPolicy.for_problems(
             [
                 (p, [builtin_script(p, ["gold", "lazy"]), builtin_script(p, ["broken", "gold"])])
-                for p in inner.problems
+                for p in inner.problems  # type: ignore[attr-defined]
             ]
         )
         self.policy = TeacherForcedPolicy(script, model, tokenizer)

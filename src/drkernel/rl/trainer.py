@@ -25,7 +25,7 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -63,85 +63,16 @@ class Scored:
     metrics: dict[str, float]
 
 
-def build_env(
-    config: TrainConfig, sampling: Any, model: Any, tokenizer: Any, dist: DistContext = DistContext()
-) -> RolloutEnv:
-    """The task's rollout environment (the gym is started here for the kernel task); with several ranks
-    it samples this rank's share of each step's prompts."""
-    from drkernel.rl.envs import KernelEnv, SanityEnv
-
-    r = config.rollout
-    shard = (dist.rank, dist.world_size)
-    if config.task.kind == "sanity":
-        return SanityEnv(
-            sampling,
-            r.prompts_per_step,
-            r.samples_per_prompt,
-            config.task.sanity_target,
-            config.run.seed,
-            shard=shard,
-        )
-    if config.task.kind == "organism":
-        from drkernel.organism.env import build_env as build_organism_env
-
-        return build_organism_env(config, sampling, shard)
-    from drkernel.agent.episode import EpisodeConfig
-    from drkernel.problems.loaders import load_builtin, load_problems
-
-    problems = load_builtin() if config.task.problems == "builtin" else load_problems(config.task.problems)
-    if config.task.levels:
-        problems = [p for p in problems if p.level in config.task.levels]
-    if config.task.include:
-        problems = [p for p in problems if any(s in p.key for s in config.task.include)]
-    if not problems:
-        from drkernel.errors import ConfigError
-
-        raise ConfigError(
-            f"task.problems={config.task.problems!r} with levels={config.task.levels} "
-            f"and include={config.task.include} selects no problem"
-        )
-    if config.gym.kind == "service":
-        from drkernel.service.client import ServiceEvaluator
-
-        evaluator = ServiceEvaluator(config.gym.url)
-    else:
-        from drkernel.gym import InProcessEvaluator
-
-        evaluator = InProcessEvaluator(
-            device=config.eval.device, concurrency=config.gym.concurrency, pool_size=config.gym.pool_size,
-            unsafe_no_sandbox=config.gym.unsafe_no_sandbox,
-        )
-        if config.gym.warm_references and str(evaluator.device_info()["device"]).startswith("cuda"):
-            log.info("timing the references of %d problems before the first step", len(problems))
-            spent = evaluator.warm(problems, config.eval)
-            log.info("references ready in %.1f s", sum(spent.values()))
-    episode_config = EpisodeConfig(
-        turns=r.turns,
-        sampling=sampling,
-        eval_config=config.eval,
-        reward=config.reward,
-        concurrency=r.concurrency,
-    )
-    env = KernelEnv(
-        problems,
-        evaluator,
-        episode_config,
-        r.prompts_per_step,
-        r.samples_per_prompt,
-        config.run.seed,
-        shard=shard,
-    )
-    if config.task.replay_builtin:
-        from drkernel.rl.replay import ReplayEnv
-
-        return ReplayEnv(env, model, tokenizer)
-    return env
+EnvFactory = Callable[[TrainConfig, Any, Any, Any, DistContext], RolloutEnv]
+"""Builds a run's env from its config, sampling parameters, model, tokenizer and rank
+(`drkernel.tasks.build_env` for every task of the config; the organism's driver passes an env)."""
 
 
 class Trainer:
     """Owns the model, optimizer, rollout engine, environment and logs of one run (of one rank)."""
 
-    def __init__(self, config: TrainConfig, env: RolloutEnv | None = None) -> None:
+    def __init__(self, config: TrainConfig, env: RolloutEnv | EnvFactory) -> None:
+        """``env``: the env to train on, or a factory called once the model exists (`EnvFactory`)."""
         from drkernel.agent.policies.base import SamplingParams
 
         self.dist = init_from_env(config)
@@ -177,9 +108,7 @@ class Trainer:
             max_tokens=config.rollout.max_tokens,
         )
         self.engine = build_engine(config, self.model, self.tokenizer)
-        if env is None:
-            env = build_env(config, self.sampling, self.model, self.tokenizer, self.dist)
-        self.env = env
+        self.env = env(config, self.sampling, self.model, self.tokenizer, self.dist) if callable(env) else env
         self._loop = asyncio.new_event_loop()  # one loop for the run: policies keep connections across steps
         self.logger = None
         if self.dist.is_main:
@@ -450,8 +379,9 @@ class Trainer:
         self.dist.close()
 
 
-def train(config: TrainConfig, env: RolloutEnv | None = None) -> list[dict[str, float]]:
-    """Build a :class:`Trainer`, run it to ``run.steps``, release everything."""
+def train(config: TrainConfig, env: RolloutEnv | EnvFactory) -> list[dict[str, float]]:
+    """Build a :class:`Trainer` on ``env``, run it to ``run.steps``, release everything
+    (`drkernel.tasks.train` passes the config's own task)."""
     trainer = Trainer(config, env)
     try:
         return trainer.train()
