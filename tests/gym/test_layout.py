@@ -48,3 +48,48 @@ def test_packages_by_process():
         assert importlib.util.find_spec(f"drkernel.gym.{pkg}") is not None, pkg
     for child in ("judge", "candidate"):
         assert importlib.util.find_spec(f"drkernel.gym.{child}.__main__") is not None, child
+
+
+# The package's import rules (docs/ARCHITECTURE.md, "Layers"): a package never imports one above it,
+# at module level or inside a function. Read from the source (every `import` statement), so an import
+# hidden in a function counts as well.
+FORBIDDEN = {
+    "gym": ("agent", "bench", "rl", "organism", "sft", "service", "tasks", "cli", "reward"),
+    "agent": ("bench", "rl", "organism", "sft", "tasks", "cli"),
+    "bench": ("rl", "organism", "sft", "tasks", "cli"),
+    "rl": ("organism", "bench", "tasks", "cli"),
+    "organism": ("bench", "tasks", "cli"),
+    "tasks": ("cli",),
+    "reward": ("agent", "bench", "rl", "organism", "tasks", "cli"),
+}
+DEVIATIONS = {
+    "gym/replay.py imports drkernel.bench.io",  # replaying a benchmark's run folder reads it (lazily)
+}
+
+
+def _imports(path):
+    import ast
+
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            yield from (a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            yield node.module
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_no_package_imports_a_layer_above_it(package):
+    from pathlib import Path
+
+    import drkernel
+
+    root = Path(drkernel.__file__).parent
+    files = [root / "reward.py"] if package == "reward" else sorted((root / package).rglob("*.py"))
+    bad = sorted(
+        f"{f.relative_to(root)} imports {name}"
+        for f in files
+        for name in _imports(f)
+        if name.split(".")[:2][0] == "drkernel" and len(name.split(".")) > 1
+        and name.split(".")[1] in FORBIDDEN[package]
+    )
+    assert [b for b in bad if b not in DEVIATIONS] == []
