@@ -395,9 +395,23 @@ class IntegritySnapshot:
         hacks = []
         for (label, owner, name), before in zip(self.targets, self.saved):
             now = _raw_attr(owner, name)
-            if now is not before and not (isinstance(before, (int, float, str)) and before == now):
+            if now is not before and not (isinstance(before, (int, float, str)) and before == now) \
+                    and not _torch_wrapped(now, before):
                 hacks.append(make_hack(8, f"{label}.{name} was replaced"))
         return hacks
+
+
+TORCH_DIR = os.path.dirname(os.path.realpath(torch.__file__)) + "/"
+
+
+def _torch_wrapped(now: Any, before: Any) -> bool:
+    """torch's own wrapper around the same function: importing ``torch._dynamo`` (which
+    ``@torch.compiler.disable`` does) rewraps ``torch.manual_seed`` with a wrapper defined in torch
+    whose ``__wrapped__`` is the original. A wrapper of the solution's (its code in the solution's
+    file) or one around anything else is still a replacement."""
+    code = getattr(now, "__code__", None)
+    return (getattr(now, "__wrapped__", None) is before and code is not None
+            and os.path.realpath(code.co_filename).startswith(TORCH_DIR))
 
 
 def _raw_attr(owner: Any, name: str) -> Any:
@@ -467,10 +481,11 @@ FORBIDDEN_RUNTIME_MODULES = {
     "torch._dynamo": 16, "torch._inductor": 16, "torch.utils.cpp_extension": 16, "torch.library": 16,
     "torch.jit": 16, "cupy": 16, "numba": 16, "drkernel": 8,
 }
-COMPILER_MODULES = ("torch._inductor.codegen", "torch._inductor.compile_fx", "torch._dynamo.convert_frame",
-                    "torch.utils.cpp_extension", "cupy", "numba", "pycuda")
+COMPILER_MODULES = ("torch._inductor.codegen", "torch._inductor.compile_fx", "torch.utils.cpp_extension", "cupy",
+                    "numba", "pycuda")
 """Modules only a compilation imports (entering a TorchDispatchMode already imports torch._dynamo
-and parts of torch._inductor, so those package roots prove nothing)."""
+and parts of torch._inductor, and ``@torch.compiler.disable`` imports ``torch._dynamo.convert_frame``,
+so those prove nothing; frames torch.compile compiled are counted by `dynamo_frames`)."""
 
 
 def _forbidden_origin(obj: Any) -> tuple[int, str] | None:

@@ -1,0 +1,23 @@
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, a, b):
+        return F.silu(a) * b
+
+
+ROWS = 32
+COLS = 256
+
+
+def get_inputs():
+    return [torch.randn(ROWS, COLS), torch.randn(ROWS, COLS)]
+
+
+def get_init_inputs():
+    return []
