@@ -58,6 +58,20 @@ SOLUTION = textwrap.dedent('''
 
     def listdir_home():
         return os.listdir(os.path.expanduser("~"))
+
+    def annotation_eval():  # a string evaluated by a standard-library helper
+        import typing
+        def f(x: "__imp" + "ort__('o' + 's').getcwd()"):
+            return x
+        return getattr(typing, "get_type" + "_hints")(f)
+
+    def dataclass_at_run_time():  # the standard library generates honest code for it
+        import dataclasses
+        return dataclasses.make_dataclass("Cfg", [("block", int, dataclasses.field(default=64))])().block == 64
+
+    def open_dir_fd():
+        fd = os.open("/etc", os.O_RDONLY)
+        return os.read(os.open("hostname", os.O_RDONLY, dir_fd=fd), 10)
 ''')
 
 DRIVER = textwrap.dedent('''
@@ -96,7 +110,7 @@ def scenario(tmp_path_factory):
     path = folder / "solution_x.py"
     path.write_text(SOLUTION)
     names = ["honest", "read_etc", "write_tmp", "getframe", "gc_scan", "thread", "process", "native",
-             "listdir_home"]
+             "listdir_home", "annotation_eval", "dataclass_at_run_time", "open_dir_fd"]
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     out = subprocess.run([sys.executable, "-c", DRIVER, str(path), *names], capture_output=True, text=True,
                          env=env, timeout=300)
@@ -106,11 +120,12 @@ def scenario(tmp_path_factory):
 
 def test_honest_solution_runs_triton_warns_and_writes_its_own_directory(scenario):
     assert scenario["honest"] == ["ok", []]
+    assert scenario["dataclass_at_run_time"] == ["ok", []]
 
 
 @pytest.mark.parametrize("name, code", [
     ("read_etc", 14), ("write_tmp", 14), ("getframe", 14), ("gc_scan", 14), ("thread", 7), ("process", 14),
-    ("native", 14), ("listdir_home", 14),
+    ("native", 14), ("listdir_home", 14), ("annotation_eval", 14), ("open_dir_fd", 14),
 ])
 def test_out_of_contract_actions_are_blocked_and_recorded(scenario, name, code):
     outcome, codes = scenario[name]

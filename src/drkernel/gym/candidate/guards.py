@@ -271,6 +271,10 @@ class AuditGuard:
             dir_fd = args[index + 1] if event != "open" and len(args) > index + 1 else None
             path = _resolve_dir_fd(os.fsdecode(path), dir_fd)
             role = self._solution_role()
+            if event == "open" and role == "direct" and not os.path.isabs(os.fsdecode(path)):
+                # ``os.open(name, flags, dir_fd=fd)``: the event does not carry the directory
+                self._violate(14, f"open of the relative path {os.fsdecode(path)!r} (a directory descriptor "
+                                  f"may name any directory)")
             if role and not self.roots.allows(os.fsdecode(path), write, by_solution=role == "direct"):
                 self._violate(14, f"{event} ({'write' if write else 'read'}) of {os.fsdecode(path)}")
             return
@@ -311,6 +315,19 @@ class AuditGuard:
             return
         if self._caller_is_solution(skip_pass_through=event not in ("exec", "compile")):
             self._violate(14, f"{event} called by the solution")
+        if event == "compile" and args and isinstance(args[0], (str, bytes)) and self._solution_role() == "direct":
+            self._check_generated(args[0])
+
+    def _check_generated(self, source: str | bytes) -> None:
+        """A standard-library helper compiling a string for the solution (annotation evaluation,
+        dataclass code generation): the code is held to the solution contract."""
+        from drkernel.gym.verdict.static import generated_code_violations
+
+        found = generated_code_violations(source)
+        if found:
+            text = source.decode(errors="replace") if isinstance(source, bytes) else source
+            self._violate(14, f"a standard-library helper compiled code for the solution that uses "
+                              f"{', '.join(sorted(set(found))[:3])}: {text[:80]!r}")
 
     def _wrap_thread_starts(self) -> None:
         """Python 3.11 raises no audit event for a new thread: wrap the thread primitives."""

@@ -439,6 +439,45 @@ def _code_in_strings(tree: ast.AST, names: _Names, depth: int = 0) -> list[Hack]
     return hacks
 
 
+GENERATED_DUNDERS = frozenset(("__setattr__", "__delattr__", "__class__", "__qualname__", "__init__", "__name__"))
+"""Dunder attributes the standard library's code generators read in what they compile (dataclasses'
+``__init__`` sets fields through ``object.__setattr__``; its ``__repr__`` reads ``__qualname__``)."""
+
+
+def generated_code_violations(source: str | bytes) -> list[str]:
+    """Code a standard-library helper compiles from strings on the solution's behalf (an annotation
+    ``typing.get_type_hints`` evaluates, a dataclass's generated methods), checked where it is
+    compiled, inside the candidate: no imports, no builtins that run code or enumerate namespaces,
+    no object-graph attributes, no module outside the contract reached through an allowed one."""
+    try:
+        tree = pyast.parse(source.decode() if isinstance(source, bytes) else source)
+    except (SyntaxError, ValueError, UnicodeDecodeError):
+        return []
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append("an import")
+        elif isinstance(node, ast.Name) and node.id in FORBIDDEN_BUILTINS | ATTRIBUTE_FUNCTIONS | {"__builtins__"}:
+            found.append(f"the builtin {node.id}")
+        elif isinstance(node, ast.Attribute) and (
+                node.attr in INTROSPECTION_ATTRS or node.attr == "__dict__" or node.attr.startswith("__")
+                and node.attr.endswith("__") and node.attr not in GENERATED_DUNDERS | ALLOWED_DUNDERS):
+            found.append(f"the attribute .{node.attr}")
+        elif isinstance(node, ast.Attribute) and not isinstance(getattr(node, "ctx", None), ast.Store):
+            chain = _dotted(node)
+            if chain and _import_allowed(chain.split(".")[0]) and canonical(chain)[1]:
+                found.append(f"{chain} (the module {canonical(chain)[1]})")
+    return found
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else None
+
+
 def _patching(tree: ast.Module, names: _Names) -> list[Hack]:
     hacks = []
     for node in ast.walk(tree):
