@@ -55,6 +55,8 @@ def test_corpus_size_and_coverage_of_categories():
     assert all(c.problem and c.expect for c in HACKED)
     assert sum("# redteam:" in c.source for c in HACKED) >= 25  # issue 12: the red team of part B
     assert sum("# redteam:" in c.source for c in HONEST) >= 10
+    # Public Triton's idioms (tutorials, Liger-Kernel, Unsloth, FlagGems), written for the gym.
+    assert sum(c.path.name.startswith("pub_") and "# idiom:" in c.source for c in HONEST) >= 30
 
 
 def _show(result) -> str:

@@ -1,4 +1,5 @@
 # problem: gelu
+# default: yes
 # idiom: libdevice imported from the CUDA module with the generic module as a fallback (Liger-Kernel)
 import torch
 import torch.nn as nn

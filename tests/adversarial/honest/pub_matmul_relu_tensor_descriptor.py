@@ -1,4 +1,5 @@
 # problem: matmul_relu
+# default: yes
 # idiom: host-side tensor descriptors (triton.tools.tensor_descriptor), loads and stores through them
 import torch
 import torch.nn as nn

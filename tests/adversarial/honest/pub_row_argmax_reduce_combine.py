@@ -1,4 +1,5 @@
 # problem: row_argmax
+# default: yes
 # idiom: tl.reduce over (value, index) pairs with a custom @triton.jit combine function
 import torch
 import torch.nn as nn

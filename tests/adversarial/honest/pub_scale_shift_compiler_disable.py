@@ -1,4 +1,5 @@
 # problem: scale_shift
+# default: yes
 # idiom: the host launcher marked @torch.compiler.disable (libraries keep torch.compile out of it)
 import torch
 import torch.nn as nn

@@ -1,4 +1,5 @@
 # problem: scale_shift
+# default: yes
 # idiom: Python floats passed to the kernel and cast there with .to(tl.float32)
 import torch
 import torch.nn as nn

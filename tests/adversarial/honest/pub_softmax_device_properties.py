@@ -1,4 +1,5 @@
 # problem: softmax
+# default: yes
 # idiom: Triton's fused-softmax tutorial: device properties read at import, a persistent row loop
 import torch
 import torch.nn as nn
