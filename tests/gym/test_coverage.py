@@ -11,7 +11,7 @@ import textwrap
 import pytest
 import torch
 
-from drkernel.gym.harness.recorder import H100, launch_scope, op_name, record_ops
+from drkernel.gym.harness.recorder import H100, OpRecorder, launch_scope, op_name, record_ops
 from drkernel.gym.verdict.coverage import ALWAYS_ALLOWED, OpProfile, base_name, op_coverage, time_coverage
 from drkernel.gym.result import KernelStat
 
@@ -39,11 +39,48 @@ def test_elementwise_cost_counts_input_and_output_bytes():
     assert prof.cost == pytest.approx(8000 / H100.bandwidth)
 
 
-def test_bookkeeping_ops_cost_nothing():
+def test_allocation_and_views_cost_nothing():
     x = torch.randn(8, 8)
-    _, prof = record_ops(lambda t: torch.empty_like(t).view(-1).contiguous().to(torch.float64).clone(), x)
+    _, prof = record_ops(lambda t: torch.empty_like(t).view(-1).t().contiguous().reshape(4, 16), x)
     assert prof.ops and prof.compute_ops() == {} and prof.cost == 0.0
     assert all(base_name(k) in ALWAYS_ALLOWED for k in prof.ops)
+
+
+def test_copies_and_casts_cost_the_bytes_they_move_but_stay_always_allowed():
+    # hand-worked: 64 fp32 values; the cast reads 256 bytes and writes 512, the clone reads and writes 512,
+    # the contiguous of the transposed view reads and writes 256
+    x = torch.randn(8, 8)
+    _, prof = record_ops(lambda t: (t.to(torch.float64).clone(), t.t().contiguous()), x)
+    assert prof.ops["aten::_to_copy.default"][3] == 768 and prof.ops["aten::clone.default"][3] == 2 * 512 + 512
+    assert prof.compute_ops() == {}  # the strict allowlist does not see copies
+    assert prof.cost == pytest.approx(prof.bytes / H100.bandwidth)
+    # a round trip through int is a trunc: priced like the trunc it computes (two passes of bytes)
+    _, trunc = record_ops(torch.trunc, x)
+    _, trip = record_ops(lambda t: t.to(torch.int32).to(torch.float32), x)
+    assert trip.cost >= trunc.cost
+
+
+def test_a_copy_of_memory_onto_itself_is_free_anything_else_costs_inside_a_launch_too():
+    x, y = torch.randn(64), torch.empty(64)
+    with OpRecorder() as rec:
+        with launch_scope():
+            x.copy_(x)  # the interpreter's argument handling
+        assert rec.profile.cost == 0.0
+        with launch_scope():
+            y.copy_(x.flip(0).view(8, 8).t().reshape(-1))  # a permuting copy inside a grid callable
+    assert rec.profile.ops["aten::copy_.default"][3] == 512
+
+
+def test_compute_outside_the_flop_registry_is_priced_by_its_arithmetic():
+    # F.bilinear is a GEMM: 2 * B * O * I * J flops through _trilinear, not one flop per element
+    b, o, i, j = 64, 32, 128, 128
+    x1, x2, w = torch.randn(b, i), torch.randn(b, j), torch.randn(o, i, j)
+    _, prof = record_ops(lambda a, c, m: torch.nn.functional.bilinear(a, c, m), x1, x2, w)
+    assert prof.ops["aten::_trilinear.default"][2] == 2 * b * o * i * j
+    _, ref = record_ops(lambda a, c, m: torch.einsum("bi,oij,bj->bo", a, m, c), x1, x2, w)
+    assert prof.cost >= 0.25 * ref.cost  # the same contraction costs the same order either way
+    _, inv = record_ops(torch.linalg.inv, torch.randn(4, 32, 32))
+    assert inv.flops >= 4 * 32 ** 3
 
 
 def test_op_names_and_strict_allowlist():

@@ -13,7 +13,7 @@ under the tags below):
     poisoned          two calls                                               5 if it fails
     recall_same       same tensor objects refilled with another trial's data   9 if it fails
     call_count_last   the last of many calls                                   10 if it fails
-    coverage          one forward on an input no other call sees              (op coverage)
+    coverage          one forward on an input no other call sees              (op coverage, with all calls)
 
 Integrity runs must look like ordinary calls (mechanism 3 of issue 12). So the orchestrator draws
 their order and the number of ordinary calls before each (`drkernel.gym.seeds.SeedPlan`), the
@@ -21,8 +21,11 @@ coverage run draws a fresh secret seed, and every call the candidate makes befor
 correctness trials included -- runs under the same dispatch mode (`Observed`): fresh allocations
 are poisoned in every call and a Python dispatch mode is always on the stack, so neither NaN in
 ``torch.empty`` nor ``torch._C._len_torch_dispatch_stack()`` nor the latency of a cheap op tells
-an integrity run from a trial. The timed calls on the GPU run unobserved (a dispatch mode would
-distort the time); their outputs are sampled for the judge instead.
+an integrity run from a trial. Nor can a solution behave honestly on the coverage run alone (say,
+on inputs it has not seen before, which the coverage run's are): every observed call records its
+ops, and the reported coverage profile is the costliest call's after the first (the first may do
+one-time set-up). The timed calls on the GPU run unobserved (a dispatch mode would distort the
+time); their outputs are sampled for the judge instead.
 
 On the GPU it adds a profiler pass (kernels, streams, device times: time coverage) and the event /
 wall-clock cross-check of `drkernel.gym.candidate.profiling` (hack 7).
@@ -124,6 +127,7 @@ class IntegrityHook:
         self.hacks: list[Any] = []
         self.coverage_profile: dict[str, list[float]] | None = None
         self.coverage_own_launches = 0
+        self.coverage_cost = -1.0  # PyTorch cost of the reported call; the costliest after the first wins
         self.runs: dict[str, Any] = {}
         self.call_count_launches: list[int] = []
         self.calls = 0  # observed forward calls (trials, ordinary and integrity calls)
@@ -179,10 +183,23 @@ class IntegrityHook:
 
     @contextlib.contextmanager
     def observe(self, recorder: OpRecorder | None = None) -> Iterator[None]:
-        """Every observed call (trials included) runs in here: one look for all of them."""
+        """Every observed call (trials included) runs in here: one look for all of them. Each records
+        its ops; `_keep_costliest` keeps the profile coverage reads."""
         self.calls += 1
+        recorder = recorder if recorder is not None else OpRecorder()
+        before = self.own_launches
         with Observed(recorder):
             yield
+        if self.calls > 1:
+            self._keep_costliest(recorder, self.own_launches - before)
+
+    def _keep_costliest(self, recorder: OpRecorder, own: int) -> None:
+        """The call whose PyTorch work costs most (ties: the fewer own launches) is coverage's call."""
+        cost = recorder.profile.cost
+        if cost > self.coverage_cost or (cost == self.coverage_cost and own < self.coverage_own_launches):
+            self.coverage_cost = cost
+            self.coverage_profile = recorder.profile.to_dict()
+            self.coverage_own_launches = own
 
     def after_trial(self, ctx: Any, trial: int, inputs: Sequence[Any], outputs: Any) -> None:
         self._check_state()
@@ -246,11 +263,7 @@ class IntegrityHook:
         seed = plan.get("coverage_seed")
         args = (harness.draw_inputs(r.ctx.reference, int(seed), r.ctx.device) if seed is not None
                 else r.make_inputs(0))
-        before = self.own_launches
-        recorder = OpRecorder()
-        self._call(r, args, recorder)
-        self.coverage_profile = recorder.profile.to_dict()
-        self.coverage_own_launches = self.own_launches - before
+        self._call(r, args, OpRecorder())  # recorded as every call is (`observe`)
 
     def _skip_own(self, r: _Runs, plan: dict[str, Any]) -> None:
         """Passthrough: outputs still right without the solution's own launches?"""

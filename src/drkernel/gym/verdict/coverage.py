@@ -55,15 +55,16 @@ class OpProfile:
 
     @property
     def cost(self) -> float:
-        return sum(v[1] for v in self.compute_ops().values())
+        """Roofline seconds of every priced op: compute, and copies (always allowed, yet they move data)."""
+        return sum(v[1] for v in self.ops.values())
 
     @property
     def flops(self) -> float:
-        return sum(v[2] for v in self.compute_ops().values())
+        return sum(v[2] for v in self.ops.values())
 
     @property
     def bytes(self) -> float:
-        return sum(v[3] for v in self.compute_ops().values())
+        return sum(v[3] for k, v in self.ops.items() if k != HOST_COPY)
 
     def outside(self, allowlist: tuple[str, ...]) -> dict[str, list[float]]:
         """Compute ops not in a strict-mode allowlist (entries match ``aten::add.Tensor`` or ``add``)."""
