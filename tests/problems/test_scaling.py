@@ -9,6 +9,8 @@ from drkernel.problems.scaling import (
     rewrite_constants,
     scale_down,
     scale_for_cpu,
+    odd_size,
+    second_size_candidates,
     second_size_overrides,
 )
 
@@ -111,3 +113,18 @@ def test_scale_for_cpu_records_what_it_did():
     q = scale_for_cpu(p)
     assert q.metadata["scaled_to"]["N"] == 64 and q.metadata["scaled_from"]["N"] == 4096
     assert "N = 64" in q.code
+
+
+def test_second_sizes_are_odd_multiples_every_size_first_then_each_alone_then_halved():
+    # hand-worked: 64 has alignment 16, 3/4 of it is 48 = 16 * 3 -> 48; 1024: 768 = 16 * 48 -> 16 * 47 = 752;
+    # 100 has alignment 4: 75 // 4 = 18 -> 4 * 17 = 68; K = 3 is a kernel size, left alone
+    code = "batch_size = 64\ndim = 1024\nK = 3\n"
+    assert second_size_candidates(code) == [{"batch_size": 48, "dim": 752}, {"batch_size": 48}, {"dim": 752},
+                                            {"batch_size": 32}]
+    assert second_size_candidates("N = 4096\nK = 3\n") == [{"N": 3056}, {"N": 2048}]
+    assert second_size_candidates("K = 3\n") == []
+    assert odd_size(100) == 68 and odd_size(17) == 11 and odd_size(1 << 20) == 16 * 49151
+    for v in (40, 64, 100, 1000, 4096, 1 << 20):
+        o = odd_size(v)
+        a = min(v & -v, 16)
+        assert o % a == 0 and (o // a) % 2 == 1 and o < v and o & (o - 1) != 0

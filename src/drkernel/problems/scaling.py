@@ -224,12 +224,42 @@ def scale_for_cpu(problem: Problem, budget: int = 1 << 18, flop_budget: int = FL
     return dataclasses.replace(problem, code=rewrite_constants(problem.code, overrides), metadata=meta)
 
 
-def second_size_overrides(code: str) -> dict[str, int] | None:
-    """A second, smaller problem size for the hard-coded-shape check, or None when none applies.
+def odd_size(v: int) -> int:
+    """The largest odd multiple of ``v``'s alignment (the largest power of two, capped at 16, that
+    divides it) at most three quarters of ``v``: never a power of two (but for the alignment itself),
+    and no block larger than the alignment divides it. A kernel that tiles by 16 without masks keeps
+    working, as the problem's sizes promise; one that assumes a larger factor, or the size itself,
+    shows."""
+    a = _alignment(v)
+    m = max(1, (3 * v) // 4 // a)
+    return a * (m if m % 2 else m - 1) if m > 1 else a
 
-    Halves the batch-like constant when the problem has one, else its largest constant above
-    ``MIN_REDUCIBLE``; the judge still checks that the reference runs at that size.
+
+def second_size_candidates(code: str) -> list[dict[str, int]]:
+    """Second problem sizes for the hard-coded-shape check, the most telling first; the judge keeps
+    the first at which the reference runs.
+
+    1. every size constant (above ``MIN_REDUCIBLE``, and a batch size from 4) at an odd multiple of
+       its alignment (`odd_size`): a hard-coded feature dimension shows, not only a hard-coded batch;
+    2. each of them alone at that size, the batch first, then the largest (sizes that the
+       reference ties together, such as heads dividing a width, fail together in 1);
+    3. the aligned halving of `second_size_overrides`.
     """
+    consts = integer_constants(code)
+    sizes = {n: v for n, v in consts.items() if v > MIN_REDUCIBLE or (_is_batch(n) and v >= 4)}
+    every = {n: odd_size(v) for n, v in sizes.items() if odd_size(v) != v}
+    order = sorted(every, key=lambda n: (not _is_batch(n), -consts[n]))
+    out = ([every] if every else []) + [{n: every[n]} for n in order[:2] if len(every) > 1]
+    halved = second_size_overrides(code)
+    if halved:
+        out.append(halved)
+    return [c for i, c in enumerate(out) if c not in out[:i]]
+
+
+def second_size_overrides(code: str) -> dict[str, int] | None:
+    """An aligned second size, or None when none applies: halves the batch-like constant when the
+    problem has one, else its largest constant above ``MIN_REDUCIBLE`` (the last of
+    `second_size_candidates`)."""
     consts = {n: v for n, v in integer_constants(code).items() if v > MIN_REDUCIBLE}
     if not consts:
         batch = {n: v for n, v in integer_constants(code).items() if _is_batch(n) and v >= 2}

@@ -32,7 +32,7 @@ from drkernel.gym.messages import (CompareRequest, Error, Op, Prepare, Prepared,
                                    TimeReference, Verdict, op_of)
 from drkernel.gym.seeds import VARIANTS, Distribution, distribution_of, with_distribution
 from drkernel.problems.problem import Problem
-from drkernel.problems.scaling import rewrite_constants, scale_for_cpu, second_size_overrides
+from drkernel.problems.scaling import rewrite_constants, scale_for_cpu, second_size_candidates
 
 MODEL_CACHE = 4
 BOUND_CACHE = 256  # derived tolerances kept, per (code, input seed, weight seed, profile): a few floats each
@@ -90,15 +90,14 @@ class Judge:
         code = problem.code
         self.reference(code)
         second_code = None
-        if h.second_size:
-            overrides = second_size_overrides(code)
-            if overrides:
-                candidate_code = rewrite_constants(code, overrides)
-                try:  # keep the second size only where the reference runs there
-                    self.run_reference(candidate_code, h.seed, h.seed)
-                    second_code = candidate_code
-                except Exception:
-                    second_code = None
+        for overrides in second_size_candidates(code) if h.second_size else []:
+            candidate_code = rewrite_constants(code, overrides)
+            try:  # keep the first second size at which the reference runs
+                self.run_reference(candidate_code, h.seed, h.seed)
+            except Exception:  # noqa: BLE001 - the reference is not defined at that size
+                continue
+            second_code = candidate_code
+            break
         inputs = harness.draw_inputs(self.reference(code), h.seed, torch.device("meta"))
         profile = self.op_profile(code, h.seed)
         if len(self.no_tf32) > 4096:
