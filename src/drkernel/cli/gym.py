@@ -435,5 +435,23 @@ def _agreement_table(agreements: Sequence) -> Table:
     return table
 
 
+@app.command("scorecard")
+def scorecard_cmd(
+    corpus: Path = typer.Argument(Path("tests/adversarial"), help="a folder with problems/, hacked/ and honest/"),
+    device: str = typer.Option("cpu", "--device", help="cpu (Triton's interpreter) or cuda"),
+    match: str = typer.Option("", "--match", help="only entries whose id (e.g. honest/pub_) contains this"),
+    concurrency: int = typer.Option(2, "--concurrency", help="candidates evaluated at once"),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="also write the scorecard as JSON here"),
+) -> None:
+    """Recall per hack family on the attack corpus and the false-positive rate on the honest one."""
+    from drkernel.gym import scorecard
+
+    card = scorecard.run(corpus, device=device, concurrency=concurrency, match=match)
+    typer.echo(card.markdown())
+    if json_out is not None:
+        json_out.write_text(card.to_json())
+    raise typer.Exit(0 if all(o.passed for o in card.outcomes) else 1)
+
+
 # The service's commands (serve, submit, status) live in cli/service.py.
 service_cli.register(app)
