@@ -405,6 +405,19 @@ def test_denied_namespaces_are_refused_with_the_reason(monkeypatch, tmp_path):
         bwrap_runner.cache_clear()
 
 
+def test_a_sandbox_that_falls_back_to_host_root_says_so_loudly(caplog):
+    """As root, bwrap runs as uid 65534 where the Python install is open to it; where it is not (a
+    pyenv under /root), request code would run as host uid 0 inside the namespaces: never silently."""
+    bwrap_runner.cache_clear()
+    try:
+        with caplog.at_level("ERROR", logger="drkernel.gym.orchestrator.sandbox"):
+            runner = bwrap_runner()
+    finally:
+        bwrap_runner.cache_clear()
+    as_host_root = os.geteuid() == 0 and not runner.as_nobody
+    assert any("SANDBOX RUNS AS HOST ROOT" in r.getMessage() for r in caplog.records) == as_host_root
+
+
 def test_the_unsafe_flag_is_on_every_command_that_starts_a_gym():
     from typer.testing import CliRunner
 

@@ -65,6 +65,13 @@ UNSAFE_WARNING = ("RUNNING WITHOUT THE SANDBOX (--unsafe-no-sandbox): solution a
                   "this process's user, files and network. Use it only on code you trust.")
 
 
+HOST_ROOT_WARNING = ("THE SANDBOX RUNS AS HOST ROOT: bwrap could not start as uid 65534 (the Python install or "
+                     "the GPU nodes are not open to it), so request code runs as host uid 0 inside the "
+                     "namespaces: it can read every file of the read-only binds (/etc/shadow among them) and "
+                     "the process limit does not bind. Install Python where every user can read it (/usr/local, "
+                     "/opt) or run the gym as an unprivileged user.")
+
+
 class SandboxUnavailable(InfrastructureError):
     """No working sandbox: bwrap is missing or the kernel denies the namespaces it needs."""
 
@@ -330,6 +337,9 @@ def bwrap_runner() -> BwrapRunner:
             continue
         err = _probe(runner)
         if err is None:
+            if os.geteuid() == 0 and not as_nobody:
+                log.error(HOST_ROOT_WARNING + " Why uid 65534 could not: %s", "; ".join(errors) or
+                          "the GPU device nodes are not open to other users")
             return runner
         errors.append(f"{'as uid 65534' if as_nobody else 'as this user'}: {err}")
     raise SandboxUnavailable(
