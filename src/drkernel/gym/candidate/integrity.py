@@ -64,6 +64,38 @@ CALL_COUNT_GPU = 20
 (warm-up plus timed, with a random number of extra warm-up calls) are sampled for the judge too."""
 
 _EMPTY_OPS = ("empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided")
+SPARE_STORAGE_BYTES = 1 << 16
+"""Storage beyond the outputs' own bytes that a layout may hold unflagged (padding to a block)."""
+
+
+def _distinct_elements(t: torch.Tensor) -> int:
+    """Elements a view can address without repeats: a size-1 dim aside, a stride-0 dim holds one."""
+    n = 1
+    for size, stride in zip(t.shape, t.stride()):
+        n *= size if stride != 0 or size <= 1 else 1
+    return n
+
+
+def output_layout_hacks(outputs: Any) -> list[Any]:
+    """Outputs that hold fewer values than they show (a broadcast view: the values were never
+    written), or that are views into a buffer at least twice what all outputs on it hold (a padded
+    or doubled buffer, a roll or repeat served through an offset view): hack 13."""
+    outs = [o for o in (outputs if isinstance(outputs, (tuple, list)) else [outputs])
+            if isinstance(o, torch.Tensor) and o.numel() and o.device.type != "meta"]
+    hacks, held = [], {}
+    for i, o in enumerate(outs):
+        if _distinct_elements(o) < o.numel():
+            hacks.append(make_hack(13, f"output {i} is a broadcast view: {o.numel()} values shown, "
+                                       f"{_distinct_elements(o)} stored (strides {tuple(o.stride())})"))
+        key = o.untyped_storage().data_ptr()
+        held[key] = (held.get(key, (0, o))[0] + o.numel() * o.element_size(), o)
+    for shown, o in held.values():
+        spare = o.untyped_storage().nbytes() - shown
+        if spare >= shown and spare > SPARE_STORAGE_BYTES:
+            hacks.append(make_hack(13, f"an output is a view into a buffer of {o.untyped_storage().nbytes()} "
+                                       f"bytes that holds {shown} bytes of outputs (offset "
+                                       f"{o.storage_offset()}, strides {tuple(o.stride())})"))
+    return hacks
 
 
 def _poison(t: torch.Tensor) -> None:
@@ -203,7 +235,7 @@ class IntegrityHook:
 
     def after_trial(self, ctx: Any, trial: int, inputs: Sequence[Any], outputs: Any) -> None:
         self._check_state()
-        self.hacks += check_outputs(outputs, inputs)
+        self.hacks += check_outputs(outputs, inputs) + output_layout_hacks(outputs)
 
     def _check_state(self) -> None:
         if self.integrity is not None:
