@@ -48,3 +48,12 @@ def test_kernelbench_problems_rank_by_size(kernelbench_rows):
 def test_unparseable_reference_gets_the_overhead_only():
     p = Problem(name="t", level=1, code="def (")
     assert estimate_device_bytes(EvalRequest(p, "")) == OVERHEAD_BYTES
+
+
+def test_size_constants_are_bounded_not_computed():
+    """N = 2**62 and a constant squared 40 times are unknown (past 2**48), so the only tensor with a
+    static size is randn(8): 8 elements; the estimate stays an int SQLite can hold."""
+    squares = "\n".join(["B = 3"] + ["B = B * B"] * 40)
+    code = f"import torch\nN = 2**62\n{squares}\ndef get_inputs():\n    return [torch.randn(N), torch.randn(B), torch.randn(8)]\n"
+    est = estimate_device_bytes(EvalRequest(Problem(name="big", level=1, code=code), "", EvalConfig(device="cuda")))
+    assert est == OVERHEAD_BYTES + FOOTPRINT_FACTOR * 8 * 4

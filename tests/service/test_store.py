@@ -222,3 +222,35 @@ def test_clients_tokens_hashed_unique_and_replaceable(tmp_path):
         store.add_client_token("bob", "second-token")
     assert token_hash(token) != token and store.remove_client("alice") and store.client_for(token) is None
     store.close()
+
+
+def _client_job(n: int, client: str, priority: int = 0) -> NewJob:
+    return NewJob(request_json=f'{{"request_id": "{client}{n}"}}', req_hash=f"{client}{n}", est_bytes=1,
+                  priority=priority, client=client)
+
+
+def test_claims_are_fair_across_clients_and_priority_orders_only_ones_own(store):
+    """a queues a1..a3 at priority 100, then b1 at -100 and b2 at 0. One claim at a time, each
+    finished before the next: neither client served yet, a's oldest job first (a1); then b, served
+    less recently than a, with its own higher priority first (b2); then a2, b1, a3 alternating."""
+    store.submit([_client_job(i, "a", 100) for i in (1, 2, 3)])
+    store.submit([_client_job(1, "b", -100), _client_job(2, "b", 0)])
+    order = []
+    for _ in range(5):
+        (job,) = store.claim("w", 1, 10, idle=True, lease_s=30)
+        order.append(job.request_json)
+        assert store.complete(job.id, job.claim, "{}", None).current
+    assert [o.split('"')[3] for o in order] == ["a1", "b2", "a2", "b1", "a3"]
+
+
+def test_a_quota_bounds_jobs_and_bytes_per_client(store):
+    from drkernel.service.store import Quota, QuotaExceeded
+
+    quota = Quota(max_active=2, max_bytes=10_000)
+    store.submit([_client_job(1, "a"), _client_job(2, "a")], quota)
+    with pytest.raises(QuotaExceeded, match="max_queued_per_client=2"):
+        store.submit([_client_job(3, "a")], quota)
+    store.submit([_client_job(1, "b")], quota)  # another client's quota is its own
+    big = NewJob(request_json="x" * 20_000, req_hash="big", est_bytes=1, client="c")
+    with pytest.raises(QuotaExceeded, match="max_stored_bytes_per_client"):
+        store.submit([big], quota)

@@ -81,7 +81,9 @@ def _module_constants(tree: ast.Module, overrides: dict[str, int]) -> dict[str, 
         if isinstance(stmt, ast.Assign):
             value = _value(stmt.value, consts)
             for target in stmt.targets:
-                if value is not None and isinstance(target, ast.Name):
+                if value is None and isinstance(target, ast.Name):
+                    consts.pop(target.id, None)  # reassigned to something unknown: no stale value
+                elif isinstance(target, ast.Name):
                     consts[target.id] = value
                 elif (
                     isinstance(target, ast.Tuple)
