@@ -176,3 +176,14 @@ def test_recorder_is_suspended_inside_interpreted_triton_launches():
     assert got["gold_ops"] == [] and got["gold"] == 1.0
     # mm of 64x64 fp32 is memory-bound on the nominal device: 48 KiB against relu's 32 KiB.
     assert got["lazy"] == pytest.approx(32 / (48 + 32), rel=1e-3)
+
+
+def test_low_time_coverage_with_a_low_speedup_is_a_reason_not_to_pay():
+    from drkernel.gym.verdict.coverage import TIME_COVERAGE_FLOOR, time_coverage_hack
+
+    # hand-worked: 0.02 of the device time in own kernels at 0.008x -> flagged; 0.5 or 1.2x -> not
+    assert "0.0200" not in (time_coverage_hack(0.02, 0.008) or "") and "2.00%" in time_coverage_hack(0.02, 0.008)
+    assert time_coverage_hack(0.0003, None) is not None  # not compared: no speed to excuse it
+    assert time_coverage_hack(0.5, 0.008) is None and time_coverage_hack(0.02, 1.2) is None
+    assert time_coverage_hack(None, 0.5) is None  # CPU: no device times
+    assert time_coverage_hack(TIME_COVERAGE_FLOOR, 0.5) is None

@@ -32,6 +32,8 @@ from drkernel.gym.result import EvalResult, Hack, KernelStat, Provenance, Status
 from drkernel.gym.roofline import Work, peak_for, roofline_ms, sol_fraction
 from drkernel.gym.speedup import speedup_interval
 from drkernel.gym.verdict.classify import classify_error, classify_exit, trim_tail
+from drkernel.gym.verdict.coverage import time_coverage_hack
+from drkernel.gym.verdict.hacks import make_hack
 
 
 @dataclass(frozen=True)
@@ -178,11 +180,14 @@ def assemble(facts: Facts) -> EvalResult:
     else:
         status, error = Status.CRASHED, "the solution was never run"
     speed = speed_of(facts.timing, r.backend_flags, c.solution_flags if c else None)
+    hacks = list(k.hacks)
+    if status is Status.CORRECT and (low := time_coverage_hack(k.time_coverage, speed.speedup)):
+        hacks.append(make_hack(2, low))
     peak = peak_for(r.device_name)
     roof = roofline_ms(facts.work, peak) if facts.work is not None and peak is not None else None
     sol = facts.timing.solution
     return EvalResult(
-        status=status, problem_key=r.problem_key, request_id=r.request_id, hacks=list(k.hacks),
+        status=status, problem_key=r.problem_key, request_id=r.request_id, hacks=hacks,
         warnings=list(dict.fromkeys((*(c.warnings if c else ()), *k.warnings))), error=error, trials=list(c.trials if c else ()), tolerance_profile=r.tolerance_profile,
         atol=c.atol if c else None, rtol=c.rtol if c else None, backend_flags=dict(r.backend_flags),
         device=r.device, device_name=r.device_name, verdict_mode=r.verdict_mode,

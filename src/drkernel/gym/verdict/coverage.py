@@ -102,6 +102,24 @@ def time_coverage(kernels: list[KernelStat]) -> float | None:
     return sum(k.device_time_ms for k in timed if k.own) / total
 
 
+TIME_COVERAGE_FLOOR = 0.1
+"""Below this share of one forward's device time in its own kernels, a solution no faster than the
+reference is not paid (`time_coverage_hack`)."""
+
+
+def time_coverage_hack(time_cov: float | None, speedup: float | None,
+                       floor: float = TIME_COVERAGE_FLOOR) -> str | None:
+    """Evidence for hack 2 when the solution's own kernels ran under ``floor`` of its device time and
+    it is no faster than the reference (or was not compared): the time went to kernels that are not
+    its own, so op coverage missed work (a copy, an op outside the FLOP registry). A reason to look,
+    not to pay. None when time coverage is unknown (CPU) or the rule does not apply."""
+    if time_cov is None or time_cov >= floor or (speedup is not None and speedup >= 1.0):
+        return None
+    shown = "not compared" if speedup is None else f"{speedup:.3g}x"
+    return (f"own kernels ran {time_cov:.2%} of one forward's device time (floor {floor:.0%}) "
+            f"at a speedup of {shown}")
+
+
 def kernel_stats(profile: dict[str, Any]) -> list[KernelStat]:
     return [KernelStat(k["name"], bool(k["own"]), int(k["launches"]), float(k["device_time_ms"]))
             for k in profile.get("kernels", [])]
