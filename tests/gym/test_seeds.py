@@ -127,3 +127,43 @@ def test_explicit_seed_reproduces_the_trials(evaluator):
     c = evaluator.evaluate(request(RELU_SOLUTION))
     assert [t.seed for t in a.trials] == [t.seed for t in b.trials]
     assert [t.seed for t in c.trials] != [t.seed for t in a.trials]
+
+
+def _judged(fn, cheat, dist, seed=5):
+    """(cheat passes at plain, cheat passes at ``dist``) with the bounds the judge derives."""
+    from drkernel.gym.judge.compare import compare_outputs
+    from drkernel.gym.judge.tolerance import derive
+
+    ref_module = types.SimpleNamespace(get_inputs=lambda: [torch.randn(64, 1024)])
+    out = []
+    for d in (Distribution.PLAIN, dist):
+        (x,) = harness.draw_inputs(ref_module, with_distribution(seed, d), torch.device("cpu"))
+        ref = fn(x)
+        bounds = derive(ref, fn(x.double()), [x], "kernelgym")
+        out.append(compare_outputs(cheat(x), ref, "kernelgym", bounds=bounds).passed)
+    return tuple(out)
+
+
+def test_a_statistic_on_part_of_the_row_fails_on_heavy_tails():
+    def softmax(x):
+        return torch.softmax(x, dim=-1)
+
+    def partial_max(x):  # the max subtraction uses the first 128 columns only
+        e = torch.exp(x - x[:, :128].max(dim=-1, keepdim=True).values)
+        return e / e.sum(dim=-1, keepdim=True)
+
+    assert _judged(softmax, partial_max, Distribution.HEAVY) == (True, False)
+
+
+def test_a_term_below_atol_at_scale_one_fails_on_tiny_inputs():
+    def x_plus_softmax(x):
+        return x + torch.softmax(x, dim=-1)
+
+    assert _judged(x_plus_softmax, lambda x: x.clone(), Distribution.TINY) == (True, False)
+
+
+def test_a_shortcut_for_non_negative_values_fails_on_signed_inputs():
+    ref_module = types.SimpleNamespace(get_inputs=lambda: [torch.rand(64, 256)])
+    (x,) = harness.draw_inputs(ref_module, with_distribution(3, Distribution.SIGNED), torch.device("cpu"))
+    assert (x < 0).any()  # torch.abs(x) == x held for every plain draw; not here
+    assert not torch.equal(torch.abs(x), x)
