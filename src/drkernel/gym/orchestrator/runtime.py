@@ -52,6 +52,9 @@ on an H100 (2026-11-24): one 19_ReLU evaluation (6.4 GB of inputs) peaked at 68.
 at 8x (51 GB claimed) small evaluations were admitted beside it and the judge ran out of memory."""
 MEMORY_FRACTION = 0.85
 """The share of the device's memory that admitted evaluations may claim together."""
+SCHEDULINGS = ("session",)
+"""How a candidate session holds the device (`DeviceRuntime.scheduling`): ``session``, shared from its job
+to its exit (a timed region waits for the other candidates' whole sessions)."""
 
 
 def guess_device(requested: str) -> str:
@@ -280,8 +283,9 @@ class DeviceRuntime:
     """Judge + warm pool + locks for one device. Starts in the background; `wait_ready` joins."""
 
     def __init__(self, device: str, *, pool_size: int, concurrency: int, env: dict[str, str],
-                 runner: Runner, zygote: bool = True, judges: int = 0) -> None:
+                 runner: Runner, zygote: bool = True, judges: int = 0, scheduling: str = "session") -> None:
         self.requested = device
+        self.scheduling = scheduling
         self.runner = runner
         self.use_zygote = zygote and runner.sandboxed
         self.zygote: Zygote | None = None
