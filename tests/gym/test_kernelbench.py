@@ -56,11 +56,11 @@ def test_second_size_trial_runs_where_the_problem_has_one(results):
 
 def test_broken_level2_solution_is_incorrect(results):
     r = results["gemm_without_multiplier"]
-    assert r.status is Status.INCORRECT and "outside atol=0.01" in r.error
+    assert r.status is Status.INCORRECT and "outside atol=" in r.error  # the atol derived from the reference
 
 
 def test_kernelbench_tolerance_profile_is_recorded(results):
     r = results["gemm_kernelbench_profile"]
     assert r.status is Status.CORRECT  # the interpreter's fp32 tl.dot is exact enough for 1e-4
-    assert (r.tolerance_profile, r.atol, r.rtol) == ("kernelbench", 1e-4, 1e-4)
+    assert (r.tolerance_profile, r.rtol) == ("kernelbench", 1e-4) and 0 < r.atol <= 1e-4  # atol: derived, at most the profile's
     assert r.trials[0].max_abs_err < 1e-4
