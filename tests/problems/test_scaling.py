@@ -115,13 +115,13 @@ def test_scale_for_cpu_records_what_it_did():
     assert "N = 64" in q.code
 
 
-def test_second_sizes_are_odd_multiples_every_size_first_then_each_alone_then_halved():
-    # hand-worked: 64 has alignment 16, 3/4 of it is 48 = 16 * 3 -> 48; 1024: 768 = 16 * 48 -> 16 * 47 = 752;
-    # 100 has alignment 4: 75 // 4 = 18 -> 4 * 17 = 68; K = 3 is a kernel size, left alone
+def test_second_sizes_odd_rows_and_a_halved_feature_size_first_then_the_rows_then_halved():
+    # hand-worked: batch 64 has alignment 16, 3/4 of it is 48 = 16 * 3 -> 48; dim 1024 halves to 512;
+    # K = 3 is a kernel size, left alone
     code = "batch_size = 64\ndim = 1024\nK = 3\n"
-    assert second_size_candidates(code) == [{"batch_size": 48, "dim": 752}, {"batch_size": 48}, {"dim": 752},
-                                            {"batch_size": 32}]
-    assert second_size_candidates("N = 4096\nK = 3\n") == [{"N": 3056}, {"N": 2048}]
+    assert second_size_candidates(code) == [{"batch_size": 48, "dim": 512}, {"batch_size": 48}, {"batch_size": 32}]
+    assert second_size_candidates("N = 4096\nK = 3\n") == [{"N": 2048}]
+    assert second_size_candidates("batch = 2\nN = 4096\n") == [{"N": 2048}]  # a batch under 4 stays
     assert second_size_candidates("K = 3\n") == []
     assert odd_size(100) == 68 and odd_size(17) == 11 and odd_size(1 << 20) == 16 * 49151
     for v in (40, 64, 100, 1000, 4096, 1 << 20):

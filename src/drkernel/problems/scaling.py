@@ -239,17 +239,22 @@ def second_size_candidates(code: str) -> list[dict[str, int]]:
     """Second problem sizes for the hard-coded-shape check, the most telling first; the judge keeps
     the first at which the reference runs.
 
-    1. every size constant (above ``MIN_REDUCIBLE``, and a batch size from 4) at an odd multiple of
-       its alignment (`odd_size`): a hard-coded feature dimension shows, not only a hard-coded batch;
-    2. each of them alone at that size, the batch first, then the largest (sizes that the
-       reference ties together, such as heads dividing a width, fail together in 1);
+    1. the batch-like constant (from 4) at an odd multiple of its alignment (`odd_size`: rows, which
+       kernels mask) and, with it, the largest other size constant halved keeping its alignment (a
+       hard-coded feature dimension shows, while a power-of-two feature size -- a head dimension
+       loaded whole -- stays one);
+    2. the batch alone at its odd size;
     3. the aligned halving of `second_size_overrides`.
     """
     consts = integer_constants(code)
-    sizes = {n: v for n, v in consts.items() if v > MIN_REDUCIBLE or (_is_batch(n) and v >= 4)}
-    every = {n: odd_size(v) for n, v in sizes.items() if odd_size(v) != v}
-    order = sorted(every, key=lambda n: (not _is_batch(n), -consts[n]))
-    out = ([every] if every else []) + [{n: every[n]} for n in order[:2] if len(every) > 1]
+    batch = next((n for n, v in consts.items() if _is_batch(n) and v >= 4 and odd_size(v) != v), None)
+    others = {n: v for n, v in consts.items() if v > MIN_REDUCIBLE and not _is_batch(n)}
+    largest = max(others, key=others.get) if others else None
+    both = {**({batch: odd_size(consts[batch])} if batch else {}),
+            **({largest: _halve(consts[largest])} if largest and _halve(consts[largest]) != consts[largest] else {})}
+    out = [both] if both else []
+    if batch:
+        out.append({batch: odd_size(consts[batch])})
     halved = second_size_overrides(code)
     if halved:
         out.append(halved)
