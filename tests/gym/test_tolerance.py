@@ -73,6 +73,12 @@ def test_the_error_floor_keeps_an_ill_conditioned_reference_passable():
     assert compare_outputs(x.clone(), ref, "kernelgym", bounds=bounds).passed  # the exact answer passes
 
 
+def test_a_single_value_is_not_degenerate_for_being_its_own_mean():
+    loss = torch.tensor(2.3)  # a scalar loss: the mean of one value is the value
+    assert trivial_answer(loss, [], 1e-3, 1e-2) is None
+    assert trivial_answer(torch.tensor([2.3, 2.3001]), [], 1e-3, 1e-2).startswith("the constant")
+
+
 def test_passes_and_trivial_answer_on_non_finite_references():
     ref = torch.tensor([0.0, float("nan")])
     assert not passes(0.0, ref, 1.0, 0.0)

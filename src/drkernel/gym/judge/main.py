@@ -110,17 +110,21 @@ class Judge:
                         distributions=self.defined_distributions(code, h.seed))
 
     def defined_distributions(self, code: str, seed: int) -> tuple[int, ...]:
-        """The variant input distributions on which the reference's outputs are all finite (one run
-        each at the public seed); a variant where it overflows, divides by zero or fails is left out."""
+        """The variant input distributions worth a trial, probed at the public seed: the reference's
+        outputs are all finite there (it does not overflow, divide by zero or fail) and no trivial
+        answer meets them at the derived tolerance (relu of shifted inputs is the identity)."""
         defined = []
         for dist in VARIANTS:
+            varied = with_distribution(seed, dist)
             try:
-                out, _ = self.run_reference(code, with_distribution(seed, dist), seed)
+                out, args = self.run_reference(code, varied, seed)
             except Exception:  # noqa: BLE001 - the reference is not defined there
                 continue
-            if all(bool(torch.isfinite(t).all()) for t in _float_leaves(out)):
+            if all(bool(torch.isfinite(t).all()) for t in _float_leaves(out)) and not any(
+                    b is not None and b.degenerate
+                    for b in derive(out, self.run_reference64(code, varied, seed), args, "kernelgym")):
                 defined.append(int(dist))
-            del out
+            del out, args
         return tuple(defined)
 
     def op_profile(self, code: str, seed: int) -> OpProfile | None:

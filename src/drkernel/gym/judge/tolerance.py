@@ -16,8 +16,10 @@ than 1% of a typical output no longer hides below a fixed atol.
 
 Degenerate: with ``atol'`` applied, the judge tries trivial answers against the reference -- all
 zeros, the output's mean as a constant, each input of the output's shape -- and names the first that
-passes. A problem whose reference is met by a trivial answer cannot tell computing from not
-computing; its trials say so (``Verdict.degenerate``) instead of passing silently.
+passes (the constant only for more than one value: a single value is its own mean). A problem whose
+reference is met by a trivial answer cannot tell computing from not computing; its trials say so
+(``Verdict.degenerate``) instead of passing silently, and a variant input distribution on which it
+is so is not drawn (`drkernel.gym.judge.main.Judge.defined_distributions`).
 
 The fp64 run is the judge's (trusted) work: one more reference run per problem and input seed,
 cached by the judge with the per-leaf numbers it yields (`LeafTolerance`), never the tensors.
@@ -103,7 +105,7 @@ def trivial_answer(ref: torch.Tensor, inputs: Sequence[Any], atol: float, rtol: 
         return None
     if passes(0.0, ref, atol, rtol):
         return "all zeros"
-    mean = _mean_of(ref)
+    mean = _mean_of(ref) if ref.numel() > 1 else None  # one value is its own mean: no shortcut
     if mean is not None and passes(mean, ref, atol, rtol):
         return f"the constant {mean:.4g}"
     for i, x in enumerate(inputs):
