@@ -41,14 +41,22 @@ def bench(run_dir: Path, device: str, limit: int) -> None:
 
 def replay_in_child(target: Path, device: str) -> list[dict]:
     """The second process: `drkernel.gym.replay` on ``target``; its agreements as dicts."""
-    code = ("import asyncio, json, sys\n"
+    code = ("import asyncio, faulthandler, json, sys\n"
+            "faulthandler.enable()\n"
             "from drkernel.gym import InProcessEvaluator\n"
             "from drkernel.gym.replay import load, replay\n"
             "records = load(sys.argv[1])\n"
             "with InProcessEvaluator(device=sys.argv[2], concurrency=4, pool_size=4) as ev:\n"
-            "    print(json.dumps([a.to_dict() for a in asyncio.run(replay(records, ev))]))\n")
-    out = subprocess.run([sys.executable, "-c", code, str(target), device], capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+            "    agreements = [a.to_dict() for a in asyncio.run(replay(records, ev))]\n"
+            "print('closed', file=sys.stderr, flush=True)\n"
+            "print(json.dumps(agreements), flush=True)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(target), device], capture_output=True, text=True)
+    if out.returncode != 0:  # the traceback (faulthandler's too) says where; the agreements, if printed, still count
+        print(f"replay child exited {out.returncode}; its stderr ends:\n{out.stderr[-4000:]}")
+    lines = out.stdout.strip().splitlines()
+    if not lines:
+        raise SystemExit("the replay child printed no agreements")
+    return json.loads(lines[-1])
 
 
 def tampered_record(run_dir: Path, path: Path) -> bool:
