@@ -202,13 +202,14 @@ class Replay:
             time.sleep(seconds * self.scale)
 
 
-def runtime(replay: Replay, scheduling: str, concurrency: int, pool_size: int, judges: int) -> DeviceRuntime:
+def runtime(replay: Replay, scheduling: str, concurrency: int, pool_size: int, judges: int,
+            batch: tuple[int, float]) -> DeviceRuntime:
     """A `DeviceRuntime` of the fake device: its own slots, judge pool, lock and warm pool, with the fake
     children in place of processes (its constructor would start real ones)."""
     rt = DeviceRuntime.__new__(DeviceRuntime)
     rt.requested, rt.hello, rt.concurrency, rt.pool_size = "cuda:0", {"device": "cuda:0"}, concurrency, pool_size
     rt.scheduling = scheduling
-    rt.rw = RWLock()
+    rt.rw = RWLock(batch[0], batch[1] * replay.scale)
     rt.warm_up_gate = WarmUpGate(rt.rw)
     rt.slots, rt.in_flight, rt.memory = threading.Semaphore(concurrency), 0, MemoryBudget(0)
     rt._count_lock = threading.Lock()
@@ -217,9 +218,10 @@ def runtime(replay: Replay, scheduling: str, concurrency: int, pool_size: int, j
     return rt
 
 
-def replay_run(replay: Replay, scheduling: str, concurrency: int, pool_size: int, judges: int) -> dict[str, Any]:
+def replay_run(replay: Replay, scheduling: str, concurrency: int, pool_size: int, judges: int,
+               batch: tuple[int, float] = (1, 0.0)) -> dict[str, Any]:
     """Every script once, in order, ``2 x concurrency`` outstanding; the rate in the run's own seconds."""
-    rt = runtime(replay, scheduling, concurrency, pool_size, judges)
+    rt = runtime(replay, scheduling, concurrency, pool_size, judges, batch)
     with rt.pool._cond:  # the measured run started with a full pool
         rt.pool._cond.wait_for(lambda: rt.pool.ready_count >= pool_size, timeout=60)
     outcomes: list[dict[str, float]] = []
@@ -248,7 +250,7 @@ def replay_run(replay: Replay, scheduling: str, concurrency: int, pool_size: int
     wall = (time.monotonic() - t0) / replay.scale
     rt.pool.close()
     sums = {k: round(sum(o[k] for o in outcomes), 2) for k in outcomes[0]}
-    return {"scheduling": scheduling, "evaluations": len(outcomes), "wall_s": round(wall, 2),
+    return {"scheduling": scheduling, "batch": list(batch), "evaluations": len(outcomes), "wall_s": round(wall, 2),
             "evals_per_s": round(len(outcomes) / wall, 3), "stage_seconds": sums, "stops": replay.stops}
 
 
@@ -277,6 +279,9 @@ def main() -> int:
     ap.add_argument("--start-s", type=float, default=1.0, help="a forked candidate's start (measured: 1.04 s)")
     ap.add_argument("--warm-share", type=float, default=0.6, help="the share of the start under the gate")
     ap.add_argument("--stop-s", type=float, default=0.004, help="stopping one candidate's process tree")
+    ap.add_argument("--batch", nargs="+", default=["1,0"],
+                    help="regions,seconds: waiting timed regions block new device holds once this many wait or the "
+                         "oldest has waited this long (RWLock's batch); one replay per value")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--out", type=Path, default=None, help="write the results here (JSON)")
     args = ap.parse_args()
@@ -285,17 +290,21 @@ def main() -> int:
     results = []
     for _ in range(args.repeat):
         for scheduling in args.scheduling:
-            replay = Replay(scripts, args.scale, args.start_s, args.warm_share, args.stop_s)
-            r = replay_run(replay, scheduling, args.concurrency or measured["concurrency"],
-                           args.pool_size or measured["pool_size"], measured["judges"])
-            print(f"SUMMARY replay {scheduling}: {r}", flush=True)
-            results.append(r)
+            for batch in args.batch:
+                replay = Replay(scripts, args.scale, args.start_s, args.warm_share, args.stop_s)
+                regions, seconds = batch.split(",")
+                r = replay_run(replay, scheduling, args.concurrency or measured["concurrency"],
+                               args.pool_size or measured["pool_size"], measured["judges"], (int(regions), float(seconds)))
+                print(f"SUMMARY replay {scheduling} {batch}: {r}", flush=True)
+                results.append(r)
     if args.out:
         args.out.write_text(json.dumps({"run": str(args.run), "measured": measured, "args": {
             k: str(v) for k, v in vars(args).items()}, "results": results}, indent=1))
     for scheduling in args.scheduling:
-        rates = [r["evals_per_s"] for r in results if r["scheduling"] == scheduling]
-        print(f"SUMMARY replay {scheduling} evaluations/s: median {statistics.median(rates):.3f} of {rates}")
+        for batch in args.batch:
+            rates = [r["evals_per_s"] for r in results
+                     if r["scheduling"] == scheduling and r["batch"] == [int(batch.split(",")[0]), float(batch.split(",")[1])]]
+            print(f"SUMMARY replay {scheduling} {batch} evaluations/s: median {statistics.median(rates):.3f} of {rates}")
     return 0
 
 

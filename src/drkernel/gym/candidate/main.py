@@ -261,6 +261,7 @@ class Candidate:
         if 2 * self.out_bytes > int(job["input_budget_bytes"]):
             keep = {max(keep)}  # large outputs: only the last call's, which costs no memory to keep
         kept: dict[int, Any] = {}
+        torch.cuda.synchronize(self.device)  # nothing queued here runs on into another candidate's region
         self.channel.send(Signal(Op.LOCK).to_header())
         self.channel.recv()
         t = time.perf_counter()
