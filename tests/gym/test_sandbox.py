@@ -23,6 +23,7 @@ import sys
 import textwrap
 import threading
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -34,8 +35,12 @@ from drkernel.gym.orchestrator.sandbox import (
     CANDIDATE_LIMITS,
     ENV_KEEP,
     ENV_KEEP_PREFIXES,
+    Identity,
     SandboxUnavailable,
+    Spawn,
+    boot_argv,
     bwrap_runner,
+    child_env,
     make_runner,
 )
 from gym_cases import RELU_SOLUTION, request
@@ -239,6 +244,18 @@ def test_the_job_store_files_are_out_of_reach(walled):
             p.unlink(missing_ok=True)
 
 
+def write_as_the_sandbox_user(path: Path) -> None:
+    """Create ``path`` in a candidate's own tmpfs from the host. As root, through a helper whose file
+    system uid is 65534: the tmpfs belongs to the candidate's user namespace, which maps 65534 only
+    (host root creating a file there is refused with EOVERFLOW)."""
+    if os.geteuid() != 0:
+        path.write_text("go")
+        return
+    helper = ("import ctypes, sys\nlibc = ctypes.CDLL(None)\nlibc.setfsgid(65534)\nlibc.setfsuid(65534)\n"
+              "open(sys.argv[1], 'w').write('go')")
+    subprocess.run([sys.executable, "-c", helper, str(path)], capture_output=True, timeout=60)
+
+
 def test_a_candidate_cannot_read_another_candidates_temp_dir(walled):
     # A writes a secret next to its solution file and waits; the host (root, through
     # /proc/<pid>/root) sees the secret appear, runs B, which looks everywhere it can for it, and
@@ -269,10 +286,7 @@ def test_a_candidate_cannot_read_another_candidates_temp_dir(walled):
         results["hunter"] = walled.evaluate(request(hunter))
     finally:
         for path in glob.glob(f"/proc/[0-9]*/root/tmp/solution/{secret_name}"):
-            try:
-                Path(path).parent.parent.joinpath("release").write_text("go")
-            except OSError:
-                pass
+            write_as_the_sandbox_user(Path(path).parent.parent / "release")
         victim_thread.join()
     seen = observed(results["hunter"])
     assert observed(results["victim"])["released"] is True  # it was alive all along
@@ -284,8 +298,10 @@ def test_a_candidate_cannot_read_another_candidates_temp_dir(walled):
 
 def test_environment_limits_and_identity(walled):
     r = walled.evaluate(request(probe('''
-        import resource
+        import ctypes, resource
         found["env"] = sorted(os.environ)
+        # a fork is not dumpable, so its /proc files belong to root: it makes itself dumpable, as any solution can
+        ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)
         found["environ_block"] = open("/proc/self/environ").read()
         found["cmdline"] = open("/proc/self/cmdline").read()
         found["limits"] = {k: resource.getrlimit(getattr(resource, k))
@@ -405,17 +421,108 @@ def test_denied_namespaces_are_refused_with_the_reason(monkeypatch, tmp_path):
         bwrap_runner.cache_clear()
 
 
-def test_a_sandbox_that_falls_back_to_host_root_says_so_loudly(caplog):
-    """As root, bwrap runs as uid 65534 where the Python install is open to it; where it is not (a
-    pyenv under /root), request code would run as host uid 0 inside the namespaces: never silently."""
-    bwrap_runner.cache_clear()
+IDENTITY_PROBE = """
+import json, os, sys
+found = {"uid": os.getuid(), "gid": os.getgid(), "groups": os.getgroups(),
+         "uid_map": open("/proc/self/uid_map").read().split()}
+found.update({k: v.split() for k, v in (line.split(":", 1) for line in open("/proc/self/status"))
+              if k in ("CapEff", "CapPrm", "CapBnd", "NoNewPrivs")})
+for path in os.environ["PROBE_PATHS"].split(":"):
     try:
-        with caplog.at_level("ERROR", logger="drkernel.gym.orchestrator.sandbox"):
-            runner = bwrap_runner()
+        found[path] = "read: " + open(path).read()
+    except OSError as e:
+        found[path] = "denied: " + type(e).__name__
+pipe_r, pipe_w = os.pipe()
+pids = []
+try:
+    for _ in range(200):  # past the process limit of 64: each child waits until the pipe closes
+        pid = os.fork()
+        if pid == 0:
+            os.close(pipe_w)
+            os.read(pipe_r, 1)
+            os._exit(0)
+        pids.append(pid)
+except OSError as e:
+    found["fork"] = type(e).__name__
+found["forked"] = len(pids)
+os.close(pipe_w)
+for pid in pids:
+    os.waitpid(pid, 0)
+print("ID" + json.dumps(found) + "DI", file=sys.stderr, flush=True)
+"""
+
+
+@pytest.fixture
+def root_secret(tmp_path):
+    """A file only host root may read (mode 0600, owned by root) in a directory bound into the child."""
+    if os.geteuid() != 0:
+        pytest.skip("needs host root: as another user the sandbox is that user (its own files are its own)")
+    tmp_path.chmod(0o755)
+    secret = tmp_path / "secret"
+    secret.write_text("host root only")
+    secret.chmod(0o600)
+    return secret
+
+
+def boot_child(runner, tmp_path, *paths: str, limits=CANDIDATE_LIMITS) -> dict:
+    """Start the module `IDENTITY_PROBE` (on a bound PYTHONPATH entry) through the child's real boot;
+    it tries to read ``paths``."""
+    (tmp_path / "identity_probe.py").write_text(IDENTITY_PROBE)
+    env = child_env({"PROBE_PATHS": ":".join(paths)}, private=runner.private_dir())
+    env["PYTHONPATH"] += os.pathsep + str(tmp_path)
+    spawn = Spawn("identity_probe", env, subprocess.DEVNULL, subprocess.DEVNULL, subprocess.PIPE, limits)
+    argv = runner.command(boot_argv(spawn, runner.identity(False)), env, limits, gpu=False)
+    r = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                       timeout=120)
+    m = re.search(r"ID(\{.*?\})DI", r.stderr, re.S)
+    assert m, r.stderr[-3000:]
+    return json.loads(m.group(1))
+
+
+def test_a_child_is_never_host_root(tmp_path, root_secret):
+    # As root, bwrap would map the sandbox uid onto host root (the owner of every root-only file, and
+    # exempt from the process limit); the child's boot becomes host uid 65534 in a user namespace of
+    # its own instead, with a Python install that only root can reach (a pyenv under /root) working.
+    runner = bwrap_runner()
+    assert runner.as_root
+    seen = boot_child(runner, tmp_path, str(root_secret), "/etc/shadow", limits=replace(CANDIDATE_LIMITS, nproc=64))
+    assert (seen["uid"], seen["gid"], seen["groups"]) == (65534, 65534, [])
+    assert seen["uid_map"] == ["65534", "65534", "1"]  # 65534 here is host 65534, never host 0
+    assert seen["CapEff"] == seen["CapPrm"] == ["0000000000000000"] and seen["NoNewPrivs"] == ["1"]
+    assert seen[str(root_secret)] == "denied: PermissionError"
+    assert seen["/etc/shadow"].startswith("denied") or not os.path.exists("/etc/shadow")
+    assert seen["fork"] == "BlockingIOError" and seen["forked"] < 64  # the limit binds (host root is exempt)
+
+
+def test_a_solution_cannot_read_root_only_files_or_fork_past_the_limit(walled):
+    # The same through the gym: a candidate forked by the zygote reads a root-only file in a bound
+    # path (the Python prefix) and starts processes past its limit of 1024.
+    if os.geteuid() != 0:
+        pytest.skip("needs host root")
+    secret = Path(sys.prefix) / f"drkernel-secret-{uuid.uuid4().hex}"
+    secret.write_text("host root only")
+    secret.chmod(0o600)
+    try:
+        r = walled.evaluate(request(probe(f'''
+            import subprocess
+            attempt("secret", lambda: open("{secret}").read())
+            attempt("shadow", lambda: open("/etc/shadow").read())
+            procs = []
+            def spawn():
+                while len(procs) < 1100:
+                    procs.append(subprocess.Popen(["sleep", "600"]))
+            attempt("spawn", spawn)
+            found["spawned"] = len(procs)
+            for p in procs:
+                p.kill()
+                p.wait()
+        ''')))
     finally:
-        bwrap_runner.cache_clear()
-    as_host_root = os.geteuid() == 0 and not runner.as_nobody
-    assert any("SANDBOX RUNS AS HOST ROOT" in r.getMessage() for r in caplog.records) == as_host_root
+        secret.unlink()
+    seen = observed(r)
+    assert seen["secret"].startswith("denied: PermissionError")
+    assert seen["shadow"].startswith("denied") or not os.path.exists("/etc/shadow")
+    assert seen["spawn"].startswith("denied: BlockingIOError") and seen["spawned"] < 1024
 
 
 def test_the_unsafe_flag_is_on_every_command_that_starts_a_gym():
@@ -471,12 +578,19 @@ def test_the_command_line_binds_only_what_it_should(monkeypatch, tmp_path):
         runner = bwrap_runner()
         env = {"PYTHONPATH": f"{SRC}:/tmp"}
         cmd = runner.command(["python"], env, CANDIDATE_LIMITS, gpu=False)
+        boot = json.loads(boot_argv(Spawn("m", env, 0, 1, 2), runner.identity(False))[3])
     finally:
         bwrap_runner.cache_clear()
     binds = [cmd[i + 1] for i, a in enumerate(cmd) if a == "--ro-bind"]
     assert str(extra) in binds and str(SRC) in binds
     assert "/" not in binds and "/tmp" not in binds and "relative" not in binds
-    assert cmd[cmd.index("--uid") + 1] == "65534" and "--unshare-all" in cmd and "--die-with-parent" in cmd
+    if runner.as_root:  # no user namespace of bwrap's (it would map onto root): the boot drops to 65534
+        assert "--uid" not in cmd and "--unshare-user" not in cmd and "--unshare-pid" in cmd
+        assert cmd[cmd.index("--cap-drop") + 1] == "ALL" and runner.identity(False) == Identity()
+        assert boot["identity"] == {"uid": 65534, "gid": 65534, "groups": []}
+    else:
+        assert cmd[cmd.index("--uid") + 1] == "65534" and "--unshare-all" in cmd and boot["identity"] is None
+    assert "--die-with-parent" in cmd
     assert cmd.index("--tmpfs") < cmd.index("--ro-bind")  # binds below /tmp stay visible
     assert cmd[-2:] == ["--", "python"]
 

@@ -9,8 +9,17 @@ plus the GPU device nodes; the root remounted read-only), no network, its own pi
 cgroup namespaces, no capabilities, ``--die-with-parent`` and a new session. Resource limits
 (processes, open files, file size, CPU time, no core dumps) are set by `main` in the child itself
 before it imports anything of the request, soft = hard, so they cannot be raised again. The
-environment is rebuilt from an allow-list (`child_env`). As root, bwrap itself is started as host
-uid 65534 when that works (`bwrap_runner`), so no process of the sandbox is host root.
+environment is rebuilt from an allow-list (`child_env`).
+
+Identity. As an unprivileged user, bwrap maps uid 65534 of a new user namespace onto that user. As
+host root it would map 65534 onto root (bwrap maps the sandbox uid onto its caller), and a process
+that is host root reads every root-only file of the binds and is exempt from ``RLIMIT_NPROC``. So
+as root bwrap builds the namespaces privileged, with no user namespace and only ``CAP_SETUID`` and
+``CAP_SETGID`` left, and the child's boot becomes host uid/gid 65534 (`Identity`, `drop_identity`)
+before anything else runs: no groups, no capabilities, ``no_new_privs``, then a user namespace of its
+own that maps 65534 onto itself (so the process limit counts that child alone). Binds are made
+while privileged, so a Python install only root can reach (a pyenv under /root) works: the sandbox's
+own directories above a bind are open to everyone.
 
 Two runners implement `Runner`: `BwrapRunner` (the default, and the only one that isolates) and
 `UnsafeRunner` (a plain subprocess, only with an explicit ``unsafe_no_sandbox``; it logs a loud
@@ -63,13 +72,9 @@ ENV_DROP = {"TRITON_CACHE_DIR", "TRITON_HOME", "TRITON_DUMP_DIR", "TRITON_OVERRI
 BOOT = "from drkernel.gym.orchestrator.sandbox import main; main()"
 UNSAFE_WARNING = ("RUNNING WITHOUT THE SANDBOX (--unsafe-no-sandbox): solution and reference code runs with "
                   "this process's user, files and network. Use it only on code you trust.")
-
-
-HOST_ROOT_WARNING = ("THE SANDBOX RUNS AS HOST ROOT: bwrap could not start as uid 65534 (the Python install or "
-                     "the GPU nodes are not open to it), so request code runs as host uid 0 inside the "
-                     "namespaces: it can read every file of the read-only binds (/etc/shadow among them) and "
-                     "the process limit does not bind. Install Python where every user can read it (/usr/local, "
-                     "/opt) or run the gym as an unprivileged user.")
+CLONE_NEWUSER = 0x10000000
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 1, 4, 38
+CAP_V3 = 0x20080522
 
 
 class SandboxUnavailable(InfrastructureError):
@@ -80,9 +85,8 @@ class SandboxUnavailable(InfrastructureError):
 class Limits:
     """Resource limits of a child, set before its module runs (``None``: unlimited).
 
-    ``nproc`` counts processes and threads of the child's user; the kernel exempts host root from
-    it, so it binds only where the runner starts bwrap as an unprivileged host user (`BwrapRunner`
-    does when the Python install is readable by uid 65534) or the gym itself is not root."""
+    ``nproc`` counts processes and threads of the child's uid in its own user namespace (the kernel
+    exempts host root from it: no child is host root, see `Identity`)."""
 
     nproc: int | None = 1024
     nofile: int = 4096
@@ -94,6 +98,20 @@ class Limits:
 
 CANDIDATE_LIMITS = Limits()
 JUDGE_LIMITS = Limits(cpu_s=None)  # long-lived: its CPU time adds up over many requests
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who a child started by host root becomes in its boot, before anything else runs (`drop_identity`).
+    ``groups``: supplementary groups kept, those of GPU nodes open to their group but not to others."""
+
+    uid: int = SANDBOX_UID
+    gid: int = SANDBOX_UID
+    groups: tuple[int, ...] = ()
+
+    @classmethod
+    def from_json(cls, d: dict | None) -> "Identity | None":
+        return None if d is None else cls(uid=int(d["uid"]), gid=int(d["gid"]), groups=tuple(map(int, d["groups"])))
 
 
 @dataclass(frozen=True)
@@ -123,8 +141,10 @@ class Runner(Protocol):
     def exit_status(self, returncode: int) -> int: ...
 
 
-def boot_argv(spawn: Spawn) -> list[str]:
-    return [sys.executable, "-c", BOOT, json.dumps(asdict(spawn.limits)), spawn.module]
+def boot_argv(spawn: Spawn, identity: Identity | None = None) -> list[str]:
+    """``python -c BOOT <json> <module>``: the limits, and the identity to drop to (None: keep ours)."""
+    boot = {"limits": asdict(spawn.limits), "identity": asdict(identity) if identity else None}
+    return [sys.executable, "-c", BOOT, json.dumps(boot), spawn.module]
 
 
 def child_env(env: dict[str, str], *, private: str, sandboxed: bool = True) -> dict[str, str]:
@@ -170,7 +190,7 @@ class BwrapRunner:
 
     binary: str
     version: tuple[int, ...]
-    as_nobody: bool = False   # start bwrap as host uid 65534 (root only; needs a readable Python install)
+    as_root: bool = False  # bwrap runs as host root: no user namespace of bwrap's, the boot drops (`Identity`)
     extra_ro: tuple[str, ...] = ()
     name: str = "bwrap"
     sandboxed: bool = True
@@ -200,13 +220,24 @@ class BwrapRunner:
 
     def command(self, argv: Sequence[str], env: dict[str, str], limits: Limits, gpu: bool) -> list[str]:
         """The bubblewrap command line: the one place it is built."""
-        cmd = [self.binary, "--unshare-all", "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
-               "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--proc", "/proc", "--dev", "/dev"]
+        if self.as_root:  # bwrap would map the sandbox uid onto root: the boot switches to 65534 instead
+            cmd = [self.binary, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
+                   "--unshare-cgroup-try", "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+        else:
+            cmd = [self.binary, "--unshare-all", "--unshare-user", "--uid", str(SANDBOX_UID), "--gid",
+                   str(SANDBOX_UID), "--cap-drop", "ALL"]
+        cmd += ["--die-with-parent", "--new-session", "--proc", "/proc", "--dev", "/dev"]
         sized = self.version >= (0, 10)  # --size: older bwrap mounts them at the kernel's default size
-        cmd += [*(["--size", str(limits.shm_bytes)] if sized else []), "--tmpfs", "/dev/shm"]
+        shared = ["--perms", "1777"] if self.as_root else []  # root's tmpfs: open to uid 65534, sticky
+        cmd += [*(["--size", str(limits.shm_bytes)] if sized else []), *shared, "--tmpfs", "/dev/shm"]
         # /tmp first, so that binds below it (e.g. a pip --target install) stay visible
-        cmd += [*(["--size", str(limits.tmp_bytes)] if sized else []), "--tmpfs", PRIVATE_TMP]
-        for p in self.ro_paths(env):
+        cmd += [*(["--size", str(limits.tmp_bytes)] if sized else []), *shared, "--tmpfs", PRIVATE_TMP]
+        ro = self.ro_paths(env)
+        if self.as_root:  # bwrap makes a bind's missing parents 0700 (root's); uid 65534 must pass them
+            mounts = [*ro, *(gpu_nodes() if gpu else ()), "/sys" if gpu else CPU_TOPOLOGY]
+            for d in _parents(mounts):
+                cmd += ["--perms", "0755", "--dir", d]
+        for p in ro:
             if os.path.islink(p):
                 cmd += ["--symlink", os.readlink(p), p]
             else:
@@ -221,11 +252,25 @@ class BwrapRunner:
         cmd += ["--remount-ro", "/", "--chdir", PRIVATE_TMP, "--", *argv]  # the root's own tmpfs too
         return cmd
 
+    def identity(self, gpu: bool) -> Identity | None:
+        """What the child's boot drops to (None where bwrap's own user namespace already did)."""
+        return Identity(groups=gpu_groups() if gpu else ()) if self.as_root else None
+
     def popen(self, spawn: Spawn) -> subprocess.Popen:
-        cmd = self.command(boot_argv(spawn), spawn.env, spawn.limits, spawn.gpu)
-        who = {"user": SANDBOX_UID, "group": SANDBOX_UID, "extra_groups": []} if self.as_nobody else {}
+        cmd = self.command(boot_argv(spawn, self.identity(spawn.gpu)), spawn.env, spawn.limits, spawn.gpu)
         return _SPAWNER.popen(cmd, stdin=spawn.stdin, stdout=spawn.stdout, stderr=spawn.stderr, env=spawn.env,
-                              start_new_session=True, close_fds=True, **who)
+                              start_new_session=True, close_fds=True)
+
+
+def _parents(paths: Sequence[str]) -> list[str]:
+    """The directories above ``paths`` that bwrap would create (not /, /tmp, /dev, /proc), parents first."""
+    out: set[str] = set()
+    for p in paths:
+        parent = os.path.dirname(os.path.normpath(p))
+        while parent not in ("/", "") and parent not in NEVER_BOUND:
+            out.add(parent)
+            parent = os.path.dirname(parent)
+    return sorted(out - set(paths), key=lambda d: (d.count("/"), d))
 
 
 class _Spawner:
@@ -310,14 +355,19 @@ def _version(binary: str) -> tuple[int, ...]:
     return tuple(int(x) for x in m.groups() if x is not None) if m else (0,)
 
 
+PROBE = ("import json, sys; from drkernel.gym.orchestrator import sandbox as s\n"
+         "s.drop_identity(s.Identity.from_json(json.loads(sys.argv[1])))")
+
+
 def _probe(runner: BwrapRunner) -> str | None:
-    """Start ``python -c 'import drkernel'`` in the sandbox; None when it works, else why not."""
+    """Start the boot's identity switch and ``import drkernel`` in the sandbox; None when it works,
+    else why not."""
     env = child_env({}, private=PRIVATE_TMP)
-    cmd = runner.command([sys.executable, "-c", "import drkernel"], env, CANDIDATE_LIMITS, gpu=False)
-    who = {"user": SANDBOX_UID, "group": SANDBOX_UID, "extra_groups": []} if runner.as_nobody else {}
+    identity = runner.identity(gpu=False)
+    argv = [sys.executable, "-c", PROBE, json.dumps(asdict(identity) if identity else None)]
+    cmd = runner.command(argv, env, CANDIDATE_LIMITS, gpu=False)
     try:
-        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
-                           **who)
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired) as e:
         return str(e)
     return None if r.returncode == 0 else (r.stderr.strip() or f"exit status {r.returncode}")[-2000:]
@@ -325,44 +375,38 @@ def _probe(runner: BwrapRunner) -> str | None:
 
 @functools.lru_cache(maxsize=None)
 def bwrap_runner() -> BwrapRunner:
-    """A checked `BwrapRunner` (probed once per process). As root, bwrap is started as host uid 65534
-    when that works (then no process of the sandbox is host root, and the process limit binds)."""
+    """A checked `BwrapRunner` (probed once per process). As root, the child's boot drops to host
+    uid 65534 in a user namespace of its own (`Identity`): no process of the sandbox is host root."""
     binary = find_bwrap()
     version = _version(binary)
     extra = tuple(p for p in os.environ.get(EXTRA_RO_ENV, "").split(os.pathsep) if os.path.isabs(p))
-    errors = []
-    for as_nobody in ((True, False) if os.geteuid() == 0 else (False,)):
-        runner = BwrapRunner(binary, version, as_nobody=as_nobody, extra_ro=extra)
-        if as_nobody and not _nobody_can_use_gpu():
-            continue
-        err = _probe(runner)
-        if err is None:
-            if os.geteuid() == 0 and not as_nobody:
-                log.error(HOST_ROOT_WARNING + " Why uid 65534 could not: %s", "; ".join(errors) or
-                          "the GPU device nodes are not open to other users")
-            return runner
-        errors.append(f"{'as uid 65534' if as_nobody else 'as this user'}: {err}")
+    runner = BwrapRunner(binary, version, as_root=os.geteuid() == 0, extra_ro=extra)
+    err = _probe(runner)
+    if err is None:
+        return runner
     raise SandboxUnavailable(
         f"the sandbox does not work here ({binary}, bubblewrap {'.'.join(map(str, version))}): "
-        + "; ".join(errors) + ". It needs user, mount, pid and network namespaces: as non-root, "
+        + f"{'as root' if runner.as_root else 'as this user'}: {err}. It needs user, mount, pid and network "
+        "namespaces: as non-root, "
         "unprivileged user namespaces must be allowed (sysctl kernel.unprivileged_userns_clone=1, "
         "user.max_user_namespaces > 0, or on Ubuntu kernel.apparmor_restrict_unprivileged_userns=0); in a "
         "container, run it with namespaces allowed (e.g. docker --security-opt seccomp=unconfined "
         "--security-opt apparmor=unconfined). For code you trust only: --unsafe-no-sandbox.")
 
 
-def _nobody_can_use_gpu() -> bool:
-    """GPU nodes other users cannot open (mode o-rw) would fail CUDA for uid 65534."""
+def gpu_groups() -> tuple[int, ...]:
+    """Groups of the GPU nodes that uid 65534 can open only as a member (mode g+rw, o-rw, e.g. ``video``)."""
     import stat
 
+    groups = set()
     for node in gpu_nodes():
         try:
             st = os.stat(node)
         except OSError:
             continue
-        if stat.S_ISCHR(st.st_mode) and (st.st_mode & 0o006) != 0o006:
-            return False
-    return True
+        if stat.S_ISCHR(st.st_mode) and st.st_mode & 0o006 != 0o006 and st.st_mode & 0o060 == 0o060:
+            groups.add(st.st_gid)
+    return tuple(sorted(groups - {0}))
 
 
 def make_runner(unsafe_no_sandbox: bool = False) -> Runner:
@@ -394,13 +438,49 @@ def set_limits(limits: Limits) -> None:
     lim(resource.RLIMIT_CORE, 0)
 
 
+def drop_identity(identity: Identity | None) -> None:
+    """Become ``identity`` for good, as host root in bwrap's namespaces (`Identity`; None: nothing to do).
+
+    Groups, then gid, then uid (which clears every capability); no_new_privs, so no exec regains any.
+    Then a user namespace of our own mapping the uid and gid onto themselves, as an unprivileged
+    process may: the process limit counts per user namespace, so each child gets its own. Our
+    capabilities in that namespace are dropped too. The credential change cleared the dumpable flag
+    (the map files would belong to root) and the parent-death signal: both are set back."""
+    if identity is None:
+        return
+    import ctypes
+    import signal
+
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def call(name: str, *args: object) -> None:
+        if getattr(libc, name)(*args) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"sandbox identity: {name}: {os.strerror(err)}")
+
+    os.setgroups(list(identity.groups))
+    os.setresgid(identity.gid, identity.gid, identity.gid)
+    os.setresuid(identity.uid, identity.uid, identity.uid)
+    call("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    call("prctl", PR_SET_DUMPABLE, 1, 0, 0, 0)
+    call("prctl", PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    call("unshare", CLONE_NEWUSER)
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{identity.uid} {identity.uid} 1"),
+                       ("gid_map", f"{identity.gid} {identity.gid} 1")):
+        with open(f"/proc/self/{name}", "w") as f:
+            f.write(text)
+    header = (ctypes.c_uint32 * 2)(CAP_V3, 0)
+    call("capset", header, (ctypes.c_uint32 * 6)())  # effective, permitted, inheritable: all empty
+
+
 def main() -> None:
     import runpy
 
     from drkernel.gym import ipc
 
-    limits_json, module = sys.argv[1], sys.argv[2]
-    set_limits(Limits(**json.loads(limits_json)))
+    boot, module = json.loads(sys.argv[1]), sys.argv[2]
+    drop_identity(Identity.from_json(boot["identity"]))
+    set_limits(Limits(**boot["limits"]))
     ipc.adopt_stdio_channel()
     sys.argv = [module]
     runpy.run_module(module, run_name="__main__", alter_sys=True)
