@@ -5,7 +5,8 @@ CPU), reports ``ready`` and waits for one job. For that job it
 
 1. loads the reference with harness code and draws every trial's inputs from their seeds on the
    device, as far as a memory budget allows, *before* the solution is imported;
-2. installs the candidate hooks (launch recording, guards) and pins the backend flags;
+2. installs the candidate hooks (launch recording, guards), pins the backend flags and installs the
+   seccomp filter (`drkernel.gym.candidate.seccomp`);
 3. imports the solution from a file in a private temp dir, builds ``ModelNew`` with the weight seed,
    checks that constructor and forward accept the reference's arguments;
 4. runs each trial, synchronises, and exports outputs and post-run inputs (CUDA IPC handles or
@@ -35,6 +36,7 @@ import torch  # noqa: E402
 import triton  # noqa: E402,F401
 
 from drkernel.gym.harness import inputs as harness# noqa: E402
+from drkernel.gym.candidate import seccomp  # noqa: E402
 from drkernel.gym.checks import load_hook  # noqa: E402
 from drkernel.gym.ipc import Channel, StagingBuffer, child_channel, encode_tree, staged_fds  # noqa: E402
 from drkernel.gym.messages import (Compare, Done, Error, Extra, Op, Outputs, Ready, Signal, SolutionPath,  # noqa: E402
@@ -134,6 +136,11 @@ class Candidate:
         for hook in self.hooks:
             hook.before_import(ctx)
         harness.pin_backend_flags()
+        if os.environ.get(seccomp.SECCOMP_ENV, "1") != "0":  # the kernel refuses what no kernel needs
+            try:
+                seccomp.install()
+            except seccomp.SeccompUnavailable as e:
+                raise Failure("harness", e, f"the seccomp filter could not be installed: {e}") from e
         module = self.import_solution(path)
         for hook in self.hooks:
             hook.after_import(ctx, module)

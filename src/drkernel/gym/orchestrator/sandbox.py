@@ -54,6 +54,7 @@ from typing import IO, Protocol, Sequence
 
 import drkernel
 from drkernel.errors import InfrastructureError
+from drkernel.gym.candidate.seccomp import SECCOMP_ENV
 
 log = logging.getLogger(__name__)
 
@@ -159,6 +160,7 @@ def child_env(env: dict[str, str], *, private: str, sandboxed: bool = True) -> d
                 "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)})
     out.setdefault("TRITON_CACHE_DIR", os.path.join(private, "triton-cache"))
     out.setdefault("TRITON_HOME", private)
+    out[SECCOMP_ENV] = "1" if sandboxed else "0"  # unsandboxed children skip the seccomp filter
     return out
 
 

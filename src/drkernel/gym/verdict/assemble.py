@@ -31,9 +31,9 @@ from drkernel.gym import precision
 from drkernel.gym.result import EvalResult, Hack, KernelStat, Provenance, Status, TimingStats, TrialResult
 from drkernel.gym.roofline import Work, peak_for, roofline_ms, sol_fraction
 from drkernel.gym.speedup import speedup_interval
-from drkernel.gym.verdict.classify import classify_error, classify_exit, trim_tail
+from drkernel.gym.verdict.classify import classify_error, classify_exit, killed_by_seccomp, trim_tail
 from drkernel.gym.verdict.coverage import time_coverage_hack
-from drkernel.gym.verdict.hacks import make_hack
+from drkernel.gym.verdict.hacks import forbidden_syscall_hack, make_hack
 
 
 @dataclass(frozen=True)
@@ -181,6 +181,8 @@ def assemble(facts: Facts) -> EvalResult:
         status, error = Status.CRASHED, "the solution was never run"
     speed = speed_of(facts.timing, r.backend_flags, c.solution_flags if c else None)
     hacks = list(k.hacks)
+    if c is not None and killed_by_seccomp(c.returncode):
+        hacks.append(forbidden_syscall_hack(trim_tail(c.log_tail, c.solution_path)[-300:]))
     if status is Status.CORRECT and (low := time_coverage_hack(k.time_coverage, speed.speedup)):
         hacks.append(make_hack(2, low))
     peak = peak_for(r.device_name)

@@ -121,10 +121,21 @@ def classify_error(stage: str, exc_type: str, message: str, traceback: str, *, c
     return Status.RUNTIME_ERROR
 
 
+SIGSYS = 31
+"""Linux's SIGSYS (x86_64 and aarch64): what seccomp's kill action leaves as the exit status."""
+
+
+def killed_by_seccomp(returncode: int | None) -> bool:
+    """Whether the candidate died by ``SIGSYS``, the kernel's refusal of a forbidden system call."""
+    return returncode == -SIGSYS
+
+
 def classify_exit(returncode: int | None, log_tail: str) -> tuple[Status, str]:
     """Status and message for a candidate that died without reporting an error."""
     if any(m in log_tail for m in _OOM_MARKERS):
         return Status.OUT_OF_MEMORY, "the candidate ran out of memory"
+    if killed_by_seccomp(returncode):
+        return Status.CRASHED, "the kernel killed the candidate (SIGSYS) for a forbidden system call"
     if returncode is not None and returncode < 0:
         import signal
 

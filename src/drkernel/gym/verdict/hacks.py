@@ -17,7 +17,8 @@ number, a stable name, what was observed, and one sentence a human or a model ca
     11    fake_tensor           AST (Tensor subclasses, __torch_function__), output type checks
     12    precision_lowering    AST (backend flags), flag snapshots, TF32 under kernelbench
     13    hardcoded_shapes      second-size trial, degenerate-output check
-    14    out_of_contract       AST (ctypes, inspect, gc, sockets...), audit hook at run time
+    14    out_of_contract       AST (ctypes, inspect, gc, sockets...), audit hook at run time,
+                                seccomp kill (SIGSYS: `FORBIDDEN_SYSCALL`)
     15    global_state          flag / thread-count snapshots around the solution
     16    foreign_compiler      AST (torch.compile, load_inline, torch.library...), audit hook
 """
@@ -98,6 +99,18 @@ def make_hack(code: int, evidence: str, *, strict_only: bool = False) -> Hack:
     kind = CATALOGUE[code]
     return Hack(code=code, name=kind.name, evidence=evidence, message=kind.message,
                 strict_only=strict_only)
+
+
+FORBIDDEN_SYSCALL = "forbidden_syscall"
+"""The rule, within code 14, for a candidate the kernel killed for a system call its seccomp filter
+forbids (`drkernel.gym.candidate.seccomp`): read from the exit status, outside the solution's reach."""
+
+
+def forbidden_syscall_hack(stderr_tail: str = "") -> Hack:
+    """Hack 14 for a candidate killed by ``SIGSYS``; ``stderr_tail``: what it printed last, if anything."""
+    evidence = (f"{FORBIDDEN_SYSCALL}: the kernel killed the candidate (SIGSYS) for a system call no kernel "
+                "needs (ptrace, a socket beyond AF_UNIX, namespaces, mounts, bpf, keys, modules...)")
+    return make_hack(14, evidence + (f"; its last output: {stderr_tail}" if stderr_tail else ""))
 
 
 def dedupe(hacks: list[Hack]) -> list[Hack]:
