@@ -158,7 +158,7 @@ class IntegrityHook:
         self.frames_before = 0
         self.hacks: list[Any] = []
         self.coverage_profile: dict[str, list[float]] | None = None
-        self.coverage_own_launches = 0
+        self.coverage_own_launches = 0  # the coverage run's: the per-call baseline of the call-count check
         self.coverage_cost = -1.0  # PyTorch cost of the reported call; the costliest after the first wins
         self.runs: dict[str, Any] = {}
         self.call_count_launches: list[int] = []
@@ -216,22 +216,14 @@ class IntegrityHook:
     @contextlib.contextmanager
     def observe(self, recorder: OpRecorder | None = None) -> Iterator[None]:
         """Every observed call (trials included) runs in here: one look for all of them. Each records
-        its ops; `_keep_costliest` keeps the profile coverage reads."""
+        its ops; the costliest call's after the first is the profile coverage reads."""
         self.calls += 1
         recorder = recorder if recorder is not None else OpRecorder()
-        before = self.own_launches
         with Observed(recorder):
             yield
-        if self.calls > 1:
-            self._keep_costliest(recorder, self.own_launches - before)
-
-    def _keep_costliest(self, recorder: OpRecorder, own: int) -> None:
-        """The call whose PyTorch work costs most (ties: the fewer own launches) is coverage's call."""
-        cost = recorder.profile.cost
-        if cost > self.coverage_cost or (cost == self.coverage_cost and own < self.coverage_own_launches):
-            self.coverage_cost = cost
+        if self.calls > 1 and recorder.profile.cost > self.coverage_cost:
+            self.coverage_cost = recorder.profile.cost  # the costliest call's profile is coverage's
             self.coverage_profile = recorder.profile.to_dict()
-            self.coverage_own_launches = own
 
     def after_trial(self, ctx: Any, trial: int, inputs: Sequence[Any], outputs: Any) -> None:
         self._check_state()
@@ -295,7 +287,9 @@ class IntegrityHook:
         seed = plan.get("coverage_seed")
         args = (harness.draw_inputs(r.ctx.reference, int(seed), r.ctx.device) if seed is not None
                 else r.make_inputs(0))
-        self._call(r, args, OpRecorder())  # recorded as every call is (`observe`)
+        before = self.own_launches
+        self._call(r, args, OpRecorder())  # its profile competes with every call's (`observe`)
+        self.coverage_own_launches = self.own_launches - before
 
     def _skip_own(self, r: _Runs, plan: dict[str, Any]) -> None:
         """Passthrough: outputs still right without the solution's own launches?"""
