@@ -187,3 +187,19 @@ def test_low_time_coverage_with_a_low_speedup_is_a_reason_not_to_pay():
     assert time_coverage_hack(0.5, 0.008) is None and time_coverage_hack(0.02, 1.2) is None
     assert time_coverage_hack(None, 0.5) is None  # CPU: no device times
     assert time_coverage_hack(TIME_COVERAGE_FLOOR, 0.5) is None
+
+
+def test_writing_a_fresh_result_into_place_is_part_of_its_op_but_copying_an_input_is_not():
+    # y[:k] = torch.softmax(...) is the out= idiom: the softmax's own bytes already count its write
+    x = torch.randn(64, 128)
+
+    def into_place(t):
+        y = torch.empty_like(t)
+        y[:48] = torch.softmax(t[:48], dim=1)
+        return y
+
+    _, prof = record_ops(into_place, x)
+    _, plain = record_ops(lambda t: torch.softmax(t[:48], dim=1), x)
+    assert prof.cost == pytest.approx(plain.cost)
+    _, copied = record_ops(lambda t: torch.empty_like(t).copy_(t), x)  # an input copied: 2 x 32 KiB
+    assert copied.ops["aten::copy_.default"][3] == 2 * 64 * 128 * 4

@@ -6,7 +6,7 @@ CPU and GPU runs agree. The solution's ``forward`` runs under the same recorder,
 recording inside Triton launches: PyTorch compute run from Python during a launch (grid callables,
 pre-run and autotune hooks, helpers a jit body calls under the interpreter) is the solution's. The
 launcher's own argument handling (the interpreter issues ``empty``/``set_``/``copy_`` for every tensor
-argument) is allocation and copies, which are free. Then
+argument) is allocation and copies of memory onto itself, which are free. Then
 
     op_coverage = clip(1 - cost(solution's PyTorch compute) / cost(reference), 0, 1)
 
@@ -14,8 +14,10 @@ and 0 when the solution launched none of its own kernels. Allocation and views a
 (`ALWAYS_ALLOWED`): they cost nothing on either side. A copy -- a cast, a ``contiguous`` of a
 permuted view, a ``clone``, a ``copy_`` between buffers (`MATERIALISING`) -- moves data, so it costs
 the bytes it reads and writes on both sides, wherever it runs (inside a launch too: a grid callable's
-copy is the solution's). Only a copy of memory onto itself is free: that is the interpreter's own
-argument handling. A copy that *materialises* a broadcast (``expand`` then ``contiguous``: more
+copy is the solution's). Free are only a copy of memory onto itself (the interpreter's argument
+handling) and a same-dtype ``copy_`` of a contiguous result that a priced op of the same call
+produced (``y[:k] = torch.softmax(...)``: the ``out=`` idiom; that op's bytes already count its
+write). A copy that *materialises* a broadcast (``expand`` then ``contiguous``: more
 elements out than its source's storage holds) outside a launch is recorded under its own name, so
 the strict allowlist sees it. Copies stay out of the strict allowlist's ops either way.
 
@@ -214,6 +216,15 @@ class OpRecorder(TorchDispatchMode):
         super().__init__()
         self.profile = profile if profile is not None else OpProfile()
         self.roof = roof
+        self.results: set[int] = set()  # storages written by priced ops (the `out=` idiom's sources)
+
+    def _result_written(self, base: str, args: tuple) -> bool:
+        """``copy_(dst, src)`` of a contiguous, same-dtype result of a priced op: its write is priced."""
+        if base != "copy_" or len(args) < 2 or not all(isinstance(a, torch.Tensor) for a in args[:2]):
+            return False
+        dst, src = args[0], args[1]
+        return (src.device.type != "meta" and src.is_contiguous() and src.dtype == dst.dtype
+                and src.untyped_storage().data_ptr() in self.results)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's signature
         kwargs = kwargs or {}
@@ -224,9 +235,10 @@ class OpRecorder(TorchDispatchMode):
             self.profile.add(HOST_COPY, 0.0, 0.0, float(host))  # data read on the host (GPU only)
         if base not in ALWAYS_ALLOWED:
             self.profile.add(name, *op_cost(func, args, kwargs, out, self.roof))
+            self.results.update(t.untyped_storage().data_ptr() for t in _tensors(out) if t.device.type != "meta")
         elif base in MATERIALISING and not in_launch() and (extra := materialised_bytes(args, out)):
             self.profile.add(f"aten::materialise_{base}.default", extra / self.roof.bandwidth, 0.0, float(extra))
-        elif base in MATERIALISING and (moved := copied_bytes(args, out)):
+        elif base in MATERIALISING and not self._result_written(base, args) and (moved := copied_bytes(args, out)):
             self.profile.add(name, moved / self.roof.bandwidth, 0.0, float(moved))
         elif not in_launch():
             self.profile.add(name, 0.0, 0.0, 0.0)
