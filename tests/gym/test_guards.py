@@ -72,6 +72,36 @@ SOLUTION = textwrap.dedent('''
     def open_dir_fd():
         fd = os.open("/etc", os.O_RDONLY)
         return os.read(os.open("hostname", os.O_RDONLY, dir_fd=fd), 10)
+
+    def _module_of(m):  # a module reached as an attribute of a parameter
+        return m.operator
+
+    def attrgetter_built_name():
+        import typing
+        u = chr(95)
+        return _module_of(typing).attrgetter(u + "C." + u + "DisableTorchDispatch")(torch)
+
+    def attrgetter_literal_public():  # a literal, public name: an ordinary getattr
+        import typing
+        return _module_of(typing).attrgetter("shape")(torch.ones(3)) == (3,)
+
+    def disable_dispatch_computed_getattr():
+        with getattr(torch._C, "_Dis" + "ableTorchDispatch")():
+            return torch.softmax(torch.ones(4), 0)
+
+    def disable_dispatch_vars():
+        with vars(torch._C)["_Disable" + "TorchDispatch"]():
+            return torch.softmax(torch.ones(4), 0)
+
+    def exclude_python_key_dict():
+        key = torch._C.DispatchKey.Python
+        with torch._C.__dict__["_Exclude" + "DispatchKeyGuard"](torch._C.DispatchKeySet(key)):
+            return torch.softmax(torch.ones(4), 0)
+
+    def torch_internals_keep_their_guards():  # torch's own Python code uses the guards for itself
+        from torch.utils._python_dispatch import _disable_current_modes
+        with _disable_current_modes():
+            return bool(torch.relu(torch.ones(2)).sum() == 2)
 ''')
 
 DRIVER = textwrap.dedent('''
@@ -110,7 +140,9 @@ def scenario(tmp_path_factory):
     path = folder / "solution_x.py"
     path.write_text(SOLUTION)
     names = ["honest", "read_etc", "write_tmp", "getframe", "gc_scan", "thread", "process", "native",
-             "listdir_home", "annotation_eval", "dataclass_at_run_time", "open_dir_fd"]
+             "listdir_home", "annotation_eval", "dataclass_at_run_time", "open_dir_fd", "attrgetter_built_name",
+             "attrgetter_literal_public", "disable_dispatch_computed_getattr", "disable_dispatch_vars",
+             "exclude_python_key_dict", "torch_internals_keep_their_guards"]
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     out = subprocess.run([sys.executable, "-c", DRIVER, str(path), *names], capture_output=True, text=True,
                          env=env, timeout=300)
@@ -121,11 +153,15 @@ def scenario(tmp_path_factory):
 def test_honest_solution_runs_triton_warns_and_writes_its_own_directory(scenario):
     assert scenario["honest"] == ["ok", []]
     assert scenario["dataclass_at_run_time"] == ["ok", []]
+    assert scenario["attrgetter_literal_public"] == ["ok", []]
+    assert scenario["torch_internals_keep_their_guards"] == ["ok", []]
 
 
 @pytest.mark.parametrize("name, code", [
     ("read_etc", 14), ("write_tmp", 14), ("getframe", 14), ("gc_scan", 14), ("thread", 7), ("process", 14),
     ("native", 14), ("listdir_home", 14), ("annotation_eval", 14), ("open_dir_fd", 14),
+    ("attrgetter_built_name", 14), ("disable_dispatch_computed_getattr", 11), ("disable_dispatch_vars", 11),
+    ("exclude_python_key_dict", 11),
 ])
 def test_out_of_contract_actions_are_blocked_and_recorded(scenario, name, code):
     outcome, codes = scenario[name]
@@ -208,3 +244,43 @@ def test_host_reads_counts_multi_element_reads_from_solution_code_only(tmp_path)
     ns["run"](x)
     assert reads.reads[len(before):] == [("tolist", 6), ("numpy", 6)]
     assert reads.hacks() and reads.hacks()[0].code == 14
+
+
+def _observed(body):
+    """Run ``body`` as an observed call runs (the op recorder's mode inside the dispatcher watch)."""
+    from drkernel.gym.candidate.integrity import Observed
+    from drkernel.gym.harness.recorder import DispatcherWatch, OpRecorder, unseen_hacks
+
+    recorder, watch = OpRecorder(), DispatcherWatch()
+    with torch.no_grad(), watch.watching(), Observed(recorder):
+        body(torch.randn(16, 16))
+    return recorder, unseen_hacks(watch.result, recorder.handled)
+
+
+def test_dispatcher_watch_sees_compute_run_past_the_dispatch_mode():
+    # The guards are those torch._C held at import (the audit guard, once installed, refuses them to
+    # solutions): the observer must not depend on that refusal.
+    guards = {"disable": torch._C._DisableTorchDispatch,
+              "exclude": lambda: torch._C._ExcludeDispatchKeyGuard(torch._C.DispatchKeySet(torch._C.DispatchKey.Python))}
+    for make in guards.values():
+        def hidden(x, make=make):
+            with make():
+                torch.softmax(x, 1)
+            x.add(1)  # seen by the mode
+        recorder, hacks = _observed(hidden)
+        assert [h.code for h in hacks] == [2] and "aten::_softmax" in hacks[0].evidence
+        assert "aten::softmax" not in recorder.profile.to_dict() and recorder.handled >= 1
+
+
+def test_dispatcher_watch_passes_honest_calls_and_catches_it_switched_off():
+    def honest(x):
+        torch.tensor([1.0, 2.0])  # torch builds it below the mode (Python key excluded): no compute
+        torch.softmax(x @ x, 1).sum().item()
+    recorder, hacks = _observed(honest)
+    assert hacks == [] and recorder.handled >= 4
+
+    def switch_off(x):
+        torch.softmax(x, 1)
+        torch._C._autograd._disable_profiler()
+    _, hacks = _observed(switch_off)
+    assert [h.code for h in hacks] == [8]

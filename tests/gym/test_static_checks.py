@@ -252,6 +252,23 @@ def test_a_forbidden_module_reached_through_an_allowed_one_is_out_of_contract(sn
     assert any(h.code == 14 and "reaches the module" in h.evidence for h in report.hacks), report.hacks
 
 
+@pytest.mark.parametrize("snippet", [
+    "import typing\ndef part(m):\n    return m.operator\nget = part(typing).attrgetter('x')",
+    "def part(m):\n    return m.sys",
+    "def walk(m):\n    return m().inspect",
+    "def get(f, name):\n    return f(name)\ng = get(lambda n: n, 'x').methodcaller",
+])
+def test_a_module_or_dynamic_getter_read_from_any_object_is_out_of_contract(snippet):
+    # The analysis cannot tell which module a parameter holds: the names are enough.
+    report = analyze(HEADER + snippet)
+    assert any(h.code == 14 and "solution contract" in h.evidence for h in report.hacks), report.hacks
+
+
+def test_attributes_that_merely_share_no_module_name_are_fine():
+    report = analyze(HEADER + "def f(cfg):\n    return cfg.types, cfg.io, cfg.operators, cfg.system")
+    assert report.hacks == []
+
+
 @pytest.mark.parametrize("snippet, why", [
     ("import dataclasses\nf = dataclasses._create_fn", "private"),          # compiles any body text
     ("import typing\nt = typing.get_type_hints", "evaluates strings"),

@@ -74,6 +74,23 @@ PASS_THROUGH = ("/inspect.py", "/traceback.py", "/ctypes/", "/importlib/", "<fro
 STDLIB = tuple(sorted({os.path.realpath(sysconfig.get_paths()[k]) + "/" for k in ("stdlib", "platstdlib")}))
 
 
+DISPATCH_GUARDS = (
+    "_DisableTorchDispatch", "_DisablePythonDispatcher", "_ExcludeDispatchKeyGuard", "ExcludeDispatchKeyGuard",
+    "_IncludeDispatchKeyGuard", "_ForceDispatchKeyGuard", "_SetExcludeDispatchKeyGuard",
+    "_PreserveDispatchKeyGuard", "_DisableFuncTorch", "_DisableAutocast", "_AutoDispatchBelowADInplaceOrView",
+    "_EnablePythonDispatcher", "_EnablePreDispatch", "_unset_dispatch_mode", "_pop_torch_dispatch_stack",
+    "_set_dispatch_mode", "_push_on_torch_dispatch_stack", "_disabled_torch_dispatch_impl",
+)
+"""``torch._C`` guards and calls that turn off or reorder dispatch modes and keys: run by the solution's
+own code they hide PyTorch compute from the op recorder, so they are refused at run time."""
+
+
+def _literal_public(name: Any, consts: tuple) -> bool:
+    """A public attribute path written as a constant of the calling code (not built at run time)."""
+    return (isinstance(name, str) and name in consts
+            and not any(p.startswith("_") for p in name.split(".")))
+
+
 def _is_stdlib(filename: str) -> bool:
     return filename.startswith("<frozen") or (filename.startswith(STDLIB) and "-packages/" not in filename)
 
@@ -193,6 +210,8 @@ class AuditGuard:
         if not self._installed:
             sys.addaudithook(self._hook)
             self._wrap_thread_starts()
+            self._refuse_dispatch_guards()
+            self._guard_dynamic_getters()
             self._installed = True
         return self
 
@@ -328,6 +347,55 @@ class AuditGuard:
             text = source.decode(errors="replace") if isinstance(source, bytes) else source
             self._violate(14, f"a standard-library helper compiled code for the solution that uses "
                               f"{', '.join(sorted(set(found))[:3])}: {text[:80]!r}")
+
+    def _direct_caller(self) -> tuple | None:
+        """The constants of the solution's calling code when armed and the innermost non-stdlib caller is the solution's own
+        code (torch's internals keep their guards; a stdlib helper the solution calls is its own)."""
+        if not self.armed or getattr(self._local, "busy", False):
+            return None
+        return self._quietly(self._direct_frame)
+
+    def _direct_frame(self) -> tuple | None:
+        if self._solution_role() != "direct":
+            return None
+        return next((f.f_code.co_consts for f in self._frames() if self.is_solution_file(f.f_code.co_filename)),
+                    None)
+
+    def _refuse_dispatch_guards(self) -> None:
+        """Replace torch's dispatch-disabling guards (`DISPATCH_GUARDS`) in ``torch._C`` with wrappers
+        that refuse the solution's own code (hack 11) and pass torch's internal callers through."""
+        guard = self
+        for name in DISPATCH_GUARDS:
+            original = torch._C.__dict__.get(name)
+            if original is None:
+                continue
+
+            def refused(*args: Any, __original: Any = original, __name: str = name, **kwargs: Any) -> Any:
+                if guard._direct_caller() is not None:
+                    guard._violate(11, f"torch._C.{__name}: turns off the dispatch modes that record ops")
+                return __original(*args, **kwargs)
+
+            refused.__name__ = refused.__qualname__ = name
+            setattr(torch._C, name, refused)
+
+    def _guard_dynamic_getters(self) -> None:
+        """``operator.attrgetter`` / ``methodcaller`` called by the solution with a name that is not a
+        literal of its calling code, or a private name (hack 14): a getattr the static check cannot read."""
+        import operator
+        guard = self
+        for name in ("attrgetter", "methodcaller"):
+            original = getattr(operator, name)
+
+            def checked(*args: Any, __original: Any = original, __name: str = name, **kwargs: Any) -> Any:
+                consts = guard._direct_caller()
+                names = args if __name == "attrgetter" else args[:1]
+                if consts is not None and any(not _literal_public(n, consts) for n in names):
+                    guard._violate(14, f"operator.{__name}({', '.join(repr(n)[:40] for n in names)}): "
+                                       f"attribute access by a name built at run time")
+                return __original(*args, **kwargs)
+
+            checked.__name__ = checked.__qualname__ = name
+            setattr(operator, name, checked)
 
     def _wrap_thread_starts(self) -> None:
         """Python 3.11 raises no audit event for a new thread: wrap the thread primitives."""

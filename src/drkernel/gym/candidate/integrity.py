@@ -49,7 +49,7 @@ from typing import Any, Callable, Sequence
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from drkernel.gym.harness.recorder import OpRecorder, in_launch
+from drkernel.gym.harness.recorder import DispatcherWatch, OpRecorder, in_launch, unseen_hacks
 from drkernel.gym.candidate.guards import (AuditGuard, GlobalState, HostReads, IntegritySnapshot, check_outputs,
                                  compilers_imported, dynamo_frames, scan_instance, scan_module)
 from drkernel.gym.verdict.hacks import dedupe, make_hack
@@ -219,8 +219,10 @@ class IntegrityHook:
         its ops; the costliest call's after the first is the profile coverage reads."""
         self.calls += 1
         recorder = recorder if recorder is not None else OpRecorder()
-        with Observed(recorder):
+        watch = DispatcherWatch()  # a second observer, below dispatch modes
+        with watch.watching(), Observed(recorder):
             yield
+        self.hacks += unseen_hacks(watch.result, recorder.handled)
         if self.calls > 1 and recorder.profile.cost > self.coverage_cost:
             self.coverage_cost = recorder.profile.cost  # the costliest call's profile is coverage's
             self.coverage_profile = recorder.profile.to_dict()

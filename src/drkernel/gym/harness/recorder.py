@@ -31,13 +31,17 @@ names exactly (`drkernel.gym.verdict.coverage.time_coverage`).
 """
 
 from __future__ import annotations
+import bisect
 import contextlib
 import math
+import secrets
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 import torch
+from torch._C import _autograd, _profiler
+from torch._C._profiler import _RecordFunctionFast
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.flop_counter import flop_registry
@@ -217,6 +221,7 @@ class OpRecorder(TorchDispatchMode):
         self.profile = profile if profile is not None else OpProfile()
         self.roof = roof
         self.results: set[int] = set()  # storages written by priced ops (the `out=` idiom's sources)
+        self.handled = 0  # ops this mode saw; each ran inside a `marked` scope
 
     def _result_written(self, base: str, args: tuple) -> bool:
         """``copy_(dst, src)`` of a contiguous, same-dtype result of a priced op: its write is priced."""
@@ -228,7 +233,9 @@ class OpRecorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's signature
         kwargs = kwargs or {}
-        out = func(*args, **kwargs)
+        self.handled += 1
+        with marked():
+            out = func(*args, **kwargs)
         name = op_name(func)
         base = base_name(name)
         if base in MATERIALISING and (host := device_to_host_elements(args, out)):
@@ -250,3 +257,109 @@ def record_ops(fn: Callable[..., Any], *args: Any) -> tuple[Any, OpProfile]:
     with torch.no_grad(), recorder:
         out = fn(*args)
     return out, recorder.profile
+
+
+# --- The dispatcher's own view: RecordFunction below every dispatch mode --------------------------
+# A TorchDispatchMode sees an op only while the Python dispatch key is live; a solution that turns it
+# off (``torch._C._DisableTorchDispatch``, ``_DisablePythonDispatcher``, an excluded-key guard) runs
+# PyTorch compute the `OpRecorder` never sees. RecordFunction fires in the dispatcher's entry for
+# every op whatever the dispatch keys, so kineto's CPU activity (its consumer) sees those ops too.
+# The recorder's dispatch mode marks each op it handles with a scope of a secret name; an aten
+# compute op with no mark above or below it on its thread ran where the mode could not see it.
+
+BOOKKEEPING = ALWAYS_ALLOWED | frozenset((
+    "detach_", "resolve_conj", "resolve_neg", "requires_grad_", "retain_grad", "_version", "output_nr",
+    "_is_view", "is_leaf", "record_stream", "_has_compatible_shallow_copy_type", "_propagate_xla_data"))
+"""Ops that compute nothing, some of which torch runs natively below any mode (``torch.tensor``
+builds its result with the Python key excluded, then ``detach_``es it)."""
+
+_MARK = f"drkernel::observed::{secrets.token_hex(8)}"
+"""The mark's name: secret, so a solution cannot wrap hidden work in a scope of the same name."""
+
+
+def marked() -> Any:
+    """The scope the dispatch mode opens around every op it handles (a C++ RecordFunction, cheap)."""
+    return _RecordFunctionFast(_MARK)
+
+
+@dataclass(frozen=True)
+class Unseen:
+    """What the dispatcher observer saw that the dispatch mode did not, over one observed call."""
+
+    hidden: tuple[str, ...]   # aten compute ops outside any marked scope
+    marks: int                # marked scopes recorded (one per op the mode handled)
+    intact: bool              # False: the observation was switched off or replaced mid-call
+
+
+class DispatcherWatch:
+    """Kineto's CPU activity (RecordFunction events) around one observed call; `result` compares it
+    with the dispatch mode's view. Not nestable: while another profiler runs it stands aside."""
+
+    def __init__(self) -> None:
+        self.result: Unseen | None = None
+
+    @contextlib.contextmanager
+    def watching(self) -> Iterator["DispatcherWatch"]:
+        if _autograd._profiler_enabled():  # the GPU profiler pass: nothing to add to it
+            yield self
+            return
+        config = _profiler.ProfilerConfig(_profiler.ProfilerState.KINETO, False, False, False, False, False,
+                                          _profiler._ExperimentalConfig())
+        activities = {torch.autograd.ProfilerActivity.CPU}
+        _autograd._prepare_profiler(config, activities)
+        _autograd._enable_profiler(config, activities)
+        try:
+            yield self
+        finally:
+            still_on = _autograd._profiler_enabled()
+            try:
+                events = _autograd._disable_profiler().events()
+            except RuntimeError:  # switched off under us: the observation is void, not empty
+                still_on = False
+            if not still_on:
+                self.result = Unseen((), 0, False)
+            else:
+                self.result = unseen_ops([(e.name(), e.start_thread_id(), e.start_ns(), e.end_ns())
+                                          for e in events])
+
+
+def unseen_ops(events: list[tuple[str, int, int, int]]) -> Unseen:
+    """``events``: (name, thread, start, end) of RecordFunction scopes. An aten compute op is seen when
+    a mark lies inside it (the mode handled it or what it decomposes into) or it lies inside a mark
+    (run by the mode's handler). Marks on one thread never overlap (the mode is off in its handler)."""
+    marks: dict[int, list[tuple[int, int]]] = {}
+    for name, thread, start, end in events:
+        if name == _MARK:
+            marks.setdefault(thread, []).append((start, end))
+    for spans in marks.values():
+        spans.sort()
+    hidden = []
+    for name, thread, start, end in events:
+        if not name.startswith("aten::") or base_name(name) in BOOKKEEPING:
+            continue
+        spans = marks.get(thread, [])
+        i = bisect.bisect_right(spans, (start, math.inf))
+        inside = i > 0 and spans[i - 1][1] >= end  # the last mark starting at or before the op
+        holds = i < len(spans) and spans[i][0] <= end or i > 0 and spans[i - 1][0] >= start
+        if not (inside or holds):
+            hidden.append(name)
+    return Unseen(tuple(hidden), sum(len(s) for s in marks.values()), True)
+
+
+def unseen_hacks(result: Unseen | None, handled: int) -> list[Any]:
+    """The dispatcher observer's findings as hacks: compute the dispatch mode missed is PyTorch
+    compute run past the op recorder (hack 2); an observation switched off, or fewer marks than the
+    mode handled ops (RecordFunction disabled), is a disabled check (hack 8). None: it stood aside."""
+    from drkernel.gym.verdict.hacks import make_hack
+
+    if result is None:
+        return []
+    if not result.intact or result.marks < handled:
+        return [make_hack(8, f"the dispatcher's op observation was switched off during a call "
+                             f"({result.marks} of {handled} ops seen)")]
+    if not result.hidden:
+        return []
+    counts = {n: result.hidden.count(n) for n in dict.fromkeys(result.hidden)}
+    shown = ", ".join(f"{n} x{c}" for n, c in list(counts.items())[:6])
+    return [make_hack(2, f"PyTorch compute ran where the op recorder could not see it (dispatch modes "
+                         f"disabled or bypassed): {shown}")]

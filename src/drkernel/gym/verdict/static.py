@@ -771,13 +771,26 @@ def _contract(tree: ast.Module, names: _Names) -> list[Hack]:
     return hacks
 
 
+MODULE_ATTRS = frozenset(("operator", "_operator", "inspect", "sys", "os", "posix", "builtins", "importlib",
+                          "gc", "ctypes", "subprocess", "marshal"))
+"""Attribute names that are modules the contract does not admit; read from any object (a module a
+parameter holds, ``m.operator``) they reach past the contract, whatever the object is."""
+DYNAMIC_ACCESSORS = frozenset(("attrgetter", "methodcaller"))
+"""``operator``'s getattr by name: never needed by a solution (``operator`` is not importable), so
+reading one from any object is attribute access by names the analysis cannot see."""
+
+
 def _attribute_rule(node: ast.Attribute, names: _Names, bad: Callable[..., None]) -> None:
     attr = node.attr
     if attr.startswith("__") and attr.endswith("__") and attr not in ALLOWED_DUNDERS:
         bad(node, f"reads .{attr}")
         return
     resolved = names.resolve(node)
-    if resolved is None:
+    if resolved is None:  # rooted in a value (a parameter, a call): the module it holds is unknown
+        if attr in MODULE_ATTRS and not isinstance(node.ctx, ast.Store):
+            bad(node, f"reads .{attr}, a module outside the contract, from an object")
+        elif attr in DYNAMIC_ACCESSORS:
+            bad(node, f"reads .{attr} (attribute access by computed names)")
         return
     parts = resolved.split(".")
     if any(p.startswith("_") and not p.startswith("__") for p in parts[1:]):  # any library's, stdlib's too
