@@ -3,8 +3,16 @@ inputs it is checked on, and is caught when it changes its own inputs."""
 
 from __future__ import annotations
 
+import threading
+import uuid
+
+import pytest
+
+from drkernel.errors import JudgeError
 from drkernel.gym import Status
-from gym_cases import RELU_SOLUTION, request
+from drkernel.gym.orchestrator.own_judge import mark_request_reference
+from drkernel.problems.problem import Problem
+from gym_cases import RELU_REFERENCE, RELU_SOLUTION, request
 
 FORWARD = "        y = torch.empty_like(x)\n"
 
@@ -64,3 +72,85 @@ def test_mutating_inputs_in_one_trial_does_not_leak_into_the_judges_next_trial(e
 def test_printing_to_stdout_does_not_break_the_protocol(evaluator):
     src = RELU_SOLUTION.replace("class ModelNew", "print('x' * 100000)\n\n\nclass ModelNew")
     assert evaluator.evaluate(request(src)).status is Status.CORRECT
+
+
+# -- a reference that came with the request runs in a judge of its own ---------------------------
+
+WRONG_SOLUTION = RELU_SOLUTION.replace("tl.maximum(x, 0.0)", "tl.maximum(x, 0.5)")
+
+REBIND = RELU_REFERENCE + '''
+import sys
+_judge = sys.modules.get("drkernel.gym.judge.main")
+if _judge is not None:  # in a judge: every comparison from now on compares the reference with itself
+    _compare = _judge.compare_outputs
+    _judge.compare_outputs = lambda out, ref, *a, **k: _compare(ref, ref, *a, **k)
+'''
+
+HUNT = RELU_REFERENCE + '''
+import gc
+_marker = "SEC" + "RET-"  # never written whole here, so this source does not match itself
+
+
+def _strings(o):  # strings are not tracked by gc: look into the containers that hold them
+    items = [x for kv in o.items() for x in kv] if isinstance(o, dict) else o if isinstance(o, (list, tuple)) else ()
+    return [x for x in items if isinstance(x, str)]
+
+
+_seen = sorted({s[s.index(_marker):][:40] for o in gc.get_objects() for s in _strings(o)
+                if _marker in s and s != _marker})
+if _seen:
+    raise RuntimeError("found " + repr(_seen))
+'''
+
+
+def request_reference(code: str, name: str) -> Problem:
+    """A problem whose reference came with the request (as the service's intake marks it)."""
+    return Problem(name=name, level=1, code=code, problem_id=name, source="request",
+                   metadata=mark_request_reference({}))
+
+
+def test_a_request_reference_that_rebinds_the_comparison_changes_only_its_own_evaluation(evaluator):
+    # The rebinding works where it runs (its own evaluation passes a wrong solution), and the next
+    # evaluation of a wrong solution against the server's problem is still judged by an intact judge.
+    own = evaluator.evaluate(request(WRONG_SOLUTION, problem=request_reference(REBIND, "relu_rebind")))
+    assert own.status is Status.CORRECT  # the attack is real: its own judge was rebound
+    assert evaluator.evaluate(request(WRONG_SOLUTION)).status is Status.INCORRECT
+    again = evaluator.evaluate(request(WRONG_SOLUTION, problem=request_reference(RELU_REFERENCE, "relu_plain")))
+    assert again.status is Status.INCORRECT
+
+
+def test_a_request_reference_cannot_read_another_reference_from_judge_memory(evaluator):
+    # One client's reference carries a secret; another's searches every string of its process for it.
+    secret = f"# SECRET-{uuid.uuid4().hex}\n"
+    first = evaluator.evaluate(request(RELU_SOLUTION, problem=request_reference(RELU_REFERENCE + secret, "relu_a")))
+    assert first.status is Status.CORRECT
+    hunter = evaluator.evaluate(request(RELU_SOLUTION, problem=request_reference(HUNT, "relu_hunt")))
+    assert hunter.status is Status.CORRECT, hunter.error  # it found nothing (else it raises with what it found)
+
+
+def test_a_request_reference_that_hogs_memory_fails_alone(evaluator):
+    hog = RELU_REFERENCE + "import time\n_hog = b'x' * (1 << 30)\ntime.sleep(600)\n"
+    with pytest.raises(JudgeError, match="memory limit"):
+        evaluator.evaluate(request(RELU_SOLUTION, problem=request_reference(hog, "relu_hog"), rss_limit_mb=512,
+                                   timeout_s=120))
+    assert evaluator.evaluate(request(RELU_SOLUTION)).status is Status.CORRECT
+
+
+def test_a_request_reference_that_hangs_holds_up_no_other_evaluation(evaluator):
+    # The hanging reference's evaluation is bounded by its own timeout and ends as the reference's
+    # failure; the server's problem is evaluated meanwhile (with a shared judge it waited behind it).
+    hang = RELU_REFERENCE + "import time\ntime.sleep(3600)\n"
+    failed: list[BaseException] = []
+
+    def hung() -> None:
+        try:
+            evaluator.evaluate(request(RELU_SOLUTION, problem=request_reference(hang, "relu_hang"), timeout_s=45))
+        except JudgeError as e:
+            failed.append(e)
+
+    thread = threading.Thread(target=hung)
+    thread.start()
+    assert evaluator.evaluate(request(RELU_SOLUTION)).status is Status.CORRECT
+    assert thread.is_alive()  # the other evaluation did not wait for it
+    thread.join()
+    assert len(failed) == 1 and "did not answer within 45 s" in str(failed[0])

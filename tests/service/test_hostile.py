@@ -295,3 +295,23 @@ def test_a_busy_port_fails_before_any_worker_starts(tmp_path):
                         env={"PYTHONPATH": os.pathsep.join([str(SRC), str(SRC.parent / "tests" / "service")])})
     assert out.returncode == 2 and "cannot listen" in out.stderr, out.stderr
     assert not marker.exists()
+
+
+def test_a_custom_reference_is_marked_for_a_judge_of_its_own():
+    # The gym runs a reference marked as the request's in a judge of the evaluation's own
+    # (tests/gym/test_isolation.py); the mark is the server's: a client cannot clear it.
+    from drkernel.gym.orchestrator.own_judge import REQUEST_REFERENCE, is_request_reference
+    from drkernel.problems.problem import Problem
+    from drkernel.service.config import ServiceConfig
+    from drkernel.service.intake import ProblemCatalog, to_request
+    from drkernel.service.schemas import request_models
+
+    loaded = Problem(name="loaded", level=1, code=SMALL_REFERENCE, source="test")
+    models = request_models(ServiceConfig())
+    catalog = ProblemCatalog([loaded])
+    for meta in ({}, {REQUEST_REFERENCE: False}):
+        body = models.request.model_validate({**_custom("class ModelNew: pass"), "problem": {
+            "name": "double", "level": 1, "code": SMALL_REFERENCE, "source": "test", "metadata": meta}})
+        assert is_request_reference(to_request(body, catalog, True, ["cpu"]).problem)
+    body = models.request.model_validate({"problem_key": loaded.key, "solution": "class ModelNew: pass"})
+    assert not is_request_reference(to_request(body, catalog, True, ["cpu"]).problem)

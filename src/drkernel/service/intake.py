@@ -2,8 +2,10 @@
 
 By default a server evaluates against the problem sets it loaded, named by key: a client sends
 ``problem_key`` and no code the server would run as the reference. Reference code from a request
-is accepted only with ``allow_custom_problems`` (the judge runs it, confined by the OS sandbox),
-and only for a key the server did not load: a loaded key always means the server's problem.
+is accepted only with ``allow_custom_problems``, and only for a key the server did not load: a
+loaded key always means the server's problem. Such a problem is marked as the request's reference
+(`mark_request_reference`), so the gym runs it in a judge of the evaluation's own, in the sandbox
+with the candidate's limits, never in the judges every client shares.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from drkernel.gym.config import EvalRequest
+from drkernel.gym.orchestrator.own_judge import mark_request_reference
 from drkernel.problems.problem import Problem
 from drkernel.service.schemas import eval_config, valid_problem_key
 
@@ -58,7 +61,8 @@ def _problem(body: Any, catalog: ProblemCatalog, allow_custom: bool, where: tupl
     if not allow_custom:
         raise Rejected(403, "custom_problems_disabled", (*where, "problem"),
                        "this server evaluates only the problems it loaded (no --allow-custom-problems)")
-    problem = Problem.from_dict(body.problem.model_dump())
+    sent = body.problem.model_dump()
+    problem = Problem.from_dict({**sent, "metadata": mark_request_reference(sent.get("metadata") or {})})
     if body.problem_key is not None and body.problem_key != problem.key:
         raise Rejected(422, "invalid_request", (*where, "problem_key"), "problem_key differs from the problem's key")
     return problem

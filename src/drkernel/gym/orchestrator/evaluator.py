@@ -12,6 +12,7 @@ lost judge is restarted and the evaluation retried once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import itertools
 import logging
@@ -19,13 +20,14 @@ import random
 import threading
 import time
 from dataclasses import asdict, replace
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from drkernel.errors import InfrastructureError
 from drkernel.gym.checks import CheckRegistry, default_checks
 from drkernel.gym.config import EvalConfig, EvalRequest
 from drkernel.gym import provenance
 from drkernel.gym.messages import Job, Prepared, TimeReference, Timed, timing_samples
+from drkernel.gym.orchestrator.own_judge import OwnJudge, is_request_reference
 from drkernel.gym.orchestrator.refcache import TIMING_FIELDS, ReferenceTimingCache, reference_key
 from drkernel.gym.provenance import read_clocks
 from drkernel.gym.result import EvalResult, Hack, KernelStat, Provenance, Status, TimingStats, TrialResult
@@ -206,12 +208,19 @@ class InProcessEvaluator:
             return self._done(replace(facts, checks=CheckFacts(tuple(hacks), blocked=True)), stages, t0)
 
         rt = self._runtime(cfg.device)
+        with _judge_of(request, rt) as judge:
+            return self._run_job(request, facts, hacks, stages, t0, rt, judge)
+
+    def _run_job(self, request: EvalRequest, facts: Facts, hacks: list, stages: dict[str, float], t0: float,
+                 rt: DeviceRuntime, judge: OwnJudge | None) -> EvalResult:
+        """Prepare, run the candidate, check and time (``judge``: the job's own, for a request's reference)."""
+        cfg = request.config
         facts = replace(facts, request=replace(
             facts.request, device=rt.device, device_name=rt.device_name, cpu_mode=not rt.is_cuda,
             versions=dict(rt.hello.get("versions", {})), backend_flags=dict(rt.hello.get("backend_flags", {}))))
         t = time.monotonic()
         _announce(request, f"running the reference on {rt.device_name}")
-        prepared = rt.prepare(request.problem, cfg)
+        prepared = rt.prepare(request.problem, cfg, judge)
         stages["prepare"] = time.monotonic() - t
         job, plan = self._job(request, prepared, rt)
         job_id = f"{next(self._ids)}-{facts.request.solution_hash[:8]}"
@@ -220,13 +229,13 @@ class InProcessEvaluator:
         clocks_start = read_clocks(rt.device) if job["timing"] else None
         with rt.slot(prepared.input_bytes):  # the memory claim is empty on CPU
             session = CandidateSession(rt, job, job_id, cfg.tolerance, job["weight_seed"], cfg.timeout_s,
-                                       cfg.rss_limit_mb << 20)
+                                       cfg.rss_limit_mb << 20, judge)
             out = self._run_cancellable(session)
         _session_stages(stages, out)
         candidate = candidate_facts(out, job)
         checks = self._verdict_checks(request, replace(facts, candidate=candidate, checks=CheckFacts(tuple(hacks))),
                                       out, job, prepared, stages)
-        timing = self._timing(assemble(replace(facts, candidate=candidate)).status, out, rt, job, cfg, stages)
+        timing = self._timing(assemble(replace(facts, candidate=candidate)).status, out, rt, job, cfg, stages, judge)
         clocks_end = read_clocks(rt.device) if clocks_start is not None else None
         work = (work_of(prepared.op_profile, prepared.input_bytes, out.out_bytes)
                 if prepared.op_profile is not None else None)
@@ -290,7 +299,7 @@ class InProcessEvaluator:
                 "timing_plan": timing_plan(cfg), "roofline_ms": prepared.roofline_ms}).to_header(), plan
 
     def _timing(self, status: Status, out: SessionOutcome, rt: DeviceRuntime, job: dict[str, Any],
-                cfg: EvalConfig, stages: dict[str, float]) -> TimingFacts:
+                cfg: EvalConfig, stages: dict[str, float], judge: OwnJudge | None = None) -> TimingFacts:
         if not rt.is_cuda:
             return TimingFacts(CPU_TIMING_NOTE)
         if not cfg.timing:
@@ -302,7 +311,8 @@ class InProcessEvaluator:
         sol = dict(out.sol_timing)
         sol_samples = sol.pop("samples_ms", None) or ()
         versions = dict(rt.hello.get("versions", {}))
-        ref, cached = self._reference_timing(rt, job["trials"][0]["code"], job["reference_seed"], versions, cfg, stages)
+        ref, cached = self._reference_timing(rt, job["trials"][0]["code"], job["reference_seed"], versions, cfg, stages,
+                                             judge)
         ref = dict(ref)
         ref_samples = timing_samples(ref, int(ref.get("n", 0))) or ()
         ref.pop("samples_ms", None)
@@ -312,29 +322,31 @@ class InProcessEvaluator:
         return TimingFacts(note, TimingStats(**ref), TimingStats(**sol), ref_samples, tuple(sol_samples), cached)
 
     def _reference_timing(self, rt: DeviceRuntime, code: str, seed: int, versions: dict[str, str],
-                          cfg: EvalConfig, stages: dict[str, float]) -> tuple[dict[str, Any], bool]:
+                          cfg: EvalConfig, stages: dict[str, float],
+                          judge: OwnJudge | None = None) -> tuple[dict[str, Any], bool]:
         """The reference's timing stats for ``code`` (seed: public, so the reference never sees the
         candidate's secret timing inputs) and whether they came from the cache. Timed once per key:
         concurrent evaluations of one problem wait for the first one's timing instead of each timing
         it again (measured: 39 problems timed 257 s in a sustained run, most of them several times)."""
         key = reference_key(code, seed, seed, rt.device_name, versions, cfg.to_dict())
         if not self.cache_reference_timings:
-            return self._time_reference(rt, code, seed, cfg, stages), False
+            return self._time_reference(rt, code, seed, cfg, stages, judge), False
         with self.ref_cache.timing(key) as cached:
             if cached is not None:
                 return cached, True
-            stats = self._time_reference(rt, code, seed, cfg, stages)
+            stats = self._time_reference(rt, code, seed, cfg, stages, judge)
             self.ref_cache.put(key, stats)
             return stats, False
 
     def _time_reference(self, rt: DeviceRuntime, code: str, seed: int, cfg: EvalConfig,
-                        stages: dict[str, float]) -> dict[str, Any]:
+                        stages: dict[str, float], judge: OwnJudge | None = None) -> dict[str, Any]:
         t = time.monotonic()
         with rt.rw.exclusive(drain=True):  # no candidate in flight: nothing it queued runs inside
             stages["reference_lock_wait"] = time.monotonic() - t
             # the judge gets exactly the fields that key the cache, so the two cannot drift apart
             stats = Timed.from_header(rt.judge_call(
-                TimeReference(code, seed, seed, {k: getattr(cfg, k) for k in TIMING_FIELDS}).to_header())).stats
+                TimeReference(code, seed, seed, {k: getattr(cfg, k) for k in TIMING_FIELDS}).to_header(),
+                judge=judge)).stats
         stages["reference_timing"] = time.monotonic() - t
         # the drain's hold counts as this evaluation's exclusive device time
         held = stages["reference_timing"] - stages["reference_lock_wait"]
@@ -360,6 +372,20 @@ class InProcessEvaluator:
 
     def _done(self, facts: Facts, stages: dict[str, float], t0: float) -> EvalResult:
         return assemble(replace(facts, stage_seconds=dict(stages), elapsed_s=time.monotonic() - t0))
+
+
+@contextlib.contextmanager
+def _judge_of(request: EvalRequest, rt: DeviceRuntime) -> Iterator[OwnJudge | None]:
+    """A judge of the evaluation's own when its reference came with the request (`own_judge`), else
+    None (the device's shared judges)."""
+    if not is_request_reference(request.problem):
+        yield None
+        return
+    judge = OwnJudge(rt, request.config.timeout_s, request.config.rss_limit_mb << 20)
+    try:
+        yield judge
+    finally:
+        judge.close()
 
 
 def _session_stages(stages: dict[str, float], out: SessionOutcome) -> None:

@@ -584,14 +584,15 @@ class DeviceRuntime:
             raise kind(f"judge failed on {header.get('op')!r}: {e.type}: {e.message}\n{e.traceback}")
         return reply
 
-    def prepare(self, problem: Any, config: Any) -> Prepared:
-        """Scaled code, second-size code and input bytes of a problem (cached)."""
+    def prepare(self, problem: Any, config: Any, judge: JudgeSlot | None = None) -> Prepared:
+        """Scaled code, second-size code and input bytes of a problem (cached; ``judge``: where the
+        reference runs, default the least busy of the device's judges)."""
         key = (problem.code_hash, config.cpu_scale, config.cpu_element_budget, config.second_size, public_seed(config.seed))
         if key not in self._prepared:
             with self.rw.shared():  # the judge runs the reference here: never inside a timed region
                 self._prepared[key] = Prepared.from_header(self.judge_call(Prepare(
                     problem.to_dict(), config.cpu_scale, config.cpu_element_budget, config.second_size,
-                    public_seed(config.seed)).to_header()))
+                    public_seed(config.seed)).to_header(), judge=judge))
         return self._prepared[key]
 
     def info(self) -> dict[str, Any]:

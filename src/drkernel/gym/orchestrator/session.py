@@ -172,7 +172,7 @@ def forged_claims(source: str, done: dict[str, Any]) -> str | None:
 
 class CandidateSession:
     def __init__(self, runtime: DeviceRuntime, job: dict[str, Any], job_id: str, profile: str,
-                 weight_seed: int, timeout_s: float, rss_limit_bytes: int) -> None:
+                 weight_seed: int, timeout_s: float, rss_limit_bytes: int, judge: Any = None) -> None:
         self.rt = runtime
         self.job = job
         self.job_id = job_id
@@ -186,11 +186,15 @@ class CandidateSession:
         self.order = ProtocolOrder(len(job["trials"]), len(job.get("hooks") or ()), bool(job.get("timing")))
         self.child: Any = None
         self.judge: Any = None  # the runtime's JudgeSlot this job sticks to (its reference outputs live there)
+        self.own_judge = judge  # a judge of the job's own (a request's reference: `own_judge.OwnJudge`)
         self.lock_t = 0.0  # when the exclusive region was granted
         self.cancelled = False
         self._cancel_lock = threading.Lock()
 
     def run(self) -> SessionOutcome:
+        if self.own_judge is not None:
+            self.judge = self.own_judge
+            return self._run()
         with self.rt.judge_for_job() as self.judge:
             return self._run()
 

@@ -1,0 +1,74 @@
+"""A judge of its own for a reference that came with the request (the service's custom problems).
+
+The device's judges are long-lived and shared: every client's trials are compared there, their
+reference models and outputs stay in their memory. A reference the server loaded is trusted to run
+there; a reference a client sent is request code, like a solution, and in a shared judge it could
+rebind the judge's comparison for other clients' solutions, read their references from memory, hang
+the judge, or hold its memory. So such a reference gets a judge process of its own for one
+evaluation (`OwnJudge`): the candidate's sandbox and limits (`CANDIDATE_LIMITS`: CPU time,
+processes), its host memory watched against the request's ``rss_limit_mb``, every call bounded by the
+request's ``timeout_s``, discarded when the evaluation ends. What goes wrong in it (it died, hung past
+the timeout, passed the memory limit) is the reference's failure, a `JudgeError`, never retried as
+ours. The price is one judge start per such evaluation (an interpreter with torch, and on a GPU a
+CUDA context).
+
+A problem is marked by the side that accepted its code (`mark_request_reference`, in the service's
+intake): the mark is the problem's metadata, set after the client's fields, so a client cannot clear it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from drkernel.errors import JudgeError
+from drkernel.gym.orchestrator.memory import RssWatch
+from drkernel.gym.orchestrator.pool import Child
+from drkernel.gym.orchestrator.runtime import JudgeLost, JudgeSlot
+from drkernel.gym.orchestrator.sandbox import CANDIDATE_LIMITS
+
+REQUEST_REFERENCE = "reference_from_request"  # the metadata key: True when the reference is request code
+JUDGE_MODULE = "drkernel.gym.judge"
+
+
+def is_request_reference(problem: Any) -> bool:
+    """Whether ``problem``'s reference came with a request (it then runs in an `OwnJudge`)."""
+    return (getattr(problem, "metadata", None) or {}).get(REQUEST_REFERENCE) is True
+
+
+def mark_request_reference(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """``metadata`` with the mark set (whatever the client sent under that key)."""
+    return {**metadata, REQUEST_REFERENCE: True}
+
+
+class OwnJudge(JudgeSlot):
+    """A fresh judge for one evaluation of a request's reference; `close` when the evaluation ends."""
+
+    def __init__(self, runtime: Any, timeout_s: float, rss_limit_bytes: int) -> None:
+        super().__init__(-1, lambda: Child(JUDGE_MODULE, runtime.device, runtime.env, runtime.runner,
+                                           CANDIDATE_LIMITS))
+        self.timeout_s = timeout_s
+        try:
+            self.child.wait_ready()
+        except BaseException:
+            self.child.discard()
+            raise
+        self.watch = RssWatch(self.child.pid, rss_limit_bytes).__enter__()
+
+    def call(self, header: dict[str, Any], blob: bytes, timeout_s: float, fds: list[int] | None) -> dict:
+        try:
+            return super().call(header, blob, min(timeout_s, self.timeout_s), fds)
+        except JudgeLost as e:
+            why = (f"passed the memory limit ({self.watch.limit >> 20} MiB)" if self.watch.fired
+                   else f"died or did not answer within {self.timeout_s:g} s")
+            raise JudgeError(f"the request's reference {why} in its own judge: {e}") from e
+
+    def restart(self) -> None:
+        """No second judge: the evaluation ends with the reference's failure."""
+        self.child.kill()
+
+    def close(self) -> None:
+        self.watch.__exit__()
+        if self.child.alive():
+            self.shutdown()
+        else:
+            self.child.discard()
