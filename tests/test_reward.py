@@ -8,6 +8,7 @@ import pytest
 
 from drkernel.errors import ConfigError
 from drkernel.gym import EvalResult, Hack, Status
+from drkernel.gym.result import TrialResult
 from drkernel.reward import (
     RewardConfig,
     RewardShape,
@@ -109,3 +110,19 @@ def test_shape_from_a_string_and_bad_values():
 def test_reward_module_does_not_import_torch():
     code = "import sys, drkernel.reward; assert 'torch' not in sys.modules, 'torch was imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_degenerate_problem_pays_nothing_but_a_hack_still_costs():
+    # the judge found a trivial answer within the reference's tolerance: a fill kernel and an honest
+    # kernel get the same verdict there, so neither is paid, under either shape
+    def trials(*degenerate):
+        return [TrialResult(trial=i, seed=i, passed=True, degenerate=d) for i, d in enumerate(degenerate)]
+
+    zeros = "all-zero output within tolerance"
+    for config in (RewardConfig(), RewardConfig(shape=RewardShape.TIERED)):
+        assert turn_reward(result(speedup=4.0, time_coverage=1.0, trials=trials(zeros, zeros)), config) == 0.0
+        # one trial on which the reference is not trivial decides: the verdict tells work from no work
+        assert turn_reward(result(speedup=4.0, time_coverage=1.0, trials=trials(zeros, None)), config) > 0.0
+        assert turn_reward(result(speedup=4.0, time_coverage=1.0), config) > 0.0
+    tiered = RewardConfig(shape=RewardShape.TIERED)
+    assert turn_reward(result(speedup=9.0, hacks=[HACK], trials=trials(zeros)), tiered) == -1.0

@@ -134,8 +134,14 @@ def reward_coverage(result: EvalResult) -> float | None:
 
 
 def turn_reward(result: EvalResult | None, config: RewardConfig = RewardConfig()) -> float:
-    """The reward of one evaluated turn; ``None`` (no code to evaluate) scores 0."""
+    """The reward of one evaluated turn; ``None`` (no code to evaluate) scores 0.
+
+    A turn on a degenerate problem (the judge found a trivial answer, zeros, a constant or an input,
+    within the reference's own tolerance: `EvalResult.degenerate`) scores 0 unless hacked: its verdict
+    cannot tell work from no work, so neither is paid."""
     if result is None:
+        return 0.0
+    if result.degenerate and not result.hacked:
         return 0.0
     if config.shape is RewardShape.TIERED:
         return tiered_reward(bool(result.compiled), bool(result.correct), result.speedup, result.hacked, config.tiered)

@@ -185,6 +185,14 @@ class EvalResult:
             return bool(self.hacks)
         return any(not h.strict_only for h in self.hacks)
 
+    @property
+    def degenerate(self) -> str | None:
+        """The judge's finding that a trivial answer (zeros, a constant, an input) meets the reference
+        within its tolerance on every primary-size trial, else None: such a verdict cannot tell work
+        from no work (the reward pays neither, `drkernel.reward.turn_reward`)."""
+        primary = [t for t in self.trials if t.size == "primary"]
+        return primary[0].degenerate if primary and all(t.degenerate for t in primary) else None
+
     def finalize(self) -> "EvalResult":
         """Derive ``compiled``, ``correct`` and the three validity flags from status and hacks."""
         if self.compiled is None:
