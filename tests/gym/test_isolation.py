@@ -3,6 +3,7 @@ inputs it is checked on, and is caught when it changes its own inputs."""
 
 from __future__ import annotations
 
+import re
 import threading
 import uuid
 
@@ -154,3 +155,12 @@ def test_a_request_reference_that_hangs_holds_up_no_other_evaluation(evaluator):
     assert thread.is_alive()  # the other evaluation did not wait for it
     thread.join()
     assert len(failed) == 1 and "did not answer within 45 s" in str(failed[0])
+
+
+def test_exported_outputs_count_against_the_candidates_memory_limit(boundary_only_evaluator):
+    # 800 MB of output of the wrong shape (the reference returns 8 x 96): declared larger than what
+    # the candidate's limit leaves (its resident size and a copy each for the orchestrator and the
+    # judge), it is refused from its header, before this process or the judge reads a byte of it.
+    huge = "        return torch.ones(200_000_000)\n"
+    r = boundary_only_evaluator.evaluate(request(with_forward_prefix(huge), rss_limit_mb=2560))
+    assert r.status is Status.CRASHED and re.search(r"blob of 800\d{6} bytes \(at most \d+ here\)", r.error or "")

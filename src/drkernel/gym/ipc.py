@@ -24,7 +24,7 @@ import stat
 import struct
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 MAX_HEADER = 64 << 20
 MAX_BLOB = 16 << 30
@@ -93,12 +93,15 @@ class Channel:
                 raise ChannelClosed(f"the channel is closed: {e}") from e
             view = view[n:]
 
-    def recv(self, deadline: float | None = None, max_fds: int = 0) -> Message:
+    def recv(self, deadline: float | None = None, max_fds: int = 0,
+             max_blob: int | Callable[[], int] = MAX_BLOB) -> Message:
         """Next message; ``deadline`` is a ``time.monotonic()`` value (None waits forever). A message
         may carry at most ``max_fds`` descriptors (the caller owns them: `Message.fds`); more is a
-        `ProtocolViolation`, and every descriptor of a message that fails is closed."""
+        `ProtocolViolation`, and every descriptor of a message that fails is closed. A blob declared
+        larger than ``max_blob`` (a callable: asked once the header has arrived) is a
+        `ProtocolViolation` before any of it is read."""
         try:
-            msg = self._recv(deadline)
+            msg = self._recv(deadline, max_blob)
             if len(self._fds) > max_fds:
                 raise ProtocolViolation(f"a message with {len(self._fds)} descriptors (at most {max_fds})")
         except BaseException:
@@ -108,7 +111,7 @@ class Channel:
         msg.fds, self._fds = self._fds, []
         return msg
 
-    def _recv(self, deadline: float | None) -> Message:
+    def _recv(self, deadline: float | None, max_blob: int | Callable[[], int] = MAX_BLOB) -> Message:
         (n,) = struct.unpack(">I", self._read_exact(4, deadline))
         if n > MAX_HEADER:
             raise ProtocolViolation(f"header of {n} bytes")
@@ -119,8 +122,9 @@ class Channel:
         if not isinstance(header, dict):
             raise ProtocolViolation("header is not an object")
         (m,) = struct.unpack(">Q", self._read_exact(8, deadline))
-        if m > MAX_BLOB:
-            raise ProtocolViolation(f"blob of {m} bytes")
+        limit = min(max_blob() if callable(max_blob) else max_blob, MAX_BLOB)
+        if m > limit:
+            raise ProtocolViolation(f"blob of {m} bytes (at most {max(limit, 0)} here)")
         return Message(header, self._read_exact(m, deadline) if m else b"")
 
     def _read_exact(self, n: int, deadline: float | None) -> bytes:

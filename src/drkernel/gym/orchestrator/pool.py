@@ -22,7 +22,7 @@ import time
 from typing import Any, Callable
 
 from drkernel.errors import InfrastructureError
-from drkernel.gym.ipc import Channel, ChannelClosed, ChannelTimeout, Message, channel_pair
+from drkernel.gym.ipc import MAX_BLOB, Channel, ChannelClosed, ChannelTimeout, Message, channel_pair
 from drkernel.gym.messages import Op, Signal
 from drkernel.gym.orchestrator.sandbox import CANDIDATE_LIMITS, Limits, Runner, Spawn
 from drkernel.gym.orchestrator.sandbox import child_env as sandbox_env
@@ -67,8 +67,9 @@ class Talker:
     def send(self, header: dict, blob: bytes = b"", fds: list[int] | None = None) -> None:
         self.channel.send(header, blob, fds or ())
 
-    def recv(self, deadline: float | None = None, max_fds: int = 0) -> Message:
-        return self.channel.recv(deadline, max_fds)
+    def recv(self, deadline: float | None = None, max_fds: int = 0,
+             max_blob: int | Callable[[], int] = MAX_BLOB) -> Message:
+        return self.channel.recv(deadline, max_fds, max_blob)
 
     def log_tail(self, n: int = LOG_TAIL) -> str:
         return log_tail(self.log_path, n)

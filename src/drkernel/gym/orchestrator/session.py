@@ -28,7 +28,7 @@ from drkernel import pyast
 from drkernel.gym.ipc import ChannelClosed, ChannelTimeout, ProtocolViolation, close_fds
 from drkernel.gym.messages import (Compare, CompareRequest, Done, Error, Extra, Message, Op, Outputs, Release,
                                    Signal, SolutionPath, Timing, Verdict, parse_candidate)
-from drkernel.gym.orchestrator.memory import RssWatch
+from drkernel.gym.orchestrator.memory import RssWatch, group_rss_bytes
 from drkernel.gym.verdict.plausibility import suspicious, tree_bytes
 from drkernel.gym.orchestrator.runtime import DeviceRuntime
 
@@ -244,13 +244,20 @@ class CandidateSession:
         if child is not None:
             child.kill()
 
+    def _blob_room(self, child: Any) -> int:
+        """The most bytes a candidate's next message may carry: what its memory limit leaves beside its
+        resident size, halved (this process and the judge each hold a copy), so exported outputs count
+        against ``rss_limit_mb`` before either reads them."""
+        return (self.rss_limit - group_rss_bytes(child.pid)) // 2
+
     def _converse(self, child: Any, started: float) -> None:
         deadline = started + self.timeout_s
         self.lock_t = started
         try:
             child.send(self.job)
             while True:
-                raw = child.recv(deadline, max_fds=1)  # outputs travel in the candidate's staging buffer
+                # outputs travel in the candidate's staging buffer, or as a blob counted against its limit
+                raw = child.recv(deadline, max_fds=1, max_blob=lambda: self._blob_room(child))
                 try:
                     msg = parse_candidate(raw.header)
                     self.order.check(msg.op, getattr(msg, "trial", None))
