@@ -157,9 +157,13 @@ def test_threads_started_before_the_filter_are_covered():
     assert "survived" not in out.stdout
 
 
-def test_unsandboxed_children_skip_the_filter():
+def test_only_unsandboxed_or_explicitly_unfiltered_children_skip_the_filter():
     assert child_env({}, private="/tmp/x")[seccomp.SECCOMP_ENV] == "1"
     assert child_env({}, private="/tmp/x", sandboxed=False)[seccomp.SECCOMP_ENV] == "0"
+    forced = {seccomp.SECCOMP_ENV: "1"}
+    assert child_env(forced, private="/tmp/x", sandboxed=False)[seccomp.SECCOMP_ENV] == "0"
+    # an evaluator built with seccomp=False (to test the OS walls alone) passes "0" itself
+    assert child_env({seccomp.SECCOMP_ENV: "0"}, private="/tmp/x")[seccomp.SECCOMP_ENV] == "0"
 
 
 REQ = RequestFacts("p", "r", "kernelgym", "lenient", {}, "src", "h")

@@ -96,7 +96,10 @@ needs_landlock = pytest.mark.skipif(landlock_abi() < LANDLOCK_MIN_ABI,
 
 @pytest.fixture(scope="module")
 def forking():
-    with InProcessEvaluator(device="cpu", concurrency=1, pool_size=2, checks=core_checks()) as ev:
+    # without the seccomp filter, which would kill the probe at its first ptrace-guarded read or
+    # unshare: the namespaces, capabilities and Landlock alone (`tests/gym/test_seccomp.py`)
+    with InProcessEvaluator(device="cpu", concurrency=1, pool_size=2, checks=core_checks(),
+                            seccomp=False) as ev:
         assert ev.device_info()["zygote"] is True
         yield ev
 

@@ -36,7 +36,7 @@ from drkernel.gym.orchestrator.runtime import DeviceRuntime, JudgeLost, JudgeOut
 from drkernel.gym.seeds import SeedPlan, plan_seeds, public_seed
 from drkernel.gym.verdict.assemble import (CandidateFacts, CheckFacts, ErrorReport, Facts, RequestFacts,
                                            TimingFacts, assemble)
-from drkernel.gym.orchestrator.sandbox import make_runner
+from drkernel.gym.orchestrator.sandbox import SECCOMP_ENV, make_runner
 from drkernel.gym.orchestrator.session import CandidateSession, SessionOutcome
 
 log = logging.getLogger(__name__)
@@ -87,13 +87,16 @@ class InProcessEvaluator:
             from its job to its exit) or ``phase`` (only while it or its judge works on the device).
         region_batch: (regions, seconds): waiting timed regions block new device holds once this many
             wait or the oldest has waited this long (`RWLock`); (1, 0) blocks at once.
+        seccomp: candidates install the seccomp filter (`drkernel.gym.candidate.seccomp`; never without
+            the sandbox). Off only to test the OS sandbox's walls alone.
     """
 
     def __init__(self, device: str = "auto", concurrency: int = 2, pool_size: int = 2,
                  triton_cache_dir: str | None = None, checks: CheckRegistry | None = None,
                  reference_cache_dir: str | None = None, cache_reference_timings: bool = True,
                  unsafe_no_sandbox: bool = False, zygote: bool = True, judges: int = 0,
-                 scheduling: str = "session", region_batch: tuple[int, float] = (1, 0.0)) -> None:
+                 scheduling: str = "session", region_batch: tuple[int, float] = (1, 0.0),
+                 seccomp: bool = True) -> None:
         EvalConfig(device=device)  # validates the device string
         self.zygote = zygote
         self.judges = max(0, judges)
@@ -102,6 +105,8 @@ class InProcessEvaluator:
         self.concurrency = max(1, concurrency)
         self.pool_size = max(0, pool_size)
         self.env = {"TRITON_CACHE_DIR": triton_cache_dir} if triton_cache_dir else {}
+        if not seccomp:
+            self.env[SECCOMP_ENV] = "0"
         self.checks = checks if checks is not None else default_checks()
         self.ref_cache = ReferenceTimingCache(reference_cache_dir)
         self.cache_reference_timings = cache_reference_timings

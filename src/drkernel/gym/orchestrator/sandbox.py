@@ -160,7 +160,7 @@ def child_env(env: dict[str, str], *, private: str, sandboxed: bool = True) -> d
                 "PYTHONPATH": os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p)})
     out.setdefault("TRITON_CACHE_DIR", os.path.join(private, "triton-cache"))
     out.setdefault("TRITON_HOME", private)
-    out[SECCOMP_ENV] = "1" if sandboxed else "0"  # unsandboxed children skip the seccomp filter
+    out[SECCOMP_ENV] = env.get(SECCOMP_ENV, "1") if sandboxed else "0"  # unsandboxed children skip it
     return out
 
 
