@@ -1,6 +1,9 @@
 # problem: relu
-# redteam: honest, ordinary copies (a cast to float64 and back, a contiguous view) cost nothing
-# time-coverage: exempt (on a GPU the casts are PyTorch copy kernels: op coverage only)
+# expect: 2
+# redteam: compute priced as free (family 4): a relu done in float64 between two casts
+# The casts move three times the bytes of the reference's relu; copies and casts cost what they
+# move, so the own kernel's share of the reference's cost is nil (hack 2), as for any work done
+# in PyTorch copies.
 import torch
 import torch.nn as nn
 import triton
