@@ -284,3 +284,15 @@ def test_dispatcher_watch_passes_honest_calls_and_catches_it_switched_off():
         torch._C._autograd._disable_profiler()
     _, hacks = _observed(switch_off)
     assert [h.code for h in hacks] == [8]
+
+
+def test_unseen_ops_reads_nesting_by_thread_and_span():
+    from drkernel.gym.harness.recorder import _MARK, unseen_ops
+
+    # thread 1: softmax (0-10) holds a mark (2-8) -> seen; mm (20-30) inside a mark (19-31) -> seen;
+    # add (40-50) with no mark near it -> hidden; copy_ (60-61) is bookkeeping -> never hidden.
+    # thread 2: a mark on another thread does not cover thread 1's add.
+    events = [("aten::softmax", 1, 0, 10), (_MARK, 1, 2, 8), (_MARK, 1, 19, 31), ("aten::mm", 1, 20, 30),
+              ("aten::add", 1, 40, 50), ("aten::copy_", 1, 60, 61), (_MARK, 2, 39, 51)]
+    found = unseen_ops(events)
+    assert found.hidden == ("aten::add",) and found.marks == 3 and found.intact

@@ -382,20 +382,23 @@ class AuditGuard:
         """``operator.attrgetter`` / ``methodcaller`` called by the solution with a name that is not a
         literal of its calling code, or a private name (hack 14): a getattr the static check cannot read."""
         import operator
-        guard = self
         for name in ("attrgetter", "methodcaller"):
-            original = getattr(operator, name)
+            setattr(operator, name, self._checked_getter(name, getattr(operator, name)))
 
-            def checked(*args: Any, __original: Any = original, __name: str = name, **kwargs: Any) -> Any:
-                consts = guard._direct_caller()
-                names = args if __name == "attrgetter" else args[:1]
-                if consts is not None and any(not _literal_public(n, consts) for n in names):
-                    guard._violate(14, f"operator.{__name}({', '.join(repr(n)[:40] for n in names)}): "
-                                       f"attribute access by a name built at run time")
-                return __original(*args, **kwargs)
+    def _checked_getter(self, name: str, original: type) -> type:
+        """A class whose construction checks the names and returns the original's instance (torch._dynamo
+        registers polyfills for these names and requires a class with a wildcard signature)."""
+        guard = self
 
-            checked.__name__ = checked.__qualname__ = name
-            setattr(operator, name, checked)
+        def checked(cls: type, *args: Any, **kwargs: Any) -> Any:
+            consts = guard._direct_caller()
+            names = args if name == "attrgetter" else args[:1]
+            if consts is not None and any(not _literal_public(n, consts) for n in names):
+                guard._violate(14, f"operator.{name}({', '.join(repr(n)[:40] for n in names)}): "
+                                   f"attribute access by a name built at run time")
+            return original(*args, **kwargs)
+
+        return type(name, (), {"__new__": checked, "__module__": "operator", "__doc__": original.__doc__})
 
     def _wrap_thread_starts(self) -> None:
         """Python 3.11 raises no audit event for a new thread: wrap the thread primitives."""
