@@ -83,7 +83,9 @@ def field_docs(cls: type) -> dict[str, str]:
     import inspect
     import textwrap
 
-    body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body  # type: ignore[attr-defined]
+    from drkernel import pyast
+
+    body = pyast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body  # type: ignore[attr-defined]
     docs = {}
     for node, after in zip(body, body[1:]):
         if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
