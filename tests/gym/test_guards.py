@@ -296,3 +296,27 @@ def test_unseen_ops_reads_nesting_by_thread_and_span():
               ("aten::add", 1, 40, 50), ("aten::copy_", 1, 60, 61), (_MARK, 2, 39, 51)]
     found = unseen_ops(events)
     assert found.hidden == ("aten::add",) and found.marks == 3 and found.intact
+
+
+def test_hidden_compute_is_caught_at_run_time_with_no_static_analysis():
+    """Through the real evaluator (candidate process, Triton's interpreter) with the static check left
+    out: torch's own mode-popping helper, reached by a name built at run time, hides torch.softmax
+    from the dispatch mode; only the dispatcher observer sees it."""
+    import asyncio
+    from pathlib import Path
+
+    from drkernel.gym import EvalConfig, EvalRequest
+    from drkernel.gym.checks import CheckRegistry, core_checks
+    from drkernel.gym.orchestrator.evaluator import InProcessEvaluator
+    from drkernel.gym.verdict.checks import INTEGRITY_HOOK, IntegrityVerdict
+    from drkernel.problems.problem import Problem
+
+    corpus = Path(__file__).resolve().parents[1] / "adversarial"
+    problem = Problem(name="softmax", level=1, code=(corpus / "problems" / "softmax.py").read_text(), source="file")
+    source = (corpus / "hacked" / "11_disable_current_modes_internal.py").read_text()
+    checks = core_checks().plus(CheckRegistry(candidate_hooks=(INTEGRITY_HOOK,), verdict=(IntegrityVerdict(),)))
+    with InProcessEvaluator(device="cpu", concurrency=1, pool_size=1, checks=checks) as ev:
+        [result] = asyncio.run(ev.evaluate_batch([EvalRequest(problem, source, EvalConfig(device="cpu", trials=2))]))
+    hidden = [h for h in result.hacks if "could not see" in h.evidence]
+    assert hidden and hidden[0].code == 2 and "aten::_softmax" in hidden[0].evidence, result.hacks
+    assert not result.valid
