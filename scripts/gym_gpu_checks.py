@@ -89,7 +89,7 @@ def on_device(r) -> bool:
 CASES = [
     # (name, problem, solution, config changes, expected status, extra check)
     ("correct_and_timed", RELU, SOLUTION, {}, Status.CORRECT,
-     lambda r: r.speedup is not None and r.ref_timing.n == 100 and r.sol_timing.n == 100
+     lambda r: r.speedup is not None and 10 <= r.ref_timing.n <= 100 and 10 <= r.sol_timing.n <= 100  # adaptive stop
      and [k.name for k in r.kernels if k.own] == ["relu_kernel"] and on_device(r)),
     ("tuple_and_strided_outputs_via_staging", TUPLE, TUPLE_SOLUTION, {}, Status.CORRECT, on_device),
     ("incorrect", RELU, variant("tl.maximum(x, 0.0)", "x"), {}, Status.INCORRECT, lambda r: r.speedup is None),
