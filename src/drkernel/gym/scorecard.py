@@ -147,14 +147,14 @@ def run(root: Path, device: str = "cpu", trials: int = 3, concurrency: int = 2, 
     with InProcessEvaluator(device=device, concurrency=concurrency, pool_size=concurrency,
                             checks=default_checks()) as ev:
         results = asyncio.run(ev.evaluate_batch(requests))
-    card = Scorecard(device=_device_name(device), date=datetime.date.today().isoformat())
+    card = Scorecard(device=_device_name(device, results), date=datetime.date.today().isoformat())
     card.outcomes = [_judged(e, r) for e, r in zip(entries, results)]
     return card
 
 
-def _device_name(device: str) -> str:
+def _device_name(device: str, results: list) -> str:
+    """The judge's name for the device (this process stays torch-free: torch imported here, after
+    the evaluator's children, has crashed on a GPU host)."""
     if device.startswith("cuda"):
-        import torch
-
-        return torch.cuda.get_device_name()
+        return next((r.device_name for r in results if getattr(r, "device_name", None)), device)
     return f"CPU ({platform.processor() or platform.machine()}, Triton interpreter)"
