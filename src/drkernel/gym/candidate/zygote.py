@@ -11,7 +11,7 @@ bubblewrap sandbox (which stays the wall against the host):
     zygote (bwrap: uid 65534, read-only root, no network, own pid/ipc namespaces, tmpfs /tmp)
      └── A  unshare(user, mount, pid, ipc, net, uts); maps its uid onto itself     (trusted; waits)
           └── B  pid 1 of a new pid namespace: fresh tmpfs /tmp and /dev/shm, every capability
-                 dropped (bounding set too), no_new_privs, a Landlock domain of its
+                 dropped (bounding set too), no_new_privs, not dumpable, a Landlock domain of its
                  own, its own session; then the candidate (`drkernel.gym.candidate.main.serve`)
                  on the channel it was given
 
@@ -206,12 +206,8 @@ def drop_capabilities() -> None:
     data = bytes(24)  # two {effective, permitted, inheritable} u32 triples, all zero
     _call("capset", ctypes.c_char_p(header), ctypes.c_char_p(data))
     _call("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    _call("prctl", PR_SET_DUMPABLE, 0, 0, 0, 0)  # siblings (same uid) cannot open our /proc/<pid>/*
     landlock_ptrace()
-    # Landlock, not the dumpable flag, is what keeps siblings (same uid) out of our /proc/<pid>/* and
-    # ptrace: a domain reaches no process outside it, whatever its flag. Dumpable, this process can
-    # read its own /proc/self/environ and auxv (owned by host root otherwise, when the sandbox started
-    # as root and switched to uid 65534): the CUDA driver's initialisation reads them (error 304).
-    _call("prctl", PR_SET_DUMPABLE, 1, 0, 0, 0)
 
 
 def _only_fds(keep: set[int]) -> None:
