@@ -11,7 +11,7 @@ Two lines cannot run literally everywhere, and the test says how it treats them:
     From another virtualenv (a developer's shared one) installing into it would be wrong, so the test
     runs ``make -n setup`` (the recipe parses, the target exists) and activates the running venv.
   - ``drkernel gym serve``: runs until stopped, so it is started, asked ``GET /v1/health`` until it
-    answers, and stopped. Port 8000 is used when free, another free port otherwise.
+    answers, and stopped. The README's port is used when free, another free port otherwise.
 
 Slow (several minutes on 2 cores): ``make test-readme``; CI (``.ci/run``) runs it after ``make test``.
 """
