@@ -126,7 +126,9 @@ class ReplayCandidate(Talker):
         if header.get("op") == Op.JOB:
             self.script = self.replay.scripts[header["replay"]]
 
-    def recv(self, deadline: float | None = None, max_fds: int = 0) -> Message:
+    def recv(self, deadline: float | None = None, max_fds: int = 0, max_blob: object = None) -> Message:
+        """The replayed candidate's next message (``max_blob``, the real channel's cap, bounds nothing here:
+        a replayed message carries no blob)."""
         if self.script is None:  # warming up under the gate: CUDA context and the warm-up kernel
             self.replay.sleep(self.replay.warm_s)
             return Message({"op": Op.READY.value})
