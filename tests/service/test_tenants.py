@@ -112,12 +112,15 @@ def test_queue_quota_per_client_is_a_429(tenants, small_problem):
 def test_request_rate_per_client_is_a_429_with_retry_after(tenants):
     srv, tokens = tenants
     with _http(srv, tokens["carol"]) as carol, _http(srv, tokens["alice"]) as alice:
-        codes = []
-        while 429 not in codes and len(codes) < 1000:  # the burst, then the bucket runs dry
-            codes.append(carol.get("/v1/queue").status_code)
-        assert codes[:30] == [200] * 30 and codes[-1] == 429
-        limited = carol.get("/v1/queue")
-        assert limited.status_code == 429 and int(limited.headers["Retry-After"]) >= 1
+        codes, limited = [], None
+        while limited is None and len(codes) < 1000:  # the burst, then the bucket runs dry
+            r = carol.get("/v1/queue")
+            codes.append(r.status_code)
+            limited = r if r.status_code == 429 else None
+        # the refusal itself says when to come back (a request after it may find the bucket refilled
+        # on a slow machine, so nothing is asserted of a later one)
+        assert codes[:30] == [200] * 30 and limited is not None
+        assert int(limited.headers["Retry-After"]) >= 1
         assert alice.get("/v1/queue").status_code == 200  # another client's bucket is its own
 
 
