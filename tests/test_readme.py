@@ -76,7 +76,10 @@ class Shell:
 
     @property
     def env(self) -> dict[str, str]:
-        env = dict(os.environ, VIRTUAL_ENV=str(self.venv), PYTHONUNBUFFERED="1")
+        # The service keeps its store and token under $XDG_STATE_HOME: a state of its own in the scratch
+        # folder, so a client added by an earlier run on this machine cannot make `token add` fail.
+        env = dict(os.environ, VIRTUAL_ENV=str(self.venv), PYTHONUNBUFFERED="1",
+                   XDG_STATE_HOME=str(self.cwd / ".state"))
         env["PATH"] = f"{self.venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
         return env
 
