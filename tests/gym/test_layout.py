@@ -12,6 +12,7 @@ import sys
 import pytest
 
 TORCH_FREE = [
+    "drkernel.devices",
     "drkernel.gym",
     "drkernel.gym.orchestrator.evaluator",
     "drkernel.gym.orchestrator.runtime",

@@ -171,7 +171,10 @@ def test_a_one_shot_candidate_starts_fresh_beside_the_judge_and_later_ones_fork(
 
 
 def test_the_device_guess_matches_the_judge_without_torch(monkeypatch):
-    from drkernel.gym.orchestrator.runtime import guess_device
+    from drkernel.devices import Device
+
+    def guess_device(name):
+        return Device.parse(name).guess()
 
     assert guess_device("cuda") == "cuda:0" and guess_device("cuda:3") == "cuda:3"
     assert guess_device("cpu") == "cpu"

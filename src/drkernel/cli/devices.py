@@ -9,42 +9,14 @@ worker or the model and fails there with a traceback (``module 'torch._C' has no
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 import typer
 
+from drkernel.devices import Device, DeviceKind
 from drkernel.errors import ConfigError
 
-
-class DeviceKind(str, enum.Enum):
-    """What a device name asks for."""
-
-    AUTO = "auto"  # a GPU when one is visible, else the CPU
-    CPU = "cpu"
-    CUDA = "cuda"
-
-
-@dataclass(frozen=True)
-class Device:
-    """A device as a command line or a config names it: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``."""
-
-    kind: DeviceKind
-    index: int | None = None
-
-    @classmethod
-    def parse(cls, name: str, where: str = "--device") -> "Device":
-        """``name`` parsed; `ConfigError` naming ``where`` for any other spelling."""
-        head, sep, index = name.strip().partition(":")
-        if head in {k.value for k in DeviceKind} and not sep:
-            return cls(DeviceKind(head))
-        if head == DeviceKind.CUDA.value and index.isdigit():
-            return cls(DeviceKind.CUDA, int(index))
-        raise ConfigError(f"{where} {name!r}: expected auto, cpu, cuda or cuda:N")
-
-    def __str__(self) -> str:
-        return self.kind.value + ("" if self.index is None else f":{self.index}")
+__all__ = ["Device", "DeviceKind", "check_devices", "require_local_device", "require_worker_devices"]
 
 
 def require_local_device(name: str, where: str = "--device") -> Device:
@@ -54,19 +26,8 @@ def require_local_device(name: str, where: str = "--device") -> Device:
     `drkernel gym eval --device auto` never imports it here (~3.5 s).
     """
     device = Device.parse(name, where)
-    if device.kind is not DeviceKind.CUDA:
-        return device
-    import torch
-
-    if not torch.cuda.is_available():
-        build = ("this torch build has no CUDA support" if torch.version.cuda is None
-                 else "no CUDA device is visible")
-        raise ConfigError(
-            f"{where} {name}: CUDA is not available ({build}, torch {torch.__version__}); "
-            "use cpu or auto, or install a CUDA build of torch (TORCH_SPEC, see the Makefile)"
-        )
-    if device.index is not None and device.index >= torch.cuda.device_count():
-        raise ConfigError(f"{where} {name}: only {torch.cuda.device_count()} CUDA device(s) visible")
+    if device.kind is DeviceKind.CUDA:
+        device.resolve(where)
     return device
 
 

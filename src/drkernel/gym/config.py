@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
 from drkernel.config import from_mapping
+from drkernel.devices import Device
 from drkernel.errors import ConfigError
 from drkernel.problems.problem import Problem
 
@@ -110,8 +111,10 @@ class EvalConfig:
             problems.append(f"reference={self.reference!r} (one of {REFERENCE_MODES})")
         if self.trials < 1:
             problems.append(f"trials={self.trials} (at least 1)")
-        if not (self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:")):
-            problems.append(f"device={self.device!r} (auto, cpu, cuda or cuda:N)")
+        try:
+            Device.parse(self.device, "device")
+        except ConfigError as e:
+            problems.append(str(e))
         if self.head_start_max_ms < 0:
             problems.append(f"head_start_max_ms={self.head_start_max_ms} (at least 0)")
         if self.timed_calls_max and self.timed_calls_max < self.timed_calls:

@@ -41,6 +41,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import torch
 
+from drkernel.devices import Device
 from drkernel.errors import ConfigError, InfrastructureError
 from drkernel.rl.config import TrainConfig
 
@@ -171,16 +172,8 @@ def share(items: Sequence[Any], rank: int, world_size: int) -> list[Any]:
 
 
 def _rank_device(name: str, local_rank: int, world_size: int, field: str) -> str:
-    """``auto`` / ``cuda`` become this rank's GPU when CUDA is there; one GPU named for all ranks is an
-    error."""
-    if world_size == 1 or name == "cpu" or (name == "auto" and not torch.cuda.is_available()):
-        return name
-    if name in ("auto", "cuda"):
-        return f"cuda:{local_rank}"
-    raise ConfigError(
-        f"{field}={name!r} puts every one of the {world_size} ranks on one device; "
-        f"use 'auto' or 'cuda' (rank r uses cuda:<local rank r>) or 'cpu'"
-    )
+    """``auto`` / ``cuda`` become this rank's GPU when CUDA is there (`Device.for_rank`)."""
+    return str(Device.parse(name, field).for_rank(local_rank, world_size, field))
 
 
 def check_config(config: TrainConfig, world_size: int) -> None:

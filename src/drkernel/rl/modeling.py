@@ -9,17 +9,14 @@ from typing import Any
 
 import torch
 
+from drkernel.devices import Device
 from drkernel.errors import ConfigError
 from drkernel.rl.config import ModelConfig
 
 
 def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(name)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"model.device={name!r} but no CUDA device is available")
-    return device
+    """``model.device`` resolved (`drkernel.devices.Device.resolve`)."""
+    return Device.parse(name, "model.device").resolve("model.device")
 
 
 def _base_model(config: ModelConfig, source: str | Path) -> tuple[Any, Any]:

@@ -20,6 +20,7 @@ from typing import Any, ContextManager
 
 import torch
 
+from drkernel.devices import resolve
 from drkernel.gym.harness import inputs as harness
 from drkernel.gym.judge.compare import TF32_OPS, compare_outputs, inputs_changed, tf32_slack
 from drkernel.gym.judge.tolerance import LeafTolerance, derive, to_double
@@ -325,17 +326,8 @@ def _float_leaves(value: Any) -> list[torch.Tensor]:
     return [value] if isinstance(value, torch.Tensor) and value.is_floating_point() else []
 
 
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
-    device = torch.device(name)
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda:0")
-    return device
-
-
 def main() -> None:
-    device = resolve_device(os.environ.get("DRKERNEL_DEVICE", "auto"))
+    device = resolve(os.environ.get("DRKERNEL_DEVICE", "auto"), "DRKERNEL_DEVICE")
     if device.type == "cuda":
         torch.cuda.set_device(device)
     Judge(child_channel(), device).serve()

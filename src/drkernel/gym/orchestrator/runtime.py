@@ -16,12 +16,12 @@ from __future__ import annotations
 import collections
 import contextlib
 import logging
-import os
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from drkernel.devices import Device
 from drkernel.errors import InfrastructureError, JudgeError
 from drkernel.gym.ipc import ChannelClosed, ChannelTimeout, Message, ProtocolViolation
 from drkernel.gym.messages import Error, Op, Prepare, Prepared, Signal
@@ -62,19 +62,6 @@ only for the device phases in flight, and a batch of regions stops the parked ca
 on CPU against an H100 run (`benchmarks/schedule_replay.py`, docs/BENCHMARKS.md) ``phase`` lost: while a
 region waits every candidate stops at its next message, so the device idles until the longest phase in
 flight ends; ``session`` stays the default."""
-
-
-def guess_device(requested: str) -> str:
-    """The device the judge will resolve ``requested`` to, guessed without importing torch, so that the
-    candidates' source can start beside the judge (a wrong guess is discarded once the judge says)."""
-    if requested == "cuda":
-        return "cuda:0"
-    if requested != "auto":
-        return requested
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None and visible.strip() in ("", "-1"):
-        return "cpu"
-    return "cuda:0" if os.path.exists("/dev/nvidiactl") else "cpu"
 
 
 class MemoryBudget:
@@ -423,7 +410,7 @@ class DeviceRuntime:
         one-shot evaluation) the first candidate starts as a fresh process beside the judge, so the
         evaluation waits for neither the zygote's own start (its seed and probe forks) nor a fork after
         it; the zygote starts when a second candidate is asked for."""
-        guess = guess_device(self.requested)
+        guess = Device.parse(self.requested).guess()
         one_shot = self.pool_size == 0
         early = threading.Thread(target=self._start_first if one_shot else self._start_zygote, args=(guess,),
                                  name=f"candidates-{guess}", daemon=True)
