@@ -3,7 +3,7 @@
 A child is ``python -m <module>`` started by a `Runner` (the bwrap sandbox, `drkernel.gym.orchestrator.sandbox`)
 in its own session, talking over a private Unix socket handed over as its stdin and stdout (its
 boot moves it onto fresh descriptors; nothing names them in its environment), with stderr going to a
-log file whose tail explains crashes. The pool
+pipe whose last bytes are kept in memory (`childlog`: no host file) and explain crashes. The pool
 keeps ``size`` candidates started and warm (torch and triton imported, CUDA initialised) so a
 solution does not wait for start-up; each is handed out once, then discarded.
 """
@@ -16,7 +16,6 @@ import os
 import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from typing import Any, Callable
@@ -24,6 +23,7 @@ from typing import Any, Callable
 from drkernel.errors import InfrastructureError
 from drkernel.gym.ipc import MAX_BLOB, Channel, ChannelClosed, ChannelTimeout, Message, channel_pair
 from drkernel.gym.messages import Op, Signal
+from drkernel.gym.orchestrator.childlog import ChildLog
 from drkernel.gym.orchestrator.sandbox import CANDIDATE_LIMITS, Limits, Runner, Spawn
 from drkernel.gym.orchestrator.sandbox import child_env as sandbox_env
 
@@ -48,7 +48,7 @@ class Talker:
     stopped while they wait for the device."""
 
     channel: Channel
-    log_path: str
+    log: ChildLog
     pid: int
 
     def alive(self) -> bool:
@@ -72,7 +72,8 @@ class Talker:
         return self.channel.recv(deadline, max_fds, max_blob)
 
     def log_tail(self, n: int = LOG_TAIL) -> str:
-        return log_tail(self.log_path, n)
+        """The last ``n`` bytes of its output (stderr and stdout), which explain a crash."""
+        return self.log.tail(n)
 
 
 class Child(Talker):
@@ -81,7 +82,7 @@ class Child(Talker):
     def __init__(self, module: str, device: str, env: dict[str, str], runner: Runner,
                  limits: Limits = CANDIDATE_LIMITS) -> None:
         ours, theirs = channel_pair()  # one Unix socket: a staging buffer's descriptor can travel on it
-        self.log_path = tempfile.NamedTemporaryFile(prefix="drkernel-child-", suffix=".log", delete=False).name
+        self.log = ChildLog()
         self.runner = runner
         self.private_dir = runner.private_dir()  # the child's writable dir, as the child sees it
         child_env = sandbox_env(env, private=self.private_dir, sandboxed=runner.sandboxed)
@@ -92,15 +93,16 @@ class Child(Talker):
             child_env.pop("TRITON_INTERPRET", None)
         self.started = time.monotonic()
         try:
-            with open(self.log_path, "wb") as logf:
-                # the channel travels as stdin/stdout; the child's boot moves it off them
-                self.proc = runner.popen(Spawn(module, child_env, stdin=theirs, stdout=theirs,
-                                               stderr=logf, limits=limits, gpu=device != "cpu"))
+            # the channel travels as stdin/stdout; the child's boot moves it off them
+            self.proc = runner.popen(Spawn(module, child_env, stdin=theirs, stdout=theirs,
+                                           stderr=self.log.writer, limits=limits, gpu=device != "cpu"))
         except BaseException:
             os.close(ours)
+            self.log.close()
             raise
         finally:
             os.close(theirs)
+            self.log.close_writer()
         self.channel = Channel(ours)
         self.hello: dict = {}
         self.start_s: float | None = None
@@ -168,23 +170,9 @@ class Child(Talker):
 
     def discard(self) -> None:
         self.kill()
-        try:
-            os.unlink(self.log_path)
-        except OSError:
-            pass
+        self.log.close()
         if not self.runner.sandboxed:  # a host temp dir (the sandbox's own tmpfs went with the child)
             shutil.rmtree(self.private_dir, ignore_errors=True)
-
-
-def log_tail(path: str, n: int = LOG_TAIL) -> str:
-    """The last ``n`` bytes of a child's log (its stderr), which explain a crash."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - n))
-            return f.read().decode(errors="replace")
-    except OSError:
-        return ""
 
 
 def _children(pid: int) -> list[int]:

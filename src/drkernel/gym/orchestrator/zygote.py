@@ -18,13 +18,13 @@ import select
 import signal
 import socket
 import struct
-import tempfile
 import threading
 import time
 
 from drkernel.errors import InfrastructureError
 from drkernel.gym.ipc import Channel, ChannelClosed, ChannelTimeout, channel_pair, close_fds
 from drkernel.gym.messages import LANDLOCK_MIN_ABI, Fork, Op, Ready, Signal
+from drkernel.gym.orchestrator.childlog import ChildLog
 from drkernel.gym.orchestrator.pool import START_TIMEOUT_S, Child, Gate, Talker, let_go
 from drkernel.gym.orchestrator.sandbox import CANDIDATE_LIMITS, SandboxUnavailable, Runner
 
@@ -37,10 +37,10 @@ class ForkedChild(Talker):
 
     private_dir = "/tmp"  # its own tmpfs, as it sees it
 
-    def __init__(self, channel: Channel, status: socket.socket, log_path: str) -> None:
+    def __init__(self, channel: Channel, status: socket.socket, log: ChildLog) -> None:
         self.channel = channel
         self.status = status
-        self.log_path = log_path
+        self.log = log
         self.started = time.monotonic()
         self.pidfd: int | None = None
         self.pid = -1
@@ -108,8 +108,7 @@ class ForkedChild(Talker):
             close_fds([self.pidfd])
             self.pidfd = None
         self.status.close()
-        with contextlib.suppress(OSError):
-            os.unlink(self.log_path)
+        self.log.close()
 
 
 def pid_of(pidfd: int) -> int:
@@ -151,6 +150,7 @@ class Zygote:
             finally:
                 seeder.channel.close()
                 seeder.status.close()
+                seeder.log.close()
             child.send(Signal(Op.SEED).to_header())
             child.recv(time.monotonic() + FORK_TIMEOUT_S)
         probe = self._fork(child)  # one whole fork, walls and all, before the pool relies on them:
@@ -166,21 +166,25 @@ class Zygote:
     def _fork(self, child: Child, seed: bool = False) -> ForkedChild:
         ours, theirs = channel_pair()
         status_ours, status_theirs = socket.socketpair()
-        log_path = tempfile.NamedTemporaryFile(prefix="drkernel-child-", suffix=".log", delete=False).name
-        log_fd = os.open(log_path, os.O_WRONLY | os.O_APPEND)
+        output = ChildLog()  # the fork's stdout and stderr: a pipe, its writing end sent along
         limits = CANDIDATE_LIMITS
         try:
             child.send(Fork(limits.tmp_bytes, limits.shm_bytes, seed).to_header(),
-                       fds=[theirs, status_theirs.fileno(), log_fd])
+                       fds=[theirs, status_theirs.fileno(), output.writer])
             reply = child.recv(time.monotonic() + FORK_TIMEOUT_S)
+        except BaseException:
+            output.close()
+            raise
         finally:
-            close_fds([theirs, log_fd])
+            close_fds([theirs])
+            output.close_writer()
             status_theirs.close()
         if reply.op != Op.FORKED:
             close_fds([ours])
             status_ours.close()
+            output.close()
             raise InfrastructureError(f"the zygote could not fork: {str(reply.header.get('message'))[:2000]}")
-        return ForkedChild(Channel(ours), status_ours, log_path)
+        return ForkedChild(Channel(ours), status_ours, output)
 
     def fork(self) -> ForkedChild:
         """A new candidate; a dead zygote is restarted once."""
