@@ -44,7 +44,7 @@ from typing import Any
 from drkernel.gym.ipc import ChannelClosed, Message
 from drkernel.gym.messages import (Compare, Done, Error, Extra, Op, Outputs, Signal, SolutionPath, Timing, Verdict)
 from drkernel.gym.orchestrator.pool import Talker, WarmPool
-from drkernel.gym.orchestrator.runtime import SCHEDULINGS, DeviceRuntime, JudgeSlot, MemoryBudget, RWLock, WarmUpGate
+from drkernel.gym.orchestrator.runtime import DeviceRuntime, JudgeSlot, MemoryBudget, RWLock, WarmUpGate
 from drkernel.gym.orchestrator.session import CandidateSession
 
 TRIALS = 6  # five trials and the second size
@@ -204,14 +204,12 @@ class Replay:
             time.sleep(seconds * self.scale)
 
 
-def runtime(replay: Replay, scheduling: str, concurrency: int, pool_size: int, judges: int,
-            batch: tuple[int, float]) -> DeviceRuntime:
+def runtime(replay: Replay, concurrency: int, pool_size: int, judges: int) -> DeviceRuntime:
     """A `DeviceRuntime` of the fake device: its own slots, judge pool, lock and warm pool, with the fake
     children in place of processes (its constructor would start real ones)."""
     rt = DeviceRuntime.__new__(DeviceRuntime)
     rt.requested, rt.hello, rt.concurrency, rt.pool_size = "cuda:0", {"device": "cuda:0"}, concurrency, pool_size
-    rt.scheduling = scheduling
-    rt.rw = RWLock(batch[0], batch[1] * replay.scale)
+    rt.rw = RWLock()
     rt.warm_up_gate = WarmUpGate(rt.rw)
     rt.slots, rt.in_flight, rt.memory = threading.Semaphore(concurrency), 0, MemoryBudget(0)
     rt._count_lock = threading.Lock()
@@ -220,10 +218,9 @@ def runtime(replay: Replay, scheduling: str, concurrency: int, pool_size: int, j
     return rt
 
 
-def replay_run(replay: Replay, scheduling: str, concurrency: int, pool_size: int, judges: int,
-               batch: tuple[int, float] = (1, 0.0)) -> dict[str, Any]:
+def replay_run(replay: Replay, concurrency: int, pool_size: int, judges: int) -> dict[str, Any]:
     """Every script once, in order, ``2 x concurrency`` outstanding; the rate in the run's own seconds."""
-    rt = runtime(replay, scheduling, concurrency, pool_size, judges, batch)
+    rt = runtime(replay, concurrency, pool_size, judges)
     with rt.pool._cond:  # the measured run started with a full pool
         rt.pool._cond.wait_for(lambda: rt.pool.ready_count >= pool_size, timeout=60)
     outcomes: list[dict[str, float]] = []
@@ -237,7 +234,6 @@ def replay_run(replay: Replay, scheduling: str, concurrency: int, pool_size: int
             out = CandidateSession(rt, job, str(k), "kernelgym", 0, 3600.0, 1 << 50).run()
         assert out.violation is None and out.done is not None, (k, out.violation, out.died)
         return {"timing_lock_wait": out.lock_wait_s / replay.scale, "child_wait": out.child_wait_s / replay.scale,
-                "park_wait": getattr(out, "park_wait_s", 0.0) / replay.scale,
                 "exclusive": out.exclusive_s / replay.scale}
 
     t0 = time.monotonic()
@@ -252,7 +248,7 @@ def replay_run(replay: Replay, scheduling: str, concurrency: int, pool_size: int
     wall = (time.monotonic() - t0) / replay.scale
     rt.pool.close()
     sums = {k: round(sum(o[k] for o in outcomes), 2) for k in outcomes[0]}
-    return {"scheduling": scheduling, "batch": list(batch), "evaluations": len(outcomes), "wall_s": round(wall, 2),
+    return {"concurrency": concurrency, "pool_size": pool_size, "judges": judges, "evaluations": len(outcomes), "wall_s": round(wall, 2),
             "evals_per_s": round(len(outcomes) / wall, 3), "stage_seconds": sums, "stops": replay.stops}
 
 
@@ -273,40 +269,35 @@ def load(path: Path, limit: int | None = None) -> tuple[list[Script], dict[str, 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("run", type=Path, help="a sustained_load.json")
-    ap.add_argument("--scheduling", nargs="+", choices=SCHEDULINGS, default=list(SCHEDULINGS))
     ap.add_argument("--scale", type=float, default=0.25, help="seconds slept per measured second")
     ap.add_argument("--limit", type=int, default=None, help="replay only the first N evaluations")
-    ap.add_argument("--concurrency", type=int, default=None, help="default: the run's")
+    ap.add_argument("--concurrency", type=int, nargs="+", default=None,
+                    help="slots per device, one replay per value (default: the run's)")
     ap.add_argument("--pool-size", type=int, default=None, help="default: the run's")
+    ap.add_argument("--judges", type=int, default=None, help="default: the run's")
     ap.add_argument("--start-s", type=float, default=1.0, help="a forked candidate's start (measured: 1.04 s)")
     ap.add_argument("--warm-share", type=float, default=0.6, help="the share of the start under the gate")
     ap.add_argument("--stop-s", type=float, default=0.004, help="stopping one candidate's process tree")
-    ap.add_argument("--batch", nargs="+", default=["1,0"],
-                    help="regions,seconds: waiting timed regions block new device holds once this many wait or the "
-                         "oldest has waited this long (RWLock's batch); one replay per value")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--out", type=Path, default=None, help="write the results here (JSON)")
     args = ap.parse_args()
     scripts, measured = load(args.run, args.limit)
     print(f"measured: {measured}", flush=True)
+    settings = args.concurrency or [measured["concurrency"]]
     results = []
     for _ in range(args.repeat):
-        for scheduling in args.scheduling:
-            for batch in args.batch:
-                replay = Replay(scripts, args.scale, args.start_s, args.warm_share, args.stop_s)
-                regions, seconds = batch.split(",")
-                r = replay_run(replay, scheduling, args.concurrency or measured["concurrency"],
-                               args.pool_size or measured["pool_size"], measured["judges"], (int(regions), float(seconds)))
-                print(f"SUMMARY replay {scheduling} {batch}: {r}", flush=True)
-                results.append(r)
+        for concurrency in settings:
+            replay = Replay(scripts, args.scale, args.start_s, args.warm_share, args.stop_s)
+            r = replay_run(replay, concurrency, args.pool_size or measured["pool_size"],
+                           args.judges or measured["judges"])
+            print(f"SUMMARY replay concurrency {concurrency}: {r}", flush=True)
+            results.append(r)
     if args.out:
         args.out.write_text(json.dumps({"run": str(args.run), "measured": measured, "args": {
             k: str(v) for k, v in vars(args).items()}, "results": results}, indent=1))
-    for scheduling in args.scheduling:
-        for batch in args.batch:
-            rates = [r["evals_per_s"] for r in results
-                     if r["scheduling"] == scheduling and r["batch"] == [int(batch.split(",")[0]), float(batch.split(",")[1])]]
-            print(f"SUMMARY replay {scheduling} {batch} evaluations/s: median {statistics.median(rates):.3f} of {rates}")
+    for concurrency in settings:
+        rates = [r["evals_per_s"] for r in results if r["concurrency"] == concurrency]
+        print(f"SUMMARY replay concurrency {concurrency} evaluations/s: median {statistics.median(rates):.3f} of {rates}")
     return 0
 
 

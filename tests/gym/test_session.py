@@ -295,61 +295,20 @@ def test_a_waiting_region_cuts_short_the_grace_a_finished_candidate_gets_to_exit
     assert spent[1] < KILL_GRACE_S / 2  # a region waiting: killed at once
 
 
-def test_a_region_stops_the_parked_candidates_and_the_batch_s_last_region_resumes_them():
-    # ``phase`` scheduling: a member parked at a message (its candidate waits for our reply) holds nothing,
-    # so a region need not wait for it; it is stopped before the region uses the device, stays stopped
-    # through the batch, and gets its next shared hold only once the batch is over, resumed.
+def test_a_waiting_region_blocks_new_shared_holds_until_it_has_run():
     rw = RWLock()
-    rw.join()
-    child = _Recorder()
-    rw.park("a", child)
-    rw.acquire_exclusive()  # granted at once: the parked member is no reader
-    assert child.events == ["stop"]
-    unparked = threading.Event()
-    waiter = threading.Thread(target=lambda: (rw.unpark("a"), unparked.set()))
-    waiter.start()
-    assert not unparked.wait(0.2)  # no next device phase while the region holds the device
-    rw.release_exclusive()
-    waiter.join(10)
-    assert unparked.is_set() and child.events == ["stop", "resume"]
-    rw.leave()
-
-
-def test_a_parked_member_s_own_region_resumes_it_and_its_end_parks_it_again():
-    rw = RWLock()
-    rw.join()
-    rw.join()
-    mine, other = _Recorder(), _Recorder()
-    rw.park("mine", mine)  # at its ``lock``
-    rw.park("other", other)  # at an export
-    rw.enter_region("mine")
-    assert mine.events == [] and other.events == ["stop"]
-    rw.leave_region("mine", mine)  # the last region of the batch: the stopped are resumed
-    assert other.events == ["stop", "resume"]
-    rw.unpark("mine")
-    rw.unpark("other")
-    rw.leave()
-    rw.leave()
-
-
-def test_a_batched_region_lets_new_shared_holds_in_until_enough_regions_wait():
-    rw = RWLock(batch_regions=2, batch_wait_s=3600.0)
     rw.acquire_shared()
-    first = threading.Thread(target=lambda: (rw.acquire_exclusive(), rw.release_exclusive()))
-    first.start()
+    ran = []
+    region = threading.Thread(target=lambda: (rw.acquire_exclusive(), ran.append("region"), rw.release_exclusive()))
+    region.start()
     while not rw.writers_waiting:
         time.sleep(0.001)
-    rw.acquire_shared()  # one region waits: the batch is not called, a new hold goes in
-    second = threading.Thread(target=lambda: (rw.acquire_exclusive(), rw.release_exclusive()))
-    second.start()
-    while rw.writers_waiting < 2:
-        time.sleep(0.001)
-    blocked = threading.Thread(target=lambda: (rw.acquire_shared(), rw.release_shared()))
-    blocked.start()
-    blocked.join(0.2)
-    assert blocked.is_alive()  # two wait: the batch is called, new holds wait for it
+    late = threading.Thread(target=lambda: (rw.acquire_shared(), ran.append("shared"), rw.release_shared()))
+    late.start()
+    late.join(0.2)
+    assert late.is_alive() and ran == []  # the new hold waits behind the region
     rw.release_shared()
-    rw.release_shared()
-    for t in (first, second, blocked):
+    for t in (region, late):
         t.join(10)
         assert not t.is_alive()
+    assert ran == ["region", "shared"]

@@ -83,10 +83,6 @@ class InProcessEvaluator:
         judges: judge processes per device (0: two on a CUDA device, one on CPU). A candidate's job
             sticks to one judge; more judges compare more candidates' trials at once, each costs a
             CUDA context and a reference model cache on the device.
-        scheduling: how a candidate session holds the device (`runtime.SCHEDULINGS`): ``session`` (shared
-            from its job to its exit) or ``phase`` (only while it or its judge works on the device).
-        region_batch: (regions, seconds): waiting timed regions block new device holds once this many
-            wait or the oldest has waited this long (`RWLock`); (1, 0) blocks at once.
         seccomp: candidates install the seccomp filter (`drkernel.gym.candidate.seccomp`; never without
             the sandbox). Off only to test the OS sandbox's walls alone.
     """
@@ -95,12 +91,10 @@ class InProcessEvaluator:
                  triton_cache_dir: str | None = None, checks: CheckRegistry | None = None,
                  reference_cache_dir: str | None = None, cache_reference_timings: bool = True,
                  unsafe_no_sandbox: bool = False, zygote: bool = True, judges: int = 0,
-                 scheduling: str = "session", region_batch: tuple[int, float] = (1, 0.0),
                  seccomp: bool = True) -> None:
         EvalConfig(device=device)  # validates the device string
         self.zygote = zygote
         self.judges = max(0, judges)
-        self.scheduling, self.region_batch = scheduling, region_batch
         self.runner = make_runner(unsafe_no_sandbox)  # refuses (SandboxUnavailable) without a working sandbox
         self.concurrency = max(1, concurrency)
         self.pool_size = max(0, pool_size)
@@ -177,8 +171,7 @@ class InProcessEvaluator:
 
     def _new_runtime(self, device: str) -> DeviceRuntime:
         return DeviceRuntime(device, pool_size=self.pool_size, concurrency=self.concurrency, env=self.env,
-                             runner=self.runner, zygote=self.zygote, judges=self.judges,
-                             scheduling=self.scheduling, region_batch=self.region_batch)
+                             runner=self.runner, zygote=self.zygote, judges=self.judges)
 
     def _runtime(self, device: str) -> DeviceRuntime:
         with self._lock:
@@ -398,8 +391,6 @@ def _session_stages(stages: dict[str, float], out: SessionOutcome) -> None:
     stages.update({"child_wait": out.child_wait_s, "candidate": out.wall_s, "child_exit": out.exit_s,
                    "judge_release": out.release_s, "judge_compare": out.judge_s,
                    "timing_lock_wait": out.lock_wait_s, "exclusive": out.exclusive_s})
-    if out.park_wait_s:
-        stages["park_wait"] = out.park_wait_s
     if out.child_start_s is not None:
         stages["child_start"] = out.child_start_s
     for name, seconds in ((out.done or {}).get("stages") or {}).items():

@@ -18,7 +18,6 @@ import contextlib
 import logging
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any, Iterator
 
 from drkernel.devices import Device
@@ -53,17 +52,6 @@ on an H100 (2026-11-24): one 19_ReLU evaluation (6.4 GB of inputs) peaked at 68.
 at 8x (51 GB claimed) small evaluations were admitted beside it and the judge ran out of memory."""
 MEMORY_FRACTION = 0.85
 """The share of the device's memory that admitted evaluations may claim together."""
-SCHEDULINGS = ("session", "phase")
-"""How a candidate session holds the device (`DeviceRuntime.scheduling`). ``session``: shared from its job
-to its exit, so a timed region waits for the other candidates' whole sessions. ``phase``: shared only
-while its candidate or its judge works on the device; between, at each message its candidate waits
-for our reply to (an export, ``lock``, ``timing``), it is parked (`RWLock.park`), so a region waits
-only for the device phases in flight, and a batch of regions stops the parked candidates once. Replayed
-on CPU against an H100 run (`benchmarks/schedule_replay.py`, docs/BENCHMARKS.md) ``phase`` lost: while a
-region waits every candidate stops at its next message, so the device idles until the longest phase in
-flight ends; ``session`` stays the default."""
-
-
 class MemoryBudget:
     """A weighted semaphore of device bytes: an evaluation claims its estimate before its candidate
     starts and waits while the claims in flight would pass the budget. Claims are served in arrival
@@ -97,14 +85,6 @@ class MemoryBudget:
                 self._cond.notify_all()
 
 
-@dataclass
-class _Parked:
-    """A member whose candidate waits for our reply (`RWLock.park`), and whether a region stopped it."""
-
-    child: Talker
-    stopped: bool = False
-
-
 class RWLock:
     """The device's lock: many shared holders or one exclusive holder, and two kinds of writer.
 
@@ -114,41 +94,23 @@ class RWLock:
       also waits until no candidate session is a member any more (`join` .. `leave`), so device work a
       stopped candidate queued before it stopped cannot run inside it. A member going back to a shared
       hold after its own region (`leave_region`) does not wait for a drain, which waits for it.
-    * A member may *park* between its device phases (`park` .. `unpark`, ``phase`` scheduling): its
-      candidate waits for our reply, its device work synchronised, and it holds nothing. A region
-      granted meanwhile stops every parked candidate first (SIGSTOP: none of its threads launches work
-      inside the region); the last region of a batch (none waiting when it ends) resumes them before it
-      lets the device go.
 
-    Waiting writers of either kind block new shared holders and new members.
+    Waiting writers of either kind block new shared holders and new members. (A finer schedule, shared
+    holds only while a candidate works on the device with the others parked and stopped during a region,
+    was replayed against an H100 run's stage durations and lost: `benchmarks/schedule_replay.py`.)
     """
 
-    def __init__(self, batch_regions: int = 1, batch_wait_s: float = 0.0) -> None:
-        self.batch_regions = max(1, batch_regions)
-        self.batch_wait_s = batch_wait_s
+    def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._draining = False  # waiting regions block new shared holders (a batch was called)
-        self._oldest: float | None = None  # when the longest-waiting region started to wait
         self._readers = 0
         self._writer = False
         self._regions_waiting = 0
         self._drains_waiting = 0
         self._members = 0
-        self._parked: dict[object, _Parked] = {}
 
     def _wait_for_writers(self, drains: bool = True) -> None:
-        while self._writer or self._draining or (drains and self._drains_waiting):
+        while self._writer or self._regions_waiting or (drains and self._drains_waiting):
             self._cond.wait()
-
-    def _call_batch(self) -> bool:
-        """With the condition held: do the waiting regions block new shared holders now? Once
-        ``batch_regions`` wait, or the oldest has waited ``batch_wait_s``; until the batch ends."""
-        if self._regions_waiting and not self._draining:
-            waited = time.monotonic() - (self._oldest or time.monotonic())
-            if self._regions_waiting >= self.batch_regions or waited >= self.batch_wait_s:
-                self._draining = True
-                self._cond.notify_all()
-        return self._draining
 
     def acquire_shared(self) -> None:
         """A shared hold outside any candidate session (a judge request, a warm-up)."""
@@ -178,44 +140,15 @@ class RWLock:
             self._members -= 1
             self._cond.notify_all()
 
-    def park(self, member: object, child: Talker) -> None:
-        """``member``'s device phase ends: its candidate is blocked waiting for our reply. It holds nothing
-        until `unpark`; a region granted meanwhile stops ``child`` first."""
+    def enter_region(self) -> None:
+        """A member's timed region, from its shared hold (waits as a timed region)."""
         with self._cond:
             self._readers -= 1
-            self._parked[member] = _Parked(child)
-            self._cond.notify_all()
-
-    def unpark(self, member: object) -> None:
-        """``member``'s next device phase: a shared hold again once the waiting regions are done (not the
-        drains: they wait for this session), its candidate resumed if a region stopped it."""
-        with self._cond:
-            self._wait_for_writers(drains=False)
-            parked = self._parked.pop(member)
-            self._readers += 1
-        if parked.stopped:
-            parked.child.resume()
-
-    def enter_region(self, member: object = None) -> None:
-        """A member's timed region (waits as a timed region): from its shared hold, or parked at its
-        ``lock`` (it stays parked, and is stopped by the regions before it, until its own is granted)."""
-        with self._cond:
-            if member not in self._parked:
-                self._readers -= 1
             self._take_exclusive(drain=False)
-            own = self._parked.pop(member, None)
-            stop = self._stop_parked()
-        self._signal(stop, own)
 
-    def leave_region(self, member: object = None, child: Talker | None = None) -> None:
-        """A member's region ends. With ``child`` (it waits for our reply) it parks: `unpark` gives it the
-        shared hold. Without, it holds shared again once the regions waiting meanwhile are done (not the
-        drains: they wait for this session)."""
-        if child is not None:
-            with self._cond:
-                self._parked[member] = _Parked(child)
-            self._release()
-            return
+    def leave_region(self) -> None:
+        """A member's region ends: it holds shared again once the regions waiting meanwhile are done (not
+        the drains: they wait for this session)."""
         self._release()
         with self._cond:
             self._wait_for_writers(drains=False)
@@ -224,8 +157,6 @@ class RWLock:
     def acquire_exclusive(self, drain: bool = False) -> None:
         with self._cond:
             self._take_exclusive(drain)
-            stop = self._stop_parked()
-        self._signal(stop, None)
 
     def _take_exclusive(self, drain: bool) -> None:
         """With the condition held: wait as a writer of that kind (counted, so shared holders see it),
@@ -234,53 +165,19 @@ class RWLock:
             self._drains_waiting += 1
         else:
             self._regions_waiting += 1
-            self._oldest = self._oldest or time.monotonic()
         self._cond.notify_all()
         while self._writer or self._readers or (drain and self._members):
-            if drain or self._call_batch():
-                self._cond.wait()
-            else:  # the batch is not called yet: look again when the oldest region has waited long enough
-                self._cond.wait(max(0.001, self._oldest + self.batch_wait_s - time.monotonic()))
+            self._cond.wait()
         if drain:
             self._drains_waiting -= 1
         else:
             self._regions_waiting -= 1
         self._writer = True
 
-    def _stop_parked(self) -> list[_Parked]:
-        """With the condition held and the device just granted exclusively: the parked members not
-        stopped yet, marked stopped (their candidates are stopped by `_signal`, before the hold is used)."""
-        stop = [p for p in self._parked.values() if not p.stopped]
-        for p in stop:
-            p.stopped = True
-        return stop
-
-    @staticmethod
-    def _signal(stop: list[_Parked], own: _Parked | None) -> None:
-        for p in stop:
-            p.child.stop()
-        if own is not None and own.stopped:
-            own.child.resume()
-
     def release_exclusive(self) -> None:
         self._release()
 
     def _release(self) -> None:
-        """End the exclusive hold. The last region of a batch resumes the parked candidates the batch
-        stopped before it lets the device go (so no region granted halfway stops one as it resumes)."""
-        with self._cond:
-            if not self._regions_waiting:
-                self._draining, self._oldest = False, None
-            resume = [] if self._regions_waiting or self._drains_waiting else \
-                [p for p in self._parked.values() if p.stopped]
-            for p in resume:
-                p.stopped = False
-            if not resume:
-                self._writer = False
-                self._cond.notify_all()
-                return
-        for p in resume:
-            p.child.resume()
         with self._cond:
             self._writer = False
             self._cond.notify_all()
@@ -372,19 +269,15 @@ class DeviceRuntime:
     """Judge + warm pool + locks for one device. Starts in the background; `wait_ready` joins."""
 
     def __init__(self, device: str, *, pool_size: int, concurrency: int, env: dict[str, str],
-                 runner: Runner, zygote: bool = True, judges: int = 0, scheduling: str = "session",
-                 region_batch: tuple[int, float] = (1, 0.0)) -> None:
-        if scheduling not in SCHEDULINGS:
-            raise ValueError(f"scheduling {scheduling!r} is not one of {SCHEDULINGS}")
+                 runner: Runner, zygote: bool = True, judges: int = 0) -> None:
         self.requested = device
-        self.scheduling = scheduling
         self.runner = runner
         self.use_zygote = zygote and runner.sandboxed
         self.zygote: Zygote | None = None
         self.pool_size = pool_size
         self.concurrency = concurrency
         self.env = env
-        self.rw = RWLock(*region_batch)
+        self.rw = RWLock()
         self.warm_up_gate = WarmUpGate(self.rw)
         self.slots = threading.Semaphore(concurrency)
         self.in_flight = 0
@@ -588,8 +481,7 @@ class DeviceRuntime:
                 "pool_ready": self.pool.ready_count if self.pool else 0,
                 "total_memory": self.hello.get("total_memory"), "versions": self.hello.get("versions", {}),
                 "sandbox": self.runner.name, "zygote": self.zygote is not None, "judges": len(self.judges),
-                "judge_busy_s": [round(j.busy_s, 3) for j in self.judges],
-                "scheduling": self.scheduling, "region_batch": [self.rw.batch_regions, self.rw.batch_wait_s]}
+                "judge_busy_s": [round(j.busy_s, 3) for j in self.judges]}
 
     def close(self) -> None:
         self._ready.wait()

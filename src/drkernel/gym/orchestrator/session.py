@@ -16,7 +16,6 @@ The messages and their sequence (the candidate's side included) are in `drkernel
 from __future__ import annotations
 
 import ast
-import contextlib
 import enum
 import os
 import threading
@@ -34,9 +33,6 @@ from drkernel.gym.orchestrator.runtime import DeviceRuntime
 
 KILL_GRACE_S = 2.0
 EXIT_POLL_S = 0.01
-PARKING = (Op.OUTPUTS, Op.COMPARE, Op.LOCK)
-"""Messages after which the candidate waits for our reply with its device work synchronised (an export
-synchronises before it is sent, ``lock`` too): under ``phase`` scheduling its device phase ends there."""
 
 
 @dataclass
@@ -61,8 +57,6 @@ class SessionOutcome:
     child_start_s: float | None = None
     child_wait_s: float = 0.0
     lock_wait_s: float = 0.0
-    park_wait_s: float = 0.0
-    """Seconds the candidate, parked at its messages (``phase`` scheduling), waited for timed regions."""
     exclusive_s: float = 0.0
     """Seconds the candidate held the device exclusively (its timed region, the re-measurement
     included): every other candidate on the device waited meanwhile."""
@@ -181,8 +175,7 @@ class CandidateSession:
         self.timeout_s = timeout_s
         self.rss_limit = rss_limit_bytes
         self.out = SessionOutcome()
-        self.hold: str | None = None  # shared, exclusive, parked (between device phases), None
-        self.phased = getattr(runtime, "scheduling", "session") == "phase"
+        self.hold: str | None = None  # shared, exclusive, None
         self.order = ProtocolOrder(len(job["trials"]), len(job.get("hooks") or ()), bool(job.get("timing")))
         self.child: Any = None
         self.judge: Any = None  # the runtime's JudgeSlot this job sticks to (its reference outputs live there)
@@ -224,7 +217,6 @@ class CandidateSession:
             self.out.wall_s = time.monotonic() - started
             t = time.monotonic()
             try:
-                self._unpark()
                 self._finish(child)
                 self.out.exit_s = time.monotonic() - t
                 self.rt.judge_call(Release(self.job_id).to_header(), judge=self.judge)
@@ -261,11 +253,8 @@ class CandidateSession:
                 try:
                     msg = parse_candidate(raw.header)
                     self.order.check(msg.op, getattr(msg, "trial", None))
-                    if self.phased and self.hold == "shared" and msg.op in PARKING:
-                        self.rt.rw.park(self, child)
-                        self.hold = "parked"
                     if isinstance(msg, (Outputs, Compare)):
-                        deadline += self._relay(child, msg, raw.blob, raw.fds)
+                        self._relay(child, msg, raw.blob, raw.fds)
                         continue
                     if raw.fds:
                         raise ProtocolViolation(f"a descriptor sent with {msg.op.value!r}")
@@ -284,7 +273,7 @@ class CandidateSession:
     def _handle(self, child: Any, msg: Message, deadline: float) -> float:
         """One message other than an export; returns the deadline (extended by waits for the device)."""
         if msg.op is Op.LOCK:
-            wait = self._enter_region(child)
+            wait = self._switch_stopped(child, "exclusive")
             self.out.lock_wait_s += wait
             self.lock_t = time.monotonic()
             child.send(Signal(Op.LOCKED).to_header())
@@ -303,7 +292,7 @@ class CandidateSession:
             # Back to a shared hold before the candidate goes on (its sampled outputs are copied on the
             # device): it waits for ``continue`` meanwhile, stopped, while other regions run first.
             self.out.exclusive_s += time.monotonic() - self.lock_t
-            deadline += self._leave_region(child, waits=msg.op is not Op.UNLOCK)
+            deadline += self._switch_stopped(child, "shared")
             self.order.timed_region_over()
             if msg.op is not Op.UNLOCK:
                 child.send(Signal(Op.CONTINUE).to_header())
@@ -321,12 +310,10 @@ class CandidateSession:
             self.out.done = done
         return deadline
 
-    def _relay(self, child: Any, msg: Outputs | Compare, blob: bytes, fds: list[int]) -> float:
-        """An export (a trial's outputs, or a hook's tagged outputs) to the judge; its verdict back.
-        Returns the seconds the candidate waited, parked, for timed regions before it got it."""
+    def _relay(self, child: Any, msg: Outputs | Compare, blob: bytes, fds: list[int]) -> None:
+        """An export (a trial's outputs, or a hook's tagged outputs) to the judge; its verdict back."""
         tag = msg.tag if isinstance(msg, Compare) else None
         verdict = self._compare(msg, blob, tag, fds)
-        waited = self._unpark()
         if verdict.retry_host:  # the judge could not map the staging buffer
             self.out.ipc_fallback = verdict.message
             child.send(Signal(Op.RETRY_HOST).to_header())
@@ -340,7 +327,6 @@ class CandidateSession:
             self.order.judged(tag, verdict.passed)
             self.out.extra[tag] = verdict.record(msg.trial)
             child.send(verdict.to_header())
-        return waited
 
     def _suspicious(self) -> bool:
         """Is the claimed solution time below a plausibility bound (`drkernel.gym.verdict.plausibility`)?"""
@@ -361,48 +347,10 @@ class CandidateSession:
         request = CompareRequest(self.job_id, trial, spec["code"], spec["seed"], self.weight_seed, self.profile,
                                  msg.tree, tag, msg.staging if fds else None)
         t = time.monotonic()
-        # parked, the session holds nothing: the judge's comparison (the reference runs on the device) holds
-        hold = self.rt.rw.shared() if self.hold == "parked" else contextlib.nullcontext()
         try:
-            with hold:
-                return Verdict.from_header(self.rt.judge_call(request.to_header(), blob, fds=fds[:1],
-                                                              judge=self.judge))
+            return Verdict.from_header(self.rt.judge_call(request.to_header(), blob, fds=fds[:1], judge=self.judge))
         finally:
             self.out.judge_s += time.monotonic() - t
-
-    def _unpark(self) -> float:
-        """A parked session's next device phase (its shared hold, once the waiting regions are done);
-        returns the seconds that took."""
-        if self.hold != "parked":
-            return 0.0
-        t = time.monotonic()
-        self.rt.rw.unpark(self)
-        self.hold = "shared"
-        wait = time.monotonic() - t
-        self.out.park_wait_s += wait
-        return wait
-
-    def _enter_region(self, child: Any) -> float:
-        """Into this candidate's timed region: parked at its ``lock`` (``phase``), or stopped while it
-        waits (``session``); returns the seconds it waited."""
-        if self.hold != "parked":
-            return self._switch_stopped(child, "exclusive")
-        t = time.monotonic()
-        self.rt.rw.enter_region(self)
-        self.hold = "exclusive"
-        return time.monotonic() - t
-
-    def _leave_region(self, child: Any, waits: bool) -> float:
-        """Out of the region, back to a shared hold before the candidate goes on (it copies its sampled
-        outputs on the device). One that ``waits`` for our reply parks meanwhile (``phase``); otherwise
-        it is stopped until the hold is granted. Returns the seconds that took."""
-        if not (self.phased and waits):
-            return self._switch_stopped(child, "shared")
-        t = time.monotonic()
-        self.rt.rw.leave_region(self, child)
-        self.hold = "parked"
-        self._unpark()
-        return time.monotonic() - t
 
     def _switch_stopped(self, child: Any, mode: str) -> float:
         """Into this candidate's timed region (``exclusive``) or back out of it (``shared``), the
