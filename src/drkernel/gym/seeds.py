@@ -23,6 +23,13 @@ draws a variant, which one is secret. A shortcut taken only when inputs look lik
 that hides below the tolerance at scale 1, a formula unstable outside the trial distribution: each
 shows on some variant. The judge probes which variants the reference is defined on (finite outputs,
 `drkernel.gym.judge.main.Judge.defined_distributions`) and the plan draws only those.
+
+Sparse perturbations (caching by content): bits 48-59 of a seed name a perturbation step
+(`perturbed`). Its inputs are the seed's inputs with a few secret pairs of positions per tensor
+swapped (`drkernel.gym.harness.perturb`): new tensors equal to an earlier input except at a few
+positions, with values from the same draw. The candidate's ``sparse_perturb`` run calls on a trial's
+inputs and then on such a perturbation of them; the judge reads the step from the comparison's tag
+(`PERTURB_TAGS`), so the perturbation, like every seed, comes from the job, never from the candidate.
 """
 
 from __future__ import annotations
@@ -41,6 +48,8 @@ the reference's op profile and the second-size probe."""
 SEED_BITS = 48
 DIST_SHIFT = 60
 DIST_MASK = 0x7
+PERTURB_SHIFT = 48
+PERTURB_MASK = 0xFFF
 
 
 class Distribution(IntEnum):
@@ -79,12 +88,28 @@ def with_distribution(seed: int, dist: Distribution) -> int:
 
 
 def torch_seed(seed: int) -> int:
-    """The seed handed to ``torch.manual_seed`` (the distribution bits removed)."""
+    """The seed handed to ``torch.manual_seed`` (the distribution and perturbation bits removed)."""
     return int(seed) & ((1 << SEED_BITS) - 1)
 
 
-INTEGRITY_RUNS = ("coverage", "skip_own", "poisoned", "recall_same", "call_count_last")
+def perturbed(seed: int, step: int) -> int:
+    """The seed of ``seed``'s inputs with perturbation ``step`` (1 to 4095) applied; 0 removes it."""
+    if not 0 <= int(step) <= PERTURB_MASK:
+        raise ValueError(f"perturbation step {step} outside 0..{PERTURB_MASK}")
+    return (int(seed) & ~(PERTURB_MASK << PERTURB_SHIFT)) | (int(step) << PERTURB_SHIFT)
+
+
+def perturbation_of(seed: int) -> int:
+    """The perturbation step a seed names (0: none)."""
+    return (int(seed) >> PERTURB_SHIFT) & PERTURB_MASK
+
+
+INTEGRITY_RUNS = ("coverage", "skip_own", "poisoned", "recall_same", "call_count_last", "sparse_perturb")
 """The integrity runs of `drkernel.gym.candidate.integrity`, run in the plan's order."""
+PERTURB_TAGS = ("sparse_perturb", "sparse_perturb_2")
+"""The judged calls of the ``sparse_perturb`` run: the tag at index i compares against the reference on
+the trial's inputs at perturbation step i + 1. Two independent steps: a fingerprint of s sampled
+positions sees one step's change with probability about ``s * changed / n``, both only with its square."""
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ under the tags below):
     poisoned          two calls                                               5 if it fails
     recall_same       same tensor objects refilled with another trial's data   9 if it fails
     call_count_last   the last of many calls                                   10 if it fails
+    sparse_perturb    a call on a trial's inputs, then on new tensors equal to   9 if either fails
+    sparse_perturb_2  them but at a few secret swapped positions (two steps)
     coverage          one forward on an input no other call sees              (op coverage, with all calls)
 
 Integrity runs must look like ordinary calls (mechanism 3 of issue 12). So the orchestrator draws
@@ -55,7 +57,7 @@ from drkernel.gym.candidate.guards import (AuditGuard, GlobalState, HostReads, I
 from drkernel.gym.verdict.hacks import dedupe, make_hack
 from drkernel.gym.candidate.launches import LaunchWatch, launch_watch
 from drkernel.gym.candidate.profiling import hidden_work, output_bytes, profile_forward
-from drkernel.gym.seeds import INTEGRITY_RUNS
+from drkernel.gym.seeds import INTEGRITY_RUNS, PERTURB_TAGS, perturbed
 
 CALL_COUNT_CPU = 6
 """Calls of the call-count run under the interpreter."""
@@ -264,7 +266,8 @@ class IntegrityHook:
         order = [n for n in plan.get("order") or INTEGRITY_RUNS if n in INTEGRITY_RUNS]
         decoys = list(plan.get("decoys") or [0] * len(order))
         runs = {"coverage": self._coverage, "skip_own": self._skip_own, "poisoned": self._poisoned,
-                "recall_same": self._recall_same, "call_count_last": self._call_count}
+                "recall_same": self._recall_same, "call_count_last": self._call_count,
+                "sparse_perturb": self._sparse_perturb}
         chooser = random.SystemRandom()
         self._clock = time.perf_counter()
         for name, before in zip(order, decoys + [0] * len(order)):
@@ -326,6 +329,24 @@ class IntegrityHook:
         out = self._call(r, args)
         del args
         self._judged(r, "recall_same", 1, out)
+
+    def _sparse_perturb(self, r: _Runs, plan: dict[str, Any]) -> None:
+        """Caching by a fingerprint of a few sampled values: per step (`PERTURB_TAGS`), a call on a
+        random trial's inputs, then one on new tensors equal to them but at a few secret pairs of
+        swapped positions (`drkernel.gym.harness.perturb`), judged against the reference on those.
+        Each call's inputs and output are dropped before the next draw (at most two inputs, while
+        the perturbed ones are made, and one output are alive)."""
+        from drkernel.gym.harness import inputs as harness
+
+        chooser = random.SystemRandom()
+        for step, tag in enumerate(PERTURB_TAGS, start=1):
+            trial = chooser.randrange(r.trials)
+            self._call(r, r.make_inputs(trial))
+            args = harness.draw_inputs(r.ctx.reference, perturbed(r.ctx.seeds[trial], step), r.ctx.device)
+            out = self._call(r, args)
+            del args
+            self._judged(r, tag, trial, out)
+            del out
 
     def _call_count(self, r: _Runs, plan: dict[str, Any]) -> None:
         """Many calls, then check the last. On the GPU the timed calls that follow are checked as

@@ -13,7 +13,8 @@ from typing import Any, Sequence
 
 import torch
 
-from drkernel.gym.seeds import Distribution, distribution_of, torch_seed
+from drkernel.gym.harness.perturb import perturb
+from drkernel.gym.seeds import Distribution, distribution_of, perturbation_of, torch_seed
 
 PROBLEM_MODULE = "drkernel_reference"
 VARIANTS: dict[Distribution, dict[torch.dtype, tuple[float, float]]] = {
@@ -88,14 +89,16 @@ def to_device(value: Any, device: torch.device) -> Any:
 
 def draw_inputs(reference: types.ModuleType, seed: int, device: torch.device) -> list[Any]:
     """``get_inputs()`` under the device context with ``seed``; stray host tensors are moved; the
-    seed's distribution bits (`drkernel.gym.seeds`) select plain or spread inputs."""
+    seed's distribution bits (`drkernel.gym.seeds`) select plain or spread inputs, its perturbation
+    bits a few swapped values (`drkernel.gym.harness.perturb`)."""
     seed_all(seed)
     with torch.device(device):
         inputs = list(reference.get_inputs())
         dist = distribution_of(seed)
         if dist is not Distribution.PLAIN and getattr(reference, "INPUT_VARIANTS", True):
             inputs = [spread(x, dist) for x in inputs]
-    return [to_device(x, device) for x in inputs]
+    inputs = [to_device(x, device) for x in inputs]
+    return perturb(inputs, seed) if perturbation_of(seed) else inputs
 
 
 def init_inputs(reference: types.ModuleType, seed: int, device: torch.device) -> list[Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import os
 import sys
 import time
@@ -31,7 +32,8 @@ from drkernel.gym.harness.vmm import VmmError
 from drkernel.gym.ipc import Channel, ProtocolViolation, child_channel, close_fds, decode_tree
 from drkernel.gym.messages import (CompareRequest, Error, Op, Prepare, Prepared, Ready, Release, Signal, Timed,
                                    TimeReference, Verdict, op_of)
-from drkernel.gym.seeds import VARIANTS, Distribution, distribution_of, with_distribution
+from drkernel.gym.seeds import (PERTURB_TAGS, VARIANTS, Distribution, distribution_of, perturbed,
+                                with_distribution)
 from drkernel.problems.problem import Problem
 from drkernel.problems.scaling import rewrite_constants, scale_for_cpu, second_size_candidates
 
@@ -50,7 +52,7 @@ class Judge:
         self.flags = harness.pin_backend_flags()
         self.models: OrderedDict[tuple[str, int], Any] = OrderedDict()
         self.refs: dict[str, OrderedDict[str, Any]] = {}
-        self.current: dict[str, tuple[Any, ...]] = {}  # job -> (trial, outputs, post inputs, derived bounds)
+        self.current: dict[str, tuple[Any, ...]] = {}  # job -> ((trial, seed), outputs, post inputs, bounds)
         self.no_tf32: dict[str, bool] = {}  # reference code -> runs no op that TF32 changes (no slack)
         self.bounds: OrderedDict[tuple[str, int, int, str], list[LeafTolerance | None]] = OrderedDict()
         self.model64: tuple[tuple[str, int], Any] | None = None  # the last fp64 copy of a reference
@@ -196,7 +198,9 @@ class Judge:
         return slack
 
     def compare(self, h: CompareRequest, blob: bytes, fds: list[int]) -> Verdict:
-        job, trial = h.job, h.trial  # a trial's index, or "timing" for the timed calls' inputs
+        if h.tag in PERTURB_TAGS:  # the trial's inputs with a few values swapped (`drkernel.gym.seeds`)
+            h = dataclasses.replace(h, seed=perturbed(h.seed, PERTURB_TAGS.index(h.tag) + 1))
+        job, trial = h.job, (h.trial, h.seed)  # a trial's index (or "timing") and its seed
         cur = self.current.get(job)
         if cur is None or cur[0] != trial:
             # drop the previous trial's outputs before the next run: at full size each is gigabytes, and

@@ -31,7 +31,7 @@ from drkernel.gym.verdict.coverage import HOST_COPY, OpProfile, base_name, op_co
 from drkernel.gym.verdict.hacks import LAZY_WARNING, dedupe, make_hack
 from drkernel.gym.verdict.hacks import EXTRA_TAGS
 from drkernel.gym.config import EvalConfig
-from drkernel.gym.seeds import kept_timed_calls
+from drkernel.gym.seeds import PERTURB_TAGS, kept_timed_calls
 from drkernel.gym.verdict.plausibility import impossible, missed_work, suspicious
 from drkernel.gym.verdict.coverage import kernel_stats
 from drkernel.gym.result import EvalResult, Hack, Status
@@ -134,6 +134,9 @@ class IntegrityVerdict:
         if verdicts["recall_same"] is False:
             hacks.append(make_hack(9, "a call on the same tensors refilled with new data returned a stale "
                                       "result"))
+        if any(verdicts[tag] is False for tag in PERTURB_TAGS):
+            hacks.append(make_hack(9, "a call on inputs equal to an earlier call's except at a few positions "
+                                      "returned a wrong result (an output cached by a sample of the input)"))
         if verdicts["call_count_last"] is False:
             hacks.append(make_hack(10, "the output was wrong after many calls"))
         per_call = report.get("call_count_launches") or []

@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from drkernel.gym.result import Hack
+from drkernel.gym.seeds import PERTURB_TAGS
 
 
 @dataclass(frozen=True)
@@ -127,4 +128,4 @@ def dedupe(hacks: list[Hack]) -> list[Hack]:
     return sorted(out, key=lambda h: (h.strict_only, h.code))
 
 
-EXTRA_TAGS = ("skip_own", "zeros_probe", "poisoned", "recall_same", "call_count_last")
+EXTRA_TAGS = ("skip_own", "zeros_probe", "poisoned", "recall_same", "call_count_last", *PERTURB_TAGS)
