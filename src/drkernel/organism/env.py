@@ -20,6 +20,7 @@ import dataclasses
 import json
 import logging
 import math
+import random
 import time
 from dataclasses import dataclass, field
 from enum import Enum
@@ -194,6 +195,10 @@ class EnvSettings:
     seed: int = 0
     corpus: frozenset[tuple[str, str]] = frozenset()
     """(prompt, program) pairs of the SFT corpus, to count programs nobody wrote."""
+    stop_p: float = 0.0
+    """Chance that a trajectory ends after each turn but the last (early stopping, drawn per step,
+    trajectory and turn from ``seed``): the groups of later turns then hold a varying number N_t of
+    trajectories, which is where TRLOO and self-inclusive GRPO differ (`drkernel.organism.bias`)."""
 
 
 def step_metrics(episodes: Sequence[Sequence[TurnOutcome]], prompts: Sequence[str],
@@ -222,6 +227,26 @@ def step_metrics(episodes: Sequence[Sequence[TurnOutcome]], prompts: Sequence[st
         "novel_valid_rate": sum(o.valid for o in novel) / n,
     }
     return {prefix + k: float(v) for k, v in out.items()}
+
+
+def _stops(key: str, traj: int, turn: int, p: float) -> bool:
+    """Whether trajectory ``traj`` ends after ``turn``: a draw of its own, the same on a resumed run."""
+    return random.Random(f"organism-stop/{key}/{traj}/{turn}").random() < p
+
+
+def _bias_of(records: Sequence[TurnRecord]) -> dict[str, float]:
+    """GRPO's per-turn shrinkage against TRLOO on this step's rows (`drkernel.organism.bias`)."""
+    import torch
+
+    from drkernel.organism.bias import bias_metrics
+
+    def col(name: str, dtype: Any) -> Any:
+        return torch.tensor([getattr(r, name) for r in records], dtype=dtype)
+
+    if not records:
+        return {}
+    return bias_metrics(col("reward", torch.float64), col("group", torch.long), col("traj", torch.long),
+                        col("turn", torch.long))
 
 
 class OrganismEnv:
@@ -276,22 +301,29 @@ class OrganismEnv:
             outcomes.append(judge_outcome(c.text.strip(), result, s.integrity, s.reward, err, paid))
         return completions, outcomes
 
-    async def episodes(self, policy: Any, chosen: Sequence[int], turns: int
+    async def episodes(self, policy: Any, chosen: Sequence[int], turns: int, stop_key: str | None = None
                        ) -> tuple[list[TurnRecord], list[list[TurnOutcome]]]:
-        """``turns`` turns for each entry of ``chosen`` (a problem index per trajectory)."""
+        """Up to ``turns`` turns for each entry of ``chosen`` (a problem index per trajectory); with
+        ``stop_key`` a trajectory ends after a turn with probability ``settings.stop_p``."""
         samples = self.settings.samples_per_prompt
         histories = [[{"role": "user", "content": self.specs[i].prompt()}] for i in chosen]
         episodes: list[list[TurnOutcome]] = [[] for _ in chosen]
         records = []
+        alive = list(range(len(chosen)))
         for t in range(turns):
-            completions, outcomes = await self._turn(policy, chosen, histories)
-            for traj, (c, o) in enumerate(zip(completions, outcomes)):
+            if not alive:
+                break
+            completions, outcomes = await self._turn(policy, [chosen[j] for j in alive],
+                                                     [histories[j] for j in alive])
+            for traj, c, o in zip(alive, completions, outcomes):
                 episodes[traj].append(o)
                 records.append(TurnRecord.of(traj // samples, traj, t, c.prompt_token_ids, c.token_ids,
                                              c.logprobs, o.paid))
                 reply = feedback_of(o, self.settings.integrity)
                 histories[traj] = histories[traj] + [{"role": "assistant", "content": o.program},
                                                      {"role": "user", "content": reply}]
+            if stop_key is not None and self.settings.stop_p > 0:
+                alive = [j for j in alive if not _stops(stop_key, j, t, self.settings.stop_p)]
         return records, episodes
 
     async def rollout(self, policy: Any, step: int) -> StepRollout:
@@ -299,9 +331,10 @@ class OrganismEnv:
         picked = share(pick(len(self.problems), s.prompts_per_step, step, s.seed), *self.shard)
         chosen = [i for i in picked for _ in range(s.samples_per_prompt)]
         before, seconds = self.cache.evaluations, self.cache.seconds
-        records, episodes = await self.episodes(policy, chosen, s.turns)
+        records, episodes = await self.episodes(policy, chosen, s.turns, stop_key=f"{s.seed}/{step}")
         prompts = [self.specs[i].prompt() for i in chosen]
         metrics = step_metrics(episodes, prompts, s.corpus)
+        metrics.update(_bias_of(records))
         metrics["gym/org/evaluations"] = float(self.cache.evaluations - before)
         metrics["gym/org/eval_s"] = self.cache.seconds - seconds
         dumped = [{"problem": self.problems[i].name, "turns": [o.to_dict() for o in e]}
