@@ -20,6 +20,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import textwrap
 import threading
 import uuid
@@ -38,6 +39,7 @@ from drkernel.gym.orchestrator.sandbox import (
     Identity,
     SandboxUnavailable,
     Spawn,
+    UnsafeRunner,
     boot_argv,
     bwrap_runner,
     child_env,
@@ -337,7 +339,25 @@ def test_a_detached_grandchild_dies_when_the_candidate_is_killed(walled):
     assert host_processes_with(token) == []
 
 
+def test_an_output_flood_writes_no_host_file_and_the_result_says_how_much_there_was(walled):
+    # 64 MiB on stdout and stderr, then death: both are pipes (the host's disk never sees the output;
+    # a killed parent leaves no file either, below), and the crash keeps the last lines and says how
+    # much there was.
+    src = ("import os, stat\n"
+           "for _ in range(512):\n"
+           "    os.write(1, b'x' * 65535 + b'\\n')\n"
+           "    os.write(2, b'y' * 65535 + b'\\n')\n"
+           "pipes = all(stat.S_ISFIFO(os.fstat(fd).st_mode) for fd in (1, 2))\n"
+           "os.write(2, b'FLOOD-END pipes=%d\\n' % pipes)\n"
+           "os._exit(3)\n" + RELU_SOLUTION)
+    r = walled.evaluate(request(src))
+    assert r.status is Status.CRASHED and "FLOOD-END pipes=1" in r.error, (r.status, r.error[-500:])
+    total = re.search(r"\[(\d+) bytes of output in all, the last \d+ shown\]", r.error)
+    assert total and int(total.group(1)) >= 64 << 20
+
+
 def test_children_die_with_a_parent_killed_by_sigkill(tmp_path):
+    # ... and leave nothing in the host's temp dir: their output went through pipes.
     script = tmp_path / "parent.py"
     script.write_text(textwrap.dedent('''
         import sys, time
@@ -349,8 +369,11 @@ def test_children_die_with_a_parent_killed_by_sigkill(tmp_path):
         print("READY", flush=True)
         time.sleep(600)
     '''))
+    host_tmp = tmp_path / "host-tmp"
+    host_tmp.mkdir()
     parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"})
+                              env={**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+                                   "TMPDIR": str(host_tmp)})
     try:
         assert parent.stdout.readline().strip() == "READY"
         family = descendants(parent.pid)
@@ -361,6 +384,7 @@ def test_children_die_with_a_parent_killed_by_sigkill(tmp_path):
         while alive(family) and __import__("time").monotonic() < deadline:
             __import__("time").sleep(0.2)
         assert alive(family) == []
+        assert list(host_tmp.iterdir()) == []
     finally:
         parent.kill()
 
@@ -568,6 +592,21 @@ def test_the_unsafe_runner_still_evaluates_and_says_so_loudly(caplog):
             assert not ev.runner.sandboxed and ev.device_info()["sandbox"] == "none"
             assert ev.evaluate(request(RELU_SOLUTION)).status is Status.CORRECT
     assert any("WITHOUT THE SANDBOX" in rec.getMessage() for rec in caplog.records)
+
+
+def test_unsandboxed_childrens_folders_of_a_dead_process_are_swept_at_the_next_start(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    stale = tmp_path / f"drkernel-unsafe-{gone.pid}"
+    (stale / "child-a").mkdir(parents=True)
+    (stale / "child-a" / "out.bin").write_bytes(b"x" * 4096)
+    living = tmp_path / f"drkernel-unsafe-{os.getppid()}"
+    living.mkdir()
+    runner = UnsafeRunner()
+    assert not stale.exists() and living.exists()
+    private = Path(runner.private_dir())
+    assert private.parent == tmp_path / f"drkernel-unsafe-{os.getpid()}" and private.is_dir()
 
 
 def test_the_command_line_binds_only_what_it_should(monkeypatch, tmp_path):

@@ -2,7 +2,7 @@
 
 Every child (a judge, a fresh candidate, a zygote's fork, the zygote itself) writes into a pipe whose
 reading end stays here. One thread drains every such pipe and keeps the last `KEEP_BYTES` of each in
-memory, counting and dropping what came before; `ChildLog.tail` says how much it does not show. So a
+memory, counting and dropping what came before; `ChildLog.tail` says how much there was. So a
 solution that floods its output costs its own CPU time and a bounded buffer of ours, never host disk,
 and a process of ours that dies (a worker killed by the watchdog, ``kill -9``) leaves nothing
 behind: a pipe goes with the last process that holds it.
@@ -72,14 +72,17 @@ class ChildLog:
             return True
 
     def tail(self, n: int) -> str:
-        """The last ``n`` bytes (at most `KEEP_BYTES`) of the output, after a line that says how many
-        came before, when any did. Reads what the pipe still holds first."""
+        """The last ``n`` bytes (at most `KEEP_BYTES`) of the output, then, when any came before, a
+        line that says how much there was (last, so that a reader keeping the last lines keeps it).
+        Reads what the pipe still holds first."""
         self.drain(FINAL_READS)
         with self._lock:
             data = bytes(self._buf[-n:]) if n > 0 else b""
-            before = self.total - len(data)
+            total = self.total
         text = data.decode(errors="replace")
-        return f"[{before} earlier bytes of the child's output not shown]\n{text}" if before else text
+        if total == len(data):
+            return text
+        return text.rstrip("\n") + f"\n[{total} bytes of output in all, the last {len(data)} shown]"
 
     def close(self) -> None:
         """Drop the pipe and the buffer (the child is gone, or no longer ours)."""

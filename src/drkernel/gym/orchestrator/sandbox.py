@@ -45,6 +45,7 @@ import os
 import queue
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import threading
@@ -71,6 +72,7 @@ ENV_KEEP = {"PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "LD_LIBRARY_PATH", "CUDA
 ENV_KEEP_PREFIXES = ("CUDA_", "NVIDIA_", "PYTORCH_", "TORCH_", "TRITON_")
 ENV_DROP = {"TRITON_CACHE_DIR", "TRITON_HOME", "TRITON_DUMP_DIR", "TRITON_OVERRIDE_DIR"}  # set per child
 BOOT = "from drkernel.gym.orchestrator.sandbox import main; main()"
+UNSAFE_DIR_PREFIX = "drkernel-unsafe-"  # + the pid of the process whose unsandboxed children write there
 UNSAFE_WARNING = ("RUNNING WITHOUT THE SANDBOX (--unsafe-no-sandbox): solution and reference code runs with "
                   "this process's user, files and network. Use it only on code you trust.")
 CLONE_NEWUSER = 0x10000000
@@ -172,11 +174,13 @@ class UnsafeRunner:
 
     def __init__(self) -> None:
         log.warning(UNSAFE_WARNING)
+        sweep_private_dirs()
 
     def private_dir(self) -> str:
+        """A host temp folder of the child's own, inside this process's folder (`unsafe_root`)."""
         import tempfile
 
-        return tempfile.mkdtemp(prefix="drkernel-child-")
+        return tempfile.mkdtemp(prefix="child-", dir=unsafe_root())
 
     def exit_status(self, returncode: int) -> int:
         return returncode
@@ -184,6 +188,58 @@ class UnsafeRunner:
     def popen(self, spawn: Spawn) -> subprocess.Popen:
         return subprocess.Popen(boot_argv(spawn), stdin=spawn.stdin, stdout=spawn.stdout, stderr=spawn.stderr,
                                 env=spawn.env, start_new_session=True, close_fds=True)
+
+
+def unsafe_root() -> str:
+    """This process's folder for its unsandboxed children's private folders: ``drkernel-unsafe-<pid>`` in
+    the host's temp dir, ours alone (0700), removed at exit; one a crash left behind is removed by the
+    next `sweep_private_dirs`."""
+    import atexit
+    import tempfile
+
+    root = os.path.join(tempfile.gettempdir(), f"{UNSAFE_DIR_PREFIX}{os.getpid()}")
+    try:
+        os.mkdir(root, 0o700)
+        atexit.register(shutil.rmtree, root, True)
+    except FileExistsError:
+        if not _own_dir(root):
+            raise InfrastructureError(f"{root} exists and is not a folder of ours alone") from None
+    return root
+
+
+def sweep_private_dirs() -> list[str]:
+    """Remove the folders `unsafe_root` made for processes that are gone (their pid is in the name);
+    returns them. Only folders of our own user, never through a link."""
+    import tempfile
+
+    tmp = tempfile.gettempdir()
+    removed = []
+    for name in os.listdir(tmp):
+        pid = name[len(UNSAFE_DIR_PREFIX):]
+        path = os.path.join(tmp, name)
+        if name.startswith(UNSAFE_DIR_PREFIX) and pid.isdigit() and not _alive(int(pid)) and _own_dir(path):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def _own_dir(path: str) -> bool:
+    """A real folder (not a link) of our user that nobody else may write."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
 
 
 @dataclass
@@ -398,8 +454,6 @@ def bwrap_runner() -> BwrapRunner:
 
 def gpu_groups() -> tuple[int, ...]:
     """Groups of the GPU nodes that uid 65534 can open only as a member (mode g+rw, o-rw, e.g. ``video``)."""
-    import stat
-
     groups = set()
     for node in gpu_nodes():
         try:
