@@ -251,7 +251,8 @@ def single_user(tmp_path_factory):
     victim.write_text("not yours\n")
     (folder / "kernelgym.sqlite.token").symlink_to(victim)
     srv = ServerProcess(folder / "kernelgym.sqlite", "--devices", "cpu:1", "--evaluator", DIRECTIVE,
-                        "--retention-s", "1", "--lease-s", "3", single_user=True,
+                        "--retention-s", "1", "--lease-s", "3", "--max-stored-bytes-per-client", "200000",
+                        single_user=True,
                         env={"XDG_STATE_HOME": str(state)})
     srv.start()
     yield srv, state, victim
@@ -281,6 +282,25 @@ def test_finished_jobs_are_removed_after_the_retention_time(single_user):
         while c.get(f"/v1/jobs/{job}").status_code == 200 and time.monotonic() < deadline:
             time.sleep(0.2)
         assert c.get(f"/v1/jobs/{job}").status_code == 404
+
+
+def test_a_client_over_its_stored_bytes_is_refused_until_retention_removes_its_jobs(single_user):
+    # 60 kB requests under a 200 kB quota: the fourth is a classified 429; once the first three have
+    # finished and the retention time (1 s) removed them, the same request is stored.
+    srv, state, _ = single_user
+    token = (state / "drkernel" / "kernelgym.sqlite.token").read_text().strip()
+    body = [_custom(f"class ModelNew: pass\n{'#' * 60_000}\n# {i}") for i in range(4)]
+    with _http(srv, token) as c:
+        ids = [c.post("/v1/jobs", json=b).json()["id"] for b in body[:3]]
+        refused = c.post("/v1/jobs", json=body[3])
+        assert refused.status_code == 429 and refused.json()["error"] == "quota_exceeded"
+        assert "max_stored_bytes_per_client=200000" in refused.json()["detail"]
+        for job in ids:
+            _done(c, job)
+        deadline = time.monotonic() + 60
+        while any(c.get(f"/v1/jobs/{j}").status_code == 200 for j in ids) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert c.post("/v1/jobs", json=body[3]).status_code == 202
 
 
 def test_a_busy_port_fails_before_any_worker_starts(tmp_path):
