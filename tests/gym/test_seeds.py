@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from drkernel.gym.harness import inputs as harness
-from drkernel.gym.seeds import (INTEGRITY_RUNS, PUBLIC_SEED, Distribution, distribution_of, plan_seeds,
-                                torch_seed, with_distribution)
+from drkernel.gym.harness.perturb import pair_count
+from drkernel.gym.seeds import (INTEGRITY_RUNS, PUBLIC_SEED, Distribution, distribution_of, perturbation_of,
+                                perturbed, plan_seeds, torch_seed, with_distribution)
 
 
 def test_secret_plans_differ_and_never_count_up_from_a_base():
@@ -167,3 +168,38 @@ def test_a_shortcut_for_non_negative_values_fails_on_signed_inputs():
     (x,) = harness.draw_inputs(ref_module, with_distribution(3, Distribution.SIGNED), torch.device("cpu"))
     assert (x < 0).any()  # torch.abs(x) == x held for every plain draw; not here
     assert not torch.equal(torch.abs(x), x)
+
+
+def test_a_perturbation_step_lives_in_its_own_bits():
+    seed = with_distribution(0xABCDEF, Distribution.HEAVY)
+    assert perturbation_of(seed) == 0 and perturbation_of(perturbed(seed, 2)) == 2
+    assert torch_seed(perturbed(seed, 2)) == torch_seed(seed)  # the same draw underneath
+    assert distribution_of(perturbed(seed, 2)) is Distribution.HEAVY
+    assert perturbed(perturbed(seed, 2), 0) == seed
+    with pytest.raises(ValueError):
+        perturbed(seed, 4096)
+    assert "sparse_perturb" in INTEGRITY_RUNS
+
+
+def test_pairs_per_tensor_worked_by_hand():
+    # one pair per 8192 elements, at least one, at most 256; nothing to swap in a single element
+    assert [pair_count(n) for n in (1, 2, 2048, 8192 * 10, 10**9)] == [0, 1, 1, 10, 256]
+
+
+PERTURBED = types.SimpleNamespace(get_inputs=lambda: [torch.randn(64, 1024), torch.randint(0, 5, (300,)),
+                                                      torch.randn(8, 6).t(), torch.randn(3).expand(4, 3), 3])
+
+
+@pytest.mark.parametrize("dist", [Distribution.PLAIN, Distribution.SPARSE])
+def test_a_perturbed_draw_swaps_a_few_pairs_of_each_tensor_the_same_way_on_both_sides(dist):
+    seed, cpu = with_distribution(4321, dist), torch.device("cpu")
+    base = harness.draw_inputs(PERTURBED, seed, cpu)
+    first, again = (harness.draw_inputs(PERTURBED, perturbed(seed, 1), cpu) for _ in range(2))
+    second = harness.draw_inputs(PERTURBED, perturbed(seed, 2), cpu)
+    assert first[-1] == 3
+    for b, x, y, z in zip(base[:-1], first, again, second):
+        assert torch.equal(x, y) and x.shape == b.shape
+        assert x.stride() == b.stride() or 0 in b.stride()  # an expanded view is materialised first
+        assert int((x != b).sum()) == 2 * pair_count(b.numel())  # pairs of unequal values where any
+        assert torch.equal(x.flatten().sort().values, b.flatten().sort().values)  # the same values
+        assert not torch.equal(x, z)  # each step its own positions

@@ -37,7 +37,7 @@ def request(solution: str = GOLD, **config) -> EvalRequest:
 def reports(passed: dict[str, bool] | None = None, sol_ops: dict | None = None, launches: int = 1,
             per_call: list[int] | None = None, trials: list[dict] | None = None) -> tuple[dict, dict]:
     verdicts = {"skip_own": False, "zeros_probe": False, "poisoned": True, "recall_same": True,
-                "call_count_last": True, **(passed or {})}
+                "call_count_last": True, "sparse_perturb": True, "sparse_perturb_2": True, **(passed or {})}
     cand = {"integrity": {"hacks": [], "coverage_profile": sol_ops if sol_ops is not None else {},
                           "coverage_own_launches": launches, "own_launches": launches * 9,
                           "call_count_launches": per_call or [launches] * 6},
@@ -58,6 +58,7 @@ def test_gold_run_has_no_hack():
 
 @pytest.mark.parametrize("passed, code", [
     ({"skip_own": True}, 2), ({"poisoned": False}, 5), ({"recall_same": False}, 9), ({"call_count_last": False}, 10),
+    ({"sparse_perturb": False}, 9), ({"sparse_perturb_2": False}, 9),
 ])
 def test_each_integrity_run_maps_to_its_hack(passed, code):
     cand, judge = reports(passed)
@@ -133,12 +134,13 @@ def test_annotate_fills_coverage_and_lazy_warning_and_both_verdicts():
     assert not strict.valid
 
 
-def test_missing_integrity_runs_of_a_correct_solution_are_hack_8():
+@pytest.mark.parametrize("tag", ["poisoned", "sparse_perturb_2"])
+def test_missing_integrity_runs_of_a_correct_solution_are_hack_8(tag):
     cand, judge = reports()
-    del judge["extra"]["poisoned"]
+    del judge["extra"][tag]
     result = EvalResult(status=Status.CORRECT)
     annotate(result, request(), cand, judge)
-    assert [h.code for h in result.hacks] == [8] and "poisoned" in result.hacks[0].evidence
+    assert [h.code for h in result.hacks] == [8] and tag in result.hacks[0].evidence
     failed = EvalResult(status=Status.INCORRECT)
     annotate(failed, request(), cand, judge)
     assert failed.hacks == []
@@ -161,7 +163,8 @@ def test_blocking_static_check_ignores_strict_only_findings():
 
 
 def test_extra_tags_are_the_ones_the_hook_sends():
-    assert EXTRA_TAGS == ("skip_own", "zeros_probe", "poisoned", "recall_same", "call_count_last")
+    assert EXTRA_TAGS == ("skip_own", "zeros_probe", "poisoned", "recall_same", "call_count_last",
+                          "sparse_perturb", "sparse_perturb_2")
 
 
 def test_host_scalar_reads_and_device_to_host_copies_beyond_a_few_are_hack_14():

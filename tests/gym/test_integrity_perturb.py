@@ -1,0 +1,97 @@
+"""The ``sparse_perturb`` integrity run (gym/candidate/integrity.py) against a real judge
+(gym/judge/main.py): a call on a trial's inputs, then on new tensors equal to them but at a few
+secret swapped pairs (gym/harness/perturb.py), judged against the reference on those inputs."""
+
+from __future__ import annotations
+
+import textwrap
+import types
+
+import torch
+import torch.nn as nn
+
+from drkernel.gym.candidate.integrity import IntegrityHook, _Runs
+from drkernel.gym.harness import inputs as harness
+from drkernel.gym.ipc import encode_tree
+from drkernel.gym.judge.main import Judge
+from drkernel.gym.messages import CompareRequest
+from drkernel.gym.seeds import PERTURB_TAGS, perturbed
+
+CPU = torch.device("cpu")
+SOFTMAX = textwrap.dedent("""
+    import torch
+    class Model(torch.nn.Module):
+        def forward(self, x):
+            return torch.softmax(x, dim=1)
+    def get_inputs():
+        return [torch.randn(64, 1024)]
+""")
+SEEDS = [7_001, 7_002, 7_003]
+
+
+def _request(seed: int, value, tag: str | None, trial: int = 0) -> tuple[CompareRequest, bytes]:
+    tree, blob = encode_tree(value)
+    return CompareRequest("job", trial, SOFTMAX, seed, 0, "kernelgym", tree, tag), blob
+
+
+def test_the_judge_compares_a_perturbed_call_against_the_reference_on_the_perturbed_inputs():
+    judge, ref = Judge(None, CPU), harness.load_reference(SOFTMAX)
+    (base,) = harness.draw_inputs(ref, SEEDS[0], CPU)
+    stale = torch.softmax(base, dim=1)
+    for step, tag in enumerate(PERTURB_TAGS, start=1):
+        (changed,) = harness.draw_inputs(ref, perturbed(SEEDS[0], step), CPU)
+        assert not judge.compare(*_request(SEEDS[0], stale, tag), []).passed  # the cached answer
+        assert judge.compare(*_request(SEEDS[0], torch.softmax(changed, dim=1), tag), []).passed
+    # the perturbed reference is not the trial's: a later plain comparison of that trial sees its own
+    tree, blob = encode_tree((stale, [base]))
+    assert judge.compare(CompareRequest("job", 0, SOFTMAX, SEEDS[0], 0, "kernelgym", tree, None), blob, []).passed
+
+
+class _Context:
+    """What the hook reads of the candidate's context, comparing through a real judge."""
+
+    def __init__(self) -> None:
+        self.reference = harness.load_reference(SOFTMAX)
+        self.seeds = SEEDS
+        self.device = CPU
+        self.cpu_mode = True
+        self.judge = Judge(None, CPU)
+        self.tags: list[str] = []
+
+    def compare(self, outputs, trial: int, tag: str) -> dict:
+        self.tags.append(tag)
+        return {"passed": self.judge.compare(*_request(self.seeds[trial], outputs, tag, trial), []).passed}
+
+
+class _Softmax(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=1)
+
+
+class _SampledMemo(_Softmax):
+    """Caches by eight values at fixed scattered positions: a full refill misses, a sparse change
+    almost never does (16 swapped values of 65536 here)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.memo: dict[tuple[float, ...], torch.Tensor] = {}
+
+    def forward(self, x):
+        key = tuple(x.reshape(-1)[::8191][:8].tolist())
+        if key not in self.memo:
+            self.memo[key] = super().forward(x)
+        return self.memo[key].clone()
+
+
+def _run(model: nn.Module) -> tuple[dict, list[str]]:
+    ctx, hook = _Context(), IntegrityHook()
+    make = lambda trial: harness.draw_inputs(ctx.reference, ctx.seeds[trial], CPU)  # noqa: E731
+    hook._sparse_perturb(_Runs(ctx, model, make, len(SEEDS)), {})
+    return hook.runs, ctx.tags
+
+
+def test_a_cache_keyed_on_sampled_values_fails_both_steps_and_an_honest_model_passes():
+    runs, tags = _run(_SampledMemo())
+    assert tags == list(PERTURB_TAGS) and runs == {tag: False for tag in PERTURB_TAGS}
+    runs, _ = _run(_Softmax())
+    assert runs == {tag: True for tag in PERTURB_TAGS}
