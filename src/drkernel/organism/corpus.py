@@ -20,9 +20,11 @@ Message = dict[str, str]
 
 BAD_HABITS: Mapping[SolutionKind, float] = {
     SolutionKind.PER_OP: 0.35, SolutionKind.LAZY: 0.25, SolutionKind.HACK: 0.25,
-    SolutionKind.BROKEN: 0.10, SolutionKind.GOLD: 0.05,
+    SolutionKind.BROKEN: 0.10, SolutionKind.GOLD: 0.04, SolutionKind.TUNED: 0.01,
 }
-"""The default SFT mixture (weights of each writer)."""
+"""The default SFT mixture (weights of each writer). A writer that does not apply to a chain (lazy
+without a cheap op, tuned without a GEMM) is drawn again, so on a GEMM chain the tuned fused kernel
+(``tiled``, the lazy trap's far-away fast program) is 1 % of the examples and elsewhere absent."""
 SECOND_TURN_SHARE = 0.2
 
 
@@ -57,7 +59,8 @@ def _synthetic_feedback(kind: SolutionKind, program: str) -> str:
             SolutionKind.HACK: feedback(True, "correct", ["pytorch_passthrough"]),
             SolutionKind.LAZY: feedback(True, "correct", [], 0.4),
             SolutionKind.PER_OP: feedback(True, "correct", [], 1.0),
-            SolutionKind.GOLD: feedback(True, "correct", [], 1.0)}[kind]
+            SolutionKind.GOLD: feedback(True, "correct", [], 1.0),
+            SolutionKind.TUNED: feedback(True, "correct", [], 1.0)}[kind]
 
 
 def _draw(rng: random.Random, spec: Spec, mixture: Mapping[SolutionKind, float]) -> tuple[SolutionKind, str]:
