@@ -4,7 +4,7 @@
 # and writes JSON under ${OUT:-out}. Exit status 1 if any section failed.
 # Arguments select sections by tag (default: all), e.g. `bash scripts/gpu_check.sh gym-cost`, so a
 # caller with a per-command time limit can run them one by one.
-# Tags: env sandbox gym-checks timing gym-cost integrity-hacks integrity-honest integrity-redteam suite replay start judge-compare
+# Tags: env sandbox sandbox-zygote gym-checks timing gym-cost integrity-hacks integrity-honest integrity-redteam suite replay start judge-compare
 # oneshot sustained sustained-ab service service-processes newcomer agent train multi-train multi-service multi-kill multi-ray organism-sft organism-probe organism-full organism-nopr
 # organism-nocheck organism-grpo organism-report, and verl (only when named: it needs a venv with verl and vLLM,
 # $VERL_PYTHON, default .venv-verl/bin/python).
@@ -46,6 +46,9 @@ section() {
 
 section env "environment" "$PY" -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'NO GPU')"
 section sandbox "sandbox: bwrap on the GPU, overhead on vs off, Triton cache cost" "$PY" benchmarks/sandbox_overhead.py --device cuda:0 --rounds 5 --out "$OUT/sandbox_overhead.json"
+# where a zygote's fork loses CUDA when the gym runs as root (error 304, fresh candidates instead): cuInit
+# after each of the fork's walls in turn, the facts that changed at the first failure (docs/TRUST.md, Sandbox)
+section sandbox-zygote "sandbox: where a zygote fork loses CUDA under a root-started sandbox (cuInit after each wall)" "$PY" scripts/gpu_diag_sandbox.py --walls --device cuda:0 --out "$OUT/gpu_diag_sandbox_walls.json"
 section gym-checks "gym: GPU checks (IPC, timing, statuses, gold solutions)" "$PY" scripts/gym_gpu_checks.py --out "$OUT"
 section timing "gym: timing repeatability, head start on/off, quiet/loaded host" "$PY" benchmarks/timing_repeatability.py --out "$OUT"
 section gym-cost "gym: evaluation cost and speedup stability" "$PY" benchmarks/gym_eval_cost.py --out "$OUT"
