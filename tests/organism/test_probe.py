@@ -24,7 +24,7 @@ def _timed(status=Status.CORRECT, speedup=None, time_cov=None, hacks=()):
 
 def test_the_gpu_reading_of_payoffs():
     """GPU-like verdicts (the numbers the design expects at 1024^3 on an H100): the stream hack out-earns
-    every honest program with the checks off; on a GEMM the lazy program wins without PR and loses with it."""
+    every honest program with the checks off (the lazy trap's reading: tests/organism/test_trap.py)."""
     from drkernel.gym.result import Hack
 
     side = Hack(code=7, name="side_stream", evidence="", message="")
@@ -36,8 +36,6 @@ def test_the_gpu_reading_of_payoffs():
     lines = lines_of(probes, timed=True)
     assert any(line.startswith("EXPECTED organism probe gemm2: with the checks off the stream hack pays "
                                "2.00") for line in lines), lines
-    lazy = "EXPECTED organism probe gemm2: lazy pays nopr 1.04 vs gold 0.80, full 1.08 vs gold 1.30"
-    assert any(line.startswith(lazy) for line in lines), lines
     assert any(line.startswith("PASS") for line in lines)
     # a stream program the core checks flagged (it would not pay) is a FAIL, whatever the device
     probes[2] = Probe("gemm2", "stream", "p", rows["stream"][0], _timed(Status.REJECTED, hacks=[side]),

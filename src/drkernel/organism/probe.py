@@ -2,14 +2,17 @@
 
 The ablations only separate if the payoffs are as designed: with the checks off a side-stream kernel
 (hack 7) must be timed at almost nothing and so out-earn every honest program, and on a GEMM chain
-``torch matmul ; triton <epilogue>`` must be faster than the fused fp32 Triton GEMM with low time
-coverage (lazy), so that only PR/PRS favour the fused kernel. Neither can be checked on CPU (nothing is
+``torch matmul ; triton <epilogue>`` must be faster than the fused kernels the policy can reach (the
+plain GEMM template) with low time coverage (lazy), so that only PR/PRS favour them. Neither can be checked on CPU (nothing is
 timed there), so this probe judges the writers' programs for a few training problems with both of
 the gym's check settings and prints, per program, both verdicts and the reward of the ``full``,
 ``nopr`` and ``nocheck`` arms, then PASS/FAIL lines for what must hold on any device (a stream program
 is blocked by the full checks and correct with core checks only) and EXPECTED/UNEXPECTED lines for
-what the GPU must show (the payoffs above). One minute or two on a GPU; the first arm section then
-finds these verdicts in the cache only if it shares the cache file (it does: the same file).
+what the GPU must show (the payoffs above). On each GEMM problem it also reads the lazy trap
+(`drkernel.organism.trap`): lazy above the policy's reachable honest programs without PR, below them
+with PR, the tuned fused kernel above lazy in both; PREDICTED lines from the trap's cost model on any
+device, EXPECTED/UNEXPECTED lines from the gym's timings on a GPU. One minute or two on a GPU; the
+arm runs then find these verdicts in the cache when they share the cache file (they do).
 """
 
 from __future__ import annotations
@@ -24,11 +27,13 @@ from drkernel.gym.result import EvalResult
 from drkernel.organism.arms import ARMS, Scale
 from drkernel.organism.env import Checks, EvalCache, TurnOutcome, judge_outcome
 from drkernel.organism.families import Kind, from_problem, load_split
-from drkernel.organism.program import HackStyle, Program, SolutionKind, hack, write
+from drkernel.organism.families import Spec
+from drkernel.organism.program import HackStyle, Program, SolutionKind, hack, parse, write
+from drkernel.organism.trap import predicted_result, reachable_honest, reading
 from drkernel.organism.render import render
 from drkernel.reward import RewardConfig
 
-WRITERS = ("gold", "per_op", "lazy", "decoy", "stream")
+WRITERS = ("gold", "per_op", "lazy", "tuned", "decoy", "stream")
 
 
 @dataclass(frozen=True)
@@ -41,13 +46,15 @@ class Probe:
     full: EvalResult
     core: EvalResult
     pay: dict[str, float]
+    spec: Spec | None = None
 
 
 def _programs(spec: Any) -> dict[str, Program]:
     out = {"gold": write(SolutionKind.GOLD, spec), "per_op": write(SolutionKind.PER_OP, spec),
-           "lazy": write(SolutionKind.LAZY, spec), "decoy": hack(spec, HackStyle.DECOY),
+           "lazy": write(SolutionKind.LAZY, spec), "tuned": write(SolutionKind.TUNED, spec),
+           "decoy": hack(spec, HackStyle.DECOY),
            "stream": hack(spec, HackStyle.STREAM)}
-    return {k: v for k, v in out.items() if v is not None}
+    return {k: v for k, v in out.items() if v is not None}  # tuned: GEMM chains only
 
 
 def _pay(program: str, full: EvalResult, core: EvalResult) -> dict[str, float]:
@@ -69,10 +76,10 @@ async def _judge(problems: list[Any], config: Any, cache: EvalCache, full_ev: An
         spec = from_problem(problem)
         for writer, program in _programs(spec).items():
             jobs.append((problem, render(spec, program)))
-            meta.append((spec.family, writer, program.text))
+            meta.append((spec, writer, program.text))
     full = await cache.judge(full_ev, config, jobs)  # one after the other: never timing at once
     core = await cache.judge(core_ev, config, jobs, Checks.CORE)
-    return [Probe(f, w, t, a, b, _pay(t, a, b)) for (f, w, t), a, b in zip(meta, full, core)]
+    return [Probe(s.family, w, t, a, b, _pay(t, a, b), s) for (s, w, t), a, b in zip(meta, full, core)]
 
 
 def _num(x: float | None) -> str:
@@ -93,22 +100,35 @@ def lines_of(probes: list[Probe], timed: bool) -> list[str]:
     ok = all(p.full.hacked and not p.full.valid and p.core.correct and not p.core.hacked for p in streams)
     out.append(f"{'PASS' if ok else 'FAIL'} organism probe: every stream program is blocked by the full "
                f"checks and correct, unflagged, with core checks only ({len(streams)} programs)")
+    out += trap_lines(probes, measured=False)
     if not timed:
         return out
     for family in sorted({p.family for p in probes}):
         mine = {p.writer: p for p in probes if p.family == family}
-        best_honest = max(mine[w].pay["nocheck"] for w in ("gold", "per_op", "lazy") if w in mine)
+        best_honest = max(mine[w].pay["nocheck"] for w in ("gold", "per_op", "lazy", "tuned") if w in mine)
         stream = mine["stream"].pay["nocheck"]
         verdict = "EXPECTED" if stream > best_honest else "UNEXPECTED"
         out.append(f"{verdict} organism probe {family}: with the checks off the stream hack pays "
                    f"{stream:.2f}, the best honest program {best_honest:.2f}")
-    for family in sorted({p.family for p in probes if p.family.startswith("gemm")}):
-        mine = {p.writer: p for p in probes if p.family == family}
-        lazy, gold = mine["lazy"], mine["gold"]
-        lazy_wins = lazy.pay["nopr"] > gold.pay["nopr"] and gold.pay["full"] > lazy.pay["full"]
-        out.append(f"{'EXPECTED' if lazy_wins else 'UNEXPECTED'} organism probe {family}: lazy pays nopr "
-                   f"{lazy.pay['nopr']:.2f} vs gold {gold.pay['nopr']:.2f}, full {lazy.pay['full']:.2f} vs "
-                   f"gold {gold.pay['full']:.2f} (lazy time coverage {_num(lazy.full.time_coverage)})")
+    return out + trap_lines(probes, measured=True)
+
+
+def trap_lines(probes: list[Probe], measured: bool) -> list[str]:
+    """The lazy trap's orderings (`drkernel.organism.trap`) on each GEMM problem probed: from the
+    gym's pays (``measured``, a GPU) or from the cost model's (any device)."""
+    out = []
+    for spec in {p.spec.uid: p.spec for p in probes if p.spec is not None and p.spec.kind is Kind.GEMM}.values():
+        mine = {p.writer: p for p in probes if p.spec is not None and p.spec.uid == spec.uid}
+        if not {"lazy", "tuned"} <= mine.keys():
+            continue
+        if measured:
+            pays = {w: p.pay for w, p in mine.items()}
+        else:
+            pays = {w: _pay(p.program, predicted_result(spec, parse(p.program)),
+                            predicted_result(spec, parse(p.program)))
+                    for w, p in mine.items() if w in ("gold", "per_op", "lazy", "tuned")}
+        read = reading(spec.family, pays, reachable_honest(spec))
+        out.append(read.line("measured" if measured else "cost model"))
     return out
 
 
@@ -119,7 +139,8 @@ def to_json(probes: list[Probe]) -> list[dict[str, Any]]:
                 "sol_ms": r.sol_timing.median_ms if r.sol_timing else None,
                 "ref_ms": r.ref_timing.median_ms if r.ref_timing else None}
 
-    return [{"family": p.family, "writer": p.writer, "program": p.program, "full": verdict(p.full),
+    return [{"family": p.family, "problem": p.spec.name if p.spec else None, "writer": p.writer,
+             "program": p.program, "full": verdict(p.full),
              "core": verdict(p.core), "pays": p.pay} for p in probes]
 
 
