@@ -25,7 +25,8 @@ channel. A kernel without Landlock gets no zygote (fresh processes, as before). 
 creates its own.
 
 A ``fork`` request carries three descriptors: B's channel (a Unix socket), A's status socket
-(A writes B's exit status there, as Popen would report it) and B's log file (its stdout and stderr).
+(A writes B's exit status there, as Popen would report it) and B's log (a pipe's writing end: its
+stdout and stderr).
 B's first message (``init``) carries a pidfd of itself, through which the orchestrator names,
 watches and kills it from outside the nested pid namespace.
 """
