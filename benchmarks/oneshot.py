@@ -5,7 +5,9 @@ For each of KernelBench 19_ReLU, 23_Softmax and 12_Gemm_Multiply_LeakyReLU with 
    `drkernel gym eval` does), one evaluation, closed; the wall from start to close, and the
    device memory the gym's processes held at their peak (nvidia-smi, 100 ms samples);
 2. back to back: one evaluator with a warm pool of 2, the same solution ``--repeats`` times; the wall
-   per evaluation (median) and the speedup CV.
+   per evaluation (median) and the speedup CV; with ``--compile-cache``, again beside it with the
+   compile cache on (`drkernel.gym.compile_cache`: a repeat loads what the first evaluation compiled),
+   the median ``compile`` stage of both.
 KernelBench's own evaluator on the same problems, measured on an H100 on 2026-11-24 (issue 14: a fresh
 process per evaluation), is the yardstick: 93.5 s, 98.8 s, 10.0 s.
 
@@ -20,6 +22,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -60,11 +63,30 @@ class MemoryPeak:
         self._thread.join()
 
 
+def back_to_back(req: EvalRequest, device: str, repeats: int, cache: str | None) -> list:
+    """``repeats`` evaluations of one request on one warm evaluator (its first, warming, not counted)."""
+    with InProcessEvaluator(device=device, concurrency=1, pool_size=2, compile_cache_dir=cache) as ev:
+        ev.evaluate(req)  # warm: judge, problem prepared, reference timed (and, cached, the kernels kept)
+        return [ev.evaluate(req) for _ in range(repeats)]
+
+
+def compile_ab(plain: list, cached: list) -> dict:
+    """The median ``compile`` stage and wall without and with the compile cache; SUMMARY line."""
+    med = lambda rs, k: statistics.median((x.stage_seconds or {}).get(k, 0.0) for x in rs)  # noqa: E731
+    row = {"compile_s": [med(plain, "compile"), med(cached, "compile")],
+           "wall_s": [statistics.median(x.elapsed_s for x in plain), statistics.median(x.elapsed_s for x in cached)],
+           "speedups": [[x.speedup for x in plain], [x.speedup for x in cached]]}
+    print(f"SUMMARY compile_cache: compile {row['compile_s'][0]:.3f} s -> {row['compile_s'][1]:.3f} s, "
+          f"wall {row['wall_s'][0]:.2f} s -> {row['wall_s'][1]:.2f} s", flush=True)
+    return row
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--repeats", type=int, default=4)
     ap.add_argument("--out", default=os.path.join(os.environ.get("OUT", "out"), "oneshot.json"))
+    ap.add_argument("--compile-cache", action="store_true", help="back to back again with the compile cache on")
     args = ap.parse_args()
     rows = load_rows(ROWS)
     cfg = EvalConfig(device=args.device)
@@ -77,9 +99,12 @@ def main() -> int:
             with InProcessEvaluator(device=args.device, concurrency=1, pool_size=0) as ev:
                 r = ev.evaluate(req)
         one_s = time.monotonic() - t
-        with InProcessEvaluator(device=args.device, concurrency=1, pool_size=2) as ev:
-            ev.evaluate(req)  # warm: judge, problem prepared, reference timed
-            reps = [ev.evaluate(req) for _ in range(args.repeats)]
+        reps = back_to_back(req, args.device, args.repeats, None)
+        if args.compile_cache:
+            with tempfile.TemporaryDirectory() as cache:
+                cached = back_to_back(req, args.device, args.repeats, cache)
+            report.setdefault("compile_cache", {})[name] = compile_ab(reps, cached)
+            ok &= sorted({x.status.value for x in cached}) == ["correct"]
         walls = [x.elapsed_s for x in reps]
         stages = {k: statistics.median((x.stage_seconds or {}).get(k, 0.0) for x in reps)
                   for k in sorted({k for x in reps for k in (x.stage_seconds or {})})}

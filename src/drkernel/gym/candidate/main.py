@@ -36,6 +36,7 @@ import torch  # noqa: E402
 import triton  # noqa: E402,F401
 
 from drkernel.gym.harness import inputs as harness# noqa: E402
+from drkernel.gym import compile_cache  # noqa: E402
 from drkernel.gym.candidate import seccomp  # noqa: E402
 from drkernel.gym.checks import load_hook  # noqa: E402
 from drkernel.gym.ipc import Channel, StagingBuffer, child_channel, encode_tree, staged_fds  # noqa: E402
@@ -107,6 +108,26 @@ class Candidate:
         self.stages: dict[str, float] = {}
         self.hooks: list[Any] = []
         self.out_bytes = 0
+        self.cache_before: set[str] | None = None  # the compile cache's files before the solution ran
+
+    def seed_compile_cache(self, job: dict[str, Any], blob: bytes) -> None:
+        """Write the kernels earlier candidates of this evaluation's scope compiled into our private
+        Triton cache (`drkernel.gym.compile_cache`), and note what the cache holds, so
+        that what this candidate adds can be reported. Only when the job asks for it."""
+        root = os.environ.get("TRITON_CACHE_DIR")
+        if not root or not job.get("compile_cache"):
+            return
+        compile_cache.write_files(root, compile_cache.unpack(job.get("compile_seed") or [], blob))
+        self.cache_before = compile_cache.list_files(root)
+
+    def compiled_files(self) -> tuple[list[list[Any]], bytes]:
+        """What this candidate's kernels added to its Triton cache, packed for `Done` (none unless the
+        job asked)."""
+        root = os.environ.get("TRITON_CACHE_DIR")
+        if not root or self.cache_before is None:
+            return [], b""
+        index, blob = compile_cache.pack(compile_cache.new_files(root, self.cache_before))
+        return [list(e) for e in index], blob
 
     def stage(self, name: str, started: float) -> float:
         now = time.perf_counter()
@@ -351,15 +372,22 @@ def serve(channel: Channel, pidfd: int | None = None) -> None:
     channel.recv()
     device = warm_up(device)
     channel.send(Ready(os.getpid()).to_header())
-    job = channel.recv().header
+    msg = channel.recv()
+    job = msg.header
     candidate = Candidate(channel, device)
     try:
+        candidate.seed_compile_cache(job, msg.blob)
         candidate.run(job)
     except Failure as f:
         channel.send(_error_header(f))
     except BaseException as e:  # a failure of the harness itself, or an escape from the solution
         channel.send(_error_header(Failure("harness", e)))
-    channel.send(Done(candidate.stages, candidate.report(), harness.backend_flags()).to_header())
+    try:
+        files, blob = candidate.compiled_files()
+    except (OSError, ValueError) as e:  # the cache is an optimisation: never a failed evaluation
+        print(f"compile cache not reported: {e}", file=sys.stderr)
+        files, blob = [], b""
+    channel.send(Done(candidate.stages, candidate.report(), harness.backend_flags(), files).to_header(), blob)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)  # skip interpreter teardown: the solution may have left threads or atexit hooks

@@ -24,6 +24,7 @@ from typing import Any, Iterator, Sequence
 
 from drkernel.errors import InfrastructureError
 from drkernel.gym.checks import CheckRegistry, default_checks
+from drkernel.gym.compile_cache import CompileCache
 from drkernel.gym.config import EvalConfig, EvalRequest
 from drkernel.gym import provenance
 from drkernel.gym.messages import Job, Prepared, TimeReference, Timed, timing_samples
@@ -85,14 +86,18 @@ class InProcessEvaluator:
             CUDA context and a reference model cache on the device.
         seccomp: candidates install the seccomp filter (`drkernel.gym.candidate.seccomp`; never without
             the sandbox). Off only to test the OS sandbox's walls alone.
+        compile_cache_dir: keep the kernels a candidate compiled for later evaluations of the same
+            solution on the same problem, device and versions (`drkernel.gym.compile_cache`); off
+            (None) by default.
     """
 
     def __init__(self, device: str = "auto", concurrency: int = 2, pool_size: int = 2,
                  triton_cache_dir: str | None = None, checks: CheckRegistry | None = None,
                  reference_cache_dir: str | None = None, cache_reference_timings: bool = True,
                  unsafe_no_sandbox: bool = False, zygote: bool = True, judges: int = 0,
-                 seccomp: bool = True) -> None:
+                 seccomp: bool = True, compile_cache_dir: str | None = None) -> None:
         EvalConfig(device=device)  # validates the device string
+        self.compile_cache = CompileCache(compile_cache_dir) if compile_cache_dir else None
         self.zygote = zygote
         self.judges = max(0, judges)
         self.runner = make_runner(unsafe_no_sandbox)  # refuses (SandboxUnavailable) without a working sandbox
@@ -171,7 +176,8 @@ class InProcessEvaluator:
 
     def _new_runtime(self, device: str) -> DeviceRuntime:
         return DeviceRuntime(device, pool_size=self.pool_size, concurrency=self.concurrency, env=self.env,
-                             runner=self.runner, zygote=self.zygote, judges=self.judges)
+                             runner=self.runner, zygote=self.zygote, judges=self.judges,
+                             compile_cache=self.compile_cache)
 
     def _runtime(self, device: str) -> DeviceRuntime:
         with self._lock:

@@ -22,6 +22,7 @@ from typing import Any, Iterator
 
 from drkernel.devices import Device
 from drkernel.errors import InfrastructureError, JudgeError
+from drkernel.gym.compile_cache import CompileCache
 from drkernel.gym.ipc import ChannelClosed, ChannelTimeout, Message, ProtocolViolation
 from drkernel.gym.messages import Error, Op, Prepare, Prepared, Signal
 from drkernel.gym.orchestrator.pool import Child, Talker, WarmPool
@@ -269,8 +270,10 @@ class DeviceRuntime:
     """Judge + warm pool + locks for one device. Starts in the background; `wait_ready` joins."""
 
     def __init__(self, device: str, *, pool_size: int, concurrency: int, env: dict[str, str],
-                 runner: Runner, zygote: bool = True, judges: int = 0) -> None:
+                 runner: Runner, zygote: bool = True, judges: int = 0,
+                 compile_cache: CompileCache | None = None) -> None:
         self.requested = device
+        self.compile_cache = compile_cache
         self.runner = runner
         self.use_zygote = zygote and runner.sandboxed
         self.zygote: Zygote | None = None
@@ -481,7 +484,8 @@ class DeviceRuntime:
                 "pool_ready": self.pool.ready_count if self.pool else 0,
                 "total_memory": self.hello.get("total_memory"), "versions": self.hello.get("versions", {}),
                 "sandbox": self.runner.name, "zygote": self.zygote is not None, "judges": len(self.judges),
-                "judge_busy_s": [round(j.busy_s, 3) for j in self.judges]}
+                "judge_busy_s": [round(j.busy_s, 3) for j in self.judges],
+                "compile_cache": self.compile_cache.stats() if self.compile_cache else None}
 
     def close(self) -> None:
         self._ready.wait()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import enum
+import logging
 import os
 import threading
 import time
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from drkernel import pyast
+from drkernel.gym.compile_cache import scope_key
 from drkernel.gym.ipc import ChannelClosed, ChannelTimeout, ProtocolViolation, close_fds
 from drkernel.gym.messages import (Compare, CompareRequest, Done, Error, Extra, Message, Op, Outputs, Release,
                                    Signal, SolutionPath, Timing, Verdict, parse_candidate)
@@ -31,6 +33,7 @@ from drkernel.gym.orchestrator.memory import RssWatch, group_rss_bytes
 from drkernel.gym.verdict.plausibility import suspicious, tree_bytes
 from drkernel.gym.orchestrator.runtime import DeviceRuntime
 
+log = logging.getLogger(__name__)
 KILL_GRACE_S = 2.0
 EXIT_POLL_S = 0.01
 
@@ -57,6 +60,10 @@ class SessionOutcome:
     child_start_s: float | None = None
     child_wait_s: float = 0.0
     lock_wait_s: float = 0.0
+    compile_seeded: int = 0
+    """Files of earlier candidates' compiled kernels written into this candidate's cache."""
+    compile_stored: int = 0
+    """Bytes of this candidate's compiled kernels kept for later candidates of its scope."""
     exclusive_s: float = 0.0
     """Seconds the candidate held the device exclusively (its timed region, the re-measurement
     included): every other candidate on the device waited meanwhile."""
@@ -246,7 +253,7 @@ class CandidateSession:
         deadline = started + self.timeout_s
         self.lock_t = started
         try:
-            child.send(self.job)
+            child.send(*self._job_with_compiled())
             while True:
                 # outputs travel in the candidate's staging buffer, or as a blob counted against its limit
                 raw = child.recv(deadline, max_fds=1, max_blob=lambda: self._blob_room(child))
@@ -262,6 +269,7 @@ class CandidateSession:
                     close_fds(raw.fds)  # relayed (the judge got its own copy) or refused
                 deadline = self._handle(child, msg, deadline)
                 if isinstance(msg, Done):
+                    self._keep_compiled(msg, raw.blob)
                     return
         except ChannelTimeout:
             self.out.timed_out = True
@@ -269,6 +277,32 @@ class CandidateSession:
             self.out.died = True
         except ProtocolViolation as e:
             self.out.violation = str(e)
+
+    def _compile_scope(self) -> str | None:
+        cache = getattr(self.rt, "compile_cache", None)
+        if cache is None:
+            return None
+        return scope_key(str(self.job["solution"]), str(self.job["trials"][0]["code"]), self.rt.device_name,
+                         self.rt.hello.get("versions") or {})
+
+    def _job_with_compiled(self) -> tuple[dict[str, Any], bytes]:
+        """The job, and the kernels earlier candidates of its scope compiled (`compile_cache`)."""
+        key = self._compile_scope()
+        if key is None:
+            return self.job, b""
+        index, blob = self.rt.compile_cache.load(key)
+        self.out.compile_seeded = len(index)
+        return {**self.job, "compile_cache": True, "compile_seed": [list(e) for e in index]}, blob
+
+    def _keep_compiled(self, done: Done, blob: bytes) -> None:
+        """Store what the candidate compiled under its scope (untrusted bytes: checked by the cache)."""
+        key = self._compile_scope()
+        if key is None or not done.compile_files:
+            return
+        try:
+            self.out.compile_stored = self.rt.compile_cache.store(key, done.compile_files, blob)
+        except (OSError, ValueError) as e:
+            log.warning("compile cache: %s's files not kept: %s", self.job_id, e)
 
     def _handle(self, child: Any, msg: Message, deadline: float) -> float:
         """One message other than an export; returns the deadline (extended by waits for the device)."""
