@@ -98,3 +98,16 @@ def test_a_repeat_of_a_solution_is_seeded_with_what_its_first_evaluation_compile
     scopes = _scopes(root)
     assert len(scopes) == 2 and {"probe/first.bin"} in scopes.values()  # not seeded from the first
     assert ev.device_info()["compile_cache"]["hits"] >= 1
+
+
+def test_triton_s_group_records_are_pointed_at_the_new_cache():
+    import json
+
+    from drkernel.gym.compile_cache import relocate
+
+    record = {"child_paths": {"k.cubin": "/old/cache/abc/k.cubin", "k.json": "/old/cache/abc/k.json"}}
+    files = {"abc/__grp__k.json": json.dumps(record).encode(), "abc/k.cubin": b"bin", "abc/__grp__bad.json": b"{"}
+    out = relocate(files, "/new")
+    assert json.loads(out["abc/__grp__k.json"])["child_paths"] == {"k.cubin": "/new/abc/k.cubin",
+                                                                   "k.json": "/new/abc/k.json"}
+    assert out["abc/k.cubin"] == b"bin" and "abc/__grp__bad.json" not in out

@@ -104,6 +104,25 @@ def list_files(root: str) -> set[str]:
     return found
 
 
+def relocate(files: Mapping[str, bytes], root: str) -> dict[str, bytes]:
+    """``files`` with Triton's group records (``__grp__*.json``: a kernel's files by absolute path)
+    pointed at ``root``, where they are written; a record that is not such JSON is dropped (Triton then
+    compiles, as without a cache)."""
+    out = dict(files)
+    for rel, data in files.items():
+        if not os.path.basename(rel).startswith("__grp__"):
+            continue
+        try:
+            record = json.loads(data)
+            paths = record["child_paths"]
+            record["child_paths"] = {name: os.path.join(root, os.path.dirname(rel), os.path.basename(str(path)))
+                                     for name, path in paths.items()}
+            out[rel] = json.dumps(record).encode()
+        except (ValueError, KeyError, TypeError, AttributeError):
+            del out[rel]
+    return out
+
+
 def write_files(root: str, files: Mapping[str, bytes]) -> None:
     """Write ``files`` under ``root`` (names checked by `safe_name`; existing files are kept)."""
     for rel, data in files.items():

@@ -42,6 +42,7 @@ from drkernel.gym.checks import load_hook  # noqa: E402
 from drkernel.gym.ipc import Channel, StagingBuffer, child_channel, encode_tree, staged_fds  # noqa: E402
 from drkernel.gym.messages import (Compare, Done, Error, Extra, Op, Outputs, Ready, Signal, SolutionPath,  # noqa: E402
                                    Timing)
+from drkernel.gym.seeds import TIMED_TAG_PREFIX  # noqa: E402
 
 SOLUTION_MODULE = "drkernel_solution"
 
@@ -117,7 +118,8 @@ class Candidate:
         root = os.environ.get("TRITON_CACHE_DIR")
         if not root or not job.get("compile_cache"):
             return
-        compile_cache.write_files(root, compile_cache.unpack(job.get("compile_seed") or [], blob))
+        files = compile_cache.unpack(job.get("compile_seed") or [], blob)
+        compile_cache.write_files(root, compile_cache.relocate(files, root))
         self.cache_before = compile_cache.list_files(root)
 
     def compiled_files(self) -> tuple[list[list[Any]], bytes]:
@@ -280,11 +282,13 @@ class Candidate:
                       inputs: list[Any] | None) -> None:
         """Time inside the exclusive region; re-measure with device-wide synchronisation when the
         orchestrator finds the time implausible; then send the sampled timed outputs to the judge."""
-        from drkernel.gym.harness.timing import time_cuda, time_synchronized, timing_options
+        from drkernel.gym.harness.perturb import TimedVariation
+        from drkernel.gym.harness.timing import call_limit, time_cuda, time_synchronized, timing_options
 
         if inputs is None:
             inputs = harness.draw_inputs(ref, int(job["timing_seed"]), self.device)
         cfg, plan = job["config"], job["timing_plan"]
+        vary = TimedVariation(inputs, int(job["timing_seed"]), call_limit(cfg))  # no two timed calls alike
         keep = set(plan["keep"])
         if 2 * self.out_bytes > int(job["input_budget_bytes"]):
             keep = {max(keep)}  # large outputs: only the last call's, which costs no memory to keep
@@ -296,11 +300,11 @@ class Candidate:
         try:
             stats = time_cuda(model, inputs, warmup=int(cfg["warmup_calls"]) + int(plan["extra_warmup"]),
                               calls=int(cfg["timed_calls"]), l2_flush=bool(cfg["l2_flush"]), device=self.device,
-                              keep=keep, kept=kept, **timing_options(cfg))
+                              keep=keep, kept=kept, vary=vary, **timing_options(cfg))
             self.channel.send(Timing(Op.TIMING, stats).to_header())
             if self.channel.recv().op == Op.REMEASURE:
                 stats = time_synchronized(model, inputs, calls=int(plan["remeasure_calls"]),
-                                          l2_flush=bool(cfg["l2_flush"]), device=self.device)
+                                          l2_flush=bool(cfg["l2_flush"]), device=self.device, vary=vary)
                 self.channel.send(Timing(Op.TIMING_SYNC, stats).to_header())
                 self.channel.recv()  # continue: the orchestrator holds the device shared again
         except BaseException as e:
@@ -309,7 +313,7 @@ class Candidate:
         t = self.stage("timing", t)
         del inputs
         for index in sorted(kept):
-            ctx.compare(kept.pop(index), "timing", f"timed_call_{index}")
+            ctx.compare(kept.pop(index), "timing", f"{TIMED_TAG_PREFIX}{index}")  # judged at its variation
         self.stage("timing_samples", t)
 
     def report(self) -> dict[str, Any]:
