@@ -49,63 +49,69 @@ def _server_root(url: str) -> str:
 
 def build_engine(config: TrainConfig, model: Any, tokenizer: Any) -> RolloutEngine:
     """The rollout engine of ``config.rollout`` around the trainer's ``model``."""
+    backend = config.rollout.backend
+    if backend == "hf":
+        return _hf_engine(config, model, tokenizer)
+    if backend == "openai":
+        return _openai_engine(config, model, tokenizer)
+    return _vllm_engine(config, model)
+
+
+def _hf_engine(config: TrainConfig, model: Any, tokenizer: Any) -> RolloutEngine:
+    """The trainer's own module (nothing to push), or a bf16 copy with the LoRA adapters merged."""
+    from drkernel.agent.policies.hf_local import HFLocalPolicy
+
     rollout = config.rollout
-    if rollout.backend == "hf":
-        from drkernel.agent.policies.hf_local import HFLocalPolicy
+    if rollout.share_weights:
+        return RolloutEngine(HFLocalPolicy(model, tokenizer, batch_size=rollout.batch_size, name="trainer"),
+                             push=lambda: None)
+    import torch
 
-        if rollout.share_weights:
-            return RolloutEngine(
-                HFLocalPolicy(model, tokenizer, batch_size=rollout.batch_size, name="trainer"),
-                push=lambda: None,
-            )
-        import torch
+    replica = copy.deepcopy(model)
+    if is_lora(replica):
+        replica = replica.merge_and_unload()  # into the copy: the trainer keeps its adapters
+    if config.model.precision != "fp32":
+        replica = replica.to(torch.bfloat16)
+    replica.eval()
+    policy = HFLocalPolicy(replica, tokenizer, device=rollout.device or None, batch_size=rollout.batch_size,
+                           name="rollout-copy")
+    return RolloutEngine(policy, push=lambda: policy.load_state_dict(rollout_state_dict(model)))
 
-        replica = copy.deepcopy(model)
-        if is_lora(replica):
-            replica = replica.merge_and_unload()  # into the copy: the trainer keeps its adapters
-        if config.model.precision != "fp32":
-            replica = replica.to(torch.bfloat16)
-        replica.eval()
-        policy = HFLocalPolicy(
-            replica,
-            tokenizer,
-            device=rollout.device or None,
-            batch_size=rollout.batch_size,
-            name="rollout-copy",
-        )
-        return RolloutEngine(policy, push=lambda: policy.load_state_dict(rollout_state_dict(model)))
-    if rollout.backend == "openai":
-        from drkernel.agent.policies.openai_compat import OpenAICompatPolicy
 
-        policy = OpenAICompatPolicy(base_url=rollout.url, concurrency=rollout.concurrency, token_ids=True)
-        target = Path(config.run.output_dir) / "pushed_weights"
+def _openai_engine(config: TrainConfig, model: Any, tokenizer: Any) -> RolloutEngine:
+    """An OpenAI-compatible server; a push saves an HF folder and asks the server to reload it."""
+    from drkernel.agent.policies.openai_compat import OpenAICompatPolicy
 
-        def push_to_server() -> None:
-            import httpx
+    rollout = config.rollout
+    policy = OpenAICompatPolicy(base_url=rollout.url, concurrency=rollout.concurrency, token_ids=True)
+    target = Path(config.run.output_dir) / "pushed_weights"
 
-            shutil.rmtree(target, ignore_errors=True)  # no stale shards or adapter files
-            if is_lora(model):
-                model.get_base_model().save_pretrained(target, state_dict=rollout_state_dict(model))
-            else:
-                model.save_pretrained(target)
-            tokenizer.save_pretrained(target)
-            url = _server_root(rollout.url) + rollout.reload_path
-            response = httpx.post(url, json={"model_path": str(target.resolve())}, timeout=600.0)
-            if response.status_code != 200:
-                raise InfrastructureError(
-                    f"weight reload at {url} failed: {response.status_code} {response.text[:300]}"
-                )
+    def push_to_server() -> None:
+        import httpx
 
-        return RolloutEngine(policy, push=push_to_server)
+        shutil.rmtree(target, ignore_errors=True)  # no stale shards or adapter files
+        if is_lora(model):
+            model.get_base_model().save_pretrained(target, state_dict=rollout_state_dict(model))
+        else:
+            model.save_pretrained(target)
+        tokenizer.save_pretrained(target)
+        url = _server_root(rollout.url) + rollout.reload_path
+        response = httpx.post(url, json={"model_path": str(target.resolve())}, timeout=600.0)
+        if response.status_code != 200:
+            raise InfrastructureError(f"weight reload at {url} failed: {response.status_code} {response.text[:300]}")
+
+    return RolloutEngine(policy, push=push_to_server)
+
+
+def _vllm_engine(config: TrainConfig, model: Any) -> RolloutEngine:
+    """A vLLM engine in this process; a push loads the trainer's weights into it."""
     from drkernel.agent.policies.vllm_engine import VLLMPolicy
 
     if config.model.source == "tiny":
         raise ConfigError("rollout.backend='vllm' needs model.source to be a model folder, not 'tiny'")
-    policy = VLLMPolicy(config.model.source, batch_size=rollout.batch_size)
+    policy = VLLMPolicy(config.model.source, batch_size=config.rollout.batch_size)
     if not hasattr(policy.llm, "apply_model"):
-        raise ConfigError(
-            "this vLLM has no LLM.apply_model to load updated weights; use rollout.backend='openai'"
-        )
+        raise ConfigError("this vLLM has no LLM.apply_model to load updated weights; use rollout.backend='openai'")
 
     def push_to_vllm() -> None:
         weights = list(rollout_state_dict(model).items())
