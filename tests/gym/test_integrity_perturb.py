@@ -1,6 +1,7 @@
 """The ``sparse_perturb`` integrity run (gym/candidate/integrity.py) against a real judge
 (gym/judge/main.py): a call on a trial's inputs, then on new tensors equal to them but at a few
-secret swapped pairs (gym/harness/perturb.py), judged against the reference on those inputs."""
+secret swapped pairs (gym/harness/perturb.py), judged against the reference on those inputs; and
+the timed calls' variation (one swapped pair per tensor and call), judged the same way."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from drkernel.gym.harness import inputs as harness
 from drkernel.gym.ipc import encode_tree
 from drkernel.gym.judge.main import Judge
 from drkernel.gym.messages import CompareRequest
-from drkernel.gym.seeds import PERTURB_TAGS, perturbed
+from drkernel.gym.harness.perturb import TimedVariation
+from drkernel.gym.seeds import PERTURB_TAGS, TIMED_TAG_PREFIX, perturbed, timed_step
 
 CPU = torch.device("cpu")
 SOFTMAX = textwrap.dedent("""
@@ -95,3 +97,32 @@ def test_a_cache_keyed_on_sampled_values_fails_both_steps_and_an_honest_model_pa
     assert tags == list(PERTURB_TAGS) and runs == {tag: False for tag in PERTURB_TAGS}
     runs, _ = _run(_Softmax())
     assert runs == {tag: True for tag in PERTURB_TAGS}
+
+
+def test_each_timed_call_varies_one_pair_per_tensor_as_the_judge_draws_it():
+    ref = types.SimpleNamespace(get_inputs=lambda: [torch.randn(64, 1024), torch.randint(0, 2, (300,)),
+                                                    torch.randn(8, 6).t(), 3])
+    seed = SEEDS[1]
+    base = harness.draw_inputs(ref, seed, CPU)
+    vary = TimedVariation(base, seed, 40)
+    seen = set()
+    for call in (0, 1, 17, 39):
+        args = harness.clone_args(base)
+        vary(args, call)
+        drawn = harness.draw_inputs(ref, perturbed(seed, timed_step(call)), CPU)  # what the judge compares against
+        assert torch.equal(args[0], drawn[0]) and torch.equal(args[1], drawn[1]) and torch.equal(args[2], drawn[2])
+        assert int((args[0] != base[0]).sum()) == 2 and args[3] == 3
+        seen.add(args[0].numpy().tobytes())
+    assert len(seen) == 4  # no two timed calls see the same content
+    args = harness.clone_args(base)
+    vary(args, 40)  # past the planned calls: unchanged
+    assert all(torch.equal(a, b) for a, b in zip(args[:3], base[:3]))
+
+
+def test_the_judge_compares_a_timed_call_at_its_variation():
+    judge, ref = Judge(None, CPU), harness.load_reference(SOFTMAX)
+    (varied,) = harness.draw_inputs(ref, perturbed(SEEDS[2], timed_step(5)), CPU)
+    (plain,) = harness.draw_inputs(ref, SEEDS[2], CPU)
+    tag = f"{TIMED_TAG_PREFIX}5"
+    assert judge.compare(*_request(SEEDS[2], torch.softmax(varied, dim=1), tag), []).passed
+    assert not judge.compare(*_request(SEEDS[2], torch.softmax(plain, dim=1), tag), []).passed

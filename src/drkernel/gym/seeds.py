@@ -111,6 +111,26 @@ PERTURB_TAGS = ("sparse_perturb", "sparse_perturb_2")
 the trial's inputs at perturbation step i + 1. Two independent steps: a fingerprint of s sampled
 positions sees one step's change with probability about ``s * changed / n``, both only with its square."""
 
+TIMED_FIRST_STEP = 16
+"""Perturbation steps from here on vary the timed calls' inputs: timed call i is drawn at `timed_step`
+(i), one swapped pair per tensor (`drkernel.gym.harness.perturb.TimedVariation`)."""
+TIMED_TAG_PREFIX = "timed_call_"
+"""A sampled timed call's comparison is tagged with this prefix and the call's index."""
+
+
+def timed_step(call: int) -> int:
+    """The perturbation step of timed call ``call`` (cycling after 4080 calls)."""
+    return TIMED_FIRST_STEP + int(call) % (PERTURB_MASK + 1 - TIMED_FIRST_STEP)
+
+
+def step_of_tag(tag: str | None) -> int:
+    """The perturbation step the judge applies for a comparison tagged ``tag`` (0: none)."""
+    if tag in PERTURB_TAGS:
+        return PERTURB_TAGS.index(tag) + 1
+    if tag and tag.startswith(TIMED_TAG_PREFIX) and tag[len(TIMED_TAG_PREFIX):].isdigit():
+        return timed_step(int(tag[len(TIMED_TAG_PREFIX):]))
+    return 0
+
 
 @dataclass(frozen=True)
 class SeedPlan:

@@ -26,6 +26,8 @@ from typing import Any
 
 import torch
 
+from drkernel.gym.seeds import TIMED_FIRST_STEP, perturbation_of, perturbed, timed_step
+
 PAIR_SPACING = 8192
 """One swapped pair per this many elements (a density of 1/4096 changed values)."""
 MAX_PAIRS = 256
@@ -35,9 +37,12 @@ CANDIDATES = 4
 """Candidate pairs drawn per pair kept (those whose values are equal are passed over)."""
 
 
-def pair_count(n: int) -> int:
-    """Pairs swapped in a tensor of ``n`` elements (0 when it has fewer than two)."""
-    return 0 if n < 2 else max(1, min(MAX_PAIRS, n // PAIR_SPACING))
+def pair_count(n: int, step: int = 1) -> int:
+    """Pairs swapped in a tensor of ``n`` elements at perturbation ``step`` (0 when it has fewer than
+    two elements; one at a timed call's step, `drkernel.gym.seeds.TIMED_FIRST_STEP` on)."""
+    if n < 2:
+        return 0
+    return 1 if step >= TIMED_FIRST_STEP else max(1, min(MAX_PAIRS, n // PAIR_SPACING))
 
 
 def _rng(seed: int, index: int) -> random.Random:
@@ -45,16 +50,21 @@ def _rng(seed: int, index: int) -> random.Random:
     return random.Random(int.from_bytes(digest[:16], "big"))
 
 
-def _distinct_pairs(rng: random.Random, n: int, count: int) -> list[tuple[int, int]]:
-    """Up to ``count`` pairs of positions in ``range(n)``, no position in two pairs."""
-    used: set[int] = set()
-    pairs = []
-    for _ in range(count):
+def _candidates(n: int, seed: int, index: int) -> list[tuple[int, int]]:
+    """The candidate pairs of input ``index`` (``n`` elements) at ``seed``'s perturbation step: up to
+    `CANDIDATES` per pair kept, no position in two pairs."""
+    rng, used, pairs = _rng(seed, index), set(), []
+    for _ in range(CANDIDATES * pair_count(n, perturbation_of(seed))):
         p, q = rng.randrange(n), rng.randrange(n)
         if p != q and p not in used and q not in used:
             used.update((p, q))
             pairs.append((p, q))
     return pairs
+
+
+def _chosen(pairs: list[tuple[int, int]], differ: list[bool], k: int) -> list[tuple[int, int]]:
+    """The first ``k`` candidate pairs whose two values differ (the first ``k`` if none do)."""
+    return ([pair for pair, d in zip(pairs, differ) if d] or pairs)[:k]
 
 
 def _unravel(flat: list[int], shape: tuple[int, ...], device: torch.device) -> tuple[torch.Tensor, ...]:
@@ -67,27 +77,65 @@ def _unravel(flat: list[int], shape: tuple[int, ...], device: torch.device) -> t
     return tuple(torch.tensor(d, device=device, dtype=torch.long) for d in reversed(dims))
 
 
+def _sides(pairs: list[tuple[int, int]], x: torch.Tensor) -> tuple[tuple[torch.Tensor, ...], ...]:
+    return tuple(_unravel([pair[side] for pair in pairs], tuple(x.shape), x.device) for side in (0, 1))
+
+
+def _swap(x: torch.Tensor, p: tuple[torch.Tensor, ...], q: tuple[torch.Tensor, ...]) -> None:
+    held = x[p].clone()
+    x[p] = x[q]
+    x[q] = held
+
+
 def swap_some(x: torch.Tensor, seed: int, index: int) -> torch.Tensor:
     """``x`` with `pair_count` secret pairs of its elements swapped, in place (a view that repeats
-    memory, such as an expanded tensor, is materialised first); the pairs follow from ``seed`` and
-    the input's ``index``."""
-    k = pair_count(x.numel())
+    memory, such as an expanded tensor, is materialised first); the pairs follow from ``seed`` (its
+    perturbation step included) and the input's ``index``."""
+    k = pair_count(x.numel(), perturbation_of(seed))
     if k == 0:
         return x
     if any(stride == 0 and size > 1 for size, stride in zip(x.shape, x.stride())):
         x = x.clone()
-    pairs = _distinct_pairs(_rng(seed, index), x.numel(), CANDIDATES * k)
-    p, q = (_unravel([pair[side] for pair in pairs], tuple(x.shape), x.device) for side in (0, 1))
-    differ = (x[p] != x[q]).tolist()
-    chosen = ([i for i, d in enumerate(differ) if d] or list(range(len(pairs))))[:k]
-    pick = torch.tensor(chosen, device=x.device)
-    p, q = tuple(t[pick] for t in p), tuple(t[pick] for t in q)
-    held = x[p].clone()
-    x[p] = x[q]
-    x[q] = held
+    pairs = _candidates(x.numel(), seed, index)
+    p, q = _sides(pairs, x)
+    _swap(x, *_sides(_chosen(pairs, (x[p] != x[q]).tolist(), k), x))
     return x
 
 
 def perturb(inputs: list[Any], seed: int) -> list[Any]:
     """Every tensor of ``inputs`` (a drawn input list) with a few pairs swapped (`swap_some`)."""
     return [swap_some(v, seed, i) if isinstance(v, torch.Tensor) else v for i, v in enumerate(inputs)]
+
+
+class TimedVariation:
+    """One swapped pair per tensor in each timed call's inputs (`drkernel.gym.harness.timing`): no two
+    timed calls see the same content, so a cache keyed by all of it never hits while timed, and the
+    outputs the judge samples are compared against the reference on that call's inputs
+    (`drkernel.gym.seeds.timed_step`). Equal to `perturb` at the call's step; the pairs are chosen
+    before timing (one host read per tensor), so a timed call costs a few index kernels on the
+    stream, issued before its start event, and no host wait."""
+
+    def __init__(self, inputs: list[Any], seed: int, calls: int) -> None:
+        self.calls = calls
+        self.index: list[torch.Tensor | None] = []  # per input: (calls, 2, ndim) positions, or None
+        for j, x in enumerate(inputs):
+            n = x.numel() if isinstance(x, torch.Tensor) else 0
+            if n < 2 or calls <= 0:
+                self.index.append(None)
+                continue
+            per_call = [_candidates(n, perturbed(seed, timed_step(i)), j) for i in range(calls)]
+            flat = [pair for pairs in per_call for pair in pairs]
+            p, q = _sides(flat, x)
+            differ, chosen, at = (x[p] != x[q]).tolist(), [], 0
+            for pairs in per_call:
+                chosen += _chosen(pairs, differ[at:at + len(pairs)], 1) or [(0, 0)]  # (0, 0): no swap
+                at += len(pairs)
+            p, q = _sides(chosen, x)
+            self.index.append(torch.stack([torch.stack(p, 1), torch.stack(q, 1)], 1))  # (calls, 2, ndim)
+
+    def __call__(self, args: list[Any], call: int) -> None:
+        """Swap call ``call``'s pairs in ``args`` (that call's fresh clones of the inputs), in place."""
+        for x, index in zip(args, self.index):
+            if index is not None and call < self.calls:
+                row = index[call]  # (2, ndim), a view on the device
+                _swap(x, tuple(row[0, d:d + 1] for d in range(x.dim())), tuple(row[1, d:d + 1] for d in range(x.dim())))

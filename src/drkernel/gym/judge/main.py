@@ -32,8 +32,7 @@ from drkernel.gym.harness.vmm import VmmError
 from drkernel.gym.ipc import Channel, ProtocolViolation, child_channel, close_fds, decode_tree
 from drkernel.gym.messages import (CompareRequest, Error, Op, Prepare, Prepared, Ready, Release, Signal, Timed,
                                    TimeReference, Verdict, op_of)
-from drkernel.gym.seeds import (PERTURB_TAGS, VARIANTS, Distribution, distribution_of, perturbed,
-                                with_distribution)
+from drkernel.gym.seeds import VARIANTS, Distribution, distribution_of, perturbed, step_of_tag, with_distribution
 from drkernel.problems.problem import Problem
 from drkernel.problems.scaling import rewrite_constants, scale_for_cpu, second_size_candidates
 
@@ -198,8 +197,9 @@ class Judge:
         return slack
 
     def compare(self, h: CompareRequest, blob: bytes, fds: list[int]) -> Verdict:
-        if h.tag in PERTURB_TAGS:  # the trial's inputs with a few values swapped (`drkernel.gym.seeds`)
-            h = dataclasses.replace(h, seed=perturbed(h.seed, PERTURB_TAGS.index(h.tag) + 1))
+        step = step_of_tag(h.tag)  # sparse_perturb's and the timed calls' inputs: a few values swapped
+        if step:
+            h = dataclasses.replace(h, seed=perturbed(h.seed, step))
         job, trial = h.job, (h.trial, h.seed)  # a trial's index (or "timing") and its seed
         cur = self.current.get(job)
         if cur is None or cur[0] != trial:
