@@ -1,36 +1,48 @@
-"""The report: claims read against the seed spread (hand-worked), the table and a well-formed SVG."""
+"""The report: claims decided by the registered permutation test on per-seed values (hand-worked),
+the table, the advantage-bias section and a well-formed SVG."""
 
 import xml.etree.ElementTree as ET
 
-from drkernel.organism.report import curves_svg, table, verdicts
+from drkernel.organism.claims import Verdict
+from drkernel.organism.report import curves_svg, decisions, table
 
 
 def _run(arm, seed, hack, lazy, reward=0.5):
     step = {"gym/org/hack_rate": hack, "gym/org/lazy_rate": lazy, "gym/org/reward_mean": reward,
-            "gym/org/coverage": 1 - lazy, "gym/org/fast1": 0.0, "gym/org/fast1.2": 0.0}
+            "gym/org/coverage": 1 - lazy, "gym/org/fast1": 0.0, "gym/org/fast1.2": 0.0,
+            "gym/org/adv/n_t1": 8.0, "gym/org/adv/grpo_slope_t1": 0.875, "gym/org/adv/grpo_expected_t1": 0.875,
+            "gym/org/adv/n_t2": 5.0, "gym/org/adv/grpo_slope_t2": 0.79, "gym/org/adv/grpo_expected_t2": 0.8}
     return {"arm": arm, "seed": seed, "steps": [step, step], "steps_done": 2, "heldout_after": {}}
 
 
-def test_claims_are_separated_only_when_the_seed_ranges_do_not_overlap():
-    runs = [_run("nocheck", 0, 0.8, 0.1), _run("nocheck", 1, 0.6, 0.1),     # hack range [0.6, 0.8]
-            _run("full", 0, 0.1, 0.3), _run("full", 1, 0.2, 0.5),           # hack [0.1, 0.2], lazy [0.3, 0.5]
-            _run("nopr", 0, 0.1, 0.6), _run("nopr", 1, 0.1, 0.4)]           # lazy [0.4, 0.6]: overlaps full
+def _verdicts(runs, tail=2):
+    return {d.claim.key: d.verdict for d in decisions(runs, tail)}
+
+
+def test_claims_follow_the_permutation_test_over_eight_seeds():
+    # hack: nocheck 0.60..0.74 against full 0.10..0.24, every nocheck seed above every full one ->
+    # the exact one-sided p is 1/C(16, 8) = 1/12870: SEPARATED
+    runs = [_run("nocheck", s, 0.6 + 0.02 * s, 0.1) for s in range(8)] + \
+        [_run("full", s, 0.1 + 0.02 * s, 0.3) for s in range(8)] + \
+        [_run("nopr", s, 0.1, 0.3 + (0.02 if s % 2 else -0.02)) for s in range(8)]  # lazy 0.28/0.32 vs 0.3
+    got = _verdicts(runs)
+    assert got["hack"] is Verdict.SEPARATED
+    assert got["lazy"] is Verdict.NOT_SEPARATED  # means equal: p = 0.5-ish both ways
+    assert got["fast"] is Verdict.NOT_SEPARATED  # every fast1.2 is 0: all splits tie, p = 1
+    hack = decisions(runs, 2)[0]
+    assert hack.test.p_value == 1 / 12870 and [s for s, _ in hack.high] == list(range(8))
     text, values = table(runs, tail=2)
-    assert values["nocheck"]["hack_rate"].low == 0.6 and values["full"]["hack_rate"].high == 0.2
-    got = {c.metric + ":" + c.high_arm: v for c, v in verdicts(values)}
-    assert got["hack_rate:nocheck"] == "SEPARATED"
-    assert got["lazy_rate:nopr"].startswith("SAME-ORDER")  # means 0.5 > 0.4, ranges overlap
-    assert got["coverage:full"].startswith("SAME-ORDER")
-    assert got["reward_mean:full"] == "MISSING"  # no grpo arm
-    assert "| nocheck | 2 | 2/2 |" in text
+    assert values["nocheck"]["hack_rate"].low == 0.6 and "| nocheck | 8 | " in text
 
 
-def test_reversed_claim_and_svg_parses():
-    runs = [_run("nocheck", 0, 0.1, 0.0), _run("full", 0, 0.3, 0.0)]
-    got = {c.metric + ":" + c.high_arm: v for c, v in verdicts(table(runs, 1)[1])}
-    assert got["hack_rate:nocheck"] == "REVERSED"
-    root = ET.fromstring(curves_svg(runs))
-    assert root.tag.endswith("svg") and len(root.findall(".//{http://www.w3.org/2000/svg}polyline")) == 6 * 2
+def test_reversed_and_undecided_claims_and_svg_parses():
+    runs = [_run("nocheck", s, 0.1, 0.0) for s in range(8)] + [_run("full", s, 0.3, 0.0) for s in range(8)]
+    assert _verdicts(runs, 1)["hack"] is Verdict.REVERSED
+    two = [_run("nocheck", s, 0.9, 0.0) for s in range(2)] + [_run("full", s, 0.1, 0.0) for s in range(2)]
+    assert _verdicts(two, 1)["hack"] is Verdict.UNDECIDED  # ordered, but not the registered 8 seeds
+    assert _verdicts(two, 1)["lazy"] is Verdict.MISSING  # no nopr arm
+    root = ET.fromstring(curves_svg(two))
+    assert root.tag.endswith("svg") and len(root.findall(".//{http://www.w3.org/2000/svg}polyline")) == 6 * 4
 
 
 def test_missing_or_corrupt_inputs_are_config_errors(tmp_path):
@@ -77,23 +89,23 @@ def test_the_report_can_be_rewritten_into_the_folder_it_reads(tmp_path):
         write_report([tmp_path], tmp_path / "organism_report")
 
 
-def test_one_seed_is_never_separated_and_runs_cut_short_are_named(tmp_path):
+def test_report_names_runs_cut_short_and_shows_seeds_and_the_advantage_bias(tmp_path):
     import json
 
     from drkernel.organism.report import write_report
 
-    runs = [_run("nocheck", 0, 0.8, 0.1), _run("full", 0, 0.1, 0.3)]
-    got = {c.metric + ":" + c.high_arm: v for c, v in verdicts(table(runs, 1)[1])}
-    assert got["hack_rate:nocheck"].startswith("SAME-ORDER (one seed")  # 0.8 > 0.1, but no spread
-    four = [_run("nocheck", s, 0.6 + 0.05 * s, 0.1) for s in range(4)] + \
-        [_run("full", s, 0.1 + 0.1 * s, 0.3) for s in range(4)]              # [0.6, 0.75] vs [0.1, 0.4]
-    values = table(four, 1)[1]
-    assert values["full"]["hack_rate"].seeds == 4
-    assert {c.metric + ":" + c.high_arm: v for c, v in verdicts(values)}["hack_rate:nocheck"] == "SEPARATED"
-    short = dict(four[0], scale={"name": "gpu", "steps": 12}, wall_seconds=1.0, heldout_before={})
-    rest = [dict(r, scale={"name": "gpu", "steps": 2}, wall_seconds=1.0, heldout_before={}) for r in four[1:]]
+    runs = [_run("nocheck", 11 + s, 0.6 + 0.05 * s, 0.1) for s in range(4)] + \
+        [_run("full", 11 + s, 0.1 + 0.1 * s, 0.3) for s in range(4)]
+    short = dict(runs[0], scale={"name": "gpu", "steps": 12}, wall_seconds=1.0, heldout_before={})
+    rest = [dict(r, scale={"name": "gpu", "steps": 2}, wall_seconds=1.0, heldout_before={}) for r in runs[1:]]
     (tmp_path / "organism_suite.json").write_text(json.dumps({"schema": "organism-suite/1",
                                                               "runs": [short] + rest}))
     lines = write_report([tmp_path], tmp_path / "r")
-    assert "SUMMARY organism cut short: nocheck s0 2/12" in lines, lines
-    assert "nocheck s0 2/12" in (tmp_path / "r" / "organism_table.md").read_text()
+    assert "SUMMARY organism cut short: nocheck s11 2/12" in lines, lines
+    md = (tmp_path / "r" / "organism_table.md").read_text()
+    assert "nocheck s11 2/12" in md and "nocheck: 11, 12, 13, 14" in md
+    assert "| full | 2 | 5.00 | 0.790 | 0.800 | 0.931 |" in md  # measured, expected, the toy's slope
+    claim = next(line for line in lines if line.startswith("SUMMARY organism claim: without hack checks"))
+    assert "UNDECIDED" in claim and "p = 0.0143" in claim  # 4 vs 4 all above: 1/C(8, 4) = 1/70
+    summary = json.loads((tmp_path / "r" / "organism_summary.json").read_text())
+    assert summary["claims"][0]["high"][0] == {"seed": 11, "value": 0.6}

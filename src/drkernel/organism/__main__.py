@@ -8,6 +8,8 @@ Examples::
     python -m drkernel.organism report runs/org --out runs/org/report
     python -m drkernel.organism probe --device cuda --cache runs/org/cache   # payoffs before training
     python -m drkernel.organism sft --seed 0,1,2,3 --out runs/org/cache --device cuda   # in parallel
+    python -m drkernel.organism claims --seeds 8 --parallel 8 --out runs/claims --device cuda
+        # the registered claims: 8 fresh seeds x nocheck,nopr,full as parallel processes, then the report
 """
 
 from __future__ import annotations
@@ -40,7 +42,8 @@ def _ints(text: str) -> list[int]:
 
 
 def suite(arms: str, seeds: str, out: str, device: str, scale_name: str, report: bool,
-          cache: str | None = None, bundle: str | None = None, budget_s: float | None = None) -> list[str]:
+          cache: str | None = None, bundle: str | None = None, budget_s: float | None = None,
+          turns: str | None = None) -> list[str]:
     """Run the (arm, seed) pairs; return SUMMARY lines (and write the report when asked; copy the
     suite's JSON to ``bundle``, the one file a caller with a small file budget keeps)."""
     import dataclasses
@@ -54,7 +57,8 @@ def suite(arms: str, seeds: str, out: str, device: str, scale_name: str, report:
     if budget_s is not None:  # the per-run RL guard (a section's time limit over its runs), not a plan
         sc = dataclasses.replace(sc, budget_s=budget_s)
     runs = run_suite(chosen, _ints(seeds), sc, Path(out), device,
-                     Path(cache) if cache else None, Path(bundle) if bundle else None)
+                     Path(cache) if cache else None, Path(bundle) if bundle else None,
+                     Path(turns) if turns else None)
     lines = [f"SUMMARY organism run {r['arm']} seed {r['seed']}: {r['steps_done']} steps in "
              f"{r['wall_seconds']:.0f} s; last reward {r['steps'][-1].get('gym/org/reward_mean', 0):.3f} "
              f"hack {r['steps'][-1].get('gym/org/hack_rate', 0):.2f} "
@@ -130,6 +134,17 @@ def parser() -> argparse.ArgumentParser:
         s.add_argument("--budget-s", type=float, default=None,
                        help="stop a run after the step that crosses this many seconds of RL (0: none; "
                             "default: the scale's)")
+        s.add_argument("--turns", default=None,
+                       help="lock file of runs sharing the GPU from other processes (drkernel.organism.turns)")
+    c = sub.add_parser("claims", help="the registered claims: fresh seeds, arms x seeds in parallel, report")
+    c.add_argument("--seeds", type=int, default=8, help="how many seeds per arm (drawn at run time)")
+    c.add_argument("--arms", default="nocheck,nopr,full")
+    c.add_argument("--parallel", type=int, default=8, help="processes at once")
+    c.add_argument("--out", default="runs/claims")
+    c.add_argument("--device", default="auto")
+    c.add_argument("--scale", default="auto")
+    c.add_argument("--budget-s", type=float, default=None, help="RL seconds per run (default: the scale's)")
+    c.add_argument("--cpus", type=int, default=None, help="CPU cores to share (default: all)")
     q = sub.add_parser("probe", help="what each arm would pay each writer's program (both check settings)")
     q.add_argument("--device", default="auto")
     q.add_argument("--scale", default="auto")
@@ -154,10 +169,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "run":
             lines = suite(args.arm, args.seed, args.out, args.device, args.scale, args.report, args.cache,
-                          args.bundle, args.budget_s)
+                          args.bundle, args.budget_s, args.turns)
         elif args.command == "suite":
             lines = suite(args.arms, args.seeds, args.out, args.device, args.scale, args.report, args.cache,
-                          args.bundle, args.budget_s)
+                          args.bundle, args.budget_s, args.turns)
+        elif args.command == "claims":
+            from drkernel.organism.parallel import claims
+
+            lines = claims([a.strip() for a in args.arms.split(",") if a.strip()], args.seeds,
+                           _scale(args.scale, args.device).name, args.device, Path(args.out), args.parallel,
+                           args.budget_s, args.cpus)
         elif args.command == "probe":
             from drkernel.organism.probe import probe
 

@@ -11,7 +11,7 @@ from drkernel.rl.config import Advantage
 
 @dataclass(frozen=True)
 class Arm:
-    """One ablation arm (issue 17): which parts of the method are on."""
+    """One ablation arm: which parts of the method are on."""
 
     name: str
     description: str
@@ -62,6 +62,8 @@ class Scale:
     prompts_per_step: int = 8
     samples_per_prompt: int = 8
     turns: int = 2
+    stop_p: float = 0.0
+    """Chance a trajectory ends after each turn but the last (`EnvSettings.stop_p`): varying N_t."""
     max_tokens: int = 32
     rl_lr: float = 1e-4
     mini_batches: int = 2
@@ -104,10 +106,11 @@ passthrough (hack 2) there; with two ops it is about 13 %. The SFT corpus draws 
 from the same families (the GEMM and row families saturate, elementwise chains fill the rest)."""
 
 SCALES: dict[str, Scale] = {s.name: s for s in (
-    # the GPU arms: about 11 M parameters, 16 problems (GPU_MIX, the same for every seed), 12 steps;
-    # the 110 s RL budget only guards a section's time limit (4 runs per section)
+    # the GPU arms: about 11 M parameters, 16 problems (GPU_MIX, the same for every seed), 12 steps of
+    # up to 3 turns (a trajectory stops after a turn with chance 0.3, so N_t varies); the 110 s RL
+    # budget only guards a section's time limit
     Scale("gpu", model="gpu", n_train=16, n_heldout=6, heldout_samples=4, families=GPU_MIX, steps=12,
-          budget_s=110.0, gym=GPU_GYM, problem_seed=0),
+          turns=3, stop_p=0.3, budget_s=110.0, gym=GPU_GYM, problem_seed=0),
     # the test suite's learning check: one ew2 problem, 32 samples per step, 5 steps
     Scale("cpu", model="cpu", n_train=1, n_heldout=0, heldout_samples=0, families=("ew2",), sft_specs=1,
           sft_draws=48, sft_steps=150, sft_batch=32, sft_lr=3e-3, steps=5, prompts_per_step=1,
@@ -116,7 +119,7 @@ SCALES: dict[str, Scale] = {s.name: s for s in (
     # the GPU sections' CPU dry run: every stage (SFT, two turns, held-out, report) at toy size
     Scale("dry", model="cpu", n_train=2, n_heldout=1, heldout_samples=2, families=("ew2", "ew3"),
           sft_specs=2, sft_draws=24, sft_steps=150, sft_batch=32, sft_lr=3e-3, steps=2, prompts_per_step=2,
-          samples_per_prompt=4, turns=2, max_tokens=16, rl_lr=1e-3, mini_batches=1, gym=CPU_GYM,
+          samples_per_prompt=4, turns=2, stop_p=0.3, max_tokens=16, rl_lr=1e-3, mini_batches=1, gym=CPU_GYM,
           torch_threads=1),
 )}
 

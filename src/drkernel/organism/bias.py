@@ -28,6 +28,10 @@ from drkernel.rl.advantages import grpo_advantages, trloo_advantages
 from drkernel.rl.masks import void_turn_mask
 from drkernel.rl.returns import reward_to_go
 
+TOY_GRPO_SLOPE = (0.938, 0.931, 0.924)
+"""GRPO's slope per turn in the toy simulation (`benchmarks/toy_advantage_simulation.py --groups 20000
+--seed 0`, docs/RL_ALGORITHMS.md: N = 16 trajectories, a 0.1 chance of stopping after each turn)."""
+
 
 def turn_bias(reward: torch.Tensor, group: torch.Tensor, traj: torch.Tensor, turn: torch.Tensor,
               gamma: float = 1.0) -> dict[int, dict[str, float]]:

@@ -59,20 +59,36 @@ class EvalCache:
 
     Shared by the runs of a suite; with a ``path`` (JSON lines) it also carries over between processes,
     so the arms run as separate GPU sections still judge each program once and see one measurement.
+    With ``turns`` (runs in parallel processes on one GPU, `drkernel.organism.turns`) a judgement of new
+    programs waits for the device's exclusive turn, first reads what the other runs appended to the
+    file meanwhile, and appends its own before giving the turn back: each program is judged once for
+    all runs, never while another run uses the device.
     """
 
-    def __init__(self, path: Path | None = None) -> None:
+    def __init__(self, path: Path | None = None, turns: Any = None) -> None:
         self.results: dict[str, EvalResult] = {}
         self.evaluations = 0
         self.seconds = 0.0
         self.path = path
-        if path is not None and path.exists():
-            for line in path.read_text().splitlines():
-                try:
-                    row = json.loads(line)
-                    self.results[row["key"]] = EvalResult.from_dict(row["result"])
-                except (ValueError, KeyError, TypeError):
-                    log.warning("skipping an unreadable line of %s", path)  # a torn last line of a killed run
+        self.turns = turns
+        self._offset = 0
+        self._refresh()
+
+    def _refresh(self) -> None:
+        """Read the file's complete lines past what was read before (a torn last line waits)."""
+        if self.path is None or not self.path.exists():
+            return
+        with self.path.open("rb") as f:
+            f.seek(self._offset)
+            data = f.read()
+        end = data.rfind(b"\n") + 1
+        self._offset += end
+        for line in data[:end].decode().splitlines():
+            try:
+                row = json.loads(line)
+                self.results[row["key"]] = EvalResult.from_dict(row["result"])
+            except (ValueError, KeyError, TypeError):
+                log.warning("skipping an unreadable line of %s", self.path)  # a torn line of a killed run
 
     async def judge(self, evaluator: Evaluator, config: EvalConfig, jobs: Sequence[tuple[Problem, str]],
                     checks: Checks = Checks.FULL) -> list[EvalResult]:
@@ -80,20 +96,32 @@ class EvalCache:
         requests = [EvalRequest(p, src, config) for p, src in jobs]
         prefix = "" if checks is Checks.FULL else f"{checks.value}:"
         keys = [prefix + r.content_hash() for r in requests]
-        todo = list({k: r for k, r in zip(keys, requests) if k not in self.results}.items())
-        if todo:
-            t0 = time.monotonic()
-            results = await evaluator.evaluate_batch([r for _, r in todo])
-            self.seconds += time.monotonic() - t0
-            self.evaluations += len(todo)
-            for (key, _), result in zip(todo, results):
-                self.results[key] = result
-            if self.path is not None:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                with self.path.open("a") as f:
-                    for (key, _), result in zip(todo, results):
-                        f.write(json.dumps({"key": key, "result": result.to_dict()}) + "\n")
+        if any(k not in self.results for k in keys):
+            if self.turns is None:
+                await self._evaluate(evaluator, keys, requests)
+            else:
+                with self.turns.exclusive():
+                    self._refresh()
+                    await self._evaluate(evaluator, keys, requests)
         return [self.results[k] for k in keys]
+
+    async def _evaluate(self, evaluator: Evaluator, keys: Sequence[str], requests: Sequence[EvalRequest]) -> None:
+        todo = list({k: r for k, r in zip(keys, requests) if k not in self.results}.items())
+        if not todo:
+            return
+        t0 = time.monotonic()
+        results = await evaluator.evaluate_batch([r for _, r in todo])
+        self.seconds += time.monotonic() - t0
+        self.evaluations += len(todo)
+        for (key, _), result in zip(todo, results):
+            self.results[key] = result
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            text = "".join(json.dumps({"key": k, "result": r.to_dict()}) + "\n" for (k, _), r in zip(todo, results))
+            with self.path.open("a") as f:
+                f.write(text)
+            if self.turns is not None:  # this run holds the device's turn: nobody appended since _refresh
+                self._offset = self.path.stat().st_size
 
 
 @dataclass

@@ -1,9 +1,10 @@
 """Turn organism runs into a table, per-step curves (SVG, no plotting library) and verdicts on the
-paper's claims read against the seed spread.
+paper's claims by their registered tests (`drkernel.organism.claims`).
 
 Input: ``organism_suite.json`` bundles or ``organism_run.json`` files (or folders holding them).
-Each arm's number is the mean over the last ``tail`` steps of a run; an arm's spread is the range of
-that number over seeds, and a claim "A above B" holds only when A's lowest seed is above B's highest.
+A run's value of a metric is its mean over the last ``tail`` steps; an arm's spread is the mean
+[min, max] of that value over seeds; each claim is decided by a one-sided permutation test on the
+per-seed values, computed here from the run files (never written by hand).
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from drkernel.organism.claims import EXPLORATORY, REGISTERED, TAIL, Claim, Decision, decide, to_json
+
 METRICS = ("reward_mean", "hack_rate", "hack_paid_rate", "stream_rate", "lazy_rate", "coverage", "fast1",
            "fast1.2", "fused_rate", "valid_rate", "novel_rate")
 PLOTTED = ("reward_mean", "hack_rate", "lazy_rate", "coverage", "fast1", "fast1.2")
-SUMMARY_SCHEMA = "organism-summary/1"
+SUMMARY_SCHEMA = "organism-summary/2"
 COLORS = {"nocheck": "#d62728", "nopr": "#ff7f0e", "full": "#2ca02c", "grpo": "#1f77b4"}
 ARM_ORDER = ("nocheck", "nopr", "full", "grpo")
 
@@ -113,47 +116,28 @@ def table(runs: Sequence[dict[str, Any]], tail: int) -> tuple[str, dict[str, dic
     return "\n".join(lines), values
 
 
-@dataclass(frozen=True)
-class Claim:
-    text: str
-    high_arm: str
-    low_arm: str
-    metric: str
-
-
-CLAIMS = (
-    Claim("without hack checks, hacks take over (hack rate: nocheck above full)", "nocheck", "full",
-          "hack_rate"),
-    Claim("without PR/PRS, lazy optimisation settles in (lazy rate: nopr above full)", "nopr", "full",
-          "lazy_rate"),
-    Claim("PR+PRS raise coverage (coverage: full above nopr)", "full", "nopr", "coverage"),
-    Claim("TRLOO beats GRPO on multi-turn (reward: full above grpo)", "full", "grpo", "reward_mean"),
-    Claim("fused kernels rise with the full method (Fast@1.2: full above nopr)", "full", "nopr", "fast1.2"),
-)
-
-
-MIN_SEEDS = 2
-"""A claim read on fewer seeds per arm has no spread: it can be ordered, never SEPARATED."""
-
-
-def verdicts(values: dict[str, dict[str, Spread]]) -> list[tuple[Claim, str]]:
-    """SEPARATED (A's worst seed above B's best, with at least `MIN_SEEDS` seeds in each arm), SAME-ORDER
-    (means ordered; spreads overlap, or one seed), REVERSED or MISSING (an arm did not run)."""
-    out = []
-    for c in CLAIMS:
-        if c.high_arm not in values or c.low_arm not in values:
-            out.append((c, "MISSING"))
-            continue
-        hi, lo = values[c.high_arm][c.metric], values[c.low_arm][c.metric]
-        if hi.low > lo.high and min(hi.seeds, lo.seeds) >= MIN_SEEDS:
-            out.append((c, "SEPARATED"))
-        elif hi.low > lo.high:
-            out.append((c, "SAME-ORDER (one seed: no spread to read)"))
-        elif hi.mean > lo.mean:
-            out.append((c, "SAME-ORDER (spreads overlap)"))
-        else:
-            out.append((c, "REVERSED"))
+def per_seed(runs: Sequence[dict[str, Any]], metric: str, tail: int) -> dict[str, dict[int, float]]:
+    """``{arm: {seed: run's mean of metric over its last tail steps}}``."""
+    out: dict[str, dict[int, float]] = {}
+    for r in runs:
+        out.setdefault(r["arm"], {})[int(r["seed"])] = final(r, metric, tail)
     return out
+
+
+def decisions(runs: Sequence[dict[str, Any]], tail: int,
+              claims: Sequence[Claim] = REGISTERED) -> list[Decision]:
+    """Each claim decided by its registered test on the runs' per-seed values."""
+    return [decide(c, per_seed(runs, c.metric, tail)) for c in claims]
+
+
+def seed_table(runs: Sequence[dict[str, Any]], tail: int) -> str:
+    """Markdown: one row per run with the registered claims' metrics (the values the tests read)."""
+    metrics = list(dict.fromkeys(c.metric for c in REGISTERED + EXPLORATORY))
+    lines = ["| arm | seed | steps | " + " | ".join(metrics) + " |", "|" + "---|" * (len(metrics) + 3)]
+    for r in runs:
+        lines.append(f"| {r['arm']} | {r['seed']} | {r['steps_done']} | "
+                     + " | ".join(f"{final(r, m, tail):.3f}" for m in metrics) + " |")
+    return "\n".join(lines)
 
 
 def cut_short(runs: Sequence[dict[str, Any]]) -> list[str]:
@@ -167,16 +151,52 @@ def cut_short(runs: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def curves_svg(runs: Sequence[dict[str, Any]]) -> str:
-    """One panel per plotted metric; a line per run (seed 0 solid, other seeds dashed), colour by arm."""
+    """One panel per plotted metric; a line per run (each arm's first seed solid, the others dashed),
+    colour by arm."""
     from drkernel.organism.svg import Panel, Series, chart
 
+    first = {a: min(int(r["seed"]) for r in rs) for a, rs in by_arm(runs).items()}
     panels = [Panel(m, [Series(f"{r['arm']} s{r['seed']}", COLORS.get(r["arm"], "#555"), curve(r, m),
-                               dashed=int(r["seed"]) > 0) for r in runs]) for m in PLOTTED]
+                               dashed=int(r["seed"]) != first[r["arm"]]) for r in runs]) for m in PLOTTED]
     arms = list(dict.fromkeys(r["arm"] for r in runs))
     return chart(panels, legend=[(a, COLORS.get(a, "#555")) for a in arms])
 
 
-def write_report(paths: Sequence[str | Path], out: Path, tail: int = 3) -> list[str]:
+def bias_rows(runs: Sequence[dict[str, Any]]) -> dict[str, dict[int, dict[str, float]]]:
+    """Per arm and turn: GRPO's measured shrinkage against TRLOO (`drkernel.organism.bias`), the
+    mean over every step of every run of ``n_t``, ``grpo_slope_t`` and ``grpo_expected_t``."""
+    out: dict[str, dict[int, dict[str, float]]] = {}
+    for arm, rs in by_arm(runs).items():
+        turns = sorted({int(k.rsplit("_t", 1)[1]) for r in rs for st in r["steps"] for k in st
+                        if k.startswith("gym/org/adv/n_t")})
+        for t in turns:
+            row = {}
+            for name in ("n", "grpo_slope", "grpo_expected"):
+                vals = [float(st[f"gym/org/adv/{name}_t{t}"]) for r in rs for st in r["steps"]
+                        if math.isfinite(float(st.get(f"gym/org/adv/{name}_t{t}", math.nan)))]
+                row[name] = sum(vals) / len(vals) if vals else math.nan
+            out.setdefault(arm, {})[t] = row
+    return out
+
+
+def bias_text(rows: dict[str, dict[int, dict[str, float]]]) -> str:
+    """Markdown: the runs' per-turn GRPO shrinkage next to the toy simulation's."""
+    from drkernel.organism.bias import TOY_GRPO_SLOPE
+
+    lines = ["| arm | turn | mean N_t | GRPO/TRLOO slope (measured) | mean (N_t - 1)/N_t | toy simulation slope "
+             "(N = 16, stop 0.1) |", "|---|---|---|---|---|---|"]
+    for arm, turns in rows.items():
+        for t, v in turns.items():
+            toy = f"{TOY_GRPO_SLOPE[t - 1]:.3f}" if t <= len(TOY_GRPO_SLOPE) else "-"
+            lines.append(f"| {arm} | {t} | {v['n']:.2f} | {v['grpo_slope']:.3f} | {v['grpo_expected']:.3f} | {toy} |")
+    return "\n".join(lines)
+
+
+def _seeds_text(runs: Sequence[dict[str, Any]]) -> str:
+    return "; ".join(f"{a}: {', '.join(str(r['seed']) for r in rs)}" for a, rs in by_arm(runs).items())
+
+
+def write_report(paths: Sequence[str | Path], out: Path, tail: int = TAIL) -> list[str]:
     """Write ``organism_table.md``, ``organism_curves.svg`` and ``organism_summary.json`` to ``out``;
     returns the SUMMARY lines."""
     runs = load_runs(paths)
@@ -186,21 +206,29 @@ def write_report(paths: Sequence[str | Path], out: Path, tail: int = 3) -> list[
         raise ConfigError(f"no organism runs under {[str(p) for p in paths]}")
     out.mkdir(parents=True, exist_ok=True)
     text, values = table(runs, tail)
-    checks = verdicts(values)
+    registered, exploratory = decisions(runs, tail), decisions(runs, tail, EXPLORATORY)
+    bias = bias_rows(runs)
     first = runs[0]
     header = (f"Device: {first.get('device_name') or first.get('gym_device')}; date: {first.get('date')}; "
-              f"scale: {first['scale']['name']}; numbers: mean [min, max] over seeds of each run's mean over "
-              f"its last {tail} steps.\n\n")
-    claims = "\n".join(f"- {c.text}: **{v}**" for c, v in checks)
+              f"scale: {first['scale']['name']}; seeds: {_seeds_text(runs)}. A run's value is its mean over "
+              f"its last {tail} steps; the table gives mean [min, max] over seeds.\n\n")
+    claims = ("Registered claims (one-sided permutation test on the per-seed values, decided in code):\n"
+              + "\n".join(f"- {d.line()}" for d in registered)
+              + "\n\nExploratory (same test, not registered):\n" + "\n".join(f"- {d.line()}" for d in exploratory))
     short = cut_short(runs)
     if short:
         claims += ("\n- runs stopped by the RL budget before their last step (their last-step means come "
                    f"from fewer steps): {', '.join(short)}")
-    (out / "organism_table.md").write_text(header + text + "\n\n" + claims + "\n")
+    body = (header + text + "\n\n" + claims + "\n\nPer seed:\n\n" + seed_table(runs, tail)
+            + "\n\nGRPO's self-inclusion shrinkage per turn, measured on every step's rows:\n\n"
+            + bias_text(bias) + "\n")
+    (out / "organism_table.md").write_text(body)
     (out / "organism_curves.svg").write_text(curves_svg(runs))
     summary = {"schema": SUMMARY_SCHEMA, "tail": tail,
+               "seeds": {a: [r["seed"] for r in rs] for a, rs in by_arm(runs).items()},
                "values": {a: {m: vars(s) for m, s in v.items()} for a, v in values.items()},
-               "claims": [{"claim": c.text, "verdict": v} for c, v in checks],
+               "claims": [to_json(d) for d in registered], "exploratory": [to_json(d) for d in exploratory],
+               "advantage_bias": {a: {str(t): v for t, v in turns.items()} for a, turns in bias.items()},
                "runs": [{"arm": r["arm"], "seed": r["seed"], "steps_done": r["steps_done"],
                          "wall_seconds": r["wall_seconds"]} for r in runs], "cut_short": short}
     (out / "organism_summary.json").write_text(json.dumps(summary, indent=1))
@@ -209,4 +237,8 @@ def write_report(paths: Sequence[str | Path], out: Path, tail: int = 3) -> list[
              + " ".join(f"{m}={values[a][m].text()}" for m in shown)
              for a in values]
     lines += [f"SUMMARY organism cut short: {run}" for run in short]
-    return lines + [f"SUMMARY organism claim: {c.text}: {v}" for c, v in checks]
+    lines += [f"SUMMARY organism advantage bias {a} turn {t}: N_t {v['n']:.2f} GRPO/TRLOO slope "
+              f"{v['grpo_slope']:.3f} (expected {v['grpo_expected']:.3f})" for a, turns in bias.items()
+              for t, v in turns.items()]
+    lines += [f"SUMMARY organism claim: {d.line()}" for d in registered]
+    return lines + [f"SUMMARY organism exploratory: {d.line()}" for d in exploratory]

@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -25,6 +26,7 @@ from drkernel.organism.arms import Arm, Scale
 from drkernel.organism.corpus import build_corpus
 from drkernel.organism.env import EnvSettings, EvalCache, OrganismEnv
 from drkernel.organism.families import load_split
+from drkernel.organism.turns import DeviceTurns
 
 log = logging.getLogger(__name__)
 SCHEMA = "organism-run/1"
@@ -131,22 +133,26 @@ def run_arm(arm: Arm, scale: Scale, seed: int, out_dir: Path, device: str, evalu
     settings = EnvSettings(prompts_per_step=scale.prompts_per_step,
                            samples_per_prompt=scale.samples_per_prompt, turns=scale.turns,
                            integrity=arm.integrity, reward=cfg.reward,
-                           eval_config=gym, seed=seed, corpus=p0.corpus)
+                           eval_config=gym, seed=seed, corpus=p0.corpus, stop_p=scale.stop_p)
     sampling = SamplingParams(temperature=1.0, top_p=1.0, max_tokens=scale.max_tokens)
     env = OrganismEnv(problems, evaluator, settings, sampling, cache, core_evaluator=core_evaluator)
     trainer = Trainer(cfg, env=env)
+    device_turn = cache.turns.shared if cache.turns is not None else nullcontext
     try:
-        heldout_before = _heldout(env, trainer, scale, seed)
+        with device_turn():
+            heldout_before = _heldout(env, trainer, scale, seed)
         history, t0 = [], time.monotonic()
         while trainer.step < scale.steps:
-            history.append(trainer.train_step())
+            with device_turn():  # sampling and training share the device; the gym's turns are exclusive
+                history.append(trainer.train_step())
             log.info("%s seed %d step %d: reward %.3f hack %.2f lazy %.2f", arm.name, seed, trainer.step,
                      history[-1].get("gym/org/reward_mean", 0), history[-1].get("gym/org/hack_rate", 0),
                      history[-1].get("gym/org/lazy_rate", 0))
             if scale.budget_s and time.monotonic() - t0 > scale.budget_s:
                 break
         rl_s = time.monotonic() - t0
-        heldout_after = _heldout(env, trainer, scale, seed)
+        with device_turn():
+            heldout_after = _heldout(env, trainer, scale, seed)
     finally:
         trainer.close()
     result = {"schema": SCHEMA, "arm": arm.name, "arm_description": arm.description, "expect": arm.expect,
@@ -169,11 +175,13 @@ def _device_name(cache: EvalCache) -> str:
 
 
 def run_suite(arms: Sequence[Arm], seeds: Sequence[int], scale: Scale, out_dir: Path, device: str,
-              cache_dir: Path | None = None, bundle: Path | None = None) -> list[dict[str, Any]]:
+              cache_dir: Path | None = None, bundle: Path | None = None,
+              turns: Path | None = None) -> list[dict[str, Any]]:
     """Every (seed, arm) pair with one verdict cache and one evaluator per checks setting (the full
     checks; the core checks only when an arm turns the hack checks off). ``organism_suite.json`` (and
     its copy ``bundle``) is rewritten after every run (`write_bundle`), so a suite killed at a time
-    limit keeps its finished runs."""
+    limit keeps its finished runs. ``turns``: the lock file of runs sharing the device from other
+    processes (`drkernel.organism.turns`; the warm candidate pool is then smaller)."""
     from contextlib import ExitStack
 
     from drkernel.gym import InProcessEvaluator
@@ -183,12 +191,14 @@ def run_suite(arms: Sequence[Arm], seeds: Sequence[int], scale: Scale, out_dir: 
     cache_dir = cache_dir or out_dir / "cache"
     gym = eval_config(scale, device)
     cuda = gym.device != "cpu"
-    cache = EvalCache(cache_dir / f"verdicts-{scale.name}.jsonl")
+    device_turns = DeviceTurns(turns) if turns is not None else None
+    cache = EvalCache(cache_dir / f"verdicts-{scale.name}.jsonl", device_turns)
     runs: list[dict[str, Any]] = []
     threads = torch.get_num_threads()
     if scale.torch_threads:
         torch.set_num_threads(scale.torch_threads)
-    sizes = {"concurrency": 8 if cuda else 2, "pool_size": 4 if cuda else 2}
+    # runs in parallel processes each start a gym: one warm candidate each keeps 8 gyms in memory
+    sizes = {"concurrency": 8 if cuda else 2, "pool_size": 1 if turns else (4 if cuda else 2)}
     try:
         with ExitStack() as stack:
             ev = stack.enter_context(InProcessEvaluator(device=gym.device, **sizes))
@@ -203,6 +213,8 @@ def run_suite(arms: Sequence[Arm], seeds: Sequence[int], scale: Scale, out_dir: 
                     write_bundle(runs, cache, paths)
     finally:
         torch.set_num_threads(threads)
+        if device_turns is not None:
+            device_turns.close()
     return runs
 
 

@@ -1,0 +1,141 @@
+"""Decide the registered claims in one call: fresh seeds, every (arm, seed) run in its own process, a
+pool of them sharing one GPU, then the report (``python -m drkernel.organism claims``).
+
+Seeds are drawn from the operating system's entropy (`random.SystemRandom`, i.e. ``os.urandom``) the
+first time a runs folder is used and written to its ``seeds.json`` with the date; a later call on the
+same folder (a call killed at its time limit, run again) reads them back and skips the runs already
+finished, so no seed is ever chosen by hand or redrawn after a result was seen.
+
+Phases: the SFT of every seed (one process per seed, ``parallel`` at once), then every (arm, seed) run
+(``parallel`` at once). The runs share the GPU through `drkernel.organism.turns` (sampling and training
+together, the gym's evaluations one run at a time) and one verdict file, so a program is judged once
+for all of them. Each process gets ``cpus // parallel`` intra-op threads; its output goes to
+``logs/<job>.log``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+SEEDS_FILE = "seeds.json"
+SEED_RANGE = 2**31
+
+
+@dataclass(frozen=True)
+class Job:
+    """One child process: its name, its command line, and the file that exists once it is done."""
+
+    label: str
+    argv: tuple[str, ...]
+    done: Path | None = None
+
+
+@dataclass(frozen=True)
+class JobResult:
+    label: str
+    returncode: int
+    seconds: float
+    skipped: bool = False
+
+
+def draw_seeds(n: int, rng: random.Random | None = None) -> list[int]:
+    """``n`` distinct seeds from ``rng`` (default: the OS's entropy, `random.SystemRandom`)."""
+    rng = rng or random.SystemRandom()
+    seeds: list[int] = []
+    while len(seeds) < n:
+        s = rng.randrange(SEED_RANGE)
+        if s not in seeds:
+            seeds.append(s)
+    return seeds
+
+
+def seeds_for(out: Path, n: int) -> list[int]:
+    """The seeds recorded in ``out/seeds.json``, or ``n`` fresh ones, recorded there first. A recorded
+    list shorter than ``n`` is extended with fresh seeds (the old ones kept, in order)."""
+    path = out / SEEDS_FILE
+    record = json.loads(path.read_text()) if path.exists() else {"seeds": [], "draws": []}
+    seeds = [int(s) for s in record["seeds"]]
+    if len(seeds) < n:
+        fresh = [s for s in draw_seeds(n + len(seeds)) if s not in seeds][: n - len(seeds)]
+        seeds += fresh
+        record = {"seeds": seeds, "source": "random.SystemRandom (os.urandom)",
+                  "draws": record.get("draws", []) + [{"date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+                                                        "seeds": fresh}]}
+        out.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(json.dumps(record, indent=1))
+        os.replace(tmp, path)
+    return seeds[:n]
+
+
+def run_pool(jobs: Sequence[Job], parallel: int, logs: Path, threads: int) -> list[JobResult]:
+    """Run ``jobs``, at most ``parallel`` at once (a job whose ``done`` file exists is skipped)."""
+    logs.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+
+    def one(job: Job) -> JobResult:
+        if job.done is not None and job.done.exists():
+            return JobResult(job.label, 0, 0.0, skipped=True)
+        t0 = time.monotonic()
+        with (logs / f"{job.label}.log").open("w") as log:
+            rc = subprocess.run(job.argv, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+        return JobResult(job.label, rc, time.monotonic() - t0)
+
+    with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
+        return list(pool.map(one, jobs))
+
+
+def _cli(*args: str) -> tuple[str, ...]:
+    return (sys.executable, "-m", "drkernel.organism", *args)
+
+
+def sft_jobs(seeds: Sequence[int], scale: str, device: str, cache: Path) -> list[Job]:
+    return [Job(f"sft-s{s}", _cli("sft", "--seed", str(s), "--scale", scale, "--device", device,
+                                  "--out", str(cache))) for s in seeds]
+
+
+def arm_jobs(arms: Sequence[str], seeds: Sequence[int], scale: str, device: str, out: Path,
+             budget_s: float | None) -> list[Job]:
+    """One job per (arm, seed), seeds outermost (the first runs to finish span the arms)."""
+    jobs = []
+    for s in seeds:
+        for a in arms:
+            folder = out / "runs" / f"{a}-s{s}"
+            argv = ["run", "--arm", a, "--seed", str(s), "--scale", scale, "--device", device,
+                    "--out", str(folder), "--cache", str(out / "cache"), "--turns", str(out / "cache" / "device.lock")]
+            if budget_s is not None:
+                argv += ["--budget-s", str(budget_s)]
+            jobs.append(Job(f"{a}-s{s}", _cli(*argv), folder / f"{a}-s{s}" / "organism_run.json"))
+    return jobs
+
+
+def claims(arms: Sequence[str], n_seeds: int, scale: str, device: str, out: Path, parallel: int,
+           budget_s: float | None = None, cpus: int | None = None) -> list[str]:
+    """SFT and run ``arms`` x ``n_seeds`` fresh seeds in a pool, write the report; SUMMARY lines."""
+    from drkernel.organism.report import write_report
+
+    seeds = seeds_for(out, n_seeds)
+    threads = max(1, (cpus or os.cpu_count() or 1) // max(1, parallel))
+    t0 = time.monotonic()
+    sft = run_pool(sft_jobs(seeds, scale, device, out / "cache"), parallel, out / "logs", threads)
+    t_sft = time.monotonic() - t0
+    runs = run_pool(arm_jobs(arms, seeds, scale, device, out, budget_s), parallel, out / "logs", threads)
+    t_runs = time.monotonic() - t0 - t_sft
+    lines = [f"SUMMARY organism seeds (drawn at run time, {out / SEEDS_FILE}): {','.join(map(str, seeds))}",
+             f"SUMMARY organism claims: {len(seeds)} SFTs in {t_sft:.0f} s, {len(runs)} runs in {t_runs:.0f} s "
+             f"wall ({parallel} at once, {threads} threads each)"]
+    lines += [f"SUMMARY organism job {r.label}: {'FAILED rc ' + str(r.returncode) if r.returncode else 'ok'} "
+              f"{'(done before)' if r.skipped else f'{r.seconds:.0f} s'}" for r in sft + runs]
+    finished = [p for p in (out / "runs").glob("*/*/organism_run.json")]
+    if finished:
+        lines += write_report([out / "runs"], out / "report")
+    return lines
