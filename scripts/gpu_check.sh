@@ -4,7 +4,7 @@
 # and writes JSON under ${OUT:-out}. Exit status 1 if any section failed.
 # Arguments select sections by tag (default: all), e.g. `bash scripts/gpu_check.sh gym-cost`, so a
 # caller with a per-command time limit can run them one by one.
-# Tags: env sandbox sandbox-zygote gym-checks timing gym-cost integrity-hacks integrity-honest integrity-redteam suite replay start judge-compare
+# Tags: env sandbox sandbox-zygote gym-checks timing gym-cost integrity-hacks integrity-honest integrity-redteam timed-variation suite replay start judge-compare
 # oneshot compile-cache sustained sustained-ab service service-processes newcomer agent train multi-train multi-service multi-kill multi-ray organism-sft organism-probe organism-full organism-nopr
 # organism-nocheck organism-grpo organism-report, and verl (only when named: it needs a venv with verl and vLLM,
 # $VERL_PYTHON, default .venv-verl/bin/python).
@@ -56,6 +56,8 @@ section gym-cost "gym: evaluation cost and speedup stability" "$PY" benchmarks/g
 section integrity-hacks "integrity: GPU-only hacks and the hacked corpus" "$PY" scripts/adversarial_gpu.py --kinds gpu,hacked --redteam without --out "$OUT"
 section integrity-honest "integrity: honest and lazy corpus (no false positives, coverage)" "$PY" scripts/adversarial_gpu.py --kinds honest,lazy --redteam without --out "$OUT"
 section integrity-redteam "integrity: issue 12 red team (attacks and honest solutions in unusual styles)" "$PY" scripts/adversarial_gpu.py --kinds hacked,honest --redteam only --out "$OUT"
+# timed calls that each see their own content: a whole-content memo gains nothing, sampled timed calls pass
+section timed-variation "integrity: no two timed calls alike (a whole-content memo gains nothing)" "$PY" scripts/gpu_timed_variation.py --out "$OUT"
 # --- end reward integrity ---
 section suite "suite: every built-in solution at full size, eager vs solution" "$PY" scripts/suite_gpu_bench.py --labels gold,lazy,slow --out "$OUT/suite_gpu.json"
 section replay "replay: a bench run of the built-in suite replayed in a second process (verdict classes, speedups within their intervals), a changed TF32 flag named, the golds' sol_fraction" "$PY" scripts/replay_gpu.py --device cuda:0 --out "$OUT"
