@@ -1,12 +1,12 @@
 """GPU timing, the same method for reference (in the judge) and solution (in the candidate).
 
 Per timed call: clone the inputs (and, where ``vary`` is given, swap one secret pair of values per
-tensor, so that no two timed calls see the same content: `drkernel.gym.harness.perturb.TimedVariation`),
-flush L2 (write a buffer twice the L2 size), give the device a head start, record the start event,
-call, record the end event. All events are read after one
-synchronisation at the end, so the host never waits between calls. A synchronised wall clock around
-the whole timed loop is kept as a cross-check (it includes the clones, flushes and head starts, so
-it is an upper bound per call).
+tensor, so that no two timed calls see the same content and a cache keyed by all of it never hits:
+`drkernel.gym.harness.perturb.TimedVariation`), flush L2 (write a buffer twice the L2 size), give
+the device a head start, record the start event, call, record the end event. All events are read
+after one synchronisation at the end, so the host never waits between calls. A synchronised wall
+clock around the whole timed loop is kept as a cross-check (it includes the clones, swaps, flushes
+and head starts, so it is an upper bound per call).
 
 The head start: before the start event the stream sleeps on the device (``torch.cuda._sleep``) for
 
