@@ -16,6 +16,8 @@ a fingerprint by sum or maximum is blind to it too), and needs no second draw (n
 
 Judge and candidate run this code on the same draw with the same seed, so they agree. Pairs whose
 two values are equal (a sparse or integer input) are passed over for ones that differ, where any do.
+Steps 1 and 2 are the ``sparse_perturb`` integrity run's; from `drkernel.gym.seeds.TIMED_FIRST_STEP`
+on, one pair per tensor varies each timed call on the GPU (`TimedVariation`).
 """
 
 from __future__ import annotations
