@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import glob
+import itertools
 import json
 import os
 import subprocess
@@ -105,7 +106,7 @@ def _cuda_summary(report: dict) -> str:
 def _explain(probes: dict[str, dict]) -> None:
     """The first probe that fails cuInit, and the facts that differ from the probe before it."""
     labels = list(probes)
-    for prev, cur in zip(labels, labels[1:]):
+    for prev, cur in itertools.pairwise(labels):
         ok_before = (probes[prev].get("cuda") or {}).get("cuInit") == 0
         ok_now = (probes[cur].get("cuda") or {}).get("cuInit") == 0
         if ok_before and not ok_now:
@@ -183,7 +184,7 @@ def _in_probe(steps: tuple[str, ...], writer: int) -> None:
             ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
         out["facts"] = facts()
         if "exec" in steps:
-            r = subprocess.run([sys.executable, "-c", CUINIT], capture_output=True, text=True, timeout=120)
+            r = subprocess.run([sys.executable, "-c", CUINIT], capture_output=True, text=True, timeout=120, check=False)
             out["cuda"] = json.loads(r.stdout) if r.returncode == 0 else {"cuInit": None, "name": r.stderr[-500:]}
         else:
             out["cuda"] = cuda_init()
@@ -211,14 +212,14 @@ def facts() -> dict:
     """What this process is and can reach, without touching CUDA."""
     out: dict = {"ids": [os.getuid(), os.geteuid(), os.getgid(), os.getgroups()], "getpid": os.getpid(),
                  "dumpable": ctypes.CDLL(None).prctl(PR_GET_DUMPABLE, 0, 0, 0, 0)}
-    status = _try(lambda: open("/proc/self/status").read())
+    status = _try(lambda: _read("/proc/self/status").decode())
     for line in status.splitlines() if not status.startswith("!") else []:
         key = line.split(":")[0]
         if key in ("Uid", "Gid", "Groups", "CapEff", "CapPrm", "CapBnd", "NoNewPrivs", "Seccomp", "NSpid"):
             out[f"status {key}"] = line.split(":", 1)[1].strip()
     for path in ("/proc/self/environ", "/proc/self/auxv", "/proc/self/maps", "/proc/self/mountinfo",
                  f"/proc/{os.getpid()}/status", "/proc/driver/nvidia/params", "/proc/driver/nvidia/version"):
-        out[f"read {path}"] = _try(lambda p=path: f"ok {len(open(p, 'rb').read())} bytes")
+        out[f"read {path}"] = _try(lambda p=path: f"ok {len(_read(p))} bytes")
         out[f"owner {path}"] = _try(lambda p=path: os.stat(p).st_uid)
     for node in sorted(glob.glob("/dev/nvidia*")):
         out[f"open {node}"] = _try(lambda n=node: (os.close(os.open(n, os.O_RDWR)), "ok")[1])
@@ -227,10 +228,15 @@ def facts() -> dict:
     out["threads"] = _try(_threads)
     out["namespaces"] = {ns: _try(lambda n=ns: os.readlink(f"/proc/self/ns/{n}"))
                          for ns in ("user", "mnt", "pid", "ipc", "net", "cgroup")}
-    out["mounts"] = _try(lambda: [" ".join(line.split()[4:7]) for line in open("/proc/self/mountinfo")
+    out["mounts"] = _try(lambda: [" ".join(line.split()[4:7]) for line in _read("/proc/self/mountinfo").decode().splitlines()
                                   if line.split()[4] in ("/", "/dev", "/dev/shm", "/proc", "/sys", "/tmp")
                                   or "nvidia" in line.split()[4]])
     return out
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
 
 
 def _shm_mmap() -> str:

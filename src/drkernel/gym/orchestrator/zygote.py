@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import select
 import signal
 import socket
@@ -26,7 +25,7 @@ from drkernel.gym.ipc import Channel, ChannelClosed, ChannelTimeout, channel_pai
 from drkernel.gym.messages import LANDLOCK_MIN_ABI, Fork, Op, Ready, Signal
 from drkernel.gym.orchestrator.childlog import ChildLog
 from drkernel.gym.orchestrator.pool import START_TIMEOUT_S, Child, Gate, Talker, let_go
-from drkernel.gym.orchestrator.sandbox import CANDIDATE_LIMITS, SandboxUnavailable, Runner
+from drkernel.gym.orchestrator.sandbox import CANDIDATE_LIMITS, Runner, SandboxUnavailable
 
 log = logging.getLogger(__name__)
 FORK_TIMEOUT_S = 30.0
