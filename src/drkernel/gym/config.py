@@ -21,6 +21,8 @@ TOLERANCE_PROFILES: dict[str, dict[str, tuple[float, float]]] = {
 VERDICT_MODES = ("lenient", "strict")
 REFERENCE_MODES = ("eager", "compile")
 TIMING_RULES = ("adaptive", "fixed")
+LANGUAGES = ("triton", "cuda")
+"""What a solution may be written in (`EvalRequest.language`)."""
 
 
 def tolerance_for(profile: str, dtype: str) -> tuple[float, float]:
@@ -152,6 +154,13 @@ class EvalRequest:
     solution: str
     config: EvalConfig = field(default_factory=EvalConfig)
     request_id: str = ""
+    language: str = "triton"
+    """What the solution is written in: ``triton`` (own ``@triton.jit`` kernels) or ``cuda`` (own
+    ``__global__`` kernels built by ``load_inline`` from its source; `drkernel.gym.cuda`)."""
+
+    def __post_init__(self) -> None:
+        if self.language not in LANGUAGES:
+            raise ConfigError(f"invalid EvalRequest: language={self.language!r} (one of {LANGUAGES})")
 
     def content_hash(self, device_name: str = "") -> str:
         """Cache key: problem, solution, configuration and the device model."""
@@ -160,14 +169,16 @@ class EvalRequest:
                      json.dumps(self.config.to_dict(), sort_keys=True), device_name):
             h.update(part.encode())
             h.update(b"\0")
+        if self.language != "triton":  # triton keys stay as they were before languages existed
+            h.update(self.language.encode())
         return h.hexdigest()
 
     def to_dict(self) -> dict[str, Any]:
         return {"problem": self.problem.to_dict(), "solution": self.solution,
-                "config": self.config.to_dict(), "request_id": self.request_id}
+                "config": self.config.to_dict(), "request_id": self.request_id, "language": self.language}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "EvalRequest":
         return cls(problem=Problem.from_dict(d["problem"]), solution=str(d["solution"]),
                    config=EvalConfig.from_dict(d.get("config") or {}),
-                   request_id=str(d.get("request_id", "")))
+                   request_id=str(d.get("request_id", "")), language=str(d.get("language", "triton")))

@@ -1,0 +1,171 @@
+"""Compiling a CUDA solution's extensions on the host, once per content (torch-free).
+
+`Compiler.build(module)` looks the module up in the host's `CompileCache` and, on a miss, starts a
+compile child (`drkernel.gym.cuda.compile_child`) through the gym's `Runner`: the sandbox, with its own
+CPU-time limit (`COMPILE_LIMITS`). The key is computed here, by the host, from the sources, the
+flags, the toolchain (`toolchain.toolchain`), the device architecture and whether the build links; a
+child only ever answers for the one job it was given, and only the host writes entries. Candidates
+see the cache read-only, so none can write an entry another loads. A compile that fails is cached too
+(a repeat of a broken source is free). Concurrent builds of one key wait for the first (single flight).
+
+Compile errors are trimmed (`trim_errors`) to the lines that name an error, with the source line and
+caret the compiler prints under each: what a model needs to fix its source, not the header chains.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from drkernel.errors import InfrastructureError
+from drkernel.gym.cuda import toolchain
+from drkernel.gym.cuda.contract import CudaModule
+from drkernel.gym.cuda.messages import CompileJob, CompileReply
+from drkernel.gym.ipc import ChannelClosed, ChannelTimeout
+from drkernel.gym.orchestrator.sandbox import Limits, Runner
+
+COMPILE_LIMITS = Limits(cpu_s=600, nproc=256)
+"""A build's CPU seconds (per process: nvcc, cicc, ptxas and cc1plus each) and processes."""
+COMPILE_TIMEOUT_S = 900.0
+ERROR_LINES = 40
+ERROR_CHARS = 3000
+MISSING_ON_CPU = re.compile(r"fatal error: (cusparse|cublas\w*|cudnn|cusolver\w*|curand\w*|cufft\w*|nccl)"
+                            r"[\w./]*: No such file")
+"""A header of a CUDA library this host's toolkit lacks: a gap of the host, not the solution's error."""
+_ERROR = re.compile(r"\berror\b|\bfatal\b|undefined reference", re.I)
+
+
+def trim_errors(log: str) -> str:
+    """The lines of a compiler's output that name an error, each with the two lines after it (the
+    source line and caret), without ``In file included from`` chains; at most `ERROR_LINES` lines
+    and `ERROR_CHARS` characters. The whole tail when no line names an error."""
+    lines = [l for l in log.splitlines() if l.strip() and not l.lstrip().startswith(("In file included", "from "))]
+    keep: list[int] = []
+    for i, line in enumerate(lines):
+        if _ERROR.search(line):
+            keep += [j for j in range(i, min(i + 3, len(lines))) if j not in keep]
+    picked = [lines[i] for i in keep] if keep else lines[-ERROR_LINES:]
+    text = "\n".join(picked[:ERROR_LINES])
+    return text[:ERROR_CHARS]
+
+
+@dataclass(frozen=True)
+class BuildOutcome:
+    """One module's build as an evaluation sees it."""
+
+    key: str
+    ok: bool
+    seconds: float            # the compile's own seconds (of the build that made the entry)
+    cached: bool              # found in the cache: this evaluation compiled nothing
+    linked: bool              # a loadable library exists (hosts whose torch has CUDA)
+    error: str | None = None  # trimmed compiler output
+    host_gap: bool = False    # failed for a header this host lacks (CPU hosts): not the solution's error
+    library: str | None = None  # the library's path in the cache
+
+
+def job_for(module: CudaModule, arch: str, link: bool) -> CompileJob:
+    return CompileJob(name=module.name, cpp_sources=module.cpp_sources, cuda_sources=module.cuda_sources,
+                      functions=module.functions, cflags=module.cflags, cuda_cflags=module.cuda_cflags,
+                      arch=arch, link=link)
+
+
+def build_key(job: CompileJob, toolchain_id: str) -> str:
+    """sha256 over the job (sources, flags, name, architecture, linking) and the toolchain."""
+    h = hashlib.sha256(json.dumps(job.to_header(), sort_keys=True).encode())
+    h.update(b"\0" + toolchain_id.encode())
+    return h.hexdigest()
+
+
+class CompileCache:
+    """Entries ``<root>/<key>/outcome.json`` (+ ``<name>.so``), written by the host only: built in a
+    temp folder beside them, made read-only, renamed into place (atomic; the first writer wins)."""
+
+    def __init__(self, root: str | os.PathLike) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def get(self, key: str) -> BuildOutcome | None:
+        path = self.root / key / "outcome.json"
+        if not path.exists():
+            return None
+        data = json.loads(path.read_text())
+        return BuildOutcome(**{**data, "cached": True})
+
+    def put(self, key: str, name: str, reply: CompileReply, blob: bytes, error: str | None,
+            host_gap: bool) -> BuildOutcome:
+        entry = self.root / key
+        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.root))
+        library = str(entry / f"{name}.so") if blob else None
+        if blob:
+            (tmp / f"{name}.so").write_bytes(blob)
+        outcome = BuildOutcome(key=key, ok=reply.ok, seconds=reply.seconds, cached=False, linked=bool(blob),
+                               error=error, host_gap=host_gap, library=library)
+        (tmp / "outcome.json").write_text(json.dumps(asdict(outcome)))
+        for f in tmp.iterdir():
+            f.chmod(0o444)
+        tmp.chmod(0o555)
+        try:
+            os.rename(tmp, entry)
+        except OSError:  # another host process wrote the same key first: same content, keep theirs
+            tmp.chmod(0o755)
+            shutil.rmtree(tmp, ignore_errors=True)
+        return outcome
+
+
+def default_cache_dir() -> str:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "drkernel", "cuda")
+
+
+class Compiler:
+    """Builds modules through compile children, one cache per host, single flight per key."""
+
+    def __init__(self, runner: Runner, cache: CompileCache, arch: str = toolchain.DEFAULT_ARCH,
+                 link: bool | None = None, limits: Limits = COMPILE_LIMITS,
+                 timeout_s: float = COMPILE_TIMEOUT_S) -> None:
+        self.runner, self.cache, self.arch, self.limits, self.timeout_s = runner, cache, arch, limits, timeout_s
+        self.link = toolchain.can_link() if link is None else link
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def key(self, module: CudaModule) -> str:
+        return build_key(job_for(module, self.arch, self.link), toolchain.toolchain())
+
+    def build(self, module: CudaModule) -> BuildOutcome:
+        job = job_for(module, self.arch, self.link)
+        key = build_key(job, toolchain.toolchain())
+        with self._guard:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            found = self.cache.get(key)
+            if found is not None:
+                return found
+            reply, blob = self._run(job)
+            error = None if reply.ok else trim_errors(reply.log)
+            return self.cache.put(key, job.name, reply, blob, error,
+                                  host_gap=not reply.ok and bool(MISSING_ON_CPU.search(reply.log)))
+
+    def _run(self, job: CompileJob) -> tuple[CompileReply, bytes]:
+        from drkernel.gym.orchestrator.pool import Child
+
+        child = Child("drkernel.gym.cuda.compile_child", "cpu", {}, self.runner, limits=self.limits)
+        try:
+            child.send(job.to_header())
+            msg = child.recv(deadline=time.monotonic() + self.timeout_s)
+            return CompileReply.from_header(msg.header), bytes(msg.blob)
+        except (ChannelClosed, ChannelTimeout) as e:
+            rc = child.returncode
+            if isinstance(e, ChannelTimeout) or rc is not None and rc < 0:  # CPU limit (SIGXCPU/SIGKILL) or wall
+                return CompileReply(ok=False, seconds=self.timeout_s, linked=False,
+                                    log=f"error: the compile stopped (its time limit): {child.log_tail()}"), b""
+            raise InfrastructureError(f"compile child failed: {e}\n{child.log_tail()}") from e
+        finally:
+            child.discard()

@@ -1,0 +1,173 @@
+"""What a CUDA solution's C++ may contain, decided from the text before anything compiles.
+
+The rules read the C++ and CUDA sources a solution hands to ``load_inline`` with comments and string
+literals blanked out (so a word in a comment is not a finding, and a finding keeps its line number).
+Each rule names the hack family of `drkernel.gym.verdict.hacks` it belongs to:
+
+    code  what the source does                                   why it is refused
+    7     streams, events, graphs, host callbacks, host threads  work the timed stream does not see
+    8     CUPTI, NVTX ranges, profiler control                   the harness's measuring tools
+    9     a ``static`` tensor                                    a result kept across calls
+    14    dlopen, processes, files, the environment, host-       native code that is not the solution's
+          mapped memory, the timers (%globaltimer, %clock,       kernels, or a clock to steer by
+          clock(), clock64()), an include outside the
+          toolkit's and torch's headers
+    15    cudaDeviceSetLimit, cache / shared-memory config,      process-wide device state the reference
+          persisting-L2 access policies, device reset            runs under too
+    16    NVRTC, driver-API module loading, TorchScript          foreign kernels instead of own ones
+
+Calls into cuBLAS, cuDNN or ATen compute are not refused here: they compile, and the device's
+activity records count their time against the solution (time coverage), as PyTorch compute in a
+Triton solution. What only a run can show (a ``__global__`` defined but never launched, a result
+cached by pointer in a device buffer, a write past the output) is left to the GPU run.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SourceRule:
+    """One refused pattern: a regular expression over the blanked source, its hack code, and why."""
+
+    code: int
+    pattern: str
+    why: str
+
+
+RULES: tuple[SourceRule, ...] = (
+    SourceRule(7, r"\bcuda(Stream|Event)Create\w*|\bcuStream(Create|BeginCapture)\w*|\bcuEventCreate\w*",
+               "creates a CUDA stream or event (launch on the current stream; no cross-stream sync)"),
+    SourceRule(7, r"\bgetStreamFromPool\b|\bCUDAStreamGuard\b|\bsetCurrentCUDAStream\b|\bgetStreamFromExternal\b",
+               "switches to another stream"),
+    SourceRule(7, r"\bcuda(Graph|StreamBeginCapture|StreamEndCapture)\w*|\bCUDAGraph\b",
+               "captures or launches a CUDA graph"),
+    SourceRule(7, r"\bcuda(LaunchHostFunc|StreamAddCallback)\b",
+               "runs host work from the stream"),
+    SourceRule(7, r"\bstd\s*::\s*(thread|jthread|async)\b|\bpthread_\w+|\bat\s*::\s*launch\b|\bomp\s+parallel\b",
+               "starts a host thread"),
+    SourceRule(8, r"\bcupti\w*|\bnvtx\w*|\bcudaProfiler(Start|Stop)\b|\bcuProfiler\w*",
+               "touches the profiler the harness measures with"),
+    SourceRule(9, r"\bstatic\s+(const\s+)?(torch|at)\s*::\s*Tensor\b|\bstatic\s+(std\s*::\s*)?(unordered_)?map\b",
+               "keeps tensors or a lookup table across calls"),
+    SourceRule(14, r"\bdl(open|sym|mopen|vsym|close)\b|\bLoadLibrary\w*",
+               "loads a native library at run time"),
+    SourceRule(14, r"\b(system|popen|fork|vfork|execv\w*|execl\w*|posix_spawn\w*|kill|ptrace)\s*\(",
+               "starts or signals a process"),
+    SourceRule(14, r"\b(fopen|freopen|open|openat|creat|getenv|setenv|putenv|unsetenv|mmap|syscall|socket)\s*\(",
+               "reads files, the environment or the system"),
+    SourceRule(14, r"\bstd\s*::\s*(ifstream|ofstream|fstream|filesystem)\b",
+               "reads or writes files"),
+    SourceRule(14, r"%globaltimer\w*|%clock(64)?\b|\bclock(64)?\s*\(|\b__globaltimer\b|\bstd\s*::\s*chrono\b",
+               "reads a clock (timers steer a kernel by the harness's measurement)"),
+    SourceRule(14, r"\bcuda(MallocHost|HostAlloc|HostRegister|MallocManaged|HostGetDevicePointer)\b",
+               "maps host memory into the device"),
+    SourceRule(14, r"\bcuda(IpcOpenMemHandle|IpcGetMemHandle)\b|\bcuMem(Import|Export)\w*",
+               "shares device memory with another process"),
+    SourceRule(15, r"\bcuda(DeviceSetLimit|DeviceSetCacheConfig|DeviceSetSharedMemConfig|FuncSetCacheConfig|"
+                   r"CtxResetPersistingL2Cache|DeviceReset|SetDevice|SetDeviceFlags|DeviceSetMemPool|"
+                   r"DeviceSetGraphMemAttribute|StreamSetAttribute)\b|\bcuCtxSetLimit\b",
+               "changes process-wide device state"),
+    SourceRule(15, r"\baccessPolicyWindow\b|\bcudaAccessPolicyWindow\b|\bcudaLaunchAttributeAccessPolicyWindow\b"
+                   r"|\bcudaAccessProperty\w*",
+               "sets a persisting-L2 access policy"),
+    SourceRule(16, r"\bnvrtc\w*|\bcuModule(Load|LoadData|LoadDataEx|LoadFatBinary)\b|\bcuLibraryLoad\w*|"
+                   r"\bcudaLibraryLoad\w*|\btorch\s*::\s*jit\b",
+               "compiles or loads kernels that are not in its source"),
+)
+"""Every pattern a CUDA solution's C++ may not match, with the hack it is."""
+
+ALLOWED_INCLUDE = re.compile(
+    r"(torch/(extension|types|all|torch)\.h|ATen/\w+\.h|ATen/cuda/\w+\.cuh?|c10/cuda/\w+\.h|c10/util/\w+\.h"
+    r"|cuda(_runtime|_runtime_api|_fp16|_bf16|_fp8|_pipeline|_awbarrier|)\.h|mma\.h|cuda/(barrier|pipeline|std/\w+)"
+    r"|cooperative_groups(\.h|/\w+\.h)?|cub/[\w/]+\.cuh|vector_types\.h|device_launch_parameters\.h"
+    r"|cublas(_v2|Lt)?\.h|cudnn\.h|math_constants\.h|sm_\d+_intrinsics\.h"
+    r"|(c)?(math|stdint|stddef|float|limits|assert|cstdio|stdio)(\.h)?"
+    r"|vector|array|algorithm|limits|type_traits|utility|tuple|numeric|cmath|cstdint|cstddef|cfloat|climits"
+    r"|cassert|stdexcept|string|sstream|iostream|initializer_list|functional|optional|memory)")
+"""Headers a solution may include (``#include <...>``): torch's, the toolkit's, the C++ standard
+library's pure ones. Quoted includes, absolute paths and anything else are refused (code 14): the
+solution's native code is its source and nothing else."""
+
+_TOKENS = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])\'', re.S)
+_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*([<\"])([^>\"\n]*)[>\"]", re.M)
+_PRAGMA_LIB = re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+comment[ \t]*\(\s*lib", re.M)
+_ASM = re.compile(r"\b(asm|__asm__)\s*(volatile|__volatile__)?\s*\(", re.S)
+_GLOBAL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(?:\w+\s+)*?void\s+"
+                     r"(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)\s*\(")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One rule broken: its hack code, the source it is in, the line there, and what was seen."""
+
+    code: int
+    source: str   # "cpp_sources" or "cuda_sources" of the module
+    line: int
+    why: str
+
+    def evidence(self, module: str) -> str:
+        return f"{module} {self.source} line {self.line}: {self.why} (CUDA solution contract)"
+
+
+def blank(text: str) -> str:
+    """``text`` with comments and string/char literals replaced by spaces (newlines kept), so patterns
+    see code only and line numbers stay. Asm templates are strings: `asm_findings` reads them."""
+    def spaces(m: re.Match) -> str:
+        return re.sub(r"[^\n]", " ", m.group(0))
+    return _TOKENS.sub(spaces, text)
+
+
+def _line(text: str, pos: int) -> int:
+    return text.count("\n", 0, pos) + 1
+
+
+def rule_findings(text: str, source: str) -> list[Finding]:
+    """Every `RULES` match in ``text`` (comments and literals blanked), one finding per rule and line."""
+    code = blank(text)
+    out: dict[tuple[int, int, str], Finding] = {}
+    for rule in RULES:
+        for m in re.finditer(rule.pattern, code):
+            line = _line(code, m.start())
+            out.setdefault((rule.code, line, rule.why),
+                           Finding(rule.code, source, line, f"{m.group(0).strip()}: {rule.why}"))
+    return list(out.values())
+
+
+def include_findings(text: str, source: str) -> list[Finding]:
+    """Includes outside `ALLOWED_INCLUDE`, and ``#pragma comment(lib, ...)`` (a library to link)."""
+    out = []
+    without_comments = re.sub(r"//[^\n]*|/\*.*?\*/", lambda m: re.sub(r"[^\n]", " ", m.group(0)), text, flags=re.S)
+    for m in _INCLUDE.finditer(without_comments):
+        quote, header = m.group(1), m.group(2).strip()
+        if quote == '"' or not ALLOWED_INCLUDE.fullmatch(header):
+            out.append(Finding(14, source, _line(text, m.start()),
+                               f"includes {quote}{header}{'>' if quote == '<' else quote}, a header outside "
+                               "torch's, the CUDA toolkit's and the pure C++ standard library's"))
+    for m in _PRAGMA_LIB.finditer(without_comments):
+        out.append(Finding(14, source, _line(text, m.start()), "links a library by pragma"))
+    return out
+
+
+def asm_findings(text: str, source: str) -> list[Finding]:
+    """Inline ``asm`` whose template (a string literal, so `blank` hides it) reads a timer register."""
+    out = []
+    for m in _ASM.finditer(text):
+        template = text[m.end():m.end() + 400].split(":")[0]
+        if re.search(r"%(globaltimer|clock)", template):
+            out.append(Finding(14, source, _line(text, m.start()),
+                               "inline asm reads a timer register (%globaltimer / %clock)"))
+    return out
+
+
+def check_source(text: str, source: str) -> list[Finding]:
+    """All findings in one C++/CUDA source string, ordered by line."""
+    found = rule_findings(text, source) + include_findings(text, source) + asm_findings(text, source)
+    return sorted(found, key=lambda f: (f.line, f.code))
+
+
+def global_functions(text: str) -> tuple[str, ...]:
+    """The ``__global__`` functions a source defines (its own kernels), in order, without repeats."""
+    return tuple(dict.fromkeys(_GLOBAL.findall(blank(text))))
