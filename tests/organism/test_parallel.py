@@ -1,0 +1,113 @@
+"""Claims runs in parallel: seeds drawn at run time and recorded, the process pool, the GPU's turns
+(probed with non-blocking locks, no sleeps) and the verdict file shared between runs."""
+
+import asyncio
+import fcntl
+import json
+import random
+import sys
+
+import pytest
+
+from drkernel.gym import EvalConfig
+from drkernel.gym.result import EvalResult, Status
+from drkernel.organism.env import EvalCache
+from drkernel.organism.families import generate, to_problem
+from drkernel.organism.parallel import Job, arm_jobs, draw_seeds, run_pool, seeds_for
+from drkernel.organism.turns import DeviceTurns
+
+
+def test_seeds_are_drawn_once_recorded_and_extended(tmp_path):
+    assert draw_seeds(5, random.Random(1)) == draw_seeds(5, random.Random(1))
+    assert len(set(draw_seeds(50))) == 50
+    first = seeds_for(tmp_path, 3)
+    record = json.loads((tmp_path / "seeds.json").read_text())
+    assert record["seeds"] == first and "SystemRandom" in record["source"] and len(record["draws"]) == 1
+    assert seeds_for(tmp_path, 3) == first  # a resumed call reads them back
+    more = seeds_for(tmp_path, 5)
+    assert more[:3] == first and len(set(more)) == 5
+    assert len(json.loads((tmp_path / "seeds.json").read_text())["draws"]) == 2
+
+
+def test_the_pool_runs_jobs_skips_finished_ones_and_keeps_failures(tmp_path):
+    done = tmp_path / "done.txt"
+    done.write_text("x")
+    jobs = [Job("ok", (sys.executable, "-c", "import os; print(os.environ['OMP_NUM_THREADS'])")),
+            Job("bad", (sys.executable, "-c", "raise SystemExit(3)")),
+            Job("old", (sys.executable, "-c", "raise SystemExit(9)"), done)]
+    got = {r.label: r for r in run_pool(jobs, 2, tmp_path / "logs", threads=3)}
+    assert got["ok"].returncode == 0 and (tmp_path / "logs" / "ok.log").read_text().strip() == "3"
+    assert got["bad"].returncode == 3 and got["old"].skipped and got["old"].returncode == 0
+
+
+def test_arm_jobs_share_the_cache_and_the_turns_and_name_their_run_file(tmp_path):
+    jobs = arm_jobs(["nopr", "full"], [7, 9], "gpu", "cuda", tmp_path, 90.0)
+    assert [j.label for j in jobs] == ["nopr-s7", "full-s7", "nopr-s9", "full-s9"]
+    argv = jobs[1].argv
+    assert argv[argv.index("--turns") + 1] == str(tmp_path / "cache" / "device.lock")
+    assert argv[argv.index("--budget-s") + 1] == "90.0"
+    assert jobs[1].done == tmp_path / "runs" / "full-s7" / "full-s7" / "organism_run.json"
+
+
+def _blocked(turns, mode):
+    """Whether another holder's lock would block ``mode`` on ``turns``'s main file right now."""
+    with turns.path.open("a") as probe:
+        try:
+            fcntl.flock(probe, mode | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(probe, fcntl.LOCK_UN)
+        return False
+
+
+def test_exclusive_turns_shut_out_everyone_and_shared_turns_only_the_exclusive(tmp_path):
+    a = DeviceTurns(tmp_path / "device.lock")
+    with a.shared():
+        assert not _blocked(a, fcntl.LOCK_SH) and _blocked(a, fcntl.LOCK_EX)
+        with a.exclusive():
+            assert _blocked(a, fcntl.LOCK_SH)
+        assert not _blocked(a, fcntl.LOCK_SH) and _blocked(a, fcntl.LOCK_EX)  # shared again
+    assert not _blocked(a, fcntl.LOCK_EX)
+    a.close()
+
+
+class _Judge:
+    def __init__(self):
+        self.requests = 0
+
+    async def evaluate_batch(self, requests):
+        self.requests += len(requests)
+        return [EvalResult(status=Status.CORRECT, op_coverage=1.0).finalize() for _ in requests]
+
+
+def test_two_runs_judge_a_program_once_through_the_shared_file(tmp_path):
+    path = tmp_path / "verdicts.jsonl"
+    problem = to_problem(generate("train", 1, seed=2, families=("ew2",))[0])
+    config = EvalConfig(device="cpu", trials=1, second_size=False, timing=False)
+    first = EvalCache(path, DeviceTurns(tmp_path / "device.lock"))
+    second = EvalCache(path, DeviceTurns(tmp_path / "device.lock"))  # opened before the first judged
+    judge1, judge2 = _Judge(), _Judge()
+    asyncio.run(first.judge(judge1, config, [(problem, "source a")]))
+    (got,) = asyncio.run(second.judge(judge2, config, [(problem, "source a")]))
+    assert judge1.requests == 1 and judge2.requests == 0 and got.correct  # read from the first's lines
+    asyncio.run(second.judge(judge2, config, [(problem, "source b")]))
+    asyncio.run(first.judge(judge1, config, [(problem, "source b")]))
+    assert judge1.requests == 1 and judge2.requests == 1
+    assert len(path.read_text().splitlines()) == 2
+    with path.open("a") as f:
+        f.write('{"key": "torn')  # a killed run's half line: skipped until it is complete
+    third = EvalCache(path, DeviceTurns(tmp_path / "device.lock"))
+    assert len(third.results) == 2
+
+
+@pytest.mark.slow
+def test_the_claims_command_runs_fresh_seeds_in_parallel_on_cpu(tmp_path):
+    """End to end at the dry scale: 2 fresh seeds x 2 arms as 4 processes, 2 at once, and the report."""
+    from drkernel.organism.parallel import claims
+
+    lines = claims(["nopr", "full"], 2, "dry", "cpu", tmp_path, parallel=2, cpus=2)
+    seeds = json.loads((tmp_path / "seeds.json").read_text())["seeds"]
+    assert not any("FAILED" in line for line in lines), "\n".join(lines)
+    summary = json.loads((tmp_path / "report" / "organism_summary.json").read_text())
+    assert sorted(summary["seeds"]["full"]) == sorted(seeds)
+    assert summary["claims"][2]["verdict"] == "UNDECIDED"  # 2 seeds: never the registered protocol
