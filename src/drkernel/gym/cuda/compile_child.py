@@ -80,6 +80,7 @@ def build(job: CompileJob) -> tuple[CompileReply, bytes]:
         if ok:
             with open(os.path.join(work, f"{job.name}.so"), "rb") as f:
                 blob = f.read()
+    log = log.replace(work + os.sep, "")  # "cuda.cu", not the private folder's random name
     return CompileReply(ok=ok, seconds=time.monotonic() - start, log=log[-200000:], linked=bool(blob)), blob
 
 
