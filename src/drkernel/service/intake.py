@@ -85,4 +85,5 @@ def to_request(body: Any, catalog: ProblemCatalog, allow_custom: bool, served: S
     problem = _problem(body, catalog, allow_custom, where)
     config = eval_config(body.config)
     check_device(config.device, served, where)
-    return EvalRequest(problem=problem, solution=body.solution, config=config, request_id=body.request_id)
+    return EvalRequest(problem=problem, solution=body.solution, config=config, request_id=body.request_id,
+                       language=body.language)

@@ -11,7 +11,8 @@ from typing import Annotated, Any, Literal, Optional, Union, get_args, get_origi
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, StrictBool, StringConstraints, create_model
 
-from drkernel.gym.config import REFERENCE_MODES, TIMING_RULES, TOLERANCE_PROFILES, VERDICT_MODES, EvalConfig
+from drkernel.gym.config import (LANGUAGES, REFERENCE_MODES, TIMING_RULES, TOLERANCE_PROFILES, VERDICT_MODES,
+                                 EvalConfig)
 from drkernel.service.admission import DTYPE_BYTES
 from drkernel.service.config import ServiceConfig
 from drkernel.service.store import Job
@@ -143,7 +144,11 @@ def request_models(limits: ServiceConfig) -> RequestModels:
         )
         solution: str = Field(
             max_length=limits.max_solution_bytes,
-            description="Source defining `class ModelNew` with Triton kernels.",
+            description="Source defining `class ModelNew` with Triton kernels (or, for language cuda, "
+            "CUDA kernels built by `load_inline` from sources in the file).",
+        )
+        language: Literal[LANGUAGES] = Field(  # type: ignore[valid-type]
+            "triton", description="What the solution is written in: triton or cuda."
         )
         config: config_in = Field(default_factory=config_in)  # type: ignore[valid-type]
         request_id: str = Field("", max_length=256, description="Echoed in the result.")

@@ -14,13 +14,15 @@ TOKEN_ENV = "KERNELGYM_TOKEN"
 def make_evaluator(where: str = "local", device: str = "auto", concurrency: int = 4, *, pool_size: int = 2,
                    unsafe_no_sandbox: bool = False, checks: Any = None) -> Evaluator:
     """``local`` -> the in-process gym on ``device`` (``checks``: a `CheckRegistry`, default the full
-    checks); an ``http(s)://`` URL -> the KernelGym service client (bearer token from ``KERNELGYM_TOKEN``
-    when set)."""
+    checks), behind the CUDA front that judges ``language: cuda`` requests; an ``http(s)://`` URL -> the
+    KernelGym service client (bearer token from ``KERNELGYM_TOKEN`` when set)."""
     if where == "local":
         from drkernel.gym import InProcessEvaluator
+        from drkernel.gym.cuda.evaluate import with_languages
 
-        return InProcessEvaluator(device=device, concurrency=concurrency, pool_size=pool_size,
-                                  unsafe_no_sandbox=unsafe_no_sandbox, checks=checks)
+        inner = InProcessEvaluator(device=device, concurrency=concurrency, pool_size=pool_size,
+                                   unsafe_no_sandbox=unsafe_no_sandbox, checks=checks)
+        return with_languages(inner, device, unsafe_no_sandbox)  # language cuda: drkernel.gym.cuda
     if where.startswith(("http://", "https://")):
         try:
             from drkernel.service.client import ServiceEvaluator

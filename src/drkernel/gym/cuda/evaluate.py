@@ -23,10 +23,12 @@ import hashlib
 import time
 from typing import Sequence
 
+from drkernel.devices import Device
 from drkernel.errors import InfrastructureError
 from drkernel.gym.config import EvalRequest
-from drkernel.gym.cuda.build import BuildOutcome, Compiler
+from drkernel.gym.cuda.build import BuildOutcome, CompileCache, Compiler, default_cache_dir
 from drkernel.gym.cuda.contract import CudaReport, check_cuda
+from drkernel.gym.orchestrator.sandbox import make_runner
 from drkernel.gym.protocol import Evaluator
 from drkernel.gym.result import EvalResult, Hack, Status
 from drkernel.gym.verdict.hacks import dedupe
@@ -77,8 +79,13 @@ class CudaEvaluator:
     def close(self) -> None:
         self.inner.close()
 
+    def __getattr__(self, name: str):
+        """Everything else (``device_info``, ``cancel_thread``, ``warm``...) is the inner evaluator's."""
+        return getattr(self.inner, name)
+
     def _device(self, request: EvalRequest) -> str:
-        return self.device if request.config.device == "auto" else request.config.device
+        name = self.device if request.config.device == "auto" else request.config.device
+        return Device.parse(name, "device").guess()
 
     def evaluate_cuda(self, request: EvalRequest) -> EvalResult:
         t0 = time.monotonic()
@@ -110,3 +117,11 @@ class CudaEvaluator:
             return [self.compiler.build(report.modules[0])]
         with concurrent.futures.ThreadPoolExecutor(max_workers=len(report.modules)) as pool:
             return list(pool.map(self.compiler.build, report.modules))
+
+
+def with_languages(inner: Evaluator, device: str = "auto", unsafe_no_sandbox: bool = False,
+                   cache_dir: str | None = None) -> CudaEvaluator:
+    """``inner`` (the Triton gym) behind the CUDA front: builds in the same sandbox as its children,
+    cached in ``cache_dir`` (default ``~/.cache/drkernel/cuda``, the host's one cache)."""
+    compiler = Compiler(make_runner(unsafe_no_sandbox), CompileCache(cache_dir or default_cache_dir()))
+    return CudaEvaluator(inner, compiler, device)
