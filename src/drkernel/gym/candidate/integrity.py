@@ -27,7 +27,8 @@ an integrity run from a trial. Nor can a solution behave honestly on the coverag
 on inputs it has not seen before, which the coverage run's are): every observed call records its
 ops, and the reported coverage profile is the costliest call's after the first (the first may do
 one-time set-up). The timed calls on the GPU run unobserved (a dispatch mode would distort the
-time); their outputs are sampled for the judge instead.
+time); their outputs are sampled for the judge instead, and each
+sees its own content (`drkernel.gym.harness.perturb.TimedVariation`).
 
 On the GPU it adds a profiler pass (kernels, streams, device times: time coverage) and the event /
 wall-clock cross-check of `drkernel.gym.candidate.profiling` (hack 7).
