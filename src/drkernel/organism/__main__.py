@@ -145,6 +145,8 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--scale", default="auto")
     c.add_argument("--budget-s", type=float, default=None, help="RL seconds per run (default: the scale's)")
     c.add_argument("--cpus", type=int, default=None, help="CPU cores to share (default: all)")
+    c.add_argument("--sft-only", action="store_true", help="draw the seeds and SFT them, nothing else")
+    c.add_argument("--report", default=None, help="where the report goes (default OUT/report)")
     q = sub.add_parser("probe", help="what each arm would pay each writer's program (both check settings)")
     q.add_argument("--device", default="auto")
     q.add_argument("--scale", default="auto")
@@ -178,7 +180,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             lines = claims([a.strip() for a in args.arms.split(",") if a.strip()], args.seeds,
                            _scale(args.scale, args.device).name, args.device, Path(args.out), args.parallel,
-                           args.budget_s, args.cpus)
+                           args.budget_s, args.cpus, args.sft_only,
+                           Path(args.report) if args.report else None)
         elif args.command == "probe":
             from drkernel.organism.probe import probe
 

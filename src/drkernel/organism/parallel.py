@@ -99,8 +99,13 @@ def _cli(*args: str) -> tuple[str, ...]:
 
 
 def sft_jobs(seeds: Sequence[int], scale: str, device: str, cache: Path) -> list[Job]:
+    """One SFT per seed; done once its policy's info file exists (`run.prepare_policy` caches it)."""
+    from drkernel.organism.arms import scale as scale_of
+    from drkernel.organism.run import sft_folder
+
     return [Job(f"sft-s{s}", _cli("sft", "--seed", str(s), "--scale", scale, "--device", device,
-                                  "--out", str(cache))) for s in seeds]
+                                  "--out", str(cache)), sft_folder(scale_of(scale), s, cache) / "organism_sft.json")
+            for s in seeds]
 
 
 def arm_jobs(arms: Sequence[str], seeds: Sequence[int], scale: str, device: str, out: Path,
@@ -119,8 +124,10 @@ def arm_jobs(arms: Sequence[str], seeds: Sequence[int], scale: str, device: str,
 
 
 def claims(arms: Sequence[str], n_seeds: int, scale: str, device: str, out: Path, parallel: int,
-           budget_s: float | None = None, cpus: int | None = None) -> list[str]:
-    """SFT and run ``arms`` x ``n_seeds`` fresh seeds in a pool, write the report; SUMMARY lines."""
+           budget_s: float | None = None, cpus: int | None = None, sft_only: bool = False,
+           report: Path | None = None) -> list[str]:
+    """SFT and run ``arms`` x ``n_seeds`` fresh seeds in a pool, write the report (to ``report``,
+    default ``out/report``); SUMMARY lines. ``sft_only``: stop after the SFTs (a call of its own)."""
     from drkernel.organism.report import write_report
 
     seeds = seeds_for(out, n_seeds)
@@ -128,14 +135,14 @@ def claims(arms: Sequence[str], n_seeds: int, scale: str, device: str, out: Path
     t0 = time.monotonic()
     sft = run_pool(sft_jobs(seeds, scale, device, out / "cache"), parallel, out / "logs", threads)
     t_sft = time.monotonic() - t0
-    runs = run_pool(arm_jobs(arms, seeds, scale, device, out, budget_s), parallel, out / "logs", threads)
+    jobs = [] if sft_only else arm_jobs(arms, seeds, scale, device, out, budget_s)
+    runs = run_pool(jobs, parallel, out / "logs", threads)
     t_runs = time.monotonic() - t0 - t_sft
     lines = [f"SUMMARY organism seeds (drawn at run time, {out / SEEDS_FILE}): {','.join(map(str, seeds))}",
              f"SUMMARY organism claims: {len(seeds)} SFTs in {t_sft:.0f} s, {len(runs)} runs in {t_runs:.0f} s "
              f"wall ({parallel} at once, {threads} threads each)"]
     lines += [f"SUMMARY organism job {r.label}: {'FAILED rc ' + str(r.returncode) if r.returncode else 'ok'} "
               f"{'(done before)' if r.skipped else f'{r.seconds:.0f} s'}" for r in sft + runs]
-    finished = [p for p in (out / "runs").glob("*/*/organism_run.json")]
-    if finished:
-        lines += write_report([out / "runs"], out / "report")
+    if not sft_only and any((out / "runs").glob("*/*/organism_run.json")):
+        lines += write_report([out / "runs"], report or out / "report")
     return lines

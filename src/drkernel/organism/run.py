@@ -47,6 +47,11 @@ def _fingerprint(scale: Scale, seed: int) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
+def sft_folder(scale: Scale, seed: int, cache_dir: Path) -> Path:
+    """Where the SFT policy of ``seed`` at ``scale`` is kept (its settings' fingerprint in the name)."""
+    return cache_dir / f"sft-{scale.model}-{seed}-{_fingerprint(scale, seed)}"
+
+
 def prepare_policy(scale: Scale, seed: int, cache_dir: Path, device: torch.device) -> SftPolicy:
     """Tokenizer + model trained from scratch on the bad-habits corpus; reused when already on disk."""
     from drkernel.organism import model as m
@@ -55,7 +60,7 @@ def prepare_policy(scale: Scale, seed: int, cache_dir: Path, device: torch.devic
                           problem_seed=scale.problems_of(seed))
     pairs = frozenset((e.messages[-1]["content"] if len(e.messages) == 1 else e.messages[0]["content"],
                        e.completion) for e in corpus)
-    path = cache_dir / f"sft-{scale.model}-{seed}-{_fingerprint(scale, seed)}"
+    path = sft_folder(scale, seed, cache_dir)
     info_file = path / "organism_sft.json"
     if info_file.exists():
         return SftPolicy(path, pairs, json.loads(info_file.read_text()))
