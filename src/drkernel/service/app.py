@@ -316,12 +316,20 @@ def _attach_gauges(metrics: ServiceMetrics, scheduler: Scheduler, waits: WaitSlo
 
 def _router(config: ServiceConfig, catalog: ProblemCatalog, waits: "WaitSlots") -> APIRouter:
     r = APIRouter(prefix="/v1")
+    _submit_routes(r, config, catalog)
+    _job_routes(r, config, waits)
+    _status_routes(r, config)
+    return r
+
+
+def sched(request: Request) -> Scheduler:
+    return request.app.state.scheduler
+
+
+def _submit_routes(r: APIRouter, config: ServiceConfig, catalog: ProblemCatalog) -> None:
+    """``POST /jobs`` and ``/jobs/batch``: validated, hashed and stored off the event loop."""
     models = request_models(config)
     RequestIn, BatchIn = models.request, models.batch  # noqa: N806 - classes built per server
-
-    def sched(request: Request) -> Scheduler:
-        return request.app.state.scheduler
-
     quota = Quota(config.max_queued_per_client, config.max_stored_bytes_per_client)
 
     async def submit(request: Request, items: list, where) -> SubmitOut:
@@ -348,6 +356,10 @@ def _router(config: ServiceConfig, catalog: ProblemCatalog, waits: "WaitSlots") 
         if len(body.requests) > config.max_batch:
             raise HTTPException(413, f"batch of {len(body.requests)} exceeds max_batch={config.max_batch}")
         return await submit(request, body.requests, lambda i: ("body", "requests", i))
+
+
+def _job_routes(r: APIRouter, config: ServiceConfig, waits: "WaitSlots") -> None:
+    """A client's own jobs: read, long-poll (ownership first, waiters capped per client), cancel."""
 
     @r.get("/jobs/{job_id}", response_model=JobOut, summary="Status and result of a job")
     async def get_job(job_id: str, request: Request) -> JobOut:
@@ -390,6 +402,10 @@ def _router(config: ServiceConfig, catalog: ProblemCatalog, waits: "WaitSlots") 
             raise HTTPException(404, "no such job")
         return JobOut.from_job(job)
 
+
+def _status_routes(r: APIRouter, config: ServiceConfig) -> None:
+    """Health (no auth), workers and the queue."""
+
     @r.get("/health", response_model=HealthOut, responses={503: {"model": HealthOut}},
            summary="Liveness and readiness (no auth): 503 while no worker serves")
     async def health(request: Request):
@@ -414,5 +430,3 @@ def _router(config: ServiceConfig, catalog: ProblemCatalog, waits: "WaitSlots") 
     async def queue(request: Request) -> QueueOut:
         counts = await run_in_threadpool(sched(request).store.counts)
         return QueueOut(counts=counts, depth=counts["queued"])
-
-    return r
