@@ -13,7 +13,9 @@ from drkernel.gym import EvalConfig
 from drkernel.gym.result import EvalResult, Status
 from drkernel.organism.env import EvalCache
 from drkernel.organism.families import generate, to_problem
-from drkernel.organism.parallel import Job, arm_jobs, draw_seeds, run_pool, seeds_for
+from drkernel.organism.arms import SCALES
+from drkernel.organism.parallel import Job, arm_jobs, draw_seeds, run_pool, seeds_for, sft_jobs
+from drkernel.organism.run import sft_folder
 from drkernel.organism.turns import DeviceTurns
 
 
@@ -47,6 +49,8 @@ def test_arm_jobs_share_the_cache_and_the_turns_and_name_their_run_file(tmp_path
     assert argv[argv.index("--turns") + 1] == str(tmp_path / "cache" / "device.lock")
     assert argv[argv.index("--budget-s") + 1] == "90.0"
     assert jobs[1].done == tmp_path / "runs" / "full-s7" / "full-s7" / "organism_run.json"
+    (sft,) = sft_jobs([7], "dry", "cpu", tmp_path / "cache")  # done when the policy's info exists
+    assert sft.done == sft_folder(SCALES["dry"], 7, tmp_path / "cache") / "organism_sft.json"
 
 
 def _blocked(turns, mode):

@@ -87,7 +87,7 @@ def run_pool(jobs: Sequence[Job], parallel: int, logs: Path, threads: int) -> li
             return JobResult(job.label, 0, 0.0, skipped=True)
         t0 = time.monotonic()
         with (logs / f"{job.label}.log").open("w") as log:
-            rc = subprocess.run(job.argv, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+            rc = subprocess.run(job.argv, stdout=log, stderr=subprocess.STDOUT, env=env, check=False).returncode
         return JobResult(job.label, rc, time.monotonic() - t0)
 
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
@@ -139,8 +139,8 @@ def claims(arms: Sequence[str], n_seeds: int, scale: str, device: str, out: Path
     runs = run_pool(jobs, parallel, out / "logs", threads)
     t_runs = time.monotonic() - t0 - t_sft
     lines = [f"SUMMARY organism seeds (drawn at run time, {out / SEEDS_FILE}): {','.join(map(str, seeds))}",
-             f"SUMMARY organism claims: {len(seeds)} SFTs in {t_sft:.0f} s, {len(runs)} runs in {t_runs:.0f} s "
-             f"wall ({parallel} at once, {threads} threads each)"]
+             (f"SUMMARY organism claims: {len(seeds)} SFTs in {t_sft:.0f} s, {len(runs)} runs in {t_runs:.0f} s "
+              f"wall ({parallel} at once, {threads} threads each)")]
     lines += [f"SUMMARY organism job {r.label}: {'FAILED rc ' + str(r.returncode) if r.returncode else 'ok'} "
               f"{'(done before)' if r.skipped else f'{r.seconds:.0f} s'}" for r in sft + runs]
     if not sft_only and any((out / "runs").glob("*/*/organism_run.json")):

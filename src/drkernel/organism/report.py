@@ -183,8 +183,8 @@ def bias_text(rows: dict[str, dict[int, dict[str, float]]]) -> str:
     """Markdown: the runs' per-turn GRPO shrinkage next to the toy simulation's."""
     from drkernel.organism.bias import TOY_GRPO_SLOPE
 
-    lines = ["| arm | turn | mean N_t | GRPO/TRLOO slope (measured) | mean (N_t - 1)/N_t | toy simulation slope "
-             "(N = 16, stop 0.1) |", "|---|---|---|---|---|---|"]
+    lines = [("| arm | turn | mean N_t | GRPO/TRLOO slope (measured) | mean (N_t - 1)/N_t | toy simulation slope "
+              "(N = 16, stop 0.1) |"), "|---|---|---|---|---|---|"]
     for arm, turns in rows.items():
         for t, v in turns.items():
             toy = f"{TOY_GRPO_SLOPE[t - 1]:.3f}" if t <= len(TOY_GRPO_SLOPE) else "-"
