@@ -41,3 +41,12 @@ def test_each_rank_gets_its_own_gpu_and_one_named_gpu_for_all_is_refused():
         Device.parse("cuda:0").for_rank(1, 4, "model.device")
     expected = Device(DeviceKind.CUDA, 3) if torch.cuda.is_available() else Device(DeviceKind.AUTO)
     assert Device.parse("auto").for_rank(3, 4) == expected
+
+
+def test_a_worker_list_names_cpu_workers_by_count_and_gpus_by_index():
+    from drkernel.service.workers import local_devices
+
+    assert local_devices("cpu:2") == ["cpu", "cpu"] and local_devices(" cuda:0, cuda:3 ") == ["cuda:0", "cuda:3"]
+    for bad in ("cuda", "cuda:x", "cpu:0", "gpu:1", ","):
+        with pytest.raises(ConfigError, match="expected auto, cpu:N or a comma list of cuda:N"):
+            local_devices(bad)

@@ -24,6 +24,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping, Protocol
 
+from drkernel.devices import Device, DeviceKind
 from drkernel.errors import ConfigError, DrKernelError, InfrastructureError, JudgeError
 
 log = logging.getLogger(__name__)
@@ -375,6 +376,15 @@ class LocalWorker:
         return {"backend": "local", "pid": self.pid, "host": os.uname().nodename}
 
 
+def _one_gpu(name: str) -> bool:
+    """Does ``name`` name one CUDA device by its index (``cuda:N``)?"""
+    try:
+        device = Device.parse(name)
+    except ConfigError:
+        return False
+    return device.kind is DeviceKind.CUDA and device.index is not None
+
+
 def local_devices(spec: str) -> list[str]:
     """Devices for local workers: ``auto`` (every visible GPU, else one CPU worker), ``cpu:N`` or a
     comma list (``cuda:0,cuda:1``)."""
@@ -388,7 +398,7 @@ def local_devices(spec: str) -> list[str]:
             raise ConfigError(f"devices={spec!r}: expected cpu:N with N >= 1")
         return ["cpu"] * int(count)
     devices = [d.strip() for d in spec.split(",") if d.strip()]
-    bad = [d for d in devices if not (d.startswith("cuda:") and d[5:].isdigit())]
+    bad = [d for d in devices if not _one_gpu(d)]
     if not devices or bad:
         raise ConfigError(f"devices={spec!r}: expected auto, cpu:N or a comma list of cuda:N (bad: {bad})")
     return devices
