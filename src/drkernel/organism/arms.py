@@ -94,16 +94,15 @@ CPU_GYM = {"trials": 1, "second_size": False, "timing": False, "timeout_s": 120.
 
 GPU_MIX = ("gemm2", "row-softmax", "gemm2", "ew3", "gemm2", "row-layernorm", "gemm2", "ew4")
 """The GPU scale's training families, round robin (`families.generate`): half GEMM, a quarter row
-reductions, a quarter elementwise chains. Changed after the first GPU result (all nine training
-families, 16 problems mostly elementwise): on an elementwise chain a fused kernel is 2-3x faster than
-eager PyTorch, so the lazy program (PyTorch plus one small kernel, speedup about 1) loses without any
-coverage term and PR/PRS have nothing to do. With a GEMM, cuBLAS (fp32) is faster than the organism's
-fp32 Triton GEMM, so ``torch matmul ; triton <epilogue>`` is the fastest correct program, with a
-small time coverage: the case the paper's lazy optimisation is about. Only ``gemm2``: with a
-one-op epilogue (``gemm1``) the kernel's share of the reference's roofline cost (about 7 % at
-1024^3) is under the gym's coverage floor (10 %), so the lazy program is already flagged as a
-passthrough (hack 2) there; with two ops it is about 13 %. The SFT corpus draws its 3000 instances
-from the same families (the GEMM and row families saturate, elementwise chains fill the rest)."""
+reductions, a quarter elementwise chains. On an elementwise chain a fused kernel is 2-3x faster than
+eager PyTorch, so lazy loses there without any coverage term; the GEMM chains are where lazy is a
+trap (`drkernel.organism.trap`): ``torch matmul ; triton <epilogue>`` (cuBLAS) beats every program
+the policy can reach with the plain Triton GEMM template and loses only to the tuned fused kernel
+(``tiled``), which the SFT mixture rarely shows. Only ``gemm2``: with a one-op epilogue (``gemm1``)
+the kernel's share of the reference's roofline cost (about 7 % at 1024^3) is under the gym's coverage
+floor (10 %), so the lazy program is already flagged as a passthrough (hack 2) there; with two ops it
+is about 13 %. The SFT corpus draws its 3000 instances from the same families (the GEMM and row
+families saturate, elementwise chains fill the rest)."""
 
 SCALES: dict[str, Scale] = {s.name: s for s in (
     # the GPU arms: about 11 M parameters, 16 problems (GPU_MIX, the same for every seed), 12 steps of

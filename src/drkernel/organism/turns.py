@@ -8,6 +8,10 @@ else on the device). A run waiting for its exclusive turn holds a gate that new 
 pass, so a stream of short shared turns cannot starve it; it releases its own shared hold before
 queueing at the gate, so no run ever waits while holding what another waits for. Locks held through
 ``flock`` are dropped by the kernel when a process dies, so a killed run leaves no stale lock.
+
+Outside the turns: each gym's own start-up in the background (its judge and warm candidate creating
+their CUDA contexts when a run starts). A run's first evaluations may overlap another's start; the
+steady state, where the verdicts are measured, does not.
 """
 
 from __future__ import annotations
