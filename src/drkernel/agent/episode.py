@@ -22,7 +22,7 @@ from drkernel.agent.policies.base import Message, Policy, SamplingParams
 from drkernel.agent.prompts import PromptTemplates
 from drkernel.agent.tts import TTSConfig, select_window
 from drkernel.errors import ConfigError
-from drkernel.gym.config import EvalConfig, EvalRequest
+from drkernel.gym.config import LANGUAGES, EvalConfig, EvalRequest
 from drkernel.gym.protocol import Evaluator
 from drkernel.gym.result import EvalResult
 from drkernel.problems.problem import Problem
@@ -59,6 +59,8 @@ class EpisodeConfig:
     """Sampling parameters of every turn."""
     eval_config: EvalConfig = field(default_factory=EvalConfig)
     """Evaluation settings sent with every request."""
+    language: str = "triton"
+    """What the policy is asked to write and each request says it is: ``triton`` or ``cuda``."""
     tts: TTSConfig | None = None
     """Sequential test-time scaling; None for plain multi-turn episodes."""
     concurrency: int = 64
@@ -80,6 +82,8 @@ class EpisodeConfig:
             )
         if self.concurrency < 1:
             bad.append(f"concurrency={self.concurrency} (>= 1)")
+        if self.language not in LANGUAGES:
+            bad.append(f"language={self.language!r} (one of {LANGUAGES})")
         if bad:
             raise ConfigError("invalid EpisodeConfig: " + "; ".join(bad))
 
@@ -233,11 +237,12 @@ class EpisodeRunner:
         templates: PromptTemplates | None = None,
     ) -> None:
         self.policy, self.evaluator, self.config = policy, evaluator, config
-        self.templates = templates or PromptTemplates.default()
+        self.templates = templates or PromptTemplates.default(config.language)
 
     async def _evaluate(self, problem: Problem, code: str, request_id: str) -> EvalResult:
         req = EvalRequest(
-            problem=problem, solution=code, config=self.config.eval_config, request_id=request_id
+            problem=problem, solution=code, config=self.config.eval_config, request_id=request_id,
+            language=self.config.language,
         )
         (result,) = await self.evaluator.evaluate_batch([req])
         return result

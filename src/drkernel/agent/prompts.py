@@ -5,9 +5,13 @@ The package ships ``templates/{system,first_turn,feedback_turn,triton_example}.t
 fall back to the shipped ones). Placeholders:
 
     first_turn.txt     $problem_name $problem_level $problem_dtype $reference $tolerance $triton_example
-                       $solution_contract (the gym's contract, rendered from its one definition in
-                       `drkernel.gym.verdict.static.CONTRACT`)
+                       ($example: the same text) $solution_contract (the gym's contract, rendered from
+                       its one definition in `drkernel.gym.verdict.static.CONTRACT`, or for CUDA in
+                       `drkernel.gym.cuda.contract`)
     feedback_turn.txt  $feedback $instruction
+
+Language ``cuda`` ships its own ``templates/cuda/{system,first_turn,example}.txt`` (the example fills
+the ``triton_example`` field); its feedback turn is the shared one.
 """
 
 from __future__ import annotations
@@ -20,14 +24,18 @@ from string import Template
 from drkernel.agent.policies.base import Message
 from drkernel.errors import ConfigError
 from drkernel.gym.config import tolerance_for
+from drkernel.gym.cuda.contract import contract_text as cuda_contract_text
 from drkernel.gym.verdict.static import contract_text
 from drkernel.problems.problem import Problem
 
 TEMPLATE_FILES = ("system", "first_turn", "feedback_turn", "triton_example")
+CUDA_FILES = {"system": "cuda/system", "first_turn": "cuda/first_turn", "triton_example": "cuda/example"}
+"""Language ``cuda``: the shipped files that replace the Triton ones (by template field)."""
 
 
-def _shipped(name: str) -> str:
-    return (resources.files("drkernel.agent") / "templates" / f"{name}.txt").read_text()
+def _shipped(name: str, language: str = "triton") -> str:
+    path = CUDA_FILES.get(name, name) if language == "cuda" else name
+    return (resources.files("drkernel.agent") / "templates" / f"{path}.txt").read_text()
 
 
 def _render(template: str, name: str, **values: str) -> str:
@@ -45,21 +53,24 @@ class PromptTemplates:
     first_turn: str
     feedback_turn: str
     triton_example: str
+    language: str = "triton"
+    """Which contract ``$solution_contract`` renders: ``triton`` or ``cuda``."""
 
     @classmethod
-    def default(cls) -> PromptTemplates:
-        return cls(**{name: _shipped(name) for name in TEMPLATE_FILES})
+    def default(cls, language: str = "triton") -> PromptTemplates:
+        return cls(**{name: _shipped(name, language) for name in TEMPLATE_FILES}, language=language)
 
     @classmethod
-    def from_dir(cls, path: str | Path) -> PromptTemplates:
+    def from_dir(cls, path: str | Path, language: str = "triton") -> PromptTemplates:
         path = Path(path)
         if not path.is_dir():
             raise ConfigError(f"prompt template folder {path} does not exist")
         texts = {
-            name: (path / f"{name}.txt").read_text() if (path / f"{name}.txt").exists() else _shipped(name)
+            name: (path / f"{name}.txt").read_text() if (path / f"{name}.txt").exists()
+            else _shipped(name, language)
             for name in TEMPLATE_FILES
         }
-        return cls(**texts)
+        return cls(**texts, language=language)
 
     def first_messages(self, problem: Problem, tolerance: str = "kernelgym") -> list[Message]:
         """System message (when the template is not empty) and the first user turn."""
@@ -73,7 +84,8 @@ class PromptTemplates:
             reference=problem.code.strip(),
             tolerance=f"atol = {atol:g}, rtol = {rtol:g}",
             triton_example=self.triton_example.strip(),
-            solution_contract=contract_text(),
+            example=self.triton_example.strip(),
+            solution_contract=cuda_contract_text() if self.language == "cuda" else contract_text(),
         )
         messages: list[Message] = []
         if self.system.strip():

@@ -25,7 +25,7 @@ from drkernel.bench.io import JsonlWriter, finished_ids, read_episodes, write_pa
 from drkernel.bench.metrics import records_from_episodes, summarize
 from drkernel.config import from_mapping, merge, read_yaml_mapping, to_plain
 from drkernel.errors import ConfigError
-from drkernel.gym.config import EvalConfig
+from drkernel.gym.config import LANGUAGES, EvalConfig
 from drkernel.gym.protocol import Evaluator
 from drkernel.problems.problem import Problem
 from drkernel.reward import RewardConfig
@@ -88,6 +88,9 @@ class BenchConfig:
     """Keep token ids and log-probs in the trajectories."""
     templates: str | None = None
     """Folder of prompt templates overriding the shipped ones."""
+    language: str = "triton"
+    """What the policy writes and the gym judges: ``triton`` or ``cuda`` (CUDA C++ built by
+    ``load_inline``; the prompts, requests and scripted golds follow)."""
     feedback_max_chars: int = 2000
     """Feedback text limit."""
 
@@ -99,6 +102,8 @@ class BenchConfig:
             bad.append(f"format={self.format!r} (one of {[f.value for f in TrajectoryFormat]})")
         if self.limit is not None and self.limit < 1:
             bad.append(f"limit={self.limit} (>= 1)")
+        if self.language not in LANGUAGES:
+            bad.append(f"language={self.language!r} (one of {LANGUAGES})")
         if bad:
             raise ConfigError("invalid BenchConfig: " + "; ".join(bad))
         self.episode_config()
@@ -131,6 +136,7 @@ class BenchConfig:
                 temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens
             ),
             eval_config=self.eval,
+            language=self.language,
             reward=self.reward,
             tts=TTSConfig.parse(self.tts) if self.tts else None,
             concurrency=self.concurrency,
@@ -183,7 +189,7 @@ async def run_bench(
     if on_progress:
         on_progress(None, done, total)
     writer = JsonlWriter(path, tokens=config.save_tokens)
-    templates = PromptTemplates.from_dir(config.templates) if config.templates else None
+    templates = PromptTemplates.from_dir(config.templates, config.language) if config.templates else None
     t0 = time.perf_counter()
     finished = policy_errors = 0
     first_policy_error = ""

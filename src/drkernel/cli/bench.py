@@ -68,6 +68,8 @@ def run(
     eval_concurrency: Optional[int] = typer.Option(
         None, "--eval-concurrency", min=1, help="local gym: solutions evaluated at once"),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="only the first N problems"),
+    language: Optional[str] = typer.Option(
+        None, "--language", help="triton | cuda: what the policy writes (scripted:builtin_cuda replays CUDA golds)"),
     set_: Optional[List[str]] = set_option("bench config (BenchConfig)", "history=last or eval.trials=3"),
     report: bool = typer.Option(True, "--report/--no-report", help="write report.md and plots at the end"),
 ) -> None:
@@ -76,7 +78,7 @@ def run(
     given = {"problems": problems, "policy": policy, "samples": samples, "turns": turns, "tts": tts,
              "temperature": temperature, "top_p": top_p, "max_tokens": max_tokens, "evaluator": evaluator,
              "eval.device": device, "eval.timing": timing, "eval_concurrency": eval_concurrency,
-             "limit": limit}
+             "limit": limit, "language": language}
     writable_dir(out)
     cfg, probs, pol, ev = _prepare(out, config, given, set_)
     metrics = _run_with_progress(cfg, probs, pol, ev, out)

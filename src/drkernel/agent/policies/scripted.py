@@ -92,17 +92,22 @@ class ScriptedPolicy:
         return None
 
 
-def builtin_script(problem: Problem, order: Sequence[str] = ("broken", "lazy", "gold")) -> list[str]:
+def builtin_script(problem: Problem, order: Sequence[str] = ("broken", "lazy", "gold"),
+                   language: str = "triton") -> list[str]:
     """Responses replaying a built-in problem's solution files in label order (e.g. broken -> lazy
-    -> gold), each wrapped in the answer format; labels the problem lacks are skipped."""
+    -> gold), each wrapped in the answer format; labels the problem lacks are skipped. ``language``
+    ``cuda``: its CUDA solutions (`drkernel.problems.builtin_cuda`)."""
+    from drkernel.problems.builtin_cuda import cuda_solution, cuda_solutions
     from drkernel.problems.loaders import builtin_solution
 
-    sols = problem.metadata.get("solutions", {})
+    cuda = language == "cuda"
+    sols = cuda_solutions(problem) if cuda else problem.metadata.get("solutions", {})
+    read = cuda_solution if cuda else builtin_solution
     out = []
     for label in order:
         files = sorted(f for f, lab in sols.items() if lab == label)
         if files:
-            out.append(f"<answer>\n```python\n{builtin_solution(problem, files[0]).strip()}\n```\n</answer>")
+            out.append(f"<answer>\n```python\n{read(problem, files[0]).strip()}\n```\n</answer>")
     if not out:
         raise ConfigError(f"{problem.key} has no solution files labelled {list(order)}")
     return out

@@ -2,6 +2,7 @@
 
 scripted:builtin                  replay each built-in problem's broken -> lazy -> gold solutions
 scripted:builtin:gold             ... only the labels given (comma-separated), in that order
+scripted:builtin_cuda[:labels]    the same with the CUDA solutions (problems that have them)
 scripted:path/to/script.jsonl     lines {"problem": ..., "responses": [...]} (see ScriptedPolicy)
 openai:URL[,model=M][,concurrency=N][,retries=N][,timeout=S][,token_ids=true][,api_key_env=VAR]
                                   any OpenAI-compatible chat endpoint (vLLM, SGLang, hosted APIs)
@@ -53,9 +54,14 @@ def make_policy(spec: str, problems: Sequence[Problem] = ()) -> Policy:
     if kind == "scripted":
         from drkernel.agent.policies.scripted import ScriptedPolicy, builtin_script
 
-        if rest == "builtin" or rest.startswith("builtin:"):
-            order = rest.partition(":")[2].split(",") if ":" in rest else ["broken", "lazy", "gold"]
-            return ScriptedPolicy.for_problems([(p, [builtin_script(p, order)]) for p in problems])
+        head, _, labels = rest.partition(":")
+        if head in ("builtin", "builtin_cuda"):
+            from drkernel.problems.builtin_cuda import cuda_solutions
+
+            order = labels.split(",") if labels else ["broken", "lazy", "gold"]
+            language = "cuda" if head == "builtin_cuda" else "triton"
+            return ScriptedPolicy.for_problems([(p, [builtin_script(p, order, language)]) for p in problems
+                                                if language == "triton" or cuda_solutions(p)])
         if not rest:
             raise ConfigError("policy 'scripted' needs ':builtin' or ':path/to/script.jsonl'")
         return ScriptedPolicy.from_jsonl(rest, problems)

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 
 from drkernel import pyast
-from drkernel.gym.cuda.source_rules import Finding, check_source, global_functions
+from drkernel.gym.cuda.source_rules import RULES, Finding, check_source, global_functions
 from drkernel.gym.result import Hack
 from drkernel.gym.verdict.hacks import dedupe, make_hack
 from drkernel.gym.verdict.static import StaticReport, analyze
@@ -248,3 +248,31 @@ def check_cuda(source: str) -> CudaReport:
     report.python = analyze(mask(source, _mask_spans(tree, valid, report.modules)))
     report.hacks = dedupe(report.hacks)
     return report
+
+
+CUDA_RULES: tuple[str, ...] = (
+    "Build your kernels with `from torch.utils.cpp_extension import load_inline` called at module level: "
+    "`ext = load_inline(name=..., cpp_sources=..., cuda_sources=..., functions=[...])`, every argument a "
+    "string literal, a module-level name bound once to one, `+` of those or a list of them (the sources are "
+    "compiled before your file runs). Optional: `extra_cuda_cflags` / `extra_cflags` with -O0..3, "
+    "--use_fast_math, -lineinfo, -D macros, -maxrregcount. No `load`, `extra_ldflags`, "
+    "`extra_include_paths`, `build_directory`, `-arch`.",
+    "Your own kernels are the `__global__` functions of your sources, launched from the C++ functions "
+    "`forward` calls; cuBLAS, cuDNN and ATen compute called from C++ count as PyTorch compute.",
+    "Launch on the current stream (`<<<grid, block>>>` or `c10::cuda::getCurrentCUDAStream()`); allocate "
+    "outputs with `torch::empty*`. Include only torch's, the CUDA toolkit's and pure C++ standard headers.",
+    "Refused in the C++ (each a reward hack): "
+    + "; ".join(dict.fromkeys(r.why.split(" (")[0] for r in RULES)) + ".",
+    "Import only: torch, torch.nn, torch.nn.functional, math, typing, functools, and `load_inline` from "
+    "torch.utils.cpp_extension. No file, process, thread or network access, no streams or CUDA graphs, no "
+    "other compilers (`torch.compile`, Triton, `load`).",
+)
+"""The CUDA-specific rules; `contract_text` adds the Triton contract's rules for the Python around them."""
+
+
+def contract_text() -> str:
+    """The CUDA contract as a numbered list (the CUDA prompt's ``$solution_contract``)."""
+    from drkernel.gym.verdict.static import CONTRACT
+
+    python = [r.text for r in CONTRACT if r.key not in ("imports", "io")]
+    return "\n".join(f"{i}. {text}" for i, text in enumerate([*CUDA_RULES, *python], 1))
