@@ -13,10 +13,10 @@ import torch.nn as nn
 
 from drkernel.gym.candidate.integrity import IntegrityHook, _Runs
 from drkernel.gym.harness import inputs as harness
+from drkernel.gym.harness.perturb import TimedVariation
 from drkernel.gym.ipc import encode_tree
 from drkernel.gym.judge.main import Judge
 from drkernel.gym.messages import CompareRequest
-from drkernel.gym.harness.perturb import TimedVariation
 from drkernel.gym.seeds import PERTURB_TAGS, TIMED_TAG_PREFIX, perturbed, timed_step
 
 CPU = torch.device("cpu")
@@ -87,7 +87,10 @@ class _SampledMemo(_Softmax):
 
 def _run(model: nn.Module) -> tuple[dict, list[str]]:
     ctx, hook = _Context(), IntegrityHook()
-    make = lambda trial: harness.draw_inputs(ctx.reference, ctx.seeds[trial], CPU)  # noqa: E731
+
+    def make(trial: int) -> list:
+        return harness.draw_inputs(ctx.reference, ctx.seeds[trial], CPU)
+
     hook._sparse_perturb(_Runs(ctx, model, make, len(SEEDS)), {})
     return hook.runs, ctx.tags
 
