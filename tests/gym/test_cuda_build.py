@@ -92,6 +92,18 @@ def test_a_compile_error_is_its_status_with_the_solutions_line(front):
     assert evaluator.evaluate(request(broken)).status is Status.COMPILE_ERROR and runner.started == started
 
 
+def test_the_compile_stops_at_its_cpu_time_limit(tmp_path):
+    """Two CPU seconds per process: the compilers die on torch's headers, the result says why."""
+    from drkernel.gym.cuda.contract import check_cuda
+    from drkernel.gym.orchestrator.sandbox import Limits
+
+    compiler = Compiler(make_runner(), CompileCache(tmp_path), link=False, limits=Limits(cpu_s=2, nproc=256))
+    (module,) = check_cuda(GOLD.read_text()).modules
+    outcome = compiler.build(module)
+    assert not outcome.ok and not outcome.cached
+    assert "signal" in outcome.error or "Killed" in outcome.error or "died" in outcome.error, outcome.error
+
+
 def test_a_refused_source_starts_no_compile(front):
     evaluator, runner = front
     started = runner.started
