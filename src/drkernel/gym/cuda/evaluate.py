@@ -79,6 +79,12 @@ class CudaEvaluator:
     def close(self) -> None:
         self.inner.close()
 
+    def __enter__(self) -> "CudaEvaluator":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def __getattr__(self, name: str):
         """Everything else (``device_info``, ``cancel_thread``, ``warm``...) is the inner evaluator's."""
         return getattr(self.inner, name)

@@ -19,7 +19,9 @@ Each rule names the hack family of `drkernel.gym.verdict.hacks` it belongs to:
 Calls into cuBLAS, cuDNN or ATen compute are not refused here: they compile, and the device's
 activity records count their time against the solution (time coverage), as PyTorch compute in a
 Triton solution. What only a run can show (a ``__global__`` defined but never launched, a result
-cached by pointer in a device buffer, a write past the output) is left to the GPU run.
+cached by pointer in a device buffer, a write past the output) is left to the GPU run. Reading the
+reference's output buffer is ruled out by construction: the reference runs in the judge, another
+process with its own allocator.
 """
 
 from __future__ import annotations
