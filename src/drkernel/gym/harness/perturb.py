@@ -83,10 +83,26 @@ def _sides(pairs: list[tuple[int, int]], x: torch.Tensor) -> tuple[tuple[torch.T
     return tuple(_unravel([pair[side] for pair in pairs], tuple(x.shape), x.device) for side in (0, 1))
 
 
+_INT_OF_SIZE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def _bits(x: torch.Tensor) -> torch.Tensor:
+    """``x`` viewed as integers of its element size (bool and complex as they are): indexing works
+    for every dtype (``index_put`` has no kernel for some, e.g. uint16 on CPU), and a swap moves bits."""
+    size = x.element_size()
+    return x if x.dtype == torch.bool or x.is_complex() or size not in _INT_OF_SIZE else x.view(_INT_OF_SIZE[size])
+
+
+def _differ(x: torch.Tensor, p: tuple[torch.Tensor, ...], q: tuple[torch.Tensor, ...]) -> list[bool]:
+    b = _bits(x)
+    return (b[p] != b[q]).tolist()
+
+
 def _swap(x: torch.Tensor, p: tuple[torch.Tensor, ...], q: tuple[torch.Tensor, ...]) -> None:
-    held = x[p].clone()
-    x[p] = x[q]
-    x[q] = held
+    b = _bits(x)  # a view: the swap lands in x
+    held = b[p].clone()
+    b[p] = b[q]
+    b[q] = held
 
 
 def swap_some(x: torch.Tensor, seed: int, index: int) -> torch.Tensor:
@@ -100,7 +116,7 @@ def swap_some(x: torch.Tensor, seed: int, index: int) -> torch.Tensor:
         x = x.clone()
     pairs = _candidates(x.numel(), seed, index)
     p, q = _sides(pairs, x)
-    _swap(x, *_sides(_chosen(pairs, (x[p] != x[q]).tolist(), k), x))
+    _swap(x, *_sides(_chosen(pairs, _differ(x, p, q), k), x))
     return x
 
 
@@ -128,7 +144,7 @@ class TimedVariation:
             per_call = [_candidates(n, perturbed(seed, timed_step(i)), j) for i in range(calls)]
             flat = [pair for pairs in per_call for pair in pairs]
             p, q = _sides(flat, x)
-            differ, chosen, at = (x[p] != x[q]).tolist(), [], 0
+            differ, chosen, at = _differ(x, p, q), [], 0
             for pairs in per_call:
                 chosen += _chosen(pairs, differ[at:at + len(pairs)], 1) or [(0, 0)]  # (0, 0): no swap
                 at += len(pairs)
