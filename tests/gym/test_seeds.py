@@ -203,3 +203,16 @@ def test_a_perturbed_draw_swaps_a_few_pairs_of_each_tensor_the_same_way_on_both_
         assert int((x != b).sum()) == 2 * pair_count(b.numel())  # pairs of unequal values where any
         assert torch.equal(x.flatten().sort().values, b.flatten().sort().values)  # the same values
         assert not torch.equal(x, z)  # each step its own positions
+
+
+def test_every_dtype_is_perturbed_through_its_bits():
+    # index_put has no uint16 kernel on CPU, so swaps move each value's bits as an integer
+    ref = types.SimpleNamespace(get_inputs=lambda: [torch.randn(4096).to(torch.float8_e4m3fn),
+                                                    torch.randint(0, 60000, (4096,)).to(torch.uint16),
+                                                    torch.randn(64, dtype=torch.complex128)])
+    cpu = torch.device("cpu")
+    base, changed = harness.draw_inputs(ref, 99, cpu), harness.draw_inputs(ref, perturbed(99, 1), cpu)
+    bits = [(x.view(torch.uint8), y.view(torch.uint8)) if x.element_size() == 1 else
+            (x.view(torch.int16), y.view(torch.int16)) if x.element_size() == 2 else (x, y)
+            for x, y in zip(base, changed)]
+    assert [int((x != y).sum()) for x, y in bits] == [2, 2, 2]
