@@ -111,7 +111,7 @@ def hack_case(front, problem, source, name, code, device, rows) -> None:
 
 def bench(out: Path, rows: list) -> None:
     cmd = [sys.executable, "-m", "drkernel", "bench", "run", "--out", str(out / "bench_cuda"), "--language", "cuda",
-           "--policy", "scripted:builtin_cuda:gold", "--problems", "builtin", "--limit", "3", "-n", "1", "-t", "1",
+           "--policy", "scripted:builtin_cuda:gold", "--problems", "builtin:1", "-n", "1", "-t", "1",
            "--device", "cuda:0", "--no-report"]
     done = subprocess.run(cmd, capture_output=True, text=True)
     print(done.stdout[-2000:], done.stderr[-2000:])

@@ -2,7 +2,7 @@
 
 scripted:builtin                  replay each built-in problem's broken -> lazy -> gold solutions
 scripted:builtin:gold             ... only the labels given (comma-separated), in that order
-scripted:builtin_cuda[:labels]    the same with the CUDA solutions (problems that have them)
+scripted:builtin_cuda[:labels]    the same with the CUDA solutions (no code for problems without one)
 scripted:path/to/script.jsonl     lines {"problem": ..., "responses": [...]} (see ScriptedPolicy)
 openai:URL[,model=M][,concurrency=N][,retries=N][,timeout=S][,token_ids=true][,api_key_env=VAR]
                                   any OpenAI-compatible chat endpoint (vLLM, SGLang, hosted APIs)
@@ -60,8 +60,9 @@ def make_policy(spec: str, problems: Sequence[Problem] = ()) -> Policy:
 
             order = labels.split(",") if labels else ["broken", "lazy", "gold"]
             language = "cuda" if head == "builtin_cuda" else "triton"
+            none = ["No CUDA solution is scripted for this problem."] if language == "cuda" else []
             return ScriptedPolicy.for_problems([(p, [builtin_script(p, order, language)]) for p in problems
-                                                if language == "triton" or cuda_solutions(p)])
+                                                if language == "triton" or cuda_solutions(p)], default=none)
         if not rest:
             raise ConfigError("policy 'scripted' needs ':builtin' or ':path/to/script.jsonl'")
         return ScriptedPolicy.from_jsonl(rest, problems)
