@@ -5,6 +5,7 @@ both must stay valid (their sampled timed calls judged at their own variation). 
 lines and the medians; writes ${OUT}/timed_variation.json; exits 1 on a failure.
 
     PYTHONPATH=src python3 scripts/gpu_timed_variation.py [--out out]
+    PYTHONPATH=src python3 scripts/gpu_timed_variation.py --device cpu --n 128  # dry run: both valid, no timing
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ class Model(nn.Module):
         return a @ b
 
 
-N = 4096
+N = {n}
 
 
 def get_inputs():
@@ -52,10 +53,12 @@ def mm_kernel(a_ptr, b_ptr, c_ptr, n, BM: tl.constexpr, BN: tl.constexpr, BK: tl
     rk = tl.arange(0, BK)
     acc = tl.zeros((BM, BN), dtype=tl.float32)
     for k in range(0, n, BK):
-        a = tl.load(a_ptr + rm[:, None] * n + (k + rk)[None, :])
-        b = tl.load(b_ptr + (k + rk)[:, None] * n + rn[None, :])
+        a = tl.load(a_ptr + rm[:, None] * n + (k + rk)[None, :], mask=(rm[:, None] < n) & ((k + rk)[None, :] < n),
+                    other=0.0)
+        b = tl.load(b_ptr + (k + rk)[:, None] * n + rn[None, :], mask=((k + rk)[:, None] < n) & (rn[None, :] < n),
+                    other=0.0)
         acc = tl.dot(a, b, acc)
-    tl.store(c_ptr + rm[:, None] * n + rn[None, :], acc)
+    tl.store(c_ptr + rm[:, None] * n + rn[None, :], acc, mask=(rm[:, None] < n) & (rn[None, :] < n))
 
 
 @triton.jit
@@ -74,7 +77,7 @@ def copy_kernel(src_ptr, dst_ptr, n, BLOCK: tl.constexpr):
 def gemm(a, b):
     n = a.shape[0]
     c = torch.empty_like(a)
-    mm_kernel[(n // 128, n // 128)](a, b, c, n, BM=128, BN=128, BK=32)
+    mm_kernel[(triton.cdiv(n, 128), triton.cdiv(n, 128))](a, b, c, n, BM=128, BN=128, BK=32)
     return c
 
 
@@ -90,7 +93,9 @@ class ModelNew(nn.Module):
         for x in (a.view(torch.int32), b.view(torch.int32)):  # the bits of every value
             checksum_kernel[(triton.cdiv(x.numel(), 4096),)](x, s, x.numel(), BLOCK=4096)
         key = s.item()
-        if key not in self.memo:
+        if key in self.memo:  # as many launches as a miss: the call-count check sees no drop
+            copy_kernel[(1,)](s, s, 1, BLOCK=16)
+        else:
             self.memo[key] = gemm(a, b)
         out = torch.empty_like(a)
         copy_kernel[(triton.cdiv(out.numel(), 4096),)](self.memo[key], out, out.numel(), BLOCK=4096)
@@ -102,8 +107,9 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default="out")
     parser.add_argument("--device", default="cuda")
+    parser.add_argument("--n", type=int, default=4096, help="matrix size (CPU dry run: 128)")
     args = parser.parse_args()
-    problem = Problem(name="gemm4096", level=1, code=PROBLEM, source="file")
+    problem = Problem(name=f"gemm{args.n}", level=1, code=PROBLEM.format(n=args.n), source="file")
     requests = [EvalRequest(problem, f"MEMO = {memo}\n" + GEMM, EvalConfig(device=args.device, trials=3),
                             request_id=f"memo={memo}") for memo in (False, True)]
     with InProcessEvaluator(device=args.device, concurrency=1, checks=default_checks()) as ev:
@@ -114,12 +120,10 @@ def main() -> int:
         rows[name] = {"status": r.status.value, "valid": r.valid, "hacks": [h.code for h in r.hacks],
                       "median_ms": ms, "speedup": r.speedup}
         print(name, rows[name], flush=True)
-    checks = {
-        "both valid (sampled timed calls pass at their variation)": honest.valid and memo.valid,
-        "the memo gains nothing: its median >= 0.8 x the honest one":
-            bool(honest.sol_timing and memo.sol_timing
-                 and memo.sol_timing.median_ms >= 0.8 * honest.sol_timing.median_ms),
-    }
+    checks = {"both valid (sampled timed calls pass at their variation)": honest.valid and memo.valid}
+    if args.device != "cpu":  # the interpreter times nothing
+        checks["the memo gains nothing: its median >= 0.8 x the honest one"] = bool(
+            honest.sol_timing and memo.sol_timing and memo.sol_timing.median_ms >= 0.8 * honest.sol_timing.median_ms)
     for name, ok in checks.items():
         print("PASS" if ok else "FAIL", name)
     Path(args.out).mkdir(parents=True, exist_ok=True)
