@@ -122,11 +122,13 @@ fi
 #   organism-claims      $ORGANISM_CLAIM_ARMS x the seeds as $ORGANISM_PARALLEL processes sharing the
 #                        GPU (sampling and training together, the gym's evaluations one run at a time,
 #                        one verdict file), then the report (the registered tests, per-seed values, the
-#                        per-turn GRPO shrinkage) into $OUT/organism_claims. 24 runs in 3 waves of 8, each
-#                        run stopped after the step that crosses $ORGANISM_BUDGET_S s of RL: ~8-9 min.
-#                        If the call is killed, run the section again: it reads the same seeds back and
-#                        skips the finished runs (a run cut by the budget counts as finished, and the
-#                        report names it).
+#                        per-turn GRPO shrinkage) into $OUT/organism_claims. 24 runs in waves of 8. No run
+#                        is started that would likely end after $ORGANISM_DEADLINE_S s (the longest
+#                        finished run's time, $ORGANISM_RUN_ESTIMATE_S before one finished), so every
+#                        finished run did all its steps; the section then prints "postponed: call
+#                        again": run it again (same seeds, finished runs skipped) until none is. The
+#                        RL budget ($ORGANISM_BUDGET_S per run) is a guard only; the report names runs
+#                        it cut. Expect 1-3 calls (not measured on a GPU yet).
 # SFT policies, runs and the verdict file persist under $ORGANISM_RUNS between calls on a warm
 # machine; on a fresh machine run organism-claims-sft first again (the seeds file must be carried
 # over or the seeds are drawn anew, which is fine before any run finished, not after).
@@ -139,7 +141,9 @@ ORGANISM_RUNS="${ORGANISM_RUNS:-runs/organism-gpu}"
 ORGANISM_CLAIM_SEEDS="${ORGANISM_CLAIM_SEEDS:-8}"       # seeds per arm, drawn at run time (>= 8: the protocol)
 ORGANISM_CLAIM_ARMS="${ORGANISM_CLAIM_ARMS:-nocheck,nopr,full}"  # add grpo for the exploratory TRLOO claim
 ORGANISM_PARALLEL="${ORGANISM_PARALLEL:-8}"             # runs at once (each gets 16/8 = 2 CPU threads)
-ORGANISM_BUDGET_S="${ORGANISM_BUDGET_S:-120}"           # RL seconds per run; lower it if a wave nears 180 s
+ORGANISM_BUDGET_S="${ORGANISM_BUDGET_S:-300}"           # RL seconds per run: a guard, not a plan
+ORGANISM_DEADLINE_S="${ORGANISM_DEADLINE_S:-$((SECTION_TIMEOUT - 40))}"  # start no run likely to end later
+ORGANISM_RUN_ESTIMATE_S="${ORGANISM_RUN_ESTIMATE_S:-150}"  # a run's wall time, until one has finished
 section organism-probe "organism: what each arm pays each writer's program (full vs core checks), the lazy trap" \
     "$PY" -m drkernel.organism probe --scale "$ORGANISM_SCALE" --device "$ORGANISM_DEVICE" \
     --cache "$ORGANISM_RUNS/claims/cache" --out "$OUT/organism_probe.json"
@@ -150,7 +154,8 @@ section organism-claims-sft "organism: $ORGANISM_CLAIM_SEEDS fresh seeds, SFT $O
 section organism-claims "organism: $ORGANISM_CLAIM_ARMS x $ORGANISM_CLAIM_SEEDS seeds, $ORGANISM_PARALLEL at once, the registered tests" \
     "$PY" -m drkernel.organism claims --seeds "$ORGANISM_CLAIM_SEEDS" --arms "$ORGANISM_CLAIM_ARMS" \
     --parallel "$ORGANISM_PARALLEL" --scale "$ORGANISM_SCALE" --device "$ORGANISM_DEVICE" \
-    --out "$ORGANISM_RUNS/claims" --budget-s "$ORGANISM_BUDGET_S" --report "$OUT/organism_claims"
+    --out "$ORGANISM_RUNS/claims" --budget-s "$ORGANISM_BUDGET_S" --report "$OUT/organism_claims" \
+    --deadline-s "$ORGANISM_DEADLINE_S" --run-estimate-s "$ORGANISM_RUN_ESTIMATE_S"
 # --- end organism ---
 
 echo

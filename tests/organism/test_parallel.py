@@ -14,7 +14,7 @@ from drkernel.gym.result import EvalResult, Status
 from drkernel.organism.env import EvalCache
 from drkernel.organism.families import generate, to_problem
 from drkernel.organism.arms import SCALES
-from drkernel.organism.parallel import Job, arm_jobs, draw_seeds, run_pool, seeds_for, sft_jobs
+from drkernel.organism.parallel import Deadline, Job, arm_jobs, draw_seeds, run_pool, seeds_for, sft_jobs
 from drkernel.organism.run import sft_folder
 from drkernel.organism.turns import DeviceTurns
 
@@ -40,6 +40,22 @@ def test_the_pool_runs_jobs_skips_finished_ones_and_keeps_failures(tmp_path):
     got = {r.label: r for r in run_pool(jobs, 2, tmp_path / "logs", threads=3)}
     assert got["ok"].returncode == 0 and (tmp_path / "logs" / "ok.log").read_text().strip() == "3"
     assert got["bad"].returncode == 3 and got["old"].skipped and got["old"].returncode == 0
+
+
+def test_a_deadline_postpones_jobs_that_would_not_finish_in_time(tmp_path):
+    import time
+
+    jobs = [Job(f"j{i}", (sys.executable, "-c", "pass")) for i in range(3)]
+    past = Deadline(time.monotonic() - 1.0, 0.0)  # already over: nothing may start
+    got = run_pool(jobs, 2, tmp_path / "logs", 1, past)
+    assert all(r.postponed for r in got) and "call again" in got[0].text()
+    far = Deadline(time.monotonic() + 3600.0, 4000.0)
+    assert not far.allows()  # before any job finished, the first guess (longer than the time left)
+    far.record(60.0)  # then the longest finished job
+    assert far.allows()
+    assert not any(r.postponed for r in run_pool(jobs, 2, tmp_path / "logs", 1, far))
+    far.record(4000.0)  # a job longer than the time left: the next one is postponed
+    assert not far.allows() and far.longest == 4000.0
 
 
 def test_arm_jobs_share_the_cache_and_the_turns_and_name_their_run_file(tmp_path):

@@ -147,6 +147,10 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--cpus", type=int, default=None, help="CPU cores to share (default: all)")
     c.add_argument("--sft-only", action="store_true", help="draw the seeds and SFT them, nothing else")
     c.add_argument("--report", default=None, help="where the report goes (default OUT/report)")
+    c.add_argument("--deadline-s", type=float, default=None,
+                   help="start no run likely to end later than this many seconds into the call")
+    c.add_argument("--run-estimate-s", type=float, default=0.0,
+                   help="a run's expected wall time until one has finished (for --deadline-s)")
     q = sub.add_parser("probe", help="what each arm would pay each writer's program (both check settings)")
     q.add_argument("--device", default="auto")
     q.add_argument("--scale", default="auto")
@@ -181,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             lines = claims([a.strip() for a in args.arms.split(",") if a.strip()], args.seeds,
                            _scale(args.scale, args.device).name, args.device, Path(args.out), args.parallel,
                            args.budget_s, args.cpus, args.sft_only,
-                           Path(args.report) if args.report else None)
+                           Path(args.report) if args.report else None, args.deadline_s, args.run_estimate_s)
         elif args.command == "probe":
             from drkernel.organism.probe import probe
 

@@ -20,6 +20,7 @@ import os
 import random
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -45,6 +46,36 @@ class JobResult:
     returncode: int
     seconds: float
     skipped: bool = False
+    """Done by an earlier call (its ``done`` file exists)."""
+    postponed: bool = False
+    """Not started: it would likely have run past the deadline (a later call runs it)."""
+
+    def text(self) -> str:
+        if self.skipped:
+            return "ok (done before)"
+        if self.postponed:
+            return "postponed (the deadline was near: call again)"
+        return f"{'FAILED rc ' + str(self.returncode) if self.returncode else 'ok'} {self.seconds:.0f} s"
+
+
+class Deadline:
+    """Whether a job may still start: only if the longest job so far (or ``estimate_s`` before any
+    finished) would end before ``at`` (a `time.monotonic` value), so a call's time limit never kills a
+    run half-way and the runs that do finish all ran their full course."""
+
+    def __init__(self, at: float | None, estimate_s: float) -> None:
+        self.at, self.estimate_s = at, estimate_s
+        self.longest: float | None = None
+        self._lock = threading.Lock()
+
+    def allows(self) -> bool:
+        with self._lock:
+            expected = self.estimate_s if self.longest is None else self.longest
+            return self.at is None or time.monotonic() + expected <= self.at
+
+    def record(self, seconds: float) -> None:
+        with self._lock:
+            self.longest = seconds if self.longest is None else max(self.longest, seconds)
 
 
 def draw_seeds(n: int, rng: random.Random | None = None) -> list[int]:
@@ -77,17 +108,23 @@ def seeds_for(out: Path, n: int) -> list[int]:
     return seeds[:n]
 
 
-def run_pool(jobs: Sequence[Job], parallel: int, logs: Path, threads: int) -> list[JobResult]:
-    """Run ``jobs``, at most ``parallel`` at once (a job whose ``done`` file exists is skipped)."""
+def run_pool(jobs: Sequence[Job], parallel: int, logs: Path, threads: int,
+             deadline: Deadline | None = None) -> list[JobResult]:
+    """Run ``jobs``, at most ``parallel`` at once (a job whose ``done`` file exists is skipped; one the
+    ``deadline`` does not allow to start is postponed)."""
     logs.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
 
     def one(job: Job) -> JobResult:
         if job.done is not None and job.done.exists():
             return JobResult(job.label, 0, 0.0, skipped=True)
+        if deadline is not None and not deadline.allows():
+            return JobResult(job.label, 0, 0.0, postponed=True)
         t0 = time.monotonic()
         with (logs / f"{job.label}.log").open("w") as log:
             rc = subprocess.run(job.argv, stdout=log, stderr=subprocess.STDOUT, env=env, check=False).returncode
+        if deadline is not None:
+            deadline.record(time.monotonic() - t0)
         return JobResult(job.label, rc, time.monotonic() - t0)
 
     with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
@@ -125,9 +162,11 @@ def arm_jobs(arms: Sequence[str], seeds: Sequence[int], scale: str, device: str,
 
 def claims(arms: Sequence[str], n_seeds: int, scale: str, device: str, out: Path, parallel: int,
            budget_s: float | None = None, cpus: int | None = None, sft_only: bool = False,
-           report: Path | None = None) -> list[str]:
+           report: Path | None = None, deadline_s: float | None = None, run_estimate_s: float = 0.0) -> list[str]:
     """SFT and run ``arms`` x ``n_seeds`` fresh seeds in a pool, write the report (to ``report``,
-    default ``out/report``); SUMMARY lines. ``sft_only``: stop after the SFTs (a call of its own)."""
+    default ``out/report``); SUMMARY lines. ``sft_only``: stop after the SFTs (a call of its own).
+    ``deadline_s``: start no run that would likely end more than this many seconds after the call
+    began (`Deadline`, first guess ``run_estimate_s``); the postponed ones run on the next call."""
     from drkernel.organism.report import write_report
 
     seeds = seeds_for(out, n_seeds)
@@ -136,13 +175,16 @@ def claims(arms: Sequence[str], n_seeds: int, scale: str, device: str, out: Path
     sft = run_pool(sft_jobs(seeds, scale, device, out / "cache"), parallel, out / "logs", threads)
     t_sft = time.monotonic() - t0
     jobs = [] if sft_only else arm_jobs(arms, seeds, scale, device, out, budget_s)
-    runs = run_pool(jobs, parallel, out / "logs", threads)
+    deadline = Deadline(t0 + deadline_s, run_estimate_s) if deadline_s else None
+    runs = run_pool(jobs, parallel, out / "logs", threads, deadline)
     t_runs = time.monotonic() - t0 - t_sft
     lines = [f"SUMMARY organism seeds (drawn at run time, {out / SEEDS_FILE}): {','.join(map(str, seeds))}",
              (f"SUMMARY organism claims: {len(seeds)} SFTs in {t_sft:.0f} s, {len(runs)} runs in {t_runs:.0f} s "
               f"wall ({parallel} at once, {threads} threads each)")]
-    lines += [f"SUMMARY organism job {r.label}: {'FAILED rc ' + str(r.returncode) if r.returncode else 'ok'} "
-              f"{'(done before)' if r.skipped else f'{r.seconds:.0f} s'}" for r in sft + runs]
+    lines += [f"SUMMARY organism job {r.label}: {r.text()}" for r in sft + runs]
+    postponed = sum(r.postponed for r in runs)
+    if postponed:
+        lines.append(f"SUMMARY organism claims: {postponed} runs postponed: call again with the same --out")
     if not sft_only and any((out / "runs").glob("*/*/organism_run.json")):
         lines += write_report([out / "runs"], report or out / "report")
     return lines
