@@ -78,7 +78,7 @@ def sft_only(seed: int, out: str, device: str, scale_name: str) -> str:
 
 
 def sft_many(seeds: Sequence[int], out: str, device: str, scale_name: str, threads: int = 2) -> list[str]:
-    """SFT several seeds at once, one process each (the GPU section ``organism-sft``).
+    """SFT several seeds at once, one process each (``sft --seed 0,1,2,3``; the claims runner has its own pool).
 
     The 11 M-parameter SFT is bound by the host issuing small kernels one step at a time (about 200 s
     for one seed on an H100, the GPU mostly idle), so four processes share one GPU at little cost to
