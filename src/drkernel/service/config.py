@@ -39,8 +39,9 @@ class ServiceConfig:
     devices: str = "auto"
     """Local worker devices: ``auto`` (every visible GPU, else ``cpu:1``), ``cpu:N`` (N interpreter
     workers) or a comma list such as ``cuda:0,cuda:1``. Ignored with ``ray_address``."""
-    evaluator: str = "drkernel.gym:InProcessEvaluator"
-    """``module:callable`` building a worker's evaluator, called with ``device=`` and ``evaluator_kwargs``."""
+    evaluator: str = "drkernel.gym.cuda.evaluate:in_process_with_languages"
+    """``module:callable`` building a worker's evaluator, called with ``device=`` and ``evaluator_kwargs``
+    (the default: the in-process gym behind the CUDA front, so ``language: cuda`` requests are judged as CUDA)."""
     evaluator_kwargs: Mapping[str, Any] | None = None
     """Extra keyword arguments for the evaluator factory (e.g. ``concurrency``, ``pool_size``)."""
     slots_per_worker: int = 2

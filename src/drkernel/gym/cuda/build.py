@@ -89,8 +89,7 @@ class CompileCache:
     temp folder beside them, made read-only, renamed into place (atomic; the first writer wins)."""
 
     def __init__(self, root: str | os.PathLike) -> None:
-        self.root = Path(root)
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.root = Path(root)  # made by the first `put`: a gym that never builds leaves no folder
 
     def get(self, key: str) -> BuildOutcome | None:
         path = self.root / key / "outcome.json"
@@ -102,6 +101,7 @@ class CompileCache:
     def put(self, key: str, name: str, reply: CompileReply, blob: bytes, error: str | None,
             host_gap: bool) -> BuildOutcome:
         entry = self.root / key
+        self.root.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.root))
         library = str(entry / f"{name}.so") if blob else None
         if blob:

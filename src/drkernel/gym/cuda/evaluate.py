@@ -21,7 +21,7 @@ import asyncio
 import concurrent.futures
 import hashlib
 import time
-from typing import Sequence
+from typing import Any, Sequence
 
 from drkernel.devices import Device
 from drkernel.errors import InfrastructureError
@@ -131,3 +131,13 @@ def with_languages(inner: Evaluator, device: str = "auto", unsafe_no_sandbox: bo
     cached in ``cache_dir`` (default ``~/.cache/drkernel/cuda``, the host's one cache)."""
     compiler = Compiler(make_runner(unsafe_no_sandbox), CompileCache(cache_dir or default_cache_dir()))
     return CudaEvaluator(inner, compiler, device)
+
+
+def in_process_with_languages(device: str = "auto", unsafe_no_sandbox: bool = False,
+                              cuda_cache_dir: str | None = None, **kwargs: Any) -> CudaEvaluator:
+    """The in-process gym (``kwargs``: `InProcessEvaluator`'s) behind the CUDA front: the service's
+    default evaluator factory (`drkernel.service.config.ServiceConfig.evaluator`)."""
+    from drkernel.gym import InProcessEvaluator
+
+    inner = InProcessEvaluator(device=device, unsafe_no_sandbox=unsafe_no_sandbox, **kwargs)
+    return with_languages(inner, device, unsafe_no_sandbox, cuda_cache_dir)
