@@ -113,6 +113,7 @@ def test_allowed_headers_compile_free():
     (", extra_cuda_cflags=['-arch=sm_80']", 14),
     (", extra_cflags=['-I/usr/include']", 14),
     (", keep_intermediates=True", 16),
+    (", extra_cuda_cflags=['-DHIDE=dlopen']", 14),      # a macro's text would reach the sources unread
 ])
 def test_loader_arguments_outside_the_contract(extra_args, code):
     assert code in codes(solution(extra_args=extra_args))
@@ -125,6 +126,29 @@ def test_arguments_must_be_known_before_the_file_runs():
     assert 14 in codes(rebound)  # SRC is bound twice: its value depends on the order the file runs in
     concatenated = solution().replace("cuda_sources=SRC", "cuda_sources=SRC + '\\n'")
     assert codes(concatenated) == set()
+
+
+def test_names_written_into_the_generated_bindings_must_be_identifiers():
+    injected = solution().replace("functions=['f']", "functions=['f', 'f); } void g() { system(0); //']")
+    assert 14 in codes(injected)
+    assert 14 in codes(solution().replace("name='k_ext'", "name='k-ext'"))
+
+
+@pytest.mark.parametrize("cuda", [
+    'auto s = R"abc(")abc"; void* h = dlopen(0, 0); //"\n',     # a raw string hiding code from a naive lexer
+    "#define CAT(a, b) a##b\nvoid* h = CAT(dlo, pen)(0, 0);\n",  # token pasting
+    "void* h = dl\\u006fpen(0, 0);\n",                          # a universal character name
+    "void* h = dlo\\\npen(0, 0);\n",                           # a line splice
+    "#define H <dlfcn.h>\n#include H\n",                        # an include through a macro
+])
+def test_names_spelled_past_the_rules_are_refused(cuda):
+    assert 14 in codes(solution(cuda + KERNEL)), cuda
+
+
+def test_line_splices_keep_the_other_lines_numbers():
+    found = check_source("#define LOOP(n) \\\n  for (int i = 0; i < n; ++i)\nint a;\nvoid* h = dlopen(0, 0);\n", "cuda_sources")
+    assert [(f.code, f.line) for f in found] == [(14, 4)]
+    assert codes(solution('const char* s = R"(dlopen is only text here)";\n' + KERNEL)) == set()
 
 
 def test_other_loaders_and_missing_kernels():

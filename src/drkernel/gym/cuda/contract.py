@@ -38,8 +38,9 @@ KNOWN_ARGS = ("name", "cpp_sources", "cuda_sources", "functions", "extra_cflags"
               "verbose", "with_cuda", "with_pytorch_error_handling")
 ALLOWED_FLAGS = re.compile(r"-O[0-3]|--use_fast_math|-use_fast_math|-lineinfo|--expt-relaxed-constexpr"
                            r"|--extended-lambda|-maxrregcount=\d+|--maxrregcount=\d+|-Xptxas=?-O[0-3]"
-                           r"|-Xptxas|-O3|--ptxas-options=-v|-D[A-Za-z_]\w*(=[\w.]+)?|-std=c\+\+(17|20)")
-"""Compiler flags a solution may pass: optimisation levels, fast math, macros. No include or library
+                           r"|-Xptxas|--ptxas-options=-v|-D[A-Za-z_]\w*(=-?[0-9][0-9.]*[fFuUlL]*)?|-std=c\+\+(17|20)")
+"""Compiler flags a solution may pass: optimisation levels, fast math, macros with numeric values (a
+macro's text would reach the sources past `drkernel.gym.cuda.source_rules`). No include or library
 paths, no linker flags, no ``-arch`` (the host picks the device's architecture)."""
 NAME = re.compile(r"[A-Za-z_]\w{0,63}")
 
@@ -147,8 +148,9 @@ def parse_call(call: ast.Call, consts: dict[str, ast.AST]) -> tuple[CudaModule |
     except _Unresolved as e:
         return bad(14, f"argument {e} is not known before the file runs (use string literals or module-level "
                        "names bound once to them)")
-    if not NAME.fullmatch(module.name):
-        return bad(14, f"name {module.name!r} is not an identifier")
+    not_names = [n for n in (module.name, *module.functions) if not NAME.fullmatch(n)]
+    if not_names:  # the name and functions are written into the generated bindings
+        return bad(14, f"name or functions {not_names} are not identifiers")
     flags = [f for f in module.cflags + module.cuda_cflags if not ALLOWED_FLAGS.fullmatch(f)]
     if flags:
         return bad(14, f"passes compiler flags {flags} (allowed: -O0..3, --use_fast_math, -lineinfo, -D macros, "

@@ -93,8 +93,9 @@ ALLOWED_INCLUDE = re.compile(
 library's pure ones. Quoted includes, absolute paths and anything else are refused (code 14): the
 solution's native code is its source and nothing else."""
 
-_TOKENS = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])\'', re.S)
-_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*([<\"])([^>\"\n]*)[>\"]", re.M)
+_TOKENS = re.compile(r'(?:u8|u|U|L)?R"(?P<d>[^()\\\s"]{0,16})\(.*?\)(?P=d)"'  # raw strings first: R"x( " )x"
+                     r'|//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])\'', re.S)
+_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include(?:_next)?[ \t]*(?:([<\"])([^>\"\n]*)[>\"]|(.*))", re.M)
 _PRAGMA_LIB = re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+comment[ \t]*\(\s*lib", re.M)
 _ASM = re.compile(r"\b(asm|__asm__)\s*(volatile|__volatile__)?\s*\(", re.S)
 _GLOBAL = re.compile(r"__global__\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(?:\w+\s+)*?void\s+"
@@ -143,6 +144,10 @@ def include_findings(text: str, source: str) -> list[Finding]:
     out = []
     without_comments = re.sub(r"//[^\n]*|/\*.*?\*/", lambda m: re.sub(r"[^\n]", " ", m.group(0)), text, flags=re.S)
     for m in _INCLUDE.finditer(without_comments):
+        if m.group(1) is None:  # ``#include MACRO``: a header the text does not name
+            out.append(Finding(14, source, _line(text, m.start()), f"includes {m.group(3).strip()!r}, not a "
+                               "<header> or \"header\" named in the text"))
+            continue
         quote, header = m.group(1), m.group(2).strip()
         if quote == '"' or not ALLOWED_INCLUDE.fullmatch(header):
             out.append(Finding(14, source, _line(text, m.start()),
@@ -164,9 +169,41 @@ def asm_findings(text: str, source: str) -> list[Finding]:
     return out
 
 
+HIDING: tuple[SourceRule, ...] = (
+    SourceRule(14, r"##", "token pasting (names built by the preprocessor escape these rules)"),
+    SourceRule(14, r"\\[uU][0-9a-fA-F]{4}", "a universal character name outside a string (it spells identifiers)"),
+    SourceRule(14, r"\?\?[=/'()!<>\-]", "a trigraph"),
+)
+"""Ways to spell a name so that the rules above do not see it."""
+
+
+def splice(text: str) -> str:
+    """Backslash-newline joins lines before anything else in C++ (``dlo\\<newline>pen`` is ``dlopen``):
+    the rules read the joined text; the newlines move to the end of the joined line, so every other
+    line keeps its number."""
+    out, pending = [], 0
+    for part in re.split(r"(\\\n)", text):
+        if part == "\\\n":
+            pending += 1
+        elif pending and "\n" in part:
+            head, _, rest = part.partition("\n")
+            out.append(head + "\n" * (pending + 1) + rest)
+            pending = 0
+        else:
+            out.append(part)
+    return "".join(out) + "\n" * pending
+
+
+def hiding_findings(text: str, source: str) -> list[Finding]:
+    code = blank(text)
+    return [Finding(r.code, source, _line(code, m.start()), r.why) for r in HIDING for m in re.finditer(r.pattern, code)]
+
+
 def check_source(text: str, source: str) -> list[Finding]:
     """All findings in one C++/CUDA source string, ordered by line."""
-    found = rule_findings(text, source) + include_findings(text, source) + asm_findings(text, source)
+    text = splice(text)
+    found = (rule_findings(text, source) + include_findings(text, source) + asm_findings(text, source)
+             + hiding_findings(text, source))
     return sorted(found, key=lambda f: (f.line, f.code))
 
 
