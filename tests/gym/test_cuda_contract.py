@@ -83,11 +83,26 @@ def test_a_plain_solution_passes_and_its_module_is_resolved():
     ("void g() { cudaStreamAttrValue a; a.accessPolicyWindow.num_bytes = 0; }\n", 15),
     ("void g() { cudaDeviceSetCacheConfig(cudaFuncCachePreferL1); }\n", 15),
     ("void g() { nvrtcProgram p; }\n", 16),
+    ("void g() { void* f; cudaGetDriverEntryPoint(0, &f, 0); }\n", 16),
+    ('void* lookup(const char*, int) __asm__("dlopen");\n', 14),     # an asm label: any symbol by name
+    ('extern "C" int cudaEventElapsedTime(float* ms, void* a, void* b) { *ms = 1; return 0; }\n', 14),
+    ("void g() { pybind11::exec(0); }\n", 14),
+    ("void g() { PyRun_SimpleString(0); }\n", 14),
+    ("void g() { signal(24, 0); }\n", 14),
+    ("long g() { timespec t; clock_gettime(0, &t); return t.tv_nsec; }\n", 14),
+    ("void g() { at::globalContext().setAllowTF32CuBLAS(true); }\n", 12),
+    ("void g() { at::globalContext().setBenchmarkCuDNN(true); }\n", 15),
     ("void g() { CUmodule m; cuModuleLoadData(&m, 0); }\n", 16),
 ])
 def test_each_cpp_rule_is_a_hack_of_its_family(cuda, code):
     assert code in codes(solution(cuda + KERNEL)), cuda
     assert static_status(check_cuda(solution(cuda + KERNEL)))[0] is Status.REJECTED
+
+
+def test_statement_asm_is_not_an_asm_label():
+    ok = ("__device__ float ld(const float* p) { float v;\n#pragma unroll\n"
+          '    asm volatile("ld.global.nc.f32 %0, [%1];" : "=f"(v) : "l"(p)); return v; }\n')
+    assert codes(solution(ok + KERNEL)) == set()
 
 
 def test_words_in_comments_and_strings_are_not_findings_but_asm_templates_are_read():

@@ -262,7 +262,8 @@ CUDA_RULES: tuple[str, ...] = (
     "Your own kernels are the `__global__` functions of your sources, launched from the C++ functions "
     "`forward` calls; cuBLAS, cuDNN and ATen compute called from C++ count as PyTorch compute.",
     "Launch on the current stream (`<<<grid, block>>>` or `c10::cuda::getCurrentCUDAStream()`); allocate "
-    "outputs with `torch::empty*`. Include only torch's, the CUDA toolkit's and pure C++ standard headers.",
+    "outputs with `torch::empty*`. Include only torch's, the CUDA toolkit's and pure C++ standard headers; "
+    "no `extern \"C\"`, asm labels, token pasting or line splices that spell names.",
     "Refused in the C++ (each a reward hack): "
     + "; ".join(dict.fromkeys(r.why.split(" (")[0] for r in RULES)) + ".",
     "Import only: torch, torch.nn, torch.nn.functional, math, typing, functools, and `load_inline` from "

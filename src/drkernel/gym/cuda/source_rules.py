@@ -62,21 +62,30 @@ RULES: tuple[SourceRule, ...] = (
                "reads files, the environment or the system"),
     SourceRule(14, r"\bstd\s*::\s*(ifstream|ofstream|fstream|filesystem)\b",
                "reads or writes files"),
-    SourceRule(14, r"%globaltimer\w*|%clock(64)?\b|\bclock(64)?\s*\(|\b__globaltimer\b|\bstd\s*::\s*chrono\b",
+    SourceRule(14, r"%globaltimer\w*|%clock(64)?\b|\bclock(64)?\s*\(|\b__globaltimer\b|\bstd\s*::\s*chrono\b"
+                   r"|\b(clock_gettime|gettimeofday|time|__rdtsc|rdtsc|__builtin_readcyclecounter)\s*\(",
                "reads a clock (timers steer a kernel by the harness's measurement)"),
+    SourceRule(14, r"\b(signal|sigaction|mprotect|dl_iterate_phdr|dladdr)\s*\(|\b__libc_\w+",
+               "handles signals or walks and patches the process's code"),
+    SourceRule(14, r"\bpybind11\b|\bpy\s*::|\bPYBIND11_\w+|\bPy[A-Z][A-Za-z]*_\w+|\bPy_\w+",
+               "reaches Python from C++ (the functions listed in load_inline are its only bindings)"),
     SourceRule(14, r"\bcuda(MallocHost|HostAlloc|HostRegister|MallocManaged|HostGetDevicePointer)\b",
                "maps host memory into the device"),
     SourceRule(14, r"\bcuda(IpcOpenMemHandle|IpcGetMemHandle)\b|\bcuMem(Import|Export)\w*",
                "shares device memory with another process"),
-    SourceRule(15, r"\bcuda(DeviceSetLimit|DeviceSetCacheConfig|DeviceSetSharedMemConfig|FuncSetCacheConfig|"
+    SourceRule(15, r"\bcuda(DeviceSetLimit|DeviceSetCacheConfig|DeviceSetSharedMemConfig|"
                    r"CtxResetPersistingL2Cache|DeviceReset|SetDevice|SetDeviceFlags|DeviceSetMemPool|"
                    r"DeviceSetGraphMemAttribute|StreamSetAttribute)\b|\bcuCtxSetLimit\b",
                "changes process-wide device state"),
     SourceRule(15, r"\baccessPolicyWindow\b|\bcudaAccessPolicyWindow\b|\bcudaLaunchAttributeAccessPolicyWindow\b"
                    r"|\bcudaAccessProperty\w*",
                "sets a persisting-L2 access policy"),
+    SourceRule(12, r"\bsetAllowTF32\w*|\bsetFloat32MatmulPrecision\b|\bsetAllow(FP16|BF16)\w*|\ballow_tf32\b",
+               "lowers the precision flags PyTorch runs under"),
+    SourceRule(15, r"\bglobalContext\s*\(\s*\)\s*\.\s*set\w*|\bset_num(_interop)?_threads\b|\bCUDACachingAllocator\b",
+               "changes torch's process-wide settings or its allocator"),
     SourceRule(16, r"\bnvrtc\w*|\bcuModule(Load|LoadData|LoadDataEx|LoadFatBinary)\b|\bcuLibraryLoad\w*|"
-                   r"\bcudaLibraryLoad\w*|\btorch\s*::\s*jit\b",
+                   r"\bcudaLibraryLoad\w*|\btorch\s*::\s*jit\b|\bcudaGetDriverEntryPoint\w*|\bcuGetProcAddress\w*",
                "compiles or loads kernels that are not in its source"),
 )
 """Every pattern a CUDA solution's C++ may not match, with the hack it is."""
@@ -140,7 +149,8 @@ def rule_findings(text: str, source: str) -> list[Finding]:
 
 
 def include_findings(text: str, source: str) -> list[Finding]:
-    """Includes outside `ALLOWED_INCLUDE`, and ``#pragma comment(lib, ...)`` (a library to link)."""
+    """Includes outside `ALLOWED_INCLUDE`, ``#pragma comment(lib, ...)`` (a library to link) and
+    ``extern "C"`` (C linkage: a symbol of the solution's own could stand in for the runtime's)."""
     out = []
     without_comments = re.sub(r"//[^\n]*|/\*.*?\*/", lambda m: re.sub(r"[^\n]", " ", m.group(0)), text, flags=re.S)
     for m in _INCLUDE.finditer(without_comments):
@@ -155,12 +165,22 @@ def include_findings(text: str, source: str) -> list[Finding]:
                                "torch's, the CUDA toolkit's and the pure C++ standard library's"))
     for m in _PRAGMA_LIB.finditer(without_comments):
         out.append(Finding(14, source, _line(text, m.start()), "links a library by pragma"))
+    for m in re.finditer(r'\bextern\s*"C', without_comments):
+        out.append(Finding(14, source, _line(text, m.start()), 'declares C linkage (extern "C")'))
     return out
 
 
 def asm_findings(text: str, source: str) -> list[Finding]:
-    """Inline ``asm`` whose template (a string literal, so `blank` hides it) reads a timer register."""
+    """Inline ``asm`` whose template (a string literal, so `blank` hides it) reads a timer register, and
+    asm labels (``void* f(const char*, int) __asm__("dlopen");``: a declaration bound to any symbol)."""
     out = []
+    code = re.sub(r"^[ \t]*#[^\n]*", lambda d: " " * len(d.group(0)), blank(text), flags=re.M)  # no directives
+    for m in _ASM.finditer(code):
+        before = code[:m.start()].rstrip()
+        if before and (before[-1] in ")]" or before[-1].isalnum() or before[-1] == "_") \
+                and not re.search(r"\b(return|else|do)$", before):
+            out.append(Finding(14, source, _line(code, m.start()), "an asm label (a declaration bound to a "
+                               "symbol by name)"))
     for m in _ASM.finditer(text):
         template = text[m.end():m.end() + 400].split(":")[0]
         if re.search(r"%(globaltimer|clock)", template):
