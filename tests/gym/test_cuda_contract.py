@@ -166,6 +166,14 @@ def test_line_splices_keep_the_other_lines_numbers():
     assert codes(solution('const char* s = R"(dlopen is only text here)";\n' + KERNEL)) == set()
 
 
+def test_only_the_first_three_arguments_by_position():
+    # torch's fourth positional parameter is sycl_sources, not functions
+    positional = (solution().replace("name='k_ext', cpp_sources=", "'k_ext', ")
+                  .replace("cuda_sources=SRC,", "SRC,").replace("functions=['f']", "['f']"))
+    assert "['f'])" in positional and 14 in codes(positional)
+    assert codes(solution().replace("name='k_ext', cpp_sources=", "'k_ext', ")) == set()
+
+
 def test_other_loaders_and_missing_kernels():
     assert 16 in codes(solution().replace("load_inline(name=", "load(name=").replace(
         "import load_inline", "import load_inline, load"))

@@ -14,7 +14,6 @@ caret the compiler prints under each: what a model needs to fix its source, not 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -28,7 +27,7 @@ from pathlib import Path
 from drkernel.errors import InfrastructureError
 from drkernel.gym.cuda import toolchain
 from drkernel.gym.cuda.contract import CudaModule
-from drkernel.gym.cuda.messages import CompileJob, CompileReply
+from drkernel.gym.cuda.messages import CompileJob, CompileReply, build_key
 from drkernel.gym.ipc import ChannelClosed, ChannelTimeout
 from drkernel.gym.orchestrator.sandbox import Limits, Runner
 
@@ -75,13 +74,6 @@ def job_for(module: CudaModule, arch: str, link: bool) -> CompileJob:
     return CompileJob(name=module.name, cpp_sources=module.cpp_sources, cuda_sources=module.cuda_sources,
                       functions=module.functions, cflags=module.cflags, cuda_cflags=module.cuda_cflags,
                       arch=arch, link=link)
-
-
-def build_key(job: CompileJob, toolchain_id: str) -> str:
-    """sha256 over the job (sources, flags, name, architecture, linking) and the toolchain."""
-    h = hashlib.sha256(json.dumps(job.to_header(), sort_keys=True).encode())
-    h.update(b"\0" + toolchain_id.encode())
-    return h.hexdigest()
 
 
 class CompileCache:

@@ -127,10 +127,11 @@ def parse_call(call: ast.Call, consts: dict[str, ast.AST]) -> tuple[CudaModule |
     """The module of one ``load_inline`` call, or the hacks that make it out of contract."""
     line = call.lineno
     bad = lambda code, why: (None, [make_hack(code, f"line {line}: load_inline {why} (CUDA solution contract)")])
-    names = ("name", "cpp_sources", "cuda_sources", "functions")
+    names = ("name", "cpp_sources", "cuda_sources")  # torch's order; its fourth is sycl_sources
     args = dict(zip(names, call.args))
     if len(call.args) > len(names) or any(k.arg is None for k in call.keywords):
-        return bad(14, "takes at most name, cpp_sources, cuda_sources and functions by position, no **kwargs")
+        return bad(14, "takes at most name, cpp_sources and cuda_sources by position (functions= and the "
+                       "flags by keyword), no **kwargs")
     args.update({k.arg: k.value for k in call.keywords if k.arg})
     unknown = sorted(set(args) - set(KNOWN_ARGS))
     if unknown:

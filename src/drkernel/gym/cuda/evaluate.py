@@ -10,9 +10,11 @@ is ``triton`` goes to the inner evaluator untouched. A ``cuda`` request is judge
 3. on a CPU device nothing runs: ``unsupported_on_cpu`` once the sources compiled, never a pass.
    A header of a CUDA library this host's toolkit lacks is ``unsupported_on_cpu`` too (the host's gap).
 
-Running a compiled solution on the device (the candidate loading the host-built library instead of
-compiling, kernels attributed by `drkernel.gym.cuda.attribution`) is not wired into the candidate
-yet: a ``cuda`` request for a GPU device raises `InfrastructureError`.
+Running a compiled solution on the device is not wired into the candidate yet: the pieces exist
+(`drkernel.gym.cuda.loader` imports the host's build instead of compiling, `drkernel.gym.cuda.
+attribution` names own kernels in the profiler's records), but the candidate does not install them,
+the Triton contract's run-time guards do not know ``load_inline``, and the launch counters see Triton
+launches only. A ``cuda`` request for a GPU device raises `InfrastructureError`.
 """
 
 from __future__ import annotations

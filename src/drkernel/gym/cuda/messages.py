@@ -8,6 +8,8 @@ under the key the host computed from the job, and the text is trimmed before any
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,3 +84,12 @@ class CompileReply:
             raise ProtocolViolation("seconds: a number expected")
         return cls(ok=_field(h, "ok", bool), seconds=float(seconds), log=_field(h, "log", str)[-200000:],
                    linked=_field(h, "linked", bool))
+
+
+def build_key(job: CompileJob, toolchain_id: str) -> str:
+    """The cache key: sha256 over the job (sources, flags, name, architecture, linking) and the
+    toolchain. The host computes it to store a build; a candidate computes it from the arguments its
+    ``load_inline`` call really got to find that build (`drkernel.gym.cuda.loader`)."""
+    h = hashlib.sha256(json.dumps(job.to_header(), sort_keys=True).encode())
+    h.update(b"\0" + toolchain_id.encode())
+    return h.hexdigest()
