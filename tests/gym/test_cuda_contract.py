@@ -191,6 +191,18 @@ def test_the_python_around_the_calls_keeps_the_triton_contract():
     assert static_status(report) is None and report.python.has_modelnew
 
 
+@pytest.mark.parametrize("rebinding", ["ext = torch", "import torch as ext",
+                                       "def g():\n    global ext\n    ext = torch"])
+def test_an_extension_name_rebound_is_not_masked(rebinding):
+    # ext.compile reads as the extension's function only while ext is bound once, to load_inline
+    source = solution(head="import torch", body="return ext.compile(x)").replace(
+        "functions=['f']", "functions=['f', 'compile']").replace("\nclass ModelNew", f"\n{rebinding}\nclass ModelNew")
+    assert 16 in codes(source), rebinding
+    once = solution(head="import torch", body="return ext.compile(x)").replace("functions=['f']",
+                                                                              "functions=['f', 'compile']")
+    assert codes(once) == set()
+
+
 def test_syntax_errors_and_a_missing_modelnew_are_their_statuses():
     assert static_status(check_cuda("def f(:\n"))[0] is Status.SYNTAX_ERROR
     assert static_status(check_cuda(solution().replace("ModelNew", "Other")))[0] is Status.NO_MODELNEW

@@ -46,7 +46,8 @@ def trim_errors(log: str) -> str:
     """The lines of a compiler's output that name an error, each with the two lines after it (the
     source line and caret), without ``In file included from`` chains; at most `ERROR_LINES` lines
     and `ERROR_CHARS` characters. The whole tail when no line names an error."""
-    lines = [l for l in log.splitlines() if l.strip() and not l.lstrip().startswith(("In file included", "from "))]
+    chains = ("In file included", "from ")
+    lines = [line for line in log.splitlines() if line.strip() and not line.lstrip().startswith(chains)]
     keep: list[int] = []
     for i, line in enumerate(lines):
         if _ERROR.search(line):
@@ -123,7 +124,8 @@ class Compiler:
     def __init__(self, runner: Runner, cache: CompileCache, arch: str = toolchain.DEFAULT_ARCH,
                  link: bool | None = None, limits: Limits = COMPILE_LIMITS,
                  timeout_s: float = COMPILE_TIMEOUT_S) -> None:
-        self.runner, self.cache, self.arch, self.limits, self.timeout_s = runner, cache, arch, limits, timeout_s
+        self.runner, self.cache, self.arch = runner, cache, arch
+        self.limits, self.timeout_s = limits, timeout_s
         self.link = toolchain.can_link() if link is None else link
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
@@ -155,9 +157,9 @@ class Compiler:
             return CompileReply.from_header(msg.header), bytes(msg.blob)
         except (ChannelClosed, ChannelTimeout) as e:
             rc = child.returncode
-            if isinstance(e, ChannelTimeout) or rc is not None and rc < 0:  # CPU limit (SIGXCPU/SIGKILL) or wall
-                return CompileReply(ok=False, seconds=self.timeout_s, linked=False,
-                                    log=f"error: the compile stopped (its time limit): {child.log_tail()}"), b""
+            if isinstance(e, ChannelTimeout) or rc is not None and rc < 0:  # RLIMIT_CPU or the wall clock
+                log = f"error: the compile stopped (its time limit): {child.log_tail()}"
+                return CompileReply(ok=False, seconds=self.timeout_s, linked=False, log=log), b""
             raise InfrastructureError(f"compile child failed: {e}\n{child.log_tail()}") from e
         finally:
             child.discard()

@@ -55,7 +55,7 @@ def run_both(first: list[str], second: list[str], work: str) -> tuple[bool, str]
                     other.wait()
                 out = p.stdout.read() if p.stdout else ""
                 if p.returncode < 0:  # SIGXCPU / SIGKILL: RLIMIT_CPU, set by the sandbox's boot
-                    out += f"\nerror: {p.args[0]} was stopped by signal {-p.returncode} (the compile's CPU-time limit)"
+                    out += f"\nerror: {p.args[0]} stopped by signal {-p.returncode} (the CPU-time limit)"
                 return False, out
         time.sleep(0.05)
     return True, ""

@@ -60,7 +60,8 @@ class CudaModule:
     @property
     def kernels(self) -> tuple[str, ...]:
         """Its ``__global__`` functions: the solution's own kernels."""
-        return tuple(dict.fromkeys(k for s in self.cuda_sources + self.cpp_sources for k in global_functions(s)))
+        sources = self.cuda_sources + self.cpp_sources
+        return tuple(dict.fromkeys(k for s in sources for k in global_functions(s)))
 
 
 @dataclass
@@ -126,7 +127,10 @@ def _strings(value: str | tuple[str, ...] | bool) -> tuple[str, ...]:
 def parse_call(call: ast.Call, consts: dict[str, ast.AST]) -> tuple[CudaModule | None, list[Hack]]:
     """The module of one ``load_inline`` call, or the hacks that make it out of contract."""
     line = call.lineno
-    bad = lambda code, why: (None, [make_hack(code, f"line {line}: load_inline {why} (CUDA solution contract)")])
+
+    def bad(code: int, why: str) -> tuple[None, list[Hack]]:
+        return None, [make_hack(code, f"line {line}: load_inline {why} (CUDA solution contract)")]
+
     names = ("name", "cpp_sources", "cuda_sources")  # torch's order; its fourth is sycl_sources
     args = dict(zip(names, call.args))
     if len(call.args) > len(names) or any(k.arg is None for k in call.keywords):
@@ -136,8 +140,8 @@ def parse_call(call: ast.Call, consts: dict[str, ast.AST]) -> tuple[CudaModule |
     unknown = sorted(set(args) - set(KNOWN_ARGS))
     if unknown:
         code = 14 if {"extra_ldflags", "extra_include_paths", "build_directory"} & set(unknown) else 16
-        return bad(code, f"passes {', '.join(unknown)} (only {', '.join(KNOWN_ARGS)} are allowed: no libraries, "
-                         "include paths or build folders)")
+        return bad(code, f"passes {', '.join(unknown)} (only {', '.join(KNOWN_ARGS)} are allowed: no "
+                         "libraries, include paths or build folders)")
     try:
         v = {k: _value(node, consts) for k, node in args.items()}
         module = CudaModule(name=str(v.get("name", "")),
@@ -154,8 +158,8 @@ def parse_call(call: ast.Call, consts: dict[str, ast.AST]) -> tuple[CudaModule |
         return bad(14, f"name or functions {not_names} are not identifiers")
     flags = [f for f in module.cflags + module.cuda_cflags if not ALLOWED_FLAGS.fullmatch(f)]
     if flags:
-        return bad(14, f"passes compiler flags {flags} (allowed: -O0..3, --use_fast_math, -lineinfo, -D macros, "
-                       "-maxrregcount; no paths, libraries or -arch)")
+        return bad(14, f"passes compiler flags {flags} (allowed: -O0..3, --use_fast_math, -lineinfo, numeric "
+                       "-D macros, -maxrregcount; no paths, libraries or -arch)")
     if not module.cuda_sources:
         return bad(16, "has no cuda_sources: the solution's kernels must be __global__ functions it writes")
     return module, []
@@ -181,9 +185,30 @@ def _loader_calls(tree: ast.Module, names: "_Names") -> tuple[list[ast.Call], li
         if isinstance(node, ast.Call) and names.resolve(node.func) in LOADERS:
             calls.append(node)
         elif isinstance(node, (ast.Name, ast.Attribute)) and names.resolve(node) in REFUSED_LOADERS:
-            hacks.append(make_hack(16, f"line {node.lineno}: {names.resolve(node)}: only load_inline with sources "
-                                       "in the solution's file builds its kernels (CUDA solution contract)"))
+            hacks.append(make_hack(16, f"line {node.lineno}: {names.resolve(node)}: only load_inline with "
+                                       "sources in the solution's file builds its kernels (CUDA solution contract)"))
     return calls, hacks
+
+
+def _bindings(tree: ast.Module) -> dict[str, int]:
+    """How often each name is bound anywhere in the file: assignments, imports, definitions, parameters,
+    loop and ``with`` targets, ``global`` / ``nonlocal`` declarations."""
+    counts: dict[str, int] = {}
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names = [node.id]
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.asname or a.name.split(".")[0] for a in node.names]
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names = [node.name]
+        elif isinstance(node, ast.arg):
+            names = [node.arg]
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            names = list(node.names)
+        for name in names:
+            counts[name] = counts.get(name, 0) + 1
+    return counts
 
 
 def _mask_spans(tree: ast.Module, calls: list[ast.Call],
@@ -193,16 +218,18 @@ def _mask_spans(tree: ast.Module, calls: list[ast.Call],
     bound at module level (``ext = load_inline(...)``) and one of its functions (a method call to the
     analyser, which would read ``ext.relu(x)`` as PyTorch's ``Tensor.relu``)."""
     exported = {}
+    bound = _bindings(tree)
     for node in tree.body:
         if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                and node.value in calls):
+                and node.value in calls and bound.get(node.targets[0].id) == 1):  # never rebound
             exported[node.targets[0].id] = modules[calls.index(node.value)].functions
     in_calls = {id(c.func) for c in calls} | {id(n) for c in calls for n in ast.walk(c.func)}
     used_elsewhere = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in in_calls}
     spans: list[tuple[ast.AST, str]] = [(c, "(None)") for c in calls]
     for node in ast.walk(tree):
-        if (isinstance(node, ast.ImportFrom) and node.module == "torch.utils.cpp_extension" and node.level == 0
-                and all(a.name == "load_inline" and (a.asname or a.name) not in used_elsewhere for a in node.names)):
+        only_ours = isinstance(node, ast.ImportFrom) and all(
+            a.name == "load_inline" and (a.asname or a.name) not in used_elsewhere for a in node.names)
+        if only_ours and node.module == "torch.utils.cpp_extension" and node.level == 0:
             spans.append((node, "pass"))
         elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
               and node.attr in exported.get(node.value.id, ())):

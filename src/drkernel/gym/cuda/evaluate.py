@@ -43,7 +43,8 @@ def _result(request: EvalRequest, status: Status, stages: dict[str, float], t0: 
             hacks: Sequence[Hack] = (), error: str | None = None, note: str | None = None) -> EvalResult:
     cfg = request.config
     result = EvalResult(status=status, problem_key=request.problem.key, request_id=request.request_id,
-                        hacks=dedupe(list(hacks)), error=error, timing_note=note, verdict_mode=cfg.verdict_mode,
+                        hacks=dedupe(list(hacks)), error=error, timing_note=note,
+                        verdict_mode=cfg.verdict_mode,
                         tolerance_profile=cfg.tolerance, config=cfg.to_dict(), stage_seconds=dict(stages),
                         device="cpu", device_name="cpu (CUDA sources compiled, not run)",
                         solution_hash=hashlib.sha256(request.solution.encode()).hexdigest(),

@@ -73,7 +73,8 @@ class CompileReply:
     linked: bool
 
     def to_header(self) -> dict[str, Any]:
-        return {"op": COMPILED, "ok": self.ok, "seconds": self.seconds, "log": self.log, "linked": self.linked}
+        return {"op": COMPILED, "ok": self.ok, "seconds": self.seconds, "log": self.log,
+                "linked": self.linked}
 
     @classmethod
     def from_header(cls, h: dict[str, Any]) -> "CompileReply":

@@ -124,12 +124,14 @@ class Finding:
         return f"{module} {self.source} line {self.line}: {self.why} (CUDA solution contract)"
 
 
+def _spaces(m: re.Match) -> str:
+    return re.sub(r"[^\n]", " ", m.group(0))
+
+
 def blank(text: str) -> str:
     """``text`` with comments and string/char literals replaced by spaces (newlines kept), so patterns
     see code only and line numbers stay. Asm templates are strings: `asm_findings` reads them."""
-    def spaces(m: re.Match) -> str:
-        return re.sub(r"[^\n]", " ", m.group(0))
-    return _TOKENS.sub(spaces, text)
+    return _TOKENS.sub(_spaces, text)
 
 
 def _line(text: str, pos: int) -> int:
@@ -152,7 +154,7 @@ def include_findings(text: str, source: str) -> list[Finding]:
     """Includes outside `ALLOWED_INCLUDE`, ``#pragma comment(lib, ...)`` (a library to link) and
     ``extern "C"`` (C linkage: a symbol of the solution's own could stand in for the runtime's)."""
     out = []
-    without_comments = re.sub(r"//[^\n]*|/\*.*?\*/", lambda m: re.sub(r"[^\n]", " ", m.group(0)), text, flags=re.S)
+    without_comments = re.sub(r"//[^\n]*|/\*.*?\*/", _spaces, text, flags=re.S)
     for m in _INCLUDE.finditer(without_comments):
         if m.group(1) is None:  # ``#include MACRO``: a header the text does not name
             out.append(Finding(14, source, _line(text, m.start()), f"includes {m.group(3).strip()!r}, not a "
@@ -174,7 +176,7 @@ def asm_findings(text: str, source: str) -> list[Finding]:
     """Inline ``asm`` whose template (a string literal, so `blank` hides it) reads a timer register, and
     asm labels (``void* f(const char*, int) __asm__("dlopen");``: a declaration bound to any symbol)."""
     out = []
-    code = re.sub(r"^[ \t]*#[^\n]*", lambda d: " " * len(d.group(0)), blank(text), flags=re.M)  # no directives
+    code = re.sub(r"^[ \t]*#[^\n]*", _spaces, blank(text), flags=re.M)  # directives are not declarations
     for m in _ASM.finditer(code):
         before = code[:m.start()].rstrip()
         if before and (before[-1] in ")]" or before[-1].isalnum() or before[-1] == "_") \
@@ -191,7 +193,7 @@ def asm_findings(text: str, source: str) -> list[Finding]:
 
 HIDING: tuple[SourceRule, ...] = (
     SourceRule(14, r"##", "token pasting (names built by the preprocessor escape these rules)"),
-    SourceRule(14, r"\\[uU][0-9a-fA-F]{4}", "a universal character name outside a string (it spells identifiers)"),
+    SourceRule(14, r"\\[uU][0-9a-fA-F]{4}", "a universal character name outside a string (it spells names)"),
     SourceRule(14, r"\?\?[=/'()!<>\-]", "a trigraph"),
 )
 """Ways to spell a name so that the rules above do not see it."""
@@ -216,7 +218,8 @@ def splice(text: str) -> str:
 
 def hiding_findings(text: str, source: str) -> list[Finding]:
     code = blank(text)
-    return [Finding(r.code, source, _line(code, m.start()), r.why) for r in HIDING for m in re.finditer(r.pattern, code)]
+    return [Finding(r.code, source, _line(code, m.start()), r.why)
+            for r in HIDING for m in re.finditer(r.pattern, code)]
 
 
 def check_source(text: str, source: str) -> list[Finding]:

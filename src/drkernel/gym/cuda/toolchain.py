@@ -66,7 +66,8 @@ def toolchain() -> str:
     parts = []
     for tool in ("nvcc", "c++"):
         try:
-            parts.append(subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=30).stdout)
+            done = subprocess.run([tool, "--version"], capture_output=True, text=True, timeout=30, check=False)
+            parts.append(done.stdout)
         except (OSError, subprocess.TimeoutExpired):
             parts.append(f"{tool}: missing")
     parts.append("torch " + importlib.metadata.version("torch"))
