@@ -40,9 +40,11 @@ CPU_NOTE = ("the CUDA sources compiled; a CUDA solution runs only on a GPU, so c
 
 
 def _result(request: EvalRequest, status: Status, stages: dict[str, float], t0: float, *,
-            hacks: Sequence[Hack] = (), error: str | None = None, note: str | None = None) -> EvalResult:
+            hacks: Sequence[Hack] = (), error: str | None = None, note: str | None = None,
+            compiled: bool | None = None) -> EvalResult:
     cfg = request.config
-    result = EvalResult(status=status, problem_key=request.problem.key, request_id=request.request_id,
+    result = EvalResult(status=status, compiled=compiled, problem_key=request.problem.key,
+                        request_id=request.request_id,
                         hacks=dedupe(list(hacks)), error=error, timing_note=note,
                         verdict_mode=cfg.verdict_mode,
                         tolerance_profile=cfg.tolerance, config=cfg.to_dict(), stage_seconds=dict(stages),
@@ -116,7 +118,7 @@ class CudaEvaluator:
         if cpu:
             cached = all(o.cached for o in outcomes)
             note = CPU_NOTE + (" (every build came from the cache)" if cached else "")
-            return _result(request, Status.UNSUPPORTED_ON_CPU, stages, t0, error=note, note=note)
+            return _result(request, Status.UNSUPPORTED_ON_CPU, stages, t0, error=note, note=note, compiled=True)
         raise InfrastructureError("running CUDA solutions on a GPU is not wired into the candidate yet "
                                   "(the host builds them; see drkernel.gym.cuda.evaluate)")
 
