@@ -14,8 +14,10 @@ and reports:
   passthrough checks;
 * the ``@triton.jit`` kernels the source defines (the only kernels that count as its own).
 
-Names built at run time (``getattr(torch, "com" + "pile")``) escape any static check; the guards in
-`drkernel.gym.candidate.guards` catch them while the solution runs.
+Names that reach frames, code or the object graph, per-element Python callbacks (``Tensor.apply_``)
+and thread starters are refused however the source spells them, strings built from constants
+included (`drkernel.gym.verdict.spelling`). Names built from run-time data escape any static check;
+the guards in `drkernel.gym.candidate.guards` catch them while the solution runs.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import Callable
 
 from drkernel import pyast
 from drkernel.gym.verdict.hacks import dedupe, make_hack
+from drkernel.gym.verdict.spelling import spelled_names
 from drkernel.gym.result import Hack
 
 # Dotted-name prefixes that are hacks wherever they appear: prefix -> (code, why).
@@ -63,7 +66,8 @@ FORBIDDEN: dict[str, tuple[int, str]] = {
         "torch.multiprocessing", "torch.cuda.Stream", "torch.cuda.stream", "torch.cuda.streams",
         "torch.cuda.ExternalStream", "torch.cuda.set_stream", "torch.cuda.StreamContext",
         "torch.Stream", "torch.cuda.graph", "torch.cuda.CUDAGraph", "torch.cuda.graphs",
-        "torch.cuda.make_graphed_callables", "torch.cuda.comm", "torch.distributed")},
+        "torch.cuda.make_graphed_callables", "torch.cuda.comm", "torch.distributed", "torch.nn.parallel",
+        "torch.nn.DataParallel", "torch.nn.DistributedDataParallel")},
     **{m: (16, "a compiler or foreign kernels instead of own Triton") for m in (
         "torch.compile", "torch._dynamo", "torch._inductor", "torch.jit", "torch.fx",
         "torch.export", "torch.utils.cpp_extension", "torch.library", "torch.ops.load_library",
@@ -325,6 +329,7 @@ def _analyze(source: str) -> StaticReport:
     report.hacks.extend(_contract(tree, names))
     report.hacks.extend(_forbidden_references(tree, names))
     report.hacks.extend(_code_in_strings(tree, names))
+    report.hacks.extend(spelled_names(tree))
     report.hacks.extend(_patching(tree, names))
     report.hacks.extend(_subclasses(tree, names))
     classes = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
