@@ -1,5 +1,8 @@
 """Compiling a CUDA solution's extensions on the host, once per content (torch-free).
 
+Builds of different keys run side by side up to ``parallel`` (default half the host's cores: each
+build runs nvcc and the host compiler at once).
+
 `Compiler.build(module)` looks the module up in the host's `CompileCache` and, on a miss, starts a
 compile child (`drkernel.gym.cuda.compile_child`) through the gym's `Runner`: the sandbox, with its own
 CPU-time limit (`COMPILE_LIMITS`). The key is computed here, by the host, from the sources, the
@@ -123,9 +126,11 @@ class Compiler:
 
     def __init__(self, runner: Runner, cache: CompileCache, arch: str = toolchain.DEFAULT_ARCH,
                  link: bool | None = None, limits: Limits = COMPILE_LIMITS,
-                 timeout_s: float = COMPILE_TIMEOUT_S) -> None:
+                 timeout_s: float = COMPILE_TIMEOUT_S, parallel: int | None = None) -> None:
         self.runner, self.cache, self.arch = runner, cache, arch
         self.limits, self.timeout_s = limits, timeout_s
+        # a build runs two compilers (nvcc's front end alone holds ~1.3 GB parsing torch's headers)
+        self._slots = threading.BoundedSemaphore(parallel or max(1, (os.cpu_count() or 2) // 2))
         self.link = toolchain.can_link() if link is None else link
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
@@ -142,7 +147,8 @@ class Compiler:
             found = self.cache.get(key)
             if found is not None:
                 return found
-            reply, blob = self._run(job)
+            with self._slots:
+                reply, blob = self._run(job)
             error = None if reply.ok else trim_errors(reply.log)
             return self.cache.put(key, job.name, reply, blob, error,
                                   host_gap=not reply.ok and bool(MISSING_ON_CPU.search(reply.log)))
