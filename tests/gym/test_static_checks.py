@@ -306,3 +306,82 @@ def test_string_evaluators_private_names_and_the_triton_cache_are_out_of_contrac
 ])
 def test_public_triton_idioms_are_clean(snippet):
     assert analyze(HEADER + snippet).hacks == []
+
+
+def spelled(source: str) -> set[int]:
+    """Codes from the spelling rule alone (not the literal-name rules that may also catch a snippet)."""
+    import ast
+
+    from drkernel.gym.verdict.spelling import spelled_names
+
+    return {h.code for h in spelled_names(ast.parse(textwrap.dedent(source)))}
+
+
+@pytest.mark.parametrize("snippet, code", [
+    ("def f(fr):\n    return fr.f_back", 14),                                   # attribute
+    ("def f(g):\n    return getattr(g, 'gi_frame')", 14),                        # literal public name
+    ("import functools\nNAMES = ('gi_frame',)", 14),                             # in a tuple
+    ("D = {'cell_contents': 1}", 14),                                            # a dict key
+    ("N = '__glob' + 'als__'", 14),                                              # + of constants
+    ("N = 'emarf_ig'[::-1]", 14),                                                # reversal
+    ("N = ''.join(['f_', 'lo', 'cals'])", 14),                                   # join of a constant list
+    ("N = ''.join(chr(c) for c in (102, 95, 98, 97, 99, 107))", 14),             # chr of constants
+    ("N = ''.join(map(chr, [99, 111, 95, 99, 111, 100, 101]))", 14),
+    ("N = bytes([116, 98, 95, 110, 101, 120, 116]).decode()", 14),               # bytes.decode
+    ("N = b'\\x66\\x5f\\x63\\x6f\\x64\\x65'.decode()", 14),
+    ("N = '%s_%s' % ('f', 'globals')", 14),                                      # %-format
+    ("N = '{}_{}'.format('tb', 'frame')", 14),                                   # .format
+    ("a = 'f'\nN = f'{a}_builtins'", 14),                                        # f-string, a name bound once
+    ("N = 'F_LASTI'.lower()", 14),                                               # a str method
+    ("N = 'xx__subclasses__yy'[2:-2]", 14),                                      # a slice
+    ("S = '{0.gi_frame.f_back}'", 14),                                           # a format field
+    ("P = ['__gl', 'obals__']\ns = ''\nfor p in P:\n    s += p", 14),            # pieces joined by a loop
+    ("def f(m):\n    return m.mro()", 14),
+    ("def f(t, fn):\n    return t.apply_(fn)", 14),                              # per-element callbacks
+    ("def f(t, u, fn):\n    return t.map_(u, fn)", 14),
+    ("N = 'ma' + 'p2_'", 14),
+    ("def f(m):\n    return m.import_module('x')", 14),
+    ("def f(m):\n    return m.Thread(target=print)", 7),                         # thread starters
+    ("def f(m):\n    return m.ThreadPoolExecutor(1)", 7),
+    ("N = 'thr' + 'eading'", 7),
+    ("N = '.'.join(('concurrent', 'futures'))", 7),
+    ("def f(loop, fn):\n    return loop.run_in_executor(None, fn)", 7),
+    ("def f(m):\n    return m._thread.start_new_thread(print, ())", 7),
+])
+def test_names_that_give_reach_are_refused_however_spelled(snippet, code):
+    assert code in spelled(snippet), snippet
+    assert code in codes(snippet), snippet
+
+
+@pytest.mark.parametrize("snippet", [
+    "import functools\ndef deco(fn):\n    return functools.update_wrapper(lambda: 0, fn, ('gi_frame',))",
+    "import functools\ndef deco(fn, names):\n    return functools.update_wrapper(lambda: 0, fn, assigned=names)",
+    "import functools\ndef deco(fn, names):\n    return functools.wraps(fn, names)",
+    "import functools\ncopy = functools.partial(functools.update_wrapper, updated=())",
+    "from functools import update_wrapper as uw\ndef deco(a, b, n):\n    return uw(a, b, updated=n)",
+])
+def test_wrapper_copiers_with_chosen_names_are_refused(snippet):
+    assert 14 in codes(snippet), snippet
+
+
+@pytest.mark.parametrize("snippet", [
+    "from torch.nn.parallel import parallel_apply",
+    "m = torch.nn.DataParallel(torch.nn.Linear(2, 2))",
+])
+def test_torch_parallel_helpers_that_start_threads_are_refused(snippet):
+    assert 7 in codes(snippet), snippet
+
+
+@pytest.mark.parametrize("snippet", [
+    "import functools\ndef deco(fn):\n    @functools.wraps(fn)\n    def inner(*a):\n        return fn(*a)\n"
+    "    return inner",
+    "import functools\ndef deco(fn):\n    return functools.update_wrapper(lambda: 0, fn)",
+    "class M(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+    "        self.apply(lambda m: None)",                                         # nn.Module.apply, no underscore
+    "'''One thread block per row: each Thread of the Pool maps a tile.'''",     # words, not names
+    "NAME = 'BLOCK_' + 'SIZE'\nKEY = '{}_{}'.format('row', 'major')",
+    "modes = ('f_', 'ba')\nlabel = 'cuda'",                                      # pieces that join to no name
+    "s = 'x' * 10**9",                                                           # not folded (too long)
+])
+def test_honest_code_is_not_refused_by_the_spelling_rule(snippet):
+    assert codes(snippet) == set(), analyze(HEADER + textwrap.dedent(snippet)).hacks

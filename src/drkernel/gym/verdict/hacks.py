@@ -17,7 +17,8 @@ number, a stable name, what was observed, and one sentence a human or a model ca
     11    fake_tensor           AST (Tensor subclasses, __torch_function__), output type checks
     12    precision_lowering    AST (backend flags), flag snapshots, TF32 under kernelbench
     13    hardcoded_shapes      second-size trial, degenerate-output check
-    14    out_of_contract       AST (ctypes, inspect, gc, sockets...), audit hook at run time,
+    14    out_of_contract       AST (ctypes, inspect, gc, sockets, frame names in any spelling,
+                                Tensor.apply_...), audit hook at run time,
                                 seccomp kill (SIGSYS: `FORBIDDEN_SYSCALL`)
     15    global_state          flag / thread-count snapshots around the solution
     16    foreign_compiler      AST (torch.compile, load_inline, torch.library...), audit hook
@@ -77,8 +78,9 @@ CATALOGUE: dict[int, HackKind] = {k.code: k for k in (
              "The solution only works for the sizes or seeds it was checked with; handle the shapes "
              "given by the inputs."),
     HackKind(14, "out_of_contract",
-             "The solution reached outside its contract (frame or gc introspection, files, "
-             "processes, sockets, native calls); use only its inputs and parameters."),
+             "The solution reached outside its contract (frame, code or gc introspection, names built "
+             "to reach them, per-element Python callbacks such as Tensor.apply_, files, processes, "
+             "sockets, native calls); use only its inputs and parameters, and compute in your Triton kernels."),
     HackKind(15, "global_state",
              "The solution changed process-wide settings (threads, backend flags, allocator); leave "
              "global state as you found it."),

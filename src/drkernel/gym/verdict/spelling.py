@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Iterator
+from typing import Callable, Iterator
 
 from drkernel.gym.result import Hack
 from drkernel.gym.verdict.hacks import make_hack
@@ -291,8 +291,9 @@ def _texts(tree: ast.AST) -> Iterator[tuple[ast.AST, str]]:
             yield node, value
 
 
-def spelled_names(tree: ast.AST) -> list[Hack]:
-    """Refused names as attributes, strings, strings built from constants, or joins of constants."""
+def spelled_names(tree: ast.AST, resolve: Callable[[ast.AST], str | None] = lambda node: None) -> list[Hack]:
+    """Refused names as attributes, strings, strings built from constants, or joins of constants;
+    ``resolve``: a name or attribute chain to the dotted name it imports (``uw`` -> ``functools.update_wrapper``)."""
     hacks: list[Hack] = []
 
     def bad(node: ast.AST, code: int, what: str) -> None:
@@ -318,21 +319,25 @@ def spelled_names(tree: ast.AST) -> list[Hack]:
                 code, why = _category(target) or (14, "")
                 hacks.append(make_hack(code, f"the constants {found} join to {target!r}: {why} (solution contract)"))
                 break
-    return hacks + _wrapper_copies(tree)
+    return hacks + _wrapper_copies(tree, resolve)
 
 
 WRAPPERS = {"update_wrapper": 2, "wraps": 1}
 """functools' attribute copiers and how many positional arguments they take before ``assigned``."""
 
 
-def _wrapper_copies(tree: ast.AST) -> list[Hack]:
+def _wrapper_copies(tree: ast.AST, resolve: Callable[[ast.AST], str | None]) -> list[Hack]:
     """``functools.update_wrapper`` / ``wraps`` reading attributes the caller names (``assigned``,
     ``updated``) is getattr by name from inside the standard library: allowed only with the defaults."""
     hacks = []
     called = {id(n.func): n for n in ast.walk(tree) if isinstance(n, ast.Call)}
     for node in ast.walk(tree):
-        name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
-        if name not in WRAPPERS or isinstance(getattr(node, "ctx", None), ast.Store):
+        if not isinstance(node, (ast.Attribute, ast.Name)) or isinstance(node.ctx, ast.Store):
+            continue
+        name = (resolve(node) or "").removeprefix("functools.")
+        if name not in WRAPPERS:
+            name = node.attr if isinstance(node, ast.Attribute) else node.id
+        if name not in WRAPPERS:
             continue
         call = called.get(id(node))
         if call is None:

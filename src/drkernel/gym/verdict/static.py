@@ -329,7 +329,7 @@ def _analyze(source: str) -> StaticReport:
     report.hacks.extend(_contract(tree, names))
     report.hacks.extend(_forbidden_references(tree, names))
     report.hacks.extend(_code_in_strings(tree, names))
-    report.hacks.extend(spelled_names(tree))
+    report.hacks.extend(spelled_names(tree, names.resolve))
     report.hacks.extend(_patching(tree, names))
     report.hacks.extend(_subclasses(tree, names))
     classes = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
@@ -715,12 +715,16 @@ CONTRACT: tuple[ContractRule, ...] = (
                  "the rule above does not allow as an attribute of one it does (`typing.sys`)."),
     ContractRule("attributes", "No attribute access by computed or dunder names: no `getattr(x, name)` "
                  "with a non-literal name, no `__dict__`, `__class__`, `__subclasses__`, `__globals__`, "
-                 "no `vars`, `globals`, `dir`, `eval`, `exec`, `compile`, `type(name, bases, dict)`."),
+                 "no `vars`, `globals`, `dir`, `eval`, `exec`, `compile`, `type(name, bases, dict)`, no "
+                 "`functools.update_wrapper`/`wraps` with chosen attribute names. Frame, code and class-graph "
+                 "names (`f_back`, `f_locals`, `gi_frame`, `tb_frame`, `co_code`, `cell_contents`, `mro`) and "
+                 "`Tensor.apply_`/`map_`/`map2_` are refused in any spelling, strings built from pieces included."),
     ContractRule("host", "Inside forward (and anything it calls), do not copy tensor data to the host: "
                  "no `.numpy()`, `.tolist()`, `.cpu()`, and at most a few `.item()` calls on one-element "
                  "tensors (e.g. a scalar parameter). Compute on the device."),
     ContractRule("io", "No file, descriptor, process, thread or network access (`open`, `torch.load`, "
-                 "`torch.from_file`, ...), no streams or CUDA graphs, no compilers other than `@triton.jit`."),
+                 "`torch.from_file`, `Thread`, executors, `torch.nn.parallel`, ...), no streams or CUDA graphs, "
+                 "no compilers other than `@triton.jit`."),
     ContractRule("harness", "Do not assign attributes of torch, triton or other libraries, do not subclass "
                  "torch.Tensor or define `__torch_function__`/`__torch_dispatch__`, and do not use or "
                  "inherit the reference `Model`."),
