@@ -385,3 +385,14 @@ def test_torch_parallel_helpers_that_start_threads_are_refused(snippet):
 ])
 def test_honest_code_is_not_refused_by_the_spelling_rule(snippet):
     assert codes(snippet) == set(), analyze(HEADER + textwrap.dedent(snippet)).hacks
+
+
+@pytest.mark.parametrize("snippet, clean", [
+    ("def show(fr, name):\n    return ('{0.' + name + '}').format(fr)", False),
+    ("def show(fmt, fr):\n    return str.format(fmt, fr)", False),
+    ("def show(fmt, d):\n    return fmt.format_map(d)", False),
+    ("FMT = 'block {} of {}'\ndef show(i, n):\n    return FMT.format(i, n)", True),
+    ("def show(i, n):\n    return 'block {} of {}'.format(i, n)", True),
+])
+def test_format_strings_must_be_readable_statically(snippet, clean):
+    assert (codes(snippet) == set()) == clean, snippet

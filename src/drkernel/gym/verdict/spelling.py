@@ -66,8 +66,12 @@ ALLOWED_DUNDERS = frozenset(("__init__", "__name__", "__qualname__", "__doc__", 
 """As in `drkernel.gym.verdict.static`: the dunders a solution may name."""
 
 MAX_LEN = 4096
-"""Longest string the folder builds (``"ab" * 10**9`` is not folded)."""
+"""Longest string or tuple the folder keeps (``"ab" * 10**9`` is not folded)."""
+MAX_INT = 2**17
+"""Largest integer it keeps (character codes of the Basic Multilingual Plane; no huge paddings)."""
 MAX_DEPTH = 24
+MAX_STEPS = 100_000
+"""Folding steps per source: the orchestrator runs this on untrusted text, so its cost is bounded."""
 
 
 def _category(word: str) -> tuple[int, str] | None:
@@ -114,17 +118,22 @@ class _Folder:
             elif isinstance(node, ast.arg):
                 bound.setdefault(node.arg, []).extend((None, None))
         self.env = {k: v[0] for k, v in bound.items() if len(v) == 1 and v[0] is not None}
+        self.values: dict[str, object] = {}
         self.active: set[str] = set()
+        self.steps = 0
 
     def fold(self, node: ast.AST, local: dict | None = None, depth: int = 0) -> object:
         """The value of ``node`` (str, bytes, int or a tuple of them), or None."""
-        if depth > MAX_DEPTH:
+        self.steps += 1
+        if depth > MAX_DEPTH or self.steps > MAX_STEPS:
             return None
         try:
             value = self._fold(node, local or {}, depth + 1)
         except (ValueError, TypeError, IndexError, KeyError, OverflowError, UnicodeError, AttributeError):
             return None
-        if isinstance(value, (str, bytes)) and len(value) > MAX_LEN:
+        if isinstance(value, (str, bytes, tuple)) and len(value) > MAX_LEN:
+            return None
+        if isinstance(value, int) and abs(value) > MAX_INT:
             return None
         return value
 
@@ -157,11 +166,13 @@ class _Folder:
             return local[name]
         if name not in self.env or name in self.active:
             return None
-        self.active.add(name)
-        try:
-            return self.fold(self.env[name], local, depth)
-        finally:
-            self.active.discard(name)
+        if name not in self.values:  # a module-level value: folded once, in no comprehension's scope
+            self.active.add(name)
+            try:
+                self.values[name] = self.fold(self.env[name], {}, depth)
+            finally:
+                self.active.discard(name)
+        return self.values[name]
 
     @staticmethod
     def _fstring(node: ast.JoinedStr, f) -> str | None:
@@ -173,6 +184,8 @@ class _Folder:
             value = f(part.value)
             spec = f(part.format_spec) if part.format_spec is not None else ""
             if value is None or spec is None:
+                return None
+            if not _small_format(spec):
                 return None
             value = {115: str, 114: repr, 97: ascii}.get(part.conversion, lambda v: v)(value)
             out.append(format(value, spec))
@@ -198,6 +211,8 @@ class _Folder:
                 receiver = {"str": str, "bytes": bytes}[node.func.value.id]
                 return getattr(receiver, node.func.attr)(*args)
             receiver = f(node.func.value)
+            if node.func.attr == "format" and not _small_format(receiver):
+                return None
             if isinstance(receiver, (str, bytes)) and node.func.attr in STR_METHODS:
                 if node.func.attr == "join":
                     args = [tuple(args[0])] if args else args
@@ -221,9 +236,14 @@ def _binop(op: ast.operator, a: object, b: object) -> object:
     if isinstance(op, ast.Mult) and isinstance(a, (str, bytes, tuple)) and isinstance(b, int):
         return a * b if len(a) * b <= MAX_LEN else None
     if isinstance(op, ast.Mod) and isinstance(a, str):
-        return a % b
+        return a % b if _small_format(a) else None
     ops = {ast.Add: lambda: a + b, ast.Sub: lambda: a - b, ast.Mult: lambda: a * b}
     return ops[type(op)]() if type(op) in ops and not (isinstance(a, int) and abs(a) > 10**6) else None
+
+
+def _small_format(text: object) -> bool:
+    """A format string without widths large enough to build huge strings (``"%0999999d"``)."""
+    return isinstance(text, str) and not re.search(r"\d{4,}", text)
 
 
 def _subscript(value: object, index: ast.AST, f) -> object:
@@ -319,7 +339,7 @@ def spelled_names(tree: ast.AST, resolve: Callable[[ast.AST], str | None] = lamb
                 code, why = _category(target) or (14, "")
                 hacks.append(make_hack(code, f"the constants {found} join to {target!r}: {why} (solution contract)"))
                 break
-    return hacks + _wrapper_copies(tree, resolve)
+    return hacks + _wrapper_copies(tree, resolve) + _runtime_formats(tree)
 
 
 WRAPPERS = {"update_wrapper": 2, "wraps": 1}
@@ -349,4 +369,22 @@ def _wrapper_copies(tree: ast.AST, resolve: Callable[[ast.AST], str | None]) -> 
             continue
         hacks.append(make_hack(14, f"line {node.lineno}: {why}: attribute access by names the analysis "
                                    f"cannot see (solution contract)"))
+    return hacks
+
+
+def _runtime_formats(tree: ast.AST) -> list[Hack]:
+    """``fmt.format(obj)`` with a format string the folder cannot read: its fields (``{0.name}``)
+    read attributes by names chosen at run time."""
+    folder = _Folder(tree)
+    hacks = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("format", "format_map")):
+            continue
+        receiver = node.func.value
+        if isinstance(receiver, ast.Name) and receiver.id == "str":
+            receiver = node.args[0] if node.args else receiver
+        if not isinstance(folder.fold(receiver), str):
+            hacks.append(make_hack(14, f"line {node.lineno}: .{node.func.attr} on a format string built at run "
+                                       f"time (its fields read attributes by name) (solution contract)"))
     return hacks
