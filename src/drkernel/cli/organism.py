@@ -1,4 +1,4 @@
-"""`drkernel organism run|suite|report|sft`: the miniature Dr. Kernel (drkernel.organism).
+"""`drkernel organism run|suite|claims|probe|report|sft`: the miniature Dr. Kernel (drkernel.organism).
 
 The commands pass their options to `python -m drkernel.organism` (argparse, usable where typer and
 rich are absent), after the one device check of `drkernel.cli.devices`.
@@ -64,3 +64,28 @@ def sft(seed: int = typer.Option(0, help="seed of the SFT starting point"),
         scale: str = typer.Option("auto", help=SCALE_HELP)) -> None:
     """Only the SFT starting point (for `drkernel train` with task.kind organism)."""
     _exit(["sft", "--seed", str(seed), "--out", out, "--device", device, "--scale", scale], device)
+
+
+@app.command()
+def claims(seeds: int = typer.Option(8, min=1, help="seeds per arm, drawn fresh at run time"),
+           arms: str = typer.Option("nocheck,nopr,full", help="comma-separated arms"),
+           parallel: int = typer.Option(8, min=1, help="runs at once (processes)"),
+           out: str = typer.Option("runs/claims", help="output folder (seeds.json, runs, report)"),
+           device: str = typer.Option("auto", help=DEVICE_HELP),
+           scale: str = typer.Option("auto", help=SCALE_HELP),
+           sft_only: bool = typer.Option(False, help="draw the seeds and SFT them, nothing else")) -> None:
+    """The registered claims (hack, lazy, Fast@1.2), each decided by its pre-registered permutation test
+    over fresh seeds; a repeat call reads OUT/seeds.json and runs what is missing."""
+    _exit(["claims", "--seeds", str(seeds), "--arms", arms, "--parallel", str(parallel), "--out", out,
+           "--device", device, "--scale", scale] + (["--sft-only"] if sft_only else []), device)
+
+
+@app.command()
+def probe(device: str = typer.Option("auto", help=DEVICE_HELP),
+          scale: str = typer.Option("auto", help=SCALE_HELP),
+          cache: str = typer.Option("runs/org/cache", help="the suite's cache folder (verdicts are shared)"),
+          problems: int = typer.Option(8, min=1, help="problems per family probed"),
+          out: str = typer.Option("", help="also write the probe's numbers to this JSON file")) -> None:
+    """Before training: what each arm would pay each writer's program (the lazy trap's ordering)."""
+    _exit(["probe", "--device", device, "--scale", scale, "--cache", cache, "--problems", str(problems)]
+          + (["--out", out] if out else []), device)

@@ -27,10 +27,9 @@ def _scale(name: str, device: str):
     from drkernel.organism.arms import scale
 
     if name == "auto":
-        import torch
+        from drkernel.devices import resolve
 
-        cuda = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
-        name = "gpu" if cuda else "cpu"
+        name = "gpu" if resolve(device, "--device").type == "cuda" else "cpu"
     return scale(name)
 
 
@@ -71,9 +70,9 @@ def suite(arms: str, seeds: str, out: str, device: str, scale_name: str, report:
 def sft_only(seed: int, out: str, device: str, scale_name: str) -> str:
     """SFT a policy (for ``drkernel train`` with ``task.kind: organism``); returns its folder."""
     from drkernel.organism.run import prepare_policy
-    from drkernel.rl.modeling import resolve_device
+    from drkernel.devices import resolve
 
-    p0 = prepare_policy(_scale(scale_name, device), seed, Path(out), resolve_device(device))
+    p0 = prepare_policy(_scale(scale_name, device), seed, Path(out), resolve(device, "--device"))
     return str(p0.path)
 
 

@@ -21,6 +21,7 @@ from typing import Any, Sequence
 
 import torch
 
+from drkernel.devices import Device
 from drkernel.gym.config import EvalConfig
 from drkernel.organism.arms import Arm, Scale
 from drkernel.organism.corpus import build_corpus
@@ -106,8 +107,7 @@ def train_config(arm: Arm, scale: Scale, seed: int, source: Path, out: Path, dev
 def eval_config(scale: Scale, device: str) -> EvalConfig:
     """The gym's settings of a scale on ``device``; the seed stays None, so every evaluation draws its
     trial seeds secretly (the policy cannot fit them)."""
-    gym_device = "cpu" if device == "cpu" else ("cuda" if device in ("auto", "cuda") else device)
-    return EvalConfig(device=gym_device, **scale.gym)
+    return EvalConfig(device=Device.parse(device, "--device").guess(), **scale.gym)
 
 
 def _heldout(env: OrganismEnv, trainer: Any, scale: Scale, seed: int) -> dict[str, float]:
@@ -126,11 +126,11 @@ def run_arm(arm: Arm, scale: Scale, seed: int, out_dir: Path, device: str, evalu
     ``evaluator`` runs the gym's full checks; ``core_evaluator`` only its core checks (the reward of an
     arm with the hack checks off)."""
     from drkernel.agent.policies.base import SamplingParams
-    from drkernel.rl.modeling import resolve_device
+    from drkernel.devices import resolve
     from drkernel.rl.trainer import Trainer
 
     t_start = time.monotonic()
-    p0 = prepare_policy(scale, seed, cache_dir, resolve_device(device))
+    p0 = prepare_policy(scale, seed, cache_dir, resolve(device, "--device"))
     run_dir = out_dir / f"{arm.name}-s{seed}"
     cfg = train_config(arm, scale, seed, p0.path, run_dir, device)
     problems = load_split(cfg.task.problems, scale.problems_of(seed))

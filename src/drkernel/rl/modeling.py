@@ -9,14 +9,8 @@ from typing import Any
 
 import torch
 
-from drkernel.devices import Device
 from drkernel.errors import ConfigError
 from drkernel.rl.config import ModelConfig
-
-
-def resolve_device(name: str) -> torch.device:
-    """``model.device`` resolved (`drkernel.devices.Device.resolve`)."""
-    return Device.parse(name, "model.device").resolve("model.device")
 
 
 def _base_model(config: ModelConfig, source: str | Path) -> tuple[Any, Any]:

@@ -40,7 +40,8 @@ from drkernel.rl.losses import ppo_policy_loss
 from drkernel.rl.masks import void_turn_mask
 from drkernel.rl.metrics_log import MetricsLogger, ProgressDisplay, truncate_jsonl
 from drkernel.rl.mismatch import importance_weights, mismatch_rejection, mismatch_stats
-from drkernel.rl.modeling import load_model, resolve_device
+from drkernel.devices import resolve
+from drkernel.rl.modeling import load_model
 from drkernel.rl.rejection import prs_keep_mask, prs_keep_probability, zero_variance_groups
 from drkernel.rl.returns import reward_to_go
 from drkernel.rl.rewards import reward_stats
@@ -82,7 +83,7 @@ class Trainer:
             (self.out / "config.json").write_text(json.dumps(config.to_dict(), indent=2))
         config = localize(config, self.dist)
         self.config = config
-        self.device = resolve_device(config.model.device)
+        self.device = resolve(config.model.device, "model.device")
         checkpoint = latest_checkpoint(self.out) if config.run.resume else None
         torch.manual_seed(config.run.seed)  # the same initial weights on every rank
         self.model, self.tokenizer = load_model(config.model, self.device, checkpoint)
