@@ -373,11 +373,11 @@ def test_torch_parallel_helpers_that_start_threads_are_refused(snippet):
 
 
 @pytest.mark.parametrize("snippet", [
-    "import functools\ndef deco(fn):\n    @functools.wraps(fn)\n    def inner(*a):\n        return fn(*a)\n"
-    "    return inner",
+    ("import functools\ndef deco(fn):\n    @functools.wraps(fn)\n    def inner(*a):\n        return fn(*a)\n"
+     "    return inner"),
     "import functools\ndef deco(fn):\n    return functools.update_wrapper(lambda: 0, fn)",
-    "class M(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-    "        self.apply(lambda m: None)",                                         # nn.Module.apply, no underscore
+    ("class M(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+     "        self.apply(lambda m: None)"),                                        # nn.Module.apply, no underscore
     "'''One thread block per row: each Thread of the Pool maps a tile.'''",     # words, not names
     "NAME = 'BLOCK_' + 'SIZE'\nKEY = '{}_{}'.format('row', 'major')",
     "modes = ('f_', 'ba')\nlabel = 'cuda'",                                      # pieces that join to no name

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from drkernel.gym.result import Hack
 from drkernel.gym.verdict.hacks import make_hack
@@ -138,7 +138,7 @@ class _Folder:
         return value
 
     def _fold(self, node: ast.AST, local: dict, depth: int) -> object:
-        f = lambda n: self.fold(n, local, depth)  # noqa: E731 - the one recursion
+        f = lambda n: self.fold(n, local, depth)
         if isinstance(node, ast.Constant):
             return node.value if isinstance(node.value, (str, bytes, int)) else None
         if isinstance(node, ast.Name):
@@ -192,7 +192,7 @@ class _Folder:
         return "".join(out)
 
     def _call(self, node: ast.Call, local: dict, depth: int) -> object:
-        f = lambda n: self.fold(n, local, depth)  # noqa: E731
+        f = lambda n: self.fold(n, local, depth)
         if node.keywords or any(isinstance(a, ast.Starred) for a in node.args):
             return None
         if isinstance(node.func, ast.Name) and node.func.id in ("map",) and len(node.args) == 2:
