@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from drkernel.gym.harness import inputs as harness
-from drkernel.gym.harness.perturb import pair_count
+from drkernel.gym.harness.perturb import TimedVariation, pair_count
 from drkernel.gym.seeds import (INTEGRITY_RUNS, PUBLIC_SEED, Distribution, distribution_of, perturbation_of,
-                                perturbed, plan_seeds, torch_seed, with_distribution)
+                                perturbed, plan_seeds, timed_step, torch_seed, with_distribution)
 
 
 def test_secret_plans_differ_and_never_count_up_from_a_base():
@@ -53,19 +53,40 @@ def test_a_plan_draws_only_the_distributions_the_reference_is_defined_on():
 
 def test_random_variants_are_heavy_tailed_sparse_or_signed_and_agree_on_both_sides():
     seed, cpu = 99, torch.device("cpu")
-    big = types.SimpleNamespace(get_inputs=lambda: [torch.randn(256, 256), torch.rand(256, 256, dtype=torch.float16)])
-    plain = harness.draw_inputs(big, seed, cpu)
-    heavy, sparse, signed = (harness.draw_inputs(big, with_distribution(seed, d), cpu)
-                             for d in (Distribution.HEAVY, Distribution.SPARSE, Distribution.SIGNED))
-    assert all(torch.equal(a, b) for a, b in zip(heavy, harness.draw_inputs(big, with_distribution(seed, Distribution.HEAVY), cpu)))
-    ratio = heavy[0].abs() / plain[0].abs().clamp_min(1e-30)
+
+    def draws(get_inputs):  # one input per reference: its raw draw is the first in every distribution
+        ref = types.SimpleNamespace(get_inputs=get_inputs)
+        return [harness.draw_inputs(ref, with_distribution(seed, d), cpu)[0] for d in (
+            Distribution.PLAIN, Distribution.HEAVY, Distribution.SPARSE, Distribution.SIGNED, Distribution.TINY)]
+
+    plain, heavy, sparse, signed, tiny = draws(lambda: [torch.randn(256, 256)])
+    again = harness.draw_inputs(types.SimpleNamespace(get_inputs=lambda: [torch.randn(256, 256)]),
+                                with_distribution(seed, Distribution.HEAVY), cpu)[0]
+    assert torch.equal(heavy, again)
+    ratio = heavy.abs() / plain.abs().clamp_min(1e-30)
     assert ratio.min() > 0.1 and ratio.max() > 20 and ratio.max() <= 100 + 1e-3  # x / sqrt(E), E floored
-    assert heavy[1].isfinite().all() and (heavy[1].float().abs() / plain[1].float().clamp_min(1e-3)).max() <= 10.01
-    zeros = (sparse[0] == 0).float().mean()
-    assert 0.4 < zeros < 0.6 and torch.equal(sparse[0][sparse[0] != 0], plain[0][sparse[0] != 0])
-    assert torch.equal(signed[1].abs(), plain[1]) and (signed[1] < 0).any()  # rand's values turned mixed
-    tiny = harness.draw_inputs(big, with_distribution(seed, Distribution.TINY), cpu)
-    assert torch.allclose(tiny[0], plain[0] * 1e-3)
+    zeros = (sparse == 0).float().mean()
+    assert 0.4 < zeros < 0.6 and torch.equal(sparse[sparse != 0], plain[sparse != 0])
+    assert torch.allclose(tiny, plain * 1e-3)
+    plain16, heavy16, _, signed16, _ = draws(lambda: [torch.rand(256, 256, dtype=torch.float16)])
+    assert heavy16.isfinite().all() and (heavy16.float().abs() / plain16.float().clamp_min(1e-3)).max() <= 10.01
+    assert torch.equal(signed16.abs(), plain16) and (signed16 < 0).any()  # rand's values turned mixed
+
+
+def test_variants_apply_to_the_draws_so_the_structure_get_inputs_builds_stays():
+    cpu = torch.device("cpu")
+
+    def get_inputs():
+        a = torch.rand(48, 48)
+        return [torch.tril(a), (a + a.T) / 2, torch.softmax(torch.randn(6, 40), -1), torch.ones(3)]
+
+    ref = types.SimpleNamespace(get_inputs=get_inputs)
+    for dist in Distribution:
+        tri, sym, rows, ones = harness.draw_inputs(ref, with_distribution(7, dist), cpu)
+        assert torch.equal(tri, torch.tril(tri)) and torch.equal(sym, sym.T), dist
+        assert torch.allclose(rows.sum(-1), torch.ones(6)) and torch.equal(ones, torch.ones(3)), dist
+    shifted = harness.draw_inputs(ref, with_distribution(7, Distribution.SHIFTED), cpu)
+    assert shifted[0][5, 2] > 99 and shifted[0][2, 5] == 0  # the draw moved, the zeros stayed
 
 
 REFERENCE = types.SimpleNamespace(get_inputs=lambda: [torch.randn(4, 8), torch.randint(0, 3, (4,)),
@@ -216,3 +237,25 @@ def test_every_dtype_is_perturbed_through_its_bits():
             (x.view(torch.int16), y.view(torch.int16)) if x.element_size() == 2 else (x, y)
             for x, y in zip(base, changed)]
     assert [int((x != y).sum()) for x, y in bits] == [2, 2, 2]
+
+
+STRUCTURED = types.SimpleNamespace(get_inputs=lambda: (lambda a, b: [
+    torch.tril(a), (b + b.mT) / 2, torch.softmax(torch.randn(16, 512), -1)])(torch.rand(2, 96, 96), torch.rand(96, 96)))
+
+
+def test_a_swap_keeps_the_structure_get_inputs_built():
+    # triangular stays triangular (zeros kept), symmetric stays symmetric (mirrored swaps), each row keeps
+    # its values (swaps within a row): a kernel relying on what the problem promises is not refused
+    cpu = torch.device("cpu")
+    base = harness.draw_inputs(STRUCTURED, 55, cpu)
+    steps = [perturbed(55, 1), perturbed(55, 2)] + [perturbed(55, timed_step(i)) for i in range(3)]
+    for seed in steps:
+        tri, sym, rows = harness.draw_inputs(STRUCTURED, seed, cpu)
+        assert torch.equal(tri, torch.tril(tri)) and torch.equal(sym, sym.T)
+        assert torch.equal(rows.sort(-1).values, base[2].sort(-1).values)
+        assert all(not torch.equal(x, b) for x, b in zip((tri, sym, rows), base))  # each one changed
+    timed = TimedVariation(base, 55, 3)
+    for i in range(3):
+        args = [x.clone() for x in base]
+        timed(args, i)
+        assert all(torch.equal(a, d) for a, d in zip(args, harness.draw_inputs(STRUCTURED, steps[2 + i], cpu)))

@@ -8,10 +8,12 @@ context), never drawn on the host and copied.
 
 from __future__ import annotations
 
+import contextlib
 import types
 from typing import Any, Sequence
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from drkernel.gym.harness.perturb import perturb
 from drkernel.gym.seeds import Distribution, distribution_of, perturbation_of, torch_seed
@@ -24,13 +26,17 @@ VARIANTS: dict[Distribution, dict[torch.dtype, tuple[float, float]]] = {
     Distribution.TINY: {torch.float32: (1e-3, 0.0), torch.float64: (1e-3, 0.0),
                         torch.float16: (1 / 16, 0.0), torch.bfloat16: (1 / 16, 0.0)},
 }
-"""Floating inputs become ``x * scale + shift`` by distribution and dtype. WIDE (scale 8) makes a term
+"""Floating random draws become ``x * scale + shift`` by distribution and dtype. WIDE (scale 8) makes a term
 that hides below atol at scale 1 visible (x + softmax(x) over 4096 columns: the row's largest softmax
 value grows from ~0.005 to ~0.7, above atol + rtol * |x|). SHIFTED (+100) overflows ``exp`` in
 float32, so a softmax without the max subtraction returns NaN; it leaves half types alone (their
 products would overflow). TINY (1e-3) shrinks every output next to a fixed atol. The random variants
-(`RANDOM_VARIANTS`) draw from the generator ``get_inputs`` left seeded, so both sides agree. A
-reference opts out with a module constant ``INPUT_VARIANTS = False``."""
+(`RANDOM_VARIANTS`) draw from the seeded generator, so both sides agree. A reference opts out with a
+module constant ``INPUT_VARIANTS = False``.
+
+The variant applies to each random draw *inside* ``get_inputs`` (`VariedDraws`), before the reference's
+own code shapes it: a triangular, symmetric, normalised or sorted input stays so, and a kernel that
+honestly relies on the structure the problem promises is judged on inputs that keep the promise."""
 HEAVY_FLOOR = {torch.float16: 1e-2, torch.bfloat16: 1e-2}
 """HEAVY divides by ``sqrt(max(E, floor))``: values up to 100x (10x in half types, whose products
 would overflow); the default floor is 1e-4."""
@@ -49,6 +55,30 @@ def _random_variant(x: torch.Tensor, dist: Distribution) -> torch.Tensor:
     else:
         out = torch.where(u < 0.5, -wide, wide)
     return out.to(x.dtype)
+
+
+class VariedDraws(TorchFunctionMode):
+    """While ``get_inputs`` runs: every floating-point random draw (``torch.rand``, ``randn``, their
+    ``_like`` forms, ``normal``, ``Tensor.uniform_`` / ``normal_``) comes out in ``dist`` (`spread`).
+    Integer draws (``randint``, ``randperm``: indices, labels) and values not drawn at random stay."""
+
+    DRAWS = frozenset({torch.rand, torch.randn, torch.rand_like, torch.randn_like, torch.normal})
+    IN_PLACE = frozenset({torch.Tensor.uniform_, torch.Tensor.normal_})
+
+    def __init__(self, dist: Distribution) -> None:
+        super().__init__()
+        self.dist = dist
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's protocol
+        out = func(*args, **(kwargs or {}))
+        if not (isinstance(out, torch.Tensor) and out.is_floating_point()):
+            return out
+        if func in self.DRAWS:
+            return spread(out, self.dist)
+        if func in self.IN_PLACE:
+            with torch.no_grad():
+                out.copy_(spread(out.detach(), self.dist))
+        return out
 
 
 def load_reference(code: str, filename: str = "<reference>") -> types.ModuleType:
@@ -92,11 +122,10 @@ def draw_inputs(reference: types.ModuleType, seed: int, device: torch.device) ->
     seed's distribution bits (`drkernel.gym.seeds`) select plain or spread inputs, its perturbation
     bits a few swapped values (`drkernel.gym.harness.perturb`)."""
     seed_all(seed)
-    with torch.device(device):
+    dist = distribution_of(seed)
+    varied = dist is not Distribution.PLAIN and getattr(reference, "INPUT_VARIANTS", True)
+    with torch.device(device), (VariedDraws(dist) if varied else contextlib.nullcontext()):
         inputs = list(reference.get_inputs())
-        dist = distribution_of(seed)
-        if dist is not Distribution.PLAIN and getattr(reference, "INPUT_VARIANTS", True):
-            inputs = [spread(x, dist) for x in inputs]
     inputs = [to_device(x, device) for x in inputs]
     return perturb(inputs, seed) if perturbation_of(seed) else inputs
 

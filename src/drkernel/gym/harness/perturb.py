@@ -14,8 +14,13 @@ change. Swapping values of the same tensor keeps every value in the trial's dist
 range an index input allows (a permutation stays a permutation), changes no sum or histogram (so
 a fingerprint by sum or maximum is blind to it too), and needs no second draw (no extra memory).
 
-Judge and candidate run this code on the same draw with the same seed, so they agree. Pairs whose
-two values are equal (a sparse or integer input) are passed over for ones that differ, where any do.
+A swap keeps the structure ``get_inputs`` gave the input, so a kernel that relies on what the problem
+promises is not refused for it: both positions lie in one row of the last dimension (a row's sum,
+maximum and values stay: normalised rows stay normalised), both values are nonzero (the zero pattern
+stays: a triangular or masked input stays so), and in a symmetric matrix each swap is mirrored across
+the diagonal (off it), so the matrix stays symmetric. Pairs whose values are equal or zero are passed
+over; where no candidate qualifies, the tensor is left as it is. Judge and candidate run this code on
+the same draw with the same seed, so they agree.
 Steps 1 and 2 are the ``sparse_perturb`` integrity run's; from `drkernel.gym.seeds.TIMED_FIRST_STEP`
 on, one pair per tensor varies each timed call on the GPU (`TimedVariation`).
 """
@@ -23,6 +28,7 @@ on, one pair per tensor varies each timed call on the GPU (`TimedVariation`).
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 from typing import Any
 
@@ -35,8 +41,8 @@ PAIR_SPACING = 8192
 MAX_PAIRS = 256
 """At most this many pairs per tensor: enough that some output visibly changes, few enough that a
 sampled fingerprint misses them."""
-CANDIDATES = 4
-"""Candidate pairs drawn per pair kept (those whose values are equal are passed over)."""
+CANDIDATES = 8
+"""Candidate pairs drawn per pair kept (those whose values are equal or zero are passed over)."""
 
 
 def pair_count(n: int, step: int = 1) -> int:
@@ -52,21 +58,47 @@ def _rng(seed: int, index: int) -> random.Random:
     return random.Random(int.from_bytes(digest[:16], "big"))
 
 
-def _candidates(n: int, seed: int, index: int) -> list[tuple[int, int]]:
-    """The candidate pairs of input ``index`` (``n`` elements) at ``seed``'s perturbation step: up to
-    `CANDIDATES` per pair kept, no position in two pairs."""
+def symmetric(x: torch.Tensor) -> bool:
+    """Is ``x`` a (batch of) square matrices equal to their transposes, exactly?"""
+    return x.dim() >= 2 and x.shape[-1] == x.shape[-2] > 1 and bool(torch.equal(x, x.mT))
+
+
+def _candidates(shape: tuple[int, ...], seed: int, index: int, sym: bool) -> list[tuple[int, int]]:
+    """The candidate pairs of input ``index`` at ``seed``'s perturbation step: up to `CANDIDATES` per
+    pair kept, both positions in one row of the last dimension, no position in two pairs; off the
+    diagonal of a symmetric matrix (``sym``), whose mirrored positions are not used either."""
+    n, row = math.prod(shape), (shape[-1] if shape else 1)
     rng, used, pairs = _rng(seed, index), set(), []
     for _ in range(CANDIDATES * pair_count(n, perturbation_of(seed))):
-        p, q = rng.randrange(n), rng.randrange(n)
-        if p != q and p not in used and q not in used:
-            used.update((p, q))
+        p = rng.randrange(n)
+        q = p - p % row + rng.randrange(row)
+        group = [p, q] + (_mirrors((p, q), shape) if sym else [])
+        if p != q and len(set(group)) == len(group) and not used.intersection(group):
+            used.update(group)
             pairs.append((p, q))
     return pairs
 
 
-def _chosen(pairs: list[tuple[int, int]], differ: list[bool], k: int) -> list[tuple[int, int]]:
-    """The first ``k`` candidate pairs whose two values differ (the first ``k`` if none do)."""
-    return ([pair for pair, d in zip(pairs, differ) if d] or pairs)[:k]
+def _mirrors(pair: tuple[int, int], shape: tuple[int, ...]) -> list[int]:
+    """The positions across the diagonal from a pair in one row of a square matrix (a diagonal
+    position mirrors onto itself, which `_candidates` then refuses)."""
+    m = shape[-1]
+    out = []
+    for flat in pair:
+        base, i, j = flat - flat % (m * m), (flat % (m * m)) // m, flat % m
+        out.append(base + j * m + i)
+    return out
+
+
+def _with_mirrors(pairs: list[tuple[int, int]], shape: tuple[int, ...], sym: bool) -> list[tuple[int, int]]:
+    return pairs + [tuple(_mirrors(pair, shape)) for pair in pairs] if sym else pairs  # type: ignore[misc]
+
+
+def _chosen(pairs: list[tuple[int, int]], differ: list[float], k: int) -> list[tuple[int, int]]:
+    """The ``k`` candidate pairs whose two values differ most (both nonzero; maybe none): the larger
+    the difference, the more an output that reads a swapped value moves."""
+    ranked = sorted((i for i, d in enumerate(differ) if d > 0), key=lambda i: (-differ[i], i))
+    return [pairs[i] for i in ranked[:k]]
 
 
 def _unravel(flat: list[int], shape: tuple[int, ...], device: torch.device) -> tuple[torch.Tensor, ...]:
@@ -93,9 +125,16 @@ def _bits(x: torch.Tensor) -> torch.Tensor:
     return x if x.dtype == torch.bool or x.is_complex() or size not in _INT_OF_SIZE else x.view(_INT_OF_SIZE[size])
 
 
-def _differ(x: torch.Tensor, p: tuple[torch.Tensor, ...], q: tuple[torch.Tensor, ...]) -> list[bool]:
+def _differ(x: torch.Tensor, p: tuple[torch.Tensor, ...], q: tuple[torch.Tensor, ...]) -> list[float]:
+    """Per pair: how much a swap changes the content (|difference| of the two values; 1 for unequal
+    values without a magnitude), 0 where they are equal or either is zero (zeros are kept)."""
     b = _bits(x)
-    return (b[p] != b[q]).tolist()
+    qualifies = (b[p] != b[q]) & (x[p] != 0) & (x[q] != 0)
+    if x.dtype == torch.bool or not (x.is_floating_point() or x.is_complex() or x.dtype.is_signed):
+        return qualifies.double().tolist()
+    wide = torch.complex128 if x.is_complex() else torch.float64
+    gap = (x[p].to(wide) - x[q].to(wide)).abs()
+    return torch.where(qualifies, gap.nan_to_num(nan=1.0, posinf=1.0).clamp_min(1e-300), 0.0).tolist()
 
 
 def _swap(x: torch.Tensor, p: tuple[torch.Tensor, ...], q: tuple[torch.Tensor, ...]) -> None:
@@ -114,9 +153,14 @@ def swap_some(x: torch.Tensor, seed: int, index: int) -> torch.Tensor:
         return x
     if any(stride == 0 and size > 1 for size, stride in zip(x.shape, x.stride())):
         x = x.clone()
-    pairs = _candidates(x.numel(), seed, index)
+    sym = symmetric(x)
+    pairs = _candidates(tuple(x.shape), seed, index, sym)
+    if not pairs:
+        return x
     p, q = _sides(pairs, x)
-    _swap(x, *_sides(_chosen(pairs, _differ(x, p, q), k), x))
+    chosen = _with_mirrors(_chosen(pairs, _differ(x, p, q), k), tuple(x.shape), sym)
+    if chosen:
+        _swap(x, *_sides(chosen, x))
     return x
 
 
@@ -135,25 +179,34 @@ class TimedVariation:
 
     def __init__(self, inputs: list[Any], seed: int, calls: int) -> None:
         self.calls = calls
-        self.index: list[torch.Tensor | None] = []  # per input: (calls, 2, ndim) positions, or None
+        self.index: list[torch.Tensor | None] = []  # per input: (calls, swaps, 2, ndim) positions, or None
         for j, x in enumerate(inputs):
             n = x.numel() if isinstance(x, torch.Tensor) else 0
             if n < 2 or calls <= 0:
                 self.index.append(None)
                 continue
-            per_call = [_candidates(n, perturbed(seed, timed_step(i)), j) for i in range(calls)]
-            flat = [pair for pairs in per_call for pair in pairs]
-            p, q = _sides(flat, x)
-            differ, chosen, at = _differ(x, p, q), [], 0
-            for pairs in per_call:
-                chosen += _chosen(pairs, differ[at:at + len(pairs)], 1) or [(0, 0)]  # (0, 0): no swap
-                at += len(pairs)
-            p, q = _sides(chosen, x)
-            self.index.append(torch.stack([torch.stack(p, 1), torch.stack(q, 1)], 1))  # (calls, 2, ndim)
+            self.index.append(self._positions(x, seed, j, calls))
+
+    @staticmethod
+    def _positions(x: torch.Tensor, seed: int, j: int, calls: int) -> torch.Tensor:
+        """Each call's swaps of input ``j`` (one pair, and its mirror in a symmetric matrix; a pair
+        (0, 0) where none qualifies: no swap), as one index tensor on the device."""
+        sym, shape = symmetric(x), tuple(x.shape)
+        per_call = [_candidates(shape, perturbed(seed, timed_step(i)), j, sym) for i in range(calls)]
+        flat = [pair for pairs in per_call for pair in pairs]
+        differ = _differ(x, *_sides(flat, x)) if flat else []
+        swaps, at, width = [], 0, 2 if sym else 1
+        for pairs in per_call:
+            chosen = _with_mirrors(_chosen(pairs, differ[at:at + len(pairs)], 1), shape, sym)
+            swaps += chosen + [(0, 0)] * (width - len(chosen))
+            at += len(pairs)
+        p, q = _sides(swaps, x)
+        return torch.stack([torch.stack(p, 1), torch.stack(q, 1)], 1).reshape(calls, width, 2, x.dim())
 
     def __call__(self, args: list[Any], call: int) -> None:
         """Swap call ``call``'s pairs in ``args`` (that call's fresh clones of the inputs), in place."""
         for x, index in zip(args, self.index):
-            if index is not None and call < self.calls:
-                row = index[call]  # (2, ndim), a view on the device
-                _swap(x, tuple(row[0, d:d + 1] for d in range(x.dim())), tuple(row[1, d:d + 1] for d in range(x.dim())))
+            if index is None or call >= self.calls:
+                continue
+            for swap in index[call]:  # (2, ndim) views on the device
+                _swap(x, tuple(swap[0, d:d + 1] for d in range(x.dim())), tuple(swap[1, d:d + 1] for d in range(x.dim())))

@@ -7,7 +7,9 @@ candidate's own claim about the status is never trusted. Runs in the orchestrato
 
 from __future__ import annotations
 
+import io
 import re
+import tokenize
 
 from drkernel.gym.result import Status
 
@@ -92,6 +94,20 @@ def _raised_in_kernel_body(traceback: str) -> bool:
     return own and lines[-1].split(":", 1)[0].rsplit(".", 1)[-1] in _KERNEL_BODY_ERRORS
 
 
+def _code_of(source: str) -> str:
+    """The source's names and operators, without comments or strings (a comment that mentions
+    ``libdevice`` makes no kernel GPU-only); the source itself where it does not tokenize."""
+    try:
+        out, last = [], None
+        for t in tokenize.generate_tokens(io.StringIO(source).readline):
+            if t.type in (tokenize.NAME, tokenize.OP):
+                out.append((" " if t.type == last == tokenize.NAME else "") + t.string)
+                last = t.type
+        return "".join(out)
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return source
+
+
 def classify_error(stage: str, exc_type: str, message: str, traceback: str, *, cpu_mode: bool,
                    source: str = "") -> Status:
     """Status for an exception the candidate reported from ``stage`` (``source``: the solution's)."""
@@ -109,7 +125,7 @@ def classify_error(stage: str, exc_type: str, message: str, traceback: str, *, c
     if any(m in text for m in _CRASH_MARKERS):
         return Status.CRASHED
     if cpu_mode and stage != "import" and (any(m in text for m in _INTERPRETER_ONLY)
-                                           or any(m in source for m in _GPU_ONLY_SOURCE)):
+                                           or any(m in _code_of(source) for m in _GPU_ONLY_SOURCE)):
         return Status.UNSUPPORTED_ON_CPU
     if _DOT_SIZE in text or (cpu_mode and stage == "forward" and (_raised_in_triton_language(traceback)
                                                                   or _raised_in_kernel_body(traceback))):
