@@ -115,6 +115,35 @@ def test_a_body_that_never_arrives_is_answered_408(hostile):
         assert s.recv(4096).split(b"\r\n", 1)[0].endswith(b"408 Request Timeout")
 
 
+def test_a_body_on_a_route_that_takes_none_is_refused_at_once(hostile):
+    """A slow body on the open /v1/health holds no connection: the head announcing it is answered."""
+    srv, _ = hostile
+    with socket.create_connection(("127.0.0.1", srv.port)) as s:
+        s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{")
+        s.settimeout(30)
+        assert s.recv(4096).split(b"\r\n", 1)[0].endswith(b"413 Request Entity Too Large")
+
+
+def test_a_list_of_wrong_items_costs_one_validation_error(hostile):
+    srv, tokens = hostile
+    with _http(srv, tokens["alice"]) as c:
+        body = json.dumps({"ids": [1] * 65_537}, separators=(",", ":"))  # over the longest list a body holds
+        r = c.post("/v1/jobs/wait", content=body, headers={"Content-Type": "application/json"})
+        assert r.status_code == 422 and len(r.json()["detail"]) == 1, r.text[:300]
+        r = c.post("/v1/jobs/wait", json={"ids": [1] * 500})  # under the length limit: one error, fail fast
+        assert r.status_code == 422 and len(r.json()["detail"]) == 1
+
+
+def test_deeply_nested_metadata_is_a_422_not_a_crash(hostile):
+    srv, tokens = hostile
+    nested: object = 1
+    for _ in range(200):
+        nested = {"k": nested}
+    with _http(srv, tokens["alice"]) as c:
+        r = c.post("/v1/jobs", json=_custom("x = 1", metadata=nested))
+        assert r.status_code == 422 and "metadata" in json.dumps(r.json()["detail"]), r.text[:300]
+
+
 def test_long_polls_on_ids_of_others_hold_nothing(hostile):
     """A wait on 50 ids the client does not own returns at once (no waiter is made), whatever its timeout."""
     srv, tokens = hostile

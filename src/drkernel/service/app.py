@@ -60,6 +60,10 @@ def _make_handles(config: ServiceConfig) -> list[WorkerHandle]:
     return local_workers(config.devices, config.evaluator, config.evaluator_kwargs, config.slots_per_worker)
 
 
+MAX_ERRORS_SHOWN = 50
+"""Validation errors listed in a 422 reply (the rest counted)."""
+
+
 def _error(code: int, error: str, detail) -> JSONResponse:
     return JSONResponse({"error": error, "detail": detail}, status_code=code)
 
@@ -175,7 +179,9 @@ def _docs_page(schema: dict) -> str:
 
 class _Timed:
     """ASGI middleware (outermost): latency and count per route template, method and status;
-    long polls in a histogram of their own; an unhandled exception is counted as a 500."""
+    long polls in a histogram of their own; an unhandled exception is counted as a 500, answered as
+    one, and logged as one line (a client that can cause it many times cannot fill the disk with
+    tracebacks)."""
 
     def __init__(self, app, metrics: ServiceMetrics, routes):
         self.app, self.metrics, self.routes = app, metrics, routes
@@ -183,15 +189,21 @@ class _Timed:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        t0, code = time.perf_counter(), [500]
+        t0, code, started = time.perf_counter(), [500], [False]
 
         async def sending(message):
             if message["type"] == "http.response.start":
-                code[0] = message["status"]
+                code[0], started[0] = message["status"], True
             await send(message)
 
         try:
             await self.app(scope, receive, sending)
+        except Exception as e:  # noqa: BLE001 - the request fails, the server goes on
+            log.error("internal error on %s %s: %s: %s", scope.get("method", ""), scope.get("path", "")[:200],
+                      type(e).__name__, str(e)[:200])
+            code[0] = 500
+            if not started[0]:
+                await _error(500, "internal_error", "the server failed on this request")(scope, receive, send)
         finally:
             route = self._route(scope)
             method = scope.get("method", "")
@@ -214,11 +226,15 @@ def _install_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError):
+        errors = exc.errors()
         detail = [
             {"loc": list(e.get("loc", ())), "msg": str(e.get("msg", ""))[:500], "type": e.get("type", "")}
-            for e in exc.errors()
+            for e in errors[:MAX_ERRORS_SHOWN]
         ]
+        if len(errors) > MAX_ERRORS_SHOWN:
+            detail.append({"loc": [], "msg": f"{len(errors) - MAX_ERRORS_SHOWN} more errors", "type": "truncated"})
         return _error(422, "invalid_request", detail)
+
 
     @app.exception_handler(Rejected)
     async def rejected(_: Request, exc: Rejected):

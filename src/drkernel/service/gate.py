@@ -78,6 +78,13 @@ class Gate:
                 return await _reply(send, 429, "rate_limited", f"request rate of client {client!r} exceeded",
                                     {"Retry-After": str(max(1, math.ceil(wait)))})
             scope[CLIENT_SCOPE_KEY] = client
+        if path in OPEN_PATHS or scope.get("method") in BODILESS:
+            # no route here reads a body: one declared is refused at once, none is waited for (a slow
+            # body on an open route would hold a connection without a token)
+            if _declares_body(scope):
+                return await _reply(send, 413, "request_too_large", "this route takes no request body",
+                                    {"Connection": "close"})
+            return await self.app(scope, receive, send)
         try:
             async with asyncio.timeout(self.body_timeout_s):
                 body = await self._read_body(scope, receive)
@@ -126,6 +133,17 @@ class Gate:
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return b"".join(chunks)
+
+
+BODILESS = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
+
+
+def _declares_body(scope) -> bool:
+    """Does the request head announce a body (a nonzero length, or chunks)?"""
+    for name, value in scope.get("headers", ()):
+        if name == b"transfer-encoding" or (name == b"content-length" and value.strip() not in (b"", b"0")):
+            return True
+    return False
 
 
 async def _reply(send, code: int, error: str, detail: str, headers: dict[str, str] | None = None) -> None:

@@ -9,7 +9,7 @@ import types
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Optional, Union, get_args, get_origin, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field, Strict, StrictBool, StringConstraints, create_model
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, StrictBool, StringConstraints, create_model
 
 from drkernel.gym.config import (LANGUAGES, REFERENCE_MODES, TIMING_RULES, TOLERANCE_PROFILES, VERDICT_MODES,
                                  EvalConfig)
@@ -130,7 +130,8 @@ def request_models(limits: ServiceConfig) -> RequestModels:
             Annotated[str, Field(max_length=64, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")],
             Annotated[int, Field(ge=1, le=1 << 24)],
         ] = Field(default_factory=dict, max_length=64)
-        metadata: dict[Annotated[str, Field(max_length=128)], Any] = Field(default_factory=dict)
+        metadata: Annotated[dict[Annotated[str, Field(max_length=128)], Any],
+                            AfterValidator(shallow_json)] = Field(default_factory=dict)
 
     class EvalRequestIn(_Strict):
         """One solution to evaluate against one problem, named by key (``source/L{level}/name``)."""
@@ -159,9 +160,33 @@ def request_models(limits: ServiceConfig) -> RequestModels:
         priority: int = Field(0, ge=-100, le=100, description="Higher runs first.")
 
     class BatchIn(_Strict):
-        requests: list[EvalRequestIn] = Field(min_length=1)
+        requests: list[EvalRequestIn] = Field(min_length=1, max_length=MAX_LIST, fail_fast=True)
 
     return RequestModels(config_in, ProblemIn, EvalRequestIn, BatchIn)
+
+
+MAX_LIST = 1 << 16
+"""The longest list a body may hold (each route's own limit, e.g. ``max_batch``, is checked after):
+a longer one is refused before its items are validated, and the first bad item ends validation, so
+a body of a million wrong items costs one error, not a million."""
+MAX_DEPTH = 8
+MAX_NODES = 4096
+
+
+def shallow_json(value: Any) -> Any:
+    """Metadata at most `MAX_DEPTH` deep and `MAX_NODES` values in all (walked without recursion): a
+    deeply nested value would crash the store's JSON encoder and fill the log with its traceback."""
+    stack, nodes = [(value, 1)], 0
+    while stack:
+        item, depth = stack.pop()
+        nodes += 1
+        if depth > MAX_DEPTH or nodes > MAX_NODES:
+            raise ValueError(f"metadata nested deeper than {MAX_DEPTH} or larger than {MAX_NODES} values")
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return value
 
 
 def eval_config(body: BaseModel) -> EvalConfig:
@@ -170,7 +195,7 @@ def eval_config(body: BaseModel) -> EvalConfig:
 
 
 class WaitIn(_Strict):
-    ids: list[Annotated[str, Field(max_length=64)]] = Field(min_length=1)
+    ids: list[Annotated[str, Field(max_length=64)]] = Field(min_length=1, max_length=MAX_LIST, fail_fast=True)
     timeout: float = Field(
         30.0, ge=0.0, allow_inf_nan=False, description="Seconds to wait for every job to be terminal."
     )
