@@ -7,7 +7,8 @@ outputs (``runs/``, ``demo_results*``), so earlier runs cannot make a line pass 
 
 Two lines cannot run literally everywhere, and the test says how it treats them:
   - ``make setup`` / ``. .venv/bin/activate``: run for real when the interpreter running the tests is
-    the repository's own ``.venv`` (CI, after ``make test``); ``make setup`` then has nothing to do.
+    the repository's own ``.venv`` (CI, after ``make test``); ``make setup`` then has nothing to do, and
+    it runs in the repository, not the scratch folder, so an install it does keeps the venv's paths.
     From another virtualenv (a developer's shared one) installing into it would be wrong, so the test
     runs ``make -n setup`` (the recipe parses, the target exists) and activates the running venv.
   - ``drkernel gym serve``: runs until stopped, so it is started, asked ``GET /v1/health`` until it
@@ -128,7 +129,9 @@ def serve_until_healthy(shell: Shell, step: Step) -> str:
 
 def _setup(shell: Shell, step: Step) -> None:
     if shell.in_repo_venv:
-        shell.run(step.command)
+        # in the repository itself: an install run from the scratch folder would write the scratch
+        # paths into the venv's scripts (their #! line), and the venv would break once it is gone
+        Shell(cwd=ROOT, venv=shell.venv, in_repo_venv=True).run(step.command)
     else:
         out = shell.run("make -n setup").stdout
         assert "pip install" in out or "Nothing to be done" in out or not out.strip(), out
