@@ -123,6 +123,10 @@ def relocate(files: Mapping[str, bytes], root: str) -> dict[str, bytes]:
     return out
 
 
+def _bytes_under(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
 def write_files(root: str, files: Mapping[str, bytes]) -> None:
     """Write ``files`` under ``root`` (names checked by `safe_name`; existing files are kept)."""
     for rel, data in files.items():
@@ -147,6 +151,8 @@ class CompileCache:
         self.max_total_bytes, self.max_scope_bytes = max_total_bytes, max_scope_bytes
         self._lock = threading.Lock()
         self.hits = self.misses = self.stored_bytes = 0
+        self._sizes = {d.name: _bytes_under(d) for d in self.root.iterdir()  # read once; kept up to date
+                       if d.is_dir() and not d.name.startswith(".")}
 
     def _dir(self, key: str) -> Path:
         if not re.fullmatch(r"[0-9a-f]{64}", key):
@@ -173,7 +179,7 @@ class CompileCache:
             return 0
         scope = self._dir(key)
         with self._lock:
-            have = sum(p.stat().st_size for p in scope.rglob("*") if p.is_file()) if scope.is_dir() else 0
+            have = self._sizes.get(key, 0)
             room = self.max_scope_bytes - have
             keep = {}
             for rel, data in files.items():
@@ -189,6 +195,7 @@ class CompileCache:
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
             added = sum(len(d) for d in keep.values())
+            self._sizes[key] = have + added
             self.stored_bytes += added
             self._evict()
         return added
@@ -204,14 +211,14 @@ class CompileCache:
 
     def _evict(self) -> None:
         """With the lock held: drop the least recently used scopes until the cache fits."""
-        scopes = [d for d in self.root.iterdir() if d.is_dir() and not d.name.startswith(".")]
-        sizes = {d: sum(p.stat().st_size for p in d.rglob("*") if p.is_file()) for d in scopes}
-        total = sum(sizes.values())
-        for d in sorted(scopes, key=lambda d: d.stat().st_mtime):
+        total = sum(self._sizes.values())
+        if total <= self.max_total_bytes:
+            return
+        for key in sorted(self._sizes, key=lambda k: (self.root / k).stat().st_mtime):
             if total <= self.max_total_bytes:
                 break
-            shutil.rmtree(d, ignore_errors=True)
-            total -= sizes[d]
+            shutil.rmtree(self.root / key, ignore_errors=True)
+            total -= self._sizes.pop(key)
 
     def stats(self) -> dict[str, int]:
         return {"hits": self.hits, "misses": self.misses, "stored_bytes": self.stored_bytes}

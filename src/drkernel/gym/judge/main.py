@@ -54,6 +54,7 @@ class Judge:
         self.current: dict[str, tuple[Any, ...]] = {}  # job -> ((trial, seed), outputs, post inputs, bounds)
         self.no_tf32: dict[str, bool] = {}  # reference code -> runs no op that TF32 changes (no slack)
         self.bounds: OrderedDict[tuple[str, int, int, str], list[LeafTolerance | None]] = OrderedDict()
+        self.independent: OrderedDict[tuple[str, int, str, int], tuple[bool, ...]] = OrderedDict()
         self.model64: tuple[tuple[str, int], Any] | None = None  # the last fp64 copy of a reference
         self.flusher = None
 
@@ -163,21 +164,28 @@ class Judge:
                           ) -> list[LeafTolerance | None]:
         """``bounds`` with each leaf the reference computes the same (within its bound) on other inputs
         marked degenerate: an answer that ignores the inputs (a broadcast parameter, a bias) passes it,
-        whatever trivial answers `derive` tried. One more reference run per entry, on the inputs of the
-        seed next to the trial's (its distribution and perturbation bits kept)."""
+        whatever trivial answers `derive` tried. Whether a leaf depends on its inputs is a property of
+        the problem, its weights and the input distribution, not of one draw: it is decided once per
+        (code, weight seed, profile, distribution) with one more reference run, on the inputs of the
+        seed next to the trial's, and reused for every other seed of that key (trials of later
+        evaluations, perturbed and timed-call seeds), so the judge does not pay a run per comparison."""
         if not any(b is not None and b.degenerate is None for b in bounds):
             return bounds
-        try:
-            other, args = self.run_reference(h.code, h.seed ^ 1, h.weight_seed)
-        except Exception:  # noqa: BLE001 - the reference fails elsewhere: its trials will say so
-            return bounds
-        del args
-        out = []
-        for b, r, o in zip(bounds, leaves(ref_out), leaves(other)):
-            same = (b is not None and b.degenerate is None and isinstance(o, torch.Tensor)
-                    and o.shape == r.shape and _within(o, r, b))
-            out.append(dataclasses.replace(b, degenerate="the reference's output does not depend on its inputs")
-                       if same else b)
+        key = (h.code, h.weight_seed, h.profile, int(distribution_of(h.seed)))
+        if key not in self.independent:
+            try:
+                other, args = self.run_reference(h.code, h.seed ^ 1, h.weight_seed)
+            except Exception:  # noqa: BLE001 - the reference fails elsewhere: its trials will say so
+                return bounds
+            del args
+            self.independent[key] = tuple(
+                b is not None and b.degenerate is None and isinstance(o, torch.Tensor) and o.shape == r.shape
+                and _within(o, r, b) for b, r, o in zip(bounds, leaves(ref_out), leaves(other)))
+            while len(self.independent) > BOUND_CACHE:
+                self.independent.popitem(last=False)
+        flags = self.independent[key]
+        out = [dataclasses.replace(b, degenerate="the reference's output does not depend on its inputs")
+               if same and b is not None and b.degenerate is None else b for b, same in zip(bounds, flags)]
         return out + bounds[len(out):]
 
     def run_reference64(self, code: str, seed: int, weight_seed: int) -> Any | None:

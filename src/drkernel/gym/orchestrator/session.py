@@ -187,6 +187,7 @@ class CandidateSession:
         self.child: Any = None
         self.judge: Any = None  # the runtime's JudgeSlot this job sticks to (its reference outputs live there)
         self.own_judge = judge  # a judge of the job's own (a request's reference: `own_judge.OwnJudge`)
+        self.compile_scope: str | None = None  # the compile cache's scope of this evaluation, when on
         self.lock_t = 0.0  # when the exclusive region was granted
         self.cancelled = False
         self._cancel_lock = threading.Lock()
@@ -278,29 +279,24 @@ class CandidateSession:
         except ProtocolViolation as e:
             self.out.violation = str(e)
 
-    def _compile_scope(self) -> str | None:
+    def _job_with_compiled(self) -> tuple[dict[str, Any], bytes]:
+        """The job, and the kernels earlier candidates of its scope compiled (`compile_cache`); the
+        scope is kept for `_keep_compiled`."""
         cache = getattr(self.rt, "compile_cache", None)
         if cache is None:
-            return None
-        return scope_key(str(self.job["solution"]), str(self.job["trials"][0]["code"]), self.rt.device_name,
-                         self.rt.hello.get("versions") or {})
-
-    def _job_with_compiled(self) -> tuple[dict[str, Any], bytes]:
-        """The job, and the kernels earlier candidates of its scope compiled (`compile_cache`)."""
-        key = self._compile_scope()
-        if key is None:
             return self.job, b""
-        index, blob = self.rt.compile_cache.load(key)
+        self.compile_scope = scope_key(str(self.job["solution"]), str(self.job["trials"][0]["code"]),
+                                       self.rt.device_name, self.rt.hello.get("versions") or {})
+        index, blob = cache.load(self.compile_scope)
         self.out.compile_seeded = len(index)
         return {**self.job, "compile_cache": True, "compile_seed": [list(e) for e in index]}, blob
 
     def _keep_compiled(self, done: Done, blob: bytes) -> None:
         """Store what the candidate compiled under its scope (untrusted bytes: checked by the cache)."""
-        key = self._compile_scope()
-        if key is None or not done.compile_files:
+        if self.compile_scope is None or not done.compile_files:
             return
         try:
-            self.out.compile_stored = self.rt.compile_cache.store(key, done.compile_files, blob)
+            self.out.compile_stored = self.rt.compile_cache.store(self.compile_scope, done.compile_files, blob)
         except (OSError, ValueError) as e:
             log.warning("compile cache: %s's files not kept: %s", self.job_id, e)
 
