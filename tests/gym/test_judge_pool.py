@@ -3,6 +3,7 @@ reference-timing cache times a key once however many evaluations ask at the same
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import threading
@@ -154,3 +155,103 @@ def test_device_memory_claims_wait_in_order_and_an_oversized_one_runs_alone():
     big.join(5)
     small.join(5)
     assert order == ["big", "small"] and budget.used == 0
+
+
+# -- shared routing: a job's requests go to a free judge (judge_pool.SharedJudge) ---------------------
+
+
+class RecordingSlot:
+    """A judge slot whose child answers at once and records which jobs' requests reached it (the
+    `judge_pool.Slot` protocol, with a real lock)."""
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.lock = threading.Lock()
+        self.seen: list[tuple[str, object]] = []
+
+    def call_locked(self, header, blob, timeout_s, fds):
+        assert self.lock.locked()  # the caller holds it
+        self.seen.append((header["op"], header.get("trial")))
+        return {"op": "released" if header["op"] == "release" else "verdict", "passed": True}
+
+
+def compare(trial: int, nbytes: int = 4 * 96) -> dict:
+    """A compare request whose exported tree holds ``nbytes`` of float32."""
+    tree = {"k": "tensor", "dtype": "float32", "shape": [nbytes // 4]}
+    return {"op": "compare", "job": "j", "trial": trial, "tree": tree}
+
+
+def shared_pair():
+    from drkernel.gym.orchestrator.judge_pool import JudgeFreed, SharedJudge
+
+    a, b = RecordingSlot(0), RecordingSlot(1)
+    freed = JudgeFreed()
+    return a, b, SharedJudge([a, b], a, freed), freed
+
+
+def test_a_shared_request_goes_to_the_jobs_last_judge_while_it_is_free_else_to_a_free_one():
+    a, b, job, _ = shared_pair()
+    job.call(compare(0), b"", 5.0, None)
+    assert [len(a.seen), len(b.seen)] == [1, 0]  # home judge, free
+    with a.lock:  # another job's request holds judge 0
+        job.call(compare(1), b"", 5.0, None)
+    assert [len(a.seen), len(b.seen)] == [1, 1] and job.last is b
+    job.call(compare(2), b"", 5.0, None)  # the last judge (1) is free: stays there
+    assert [len(a.seen), len(b.seen)] == [1, 2]
+    reply = job.call({"op": "release", "job": "j"}, b"", 5.0, None)
+    assert reply["op"] == "released"
+    assert a.seen[-1][0] == "release" and b.seen[-1][0] == "release"  # every judge the job used
+
+
+def test_a_shared_request_with_every_judge_busy_takes_the_first_that_frees():
+    a, b, job, freed = shared_pair()
+    a.lock.acquire()
+    b.lock.acquire()
+    done = threading.Event()
+    thread = threading.Thread(target=lambda: (job.call(compare(0), b"", 5.0, None), done.set()))
+    thread.start()
+    b.lock.release()  # judge 1 frees first; judge 0 stays busy throughout
+    freed.notify()
+    assert done.wait(10)
+    thread.join(5)
+    assert a.seen == [] and b.seen == [("compare", 0)]
+    a.lock.release()
+
+
+def test_a_large_export_stays_with_the_jobs_last_judge_even_when_another_is_free():
+    from drkernel.gym.orchestrator.judge_pool import SHARED_MAX_BYTES
+
+    a, b, job, _ = shared_pair()
+    a.lock.acquire()
+    got = threading.Event()
+    thread = threading.Thread(target=lambda: (job.call(compare(0, SHARED_MAX_BYTES + 4), b"", 5.0, None), got.set()))
+    thread.start()
+    assert not got.wait(0.2)  # waits for its own judge, not the free one
+    a.lock.release()
+    assert got.wait(10)
+    thread.join(5)
+    assert a.seen == [("compare", 0)] and b.seen == []
+
+
+def test_an_unknown_judge_routing_is_a_config_error():
+    from drkernel.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="judge_routing"):
+        InProcessEvaluator(device="cpu", judge_routing="roundrobin")
+
+
+def test_shared_routing_gives_the_verdicts_of_sticky_routing(two_judges):
+    """Real judges and candidates: the same solutions under both routings, the same statuses; under
+    shared routing concurrent jobs' requests reach both judges and each job is released."""
+    wrong = RELU_SOLUTION.replace("tl.maximum(x, 0.0)", "tl.maximum(x, 0.5)")
+    reqs = [request(RELU_SOLUTION, trials=3), request(wrong, trials=3), request(RELU_SOLUTION, trials=3)]
+    sticky = [two_judges.evaluate(r).status for r in reqs]
+    with InProcessEvaluator(device="cpu", concurrency=3, pool_size=3, judges=2, judge_routing="shared") as ev:
+        rt = ev._runtime("cpu")
+        deadline = time.monotonic() + 60
+        while len(rt.judges) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        shared = [r.status for r in asyncio.run(ev.evaluate_batch(reqs))]
+        assert ev.device_info()["judge_routing"] == "shared"
+        assert all(j.served > 0 for j in rt.judges), [j.served for j in rt.judges]
+    assert sticky == shared == [Status.CORRECT, Status.INCORRECT, Status.CORRECT]

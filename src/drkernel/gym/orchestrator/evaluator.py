@@ -22,12 +22,13 @@ import time
 from dataclasses import asdict, replace
 from typing import Any, Iterator, Sequence
 
-from drkernel.errors import InfrastructureError
+from drkernel.errors import ConfigError, InfrastructureError
 from drkernel.gym.checks import CheckRegistry, default_checks
 from drkernel.gym.compile_cache import CompileCache
 from drkernel.gym.config import EvalConfig, EvalRequest
 from drkernel.gym import provenance
 from drkernel.gym.messages import Job, Prepared, TimeReference, Timed, timing_samples
+from drkernel.gym.orchestrator.judge_pool import JUDGE_ROUTINGS
 from drkernel.gym.orchestrator.own_judge import OwnJudge, is_request_reference
 from drkernel.gym.orchestrator.refcache import TIMING_FIELDS, ReferenceTimingCache, reference_key
 from drkernel.gym.provenance import read_clocks
@@ -89,14 +90,20 @@ class InProcessEvaluator:
         compile_cache_dir: keep the kernels a candidate compiled for later evaluations of the same
             solution on the same problem, device and versions (`drkernel.gym.compile_cache`); off
             (None) by default.
+        judge_routing: ``sticky`` (default: a job's requests all go to one judge) or ``shared`` (each
+            request to a free judge, the job's last preferred; `drkernel.gym.orchestrator.judge_pool`).
     """
 
     def __init__(self, device: str = "auto", concurrency: int = 2, pool_size: int = 2,
                  triton_cache_dir: str | None = None, checks: CheckRegistry | None = None,
                  reference_cache_dir: str | None = None, cache_reference_timings: bool = True,
                  unsafe_no_sandbox: bool = False, zygote: bool = True, judges: int = 0,
-                 seccomp: bool = True, compile_cache_dir: str | None = None) -> None:
+                 seccomp: bool = True, compile_cache_dir: str | None = None,
+                 judge_routing: str = "sticky") -> None:
         EvalConfig(device=device)  # validates the device string
+        if judge_routing not in JUDGE_ROUTINGS:
+            raise ConfigError(f"judge_routing {judge_routing!r}: expected one of {', '.join(JUDGE_ROUTINGS)}")
+        self.judge_routing = judge_routing
         self.compile_cache = CompileCache(compile_cache_dir) if compile_cache_dir else None
         self.zygote = zygote
         self.judges = max(0, judges)
@@ -177,7 +184,7 @@ class InProcessEvaluator:
     def _new_runtime(self, device: str) -> DeviceRuntime:
         return DeviceRuntime(device, pool_size=self.pool_size, concurrency=self.concurrency, env=self.env,
                              runner=self.runner, zygote=self.zygote, judges=self.judges,
-                             compile_cache=self.compile_cache)
+                             compile_cache=self.compile_cache, judge_routing=self.judge_routing)
 
     def _runtime(self, device: str) -> DeviceRuntime:
         with self._lock:

@@ -25,6 +25,7 @@ from drkernel.errors import InfrastructureError, JudgeError
 from drkernel.gym.compile_cache import CompileCache
 from drkernel.gym.ipc import ChannelClosed, ChannelTimeout, Message, ProtocolViolation
 from drkernel.gym.messages import Error, Op, Prepare, Prepared, Signal
+from drkernel.gym.orchestrator.judge_pool import JUDGE_ROUTINGS, JudgeFreed, SharedJudge
 from drkernel.gym.orchestrator.pool import Child, Talker, WarmPool
 from drkernel.gym.orchestrator.zygote import Zygote
 from drkernel.gym.seeds import public_seed
@@ -226,30 +227,40 @@ class WarmUpGate:
 
 
 class JudgeSlot:
-    """One judge child, the lock that serialises requests to it, and how many jobs stick to it."""
+    """One judge child, the lock that serialises requests to it, and how many jobs stick to it
+    (``freed``: notified after each request, for `judge_pool.SharedJudge` requests waiting for any)."""
 
-    def __init__(self, index: int, start: Any) -> None:
+    def __init__(self, index: int, start: Any, freed: JudgeFreed | None = None) -> None:
         self.index = index
         self._start = start
         self.child: Child = start()
         self.lock = threading.Lock()
+        self.freed = freed
         self.jobs = 0
         self.served = 0  # requests answered (for stats and tests)
         self.busy_s = 0.0  # seconds spent answering them (for the sustained benchmark's judge load)
 
     def call(self, header: dict[str, Any], blob: bytes, timeout_s: float, fds: list[int] | None) -> dict:
-        with self.lock:
-            t = time.monotonic()
-            try:
-                self.child.send(header, blob, fds)
-                reply = self.child.recv(time.monotonic() + timeout_s).header
-                self.served += 1
-                self.busy_s += time.monotonic() - t
-                return reply
-            except (ChannelClosed, ChannelTimeout, ProtocolViolation) as e:
-                tail = self.child.log_tail(4000)
-                self.restart()
-                raise JudgeLost(f"judge {self.index} lost during {header.get('op')!r}: {e}\n{tail}") from e
+        try:
+            with self.lock:
+                return self.call_locked(header, blob, timeout_s, fds)
+        finally:
+            if self.freed is not None:
+                self.freed.notify()
+
+    def call_locked(self, header: dict[str, Any], blob: bytes, timeout_s: float, fds: list[int] | None) -> dict:
+        """One request, with `lock` held by the caller."""
+        t = time.monotonic()
+        try:
+            self.child.send(header, blob, fds)
+            reply = self.child.recv(time.monotonic() + timeout_s).header
+            self.served += 1
+            self.busy_s += time.monotonic() - t
+            return reply
+        except (ChannelClosed, ChannelTimeout, ProtocolViolation) as e:
+            tail = self.child.log_tail(4000)
+            self.restart()
+            raise JudgeLost(f"judge {self.index} lost during {header.get('op')!r}: {e}\n{tail}") from e
 
     def restart(self) -> None:
         log.warning("restarting judge %d", self.index)
@@ -271,8 +282,12 @@ class DeviceRuntime:
 
     def __init__(self, device: str, *, pool_size: int, concurrency: int, env: dict[str, str],
                  runner: Runner, zygote: bool = True, judges: int = 0,
-                 compile_cache: CompileCache | None = None) -> None:
+                 compile_cache: CompileCache | None = None, judge_routing: str = "sticky") -> None:
+        if judge_routing not in JUDGE_ROUTINGS:
+            raise ValueError(f"judge_routing {judge_routing!r}: one of {JUDGE_ROUTINGS}")
         self.requested = device
+        self.judge_routing = judge_routing
+        self.judge_freed = JudgeFreed()
         self.compile_cache = compile_cache
         self.runner = runner
         self.use_zygote = zygote and runner.sandboxed
@@ -314,7 +329,7 @@ class DeviceRuntime:
         if started_early:
             early.start()
         try:
-            judge = JudgeSlot(0, self._judge_starter(self.requested))
+            judge = JudgeSlot(0, self._judge_starter(self.requested), self.judge_freed)
             self.hello = judge.child.wait_ready()
             judge._start = self._judge_starter(self.device)  # a restart goes to the resolved device
             if self.is_cuda:
@@ -378,7 +393,7 @@ class DeviceRuntime:
 
         def start(i: int) -> None:
             try:
-                slot = JudgeSlot(i, self._judge_starter(self.device))
+                slot = JudgeSlot(i, self._judge_starter(self.device), self.judge_freed)
                 slot.child.wait_ready()
             except Exception as e:  # the pool works with fewer judges
                 log.warning("judge %d on %s did not start: %s", i, self.device, e)
@@ -441,19 +456,20 @@ class DeviceRuntime:
         return self.judges[0].child if self.judges else None
 
     @contextlib.contextmanager
-    def judge_for_job(self) -> Iterator[JudgeSlot]:
-        """The judge a candidate's job sticks to (the one with the fewest jobs) for its session."""
+    def judge_for_job(self) -> Iterator[JudgeSlot | SharedJudge]:
+        """The judge a candidate's job sticks to (the one with the fewest jobs) for its session; under
+        ``shared`` routing the job's view of every judge, that one first (`judge_pool`)."""
         with self._count_lock:
             slot = min(self.judges, key=lambda j: (j.jobs, j.index))
             slot.jobs += 1
         try:
-            yield slot
+            yield slot if self.judge_routing == "sticky" else SharedJudge(self.judges, slot, self.judge_freed)
         finally:
             with self._count_lock:
                 slot.jobs -= 1
 
     def judge_call(self, header: dict[str, Any], blob: bytes = b"", timeout_s: float = JUDGE_TIMEOUT_S,
-                   fds: list[int] | None = None, judge: JudgeSlot | None = None) -> dict:
+                   fds: list[int] | None = None, judge: JudgeSlot | SharedJudge | None = None) -> dict:
         """One request to ``judge`` (default: the least busy; ``fds``: descriptors relayed with it, a
         candidate's staging buffer). Raises `JudgeError` when it reports a failure of the reference,
         `JudgeLost` (after restarting it) when it died or hung."""
@@ -484,7 +500,7 @@ class DeviceRuntime:
                 "pool_ready": self.pool.ready_count if self.pool else 0,
                 "total_memory": self.hello.get("total_memory"), "versions": self.hello.get("versions", {}),
                 "sandbox": self.runner.name, "zygote": self.zygote is not None, "judges": len(self.judges),
-                "judge_busy_s": [round(j.busy_s, 3) for j in self.judges],
+                "judge_routing": self.judge_routing, "judge_busy_s": [round(j.busy_s, 3) for j in self.judges],
                 "compile_cache": self.compile_cache.stats() if self.compile_cache else None}
 
     def close(self) -> None:
