@@ -43,12 +43,14 @@ def restore_load_inline():
 
 
 def test_every_gold_loads_the_host_built_library(tmp_path, restore_load_inline):
+    builds = {}
     for gold in GOLDS:
         (module,) = check_cuda(gold.read_text()).modules
-        entry = tmp_path / build_key(job_for(module, "90", True), "tc")
-        entry.mkdir()
-        stub_library(module.name, entry / f"{module.name}.so")
-    install(str(tmp_path), "90", "tc")
+        key = build_key(job_for(module, "90", True), "tc")
+        (tmp_path / key).mkdir()
+        stub_library(module.name, tmp_path / key / f"{module.name}.so")
+        builds[key] = str(tmp_path / key / f"{module.name}.so")
+    install(builds, "90", "tc")
     for gold in GOLDS:
         namespace = runpy.run_path(str(gold))
         assert namespace["ext"].origin == "cache" and "ModelNew" in namespace, gold.parent.name
@@ -57,7 +59,7 @@ def test_every_gold_loads_the_host_built_library(tmp_path, restore_load_inline):
 def test_arguments_the_host_did_not_build_find_nothing(tmp_path, restore_load_inline):
     from torch.utils import cpp_extension
 
-    install(str(tmp_path), "90", "tc")
+    install({}, "90", "tc")
     with pytest.raises(ImportError, match="no build of these sources"):
         cpp_extension.load_inline("m", "torch::Tensor f(torch::Tensor x);", cuda_sources="__global__ void k() {}",
                                   functions=["f"])

@@ -274,23 +274,76 @@ class Forked(Message):
         return cls(_get(h, "pid", (int,)))
 
 
+@dataclass(frozen=True)
+class NativeBuild:
+    """One extension the host built for a CUDA solution (`drkernel.gym.cuda.build`), handed to its
+    candidate: the ``name`` its ``load_inline`` call gives, the build ``key`` (the host's
+    `drkernel.gym.cuda.messages.build_key` over the job and ``toolchain``, for the architecture ``arch``),
+    the library's ``size`` in bytes and sha256 ``digest`` (the libraries ride first in the job's blob,
+    in order), and its ``functions`` and ``__global__`` ``kernels`` (the solution's own)."""
+
+    name: str
+    key: str
+    arch: str
+    toolchain: str
+    size: int
+    digest: str
+    functions: tuple[str, ...]
+    kernels: tuple[str, ...]
+
+    def to_header(self) -> dict[str, Any]:
+        return {"name": self.name, "key": self.key, "arch": self.arch, "toolchain": self.toolchain,
+                "size": self.size, "digest": self.digest, "functions": list(self.functions),
+                "kernels": list(self.kernels)}
+
+    @classmethod
+    def from_header(cls, h: Any) -> NativeBuild:
+        if not isinstance(h, dict):
+            raise ProtocolViolation(f"a native build that is {type(h).__name__}, not an object")
+        h = {**h, "op": Op.JOB.value}  # `_get` names the message in its errors
+        size = _get(h, "size", (int,))
+        if size <= 0:
+            raise ProtocolViolation(f"a native build of {size} bytes")
+        return cls(_text(h, "name", NAME_CAP), _text(h, "key", NAME_CAP), _text(h, "arch", NAME_CAP),
+                   _text(h, "toolchain", PATH_CAP), size, _text(h, "digest", NAME_CAP), _names(h, "functions"),
+                   _names(h, "kernels"))
+
+
+def _names(h: dict[str, Any], key: str) -> tuple[str, ...]:
+    value = _get(h, key, (list,))
+    if not all(isinstance(v, str) and 0 < len(v) <= NAME_CAP for v in value):
+        raise ProtocolViolation(f"{h.get('op')} message: {key!r} holds something other than names")
+    return tuple(value)
+
+
 @_register
 @dataclass(frozen=True)
 class Job(Message):
     """The orchestrator hands a candidate its job (`drkernel.gym.orchestrator.evaluator`); the fields
-    stay one dict, read by the candidate's harness code."""
+    stay one dict, read by the candidate's harness code, beside the typed ``native`` builds of a
+    CUDA solution (none for Triton, whose header has no ``native`` key)."""
 
     OPS = (Op.JOB,)
     spec: dict[str, Any]
+    native: tuple[NativeBuild, ...] = ()
 
     def to_header(self) -> dict[str, Any]:
-        return {**self.spec, "op": Op.JOB.value}
+        h = {**self.spec, "op": Op.JOB.value}
+        if self.native:
+            h["native"] = [b.to_header() for b in self.native]
+        return h
+
+    @property
+    def native_bytes(self) -> int:
+        """The bytes of the libraries at the head of the job's blob."""
+        return sum(b.size for b in self.native)
 
     @classmethod
     def _parse(cls, op: Op, h: dict[str, Any]) -> Job:
         _get(h, "solution", (str,))
         _get(h, "trials", (list,))
-        return cls({k: v for k, v in h.items() if k != "op"})
+        native = tuple(NativeBuild.from_header(b) for b in _get(h, "native", (list,), []))
+        return cls({k: v for k, v in h.items() if k not in ("op", "native")}, native)
 
 
 @_register

@@ -177,6 +177,7 @@ class EvalResult:
     speedup_ci_level: float | None = None  # their joint coverage, e.g. 0.95 (`drkernel.gym.speedup`)
     roofline_ms: float | None = None       # the reference's speed-of-light time on this device
     sol_fraction: float | None = None      # roofline_ms / the solution's median time (`drkernel.gym.roofline`)
+    language: str = "triton"               # what the solution is written in (`EvalRequest.language`)
 
     @property
     def hacked(self) -> bool:

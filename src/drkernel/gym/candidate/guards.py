@@ -595,16 +595,19 @@ def _forbidden_origin(obj: Any) -> tuple[int, str] | None:
     return None
 
 
-def scan_module(module: types.ModuleType, own_names: Iterable[str] = ()) -> list[Hack]:
-    """Forbidden modules and functions held by the solution's globals or ``ModelNew``'s class dict."""
+def scan_module(module: types.ModuleType, own_names: Iterable[str] = (), accepted: Iterable[Any] = ()) -> list[Hack]:
+    """Forbidden modules and functions held by the solution's globals or ``ModelNew``'s class dict.
+    ``accepted``: objects the harness itself gave the solution, by identity (a CUDA solution's
+    ``load_inline``, `drkernel.gym.cuda.loader`): that loader and nothing else native passes."""
     hacks = []
+    ours = {id(a) for a in accepted}
     holders: list[tuple[str, dict]] = [("module", vars(module))]
     model_new = vars(module).get("ModelNew")
     if isinstance(model_new, type):
         holders.append(("ModelNew", dict(vars(model_new))))
     for label, namespace in holders:
         for key, value in list(namespace.items()):
-            if key.startswith("__") and key.endswith("__"):
+            if (key.startswith("__") and key.endswith("__")) or id(value) in ours:
                 continue
             hit = _forbidden_origin(value)
             if hit:

@@ -137,6 +137,17 @@ class Observed(TorchDispatchMode):
 PoisonAllocations = Observed  # the name earlier code and tests use
 
 
+def native_decoy(kernels: list[dict[str, Any]], own_kernels: tuple[str, ...]) -> str | None:
+    """Hack 1's evidence for a CUDA solution whose profiled forward ran none of its ``__global__``
+    kernels (`drkernel.gym.cuda.attribution.decoy_evidence` over the profiler's records)."""
+    from drkernel.gym.cuda.attribution import attribute, decoy_evidence
+
+    if not own_kernels:
+        return None
+    records = [(str(k["name"]), float(k["device_time_ms"])) for k in kernels]
+    return decoy_evidence(attribute(records, own_kernels), own_kernels)
+
+
 @dataclass
 class _Runs:
     """What every integrity run needs: the context, the model and how to draw inputs."""
@@ -213,7 +224,8 @@ class IntegrityHook:
     # -- around the solution ------------------------------------------------------------------
 
     def after_import(self, ctx: Any, module: Any) -> None:
-        self.hacks += scan_module(module)
+        loader = getattr(ctx, "native_loader", None)  # a CUDA solution's load_inline (`drkernel.gym.cuda.loader`)
+        self.hacks += scan_module(module, accepted=() if loader is None else (loader,))
         self._check_state()
 
     @contextlib.contextmanager
@@ -373,7 +385,11 @@ class IntegrityHook:
         model = r.model
         out_bytes = output_bytes(self._call(r, args))
         own_names = set(self.watch.own_names) if self.watch is not None else set()
-        prof = profile_forward(lambda *a: model(*a), args, own_names)
+        native = tuple(getattr(r.ctx, "native_kernels", ()))  # a CUDA solution's __global__ functions
+        prof = profile_forward(lambda *a: model(*a), args, own_names, native)
+        decoy = native_decoy(prof["kernels"], native)
+        if decoy:
+            self.hacks.append(make_hack(1, decoy))
         if prof["off_stream"]:
             self.hacks.append(make_hack(7, f"kernels {', '.join(prof['off_stream'][:4])} ran on another "
                                            f"stream than forward's caller"))

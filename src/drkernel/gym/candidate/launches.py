@@ -1,5 +1,8 @@
 """The one Triton launch wrapper of the candidate, and launch recording (a `CandidateHook`).
 
+A CUDA solution's launches are the calls of its extension's functions (`LaunchWatch.native`, wired by
+`drkernel.gym.cuda.loader`); they are own by construction (the host built them from its sources).
+
 `LaunchWatch` wraps ``JITFunction.run`` (GPU) and ``InterpretedFunction.run`` (CPU interpreter)
 exactly once per process: every Triton launch passes through one of them, autotuned and heuristic
 kernels included. It holds the one definition of a solution's *own* kernel (`LaunchWatch.is_own`):
@@ -65,6 +68,19 @@ class LaunchWatch:
                 return original(fn_self, *args, **kwargs)
         return original(fn_self, *args, **kwargs)
 
+    def native(self, name: str, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+        """A call of a function a CUDA solution's extension exports (``name``: ``<extension>.<function>``,
+        the launcher of its ``__global__`` kernels; wired by `drkernel.gym.cuda.loader`): an own launch.
+        Not a launch scope: what the C++ asks of ATen is PyTorch compute, and its fresh allocations are
+        poisoned like any other. Skipped, the call runs on copies of its tensor arguments and its tensor
+        results come back poisoned: the outputs are what they would be had its kernels not run."""
+        self.total[(name, True)] += 1
+        self.own_launches += 1
+        self.own_names.add(name)
+        if self.skip_own:
+            return _without_effect(fn, args, kwargs)
+        return fn(*args, **kwargs)
+
     @contextlib.contextmanager
     def skipping_own(self) -> Iterator[None]:
         self.skip_own = True
@@ -72,6 +88,25 @@ class LaunchWatch:
             yield
         finally:
             self.skip_own = False
+
+
+def _without_effect(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    import torch
+    from torch.utils._pytree import tree_map
+
+    from drkernel.gym.candidate.integrity import _poison
+
+    def copy(v: Any) -> Any:
+        return v.clone() if isinstance(v, torch.Tensor) else v
+
+    def poisoned(v: Any) -> Any:
+        if not isinstance(v, torch.Tensor):
+            return v
+        out = torch.empty_like(v)
+        _poison(out)
+        return out
+
+    return tree_map(poisoned, fn(*tree_map(copy, args), **tree_map(copy, kwargs)))
 
 
 _WATCH: LaunchWatch | None = None

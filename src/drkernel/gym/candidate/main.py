@@ -40,8 +40,8 @@ from drkernel.gym import compile_cache  # noqa: E402
 from drkernel.gym.candidate import seccomp  # noqa: E402
 from drkernel.gym.checks import load_hook  # noqa: E402
 from drkernel.gym.ipc import Channel, StagingBuffer, child_channel, encode_tree, staged_fds  # noqa: E402
-from drkernel.gym.messages import (Compare, Done, Error, Extra, Op, Outputs, Ready, Signal, SolutionPath,  # noqa: E402
-                                   Timing)
+from drkernel.gym.messages import (Compare, Done, Error, Extra, Job, NativeBuild, Op, Outputs, Ready,  # noqa: E402
+                                   Signal, SolutionPath, Timing)
 from drkernel.gym.seeds import TIMED_TAG_PREFIX  # noqa: E402
 
 SOLUTION_MODULE = "drkernel_solution"
@@ -70,6 +70,8 @@ class Context:
         self.integrity_plan = dict(job.get("integrity") or {})  # order of the integrity runs, coverage seed
         self.hooks: list[Any] = []
         self.staging = StagingBuffer(device) if self.device.type == "cuda" else None  # None: host bytes
+        self.native_loader: Any = None  # a CUDA solution's load_inline (`install_native`), else None
+        self.native_kernels: tuple[str, ...] = ()  # its __global__ functions: its own device kernels
 
     def export(self, msg: Outputs | Compare, value: Any) -> dict[str, Any]:
         """Send ``value`` for the judge to copy (``msg`` without its tree) and wait for its verdict."""
@@ -136,7 +138,8 @@ class Candidate:
         self.stages[name] = self.stages.get(name, 0.0) + now - started
         return now
 
-    def run(self, job: dict[str, Any]) -> None:
+    def run(self, job: dict[str, Any], native: tuple[NativeBuild, ...] = (), libraries: bytes = b"") -> None:
+        """``native``: a CUDA solution's builds, their libraries in ``libraries`` (none for Triton)."""
         t = time.perf_counter()
         if self.device.type == "cuda":
             torch.cuda.set_per_process_memory_fraction(float(job["config"]["memory_fraction"]), self.device)
@@ -155,6 +158,8 @@ class Candidate:
             f.write(job["solution"])
         ctx = Context(self.channel, self.device, job, path, primary)
         self.channel.send(SolutionPath(path).to_header())
+        if native:
+            install_native(ctx, os.path.join(os.path.dirname(job["workdir"]), "native"), native, libraries)
         self.hooks = ctx.hooks = [load_hook(p) for p in job["hooks"]]
         for hook in self.hooks:
             hook.before_import(ctx)
@@ -326,6 +331,20 @@ class Candidate:
         return reports
 
 
+def install_native(ctx: Context, root: str, native: tuple[NativeBuild, ...], libraries: bytes) -> None:
+    """A CUDA solution's builds: written under ``root`` (outside the solution's folder, which it may
+    write), ``load_inline`` made their loader (`drkernel.gym.cuda.loader`), each call of their
+    functions an own launch of the process's launch watch. Before any hook's ``before_import``, so
+    the modules and functions they snapshot include the loader."""
+    from drkernel.gym.candidate.launches import launch_watch
+    from drkernel.gym.cuda import loader
+
+    paths = loader.write_builds(root, native, libraries)
+    watch = launch_watch(ctx.solution_path, ctx.cpu_mode)
+    ctx.native_loader = loader.install(paths, native[0].arch, native[0].toolchain, watch.native)
+    ctx.native_kernels = tuple(dict.fromkeys(k for b in native for k in b.kernels))
+
+
 def _arglist(args: list[Any]) -> str:
     def show(a: Any) -> str:
         if isinstance(a, torch.Tensor):
@@ -380,8 +399,10 @@ def serve(channel: Channel, pidfd: int | None = None) -> None:
     job = msg.header
     candidate = Candidate(channel, device)
     try:
-        candidate.seed_compile_cache(job, msg.blob)
-        candidate.run(job)
+        parsed = Job.from_header(job)  # the native builds typed and checked; their libraries head the blob
+        cut = parsed.native_bytes
+        candidate.seed_compile_cache(job, msg.blob[cut:])
+        candidate.run(job, parsed.native, msg.blob[:cut])
     except Failure as f:
         channel.send(_error_header(f))
     except BaseException as e:  # a failure of the harness itself, or an escape from the solution

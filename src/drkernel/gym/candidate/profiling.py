@@ -29,10 +29,15 @@ def output_bytes(out: Any) -> int:
     return 0
 
 
-def profile_forward(fn: Callable[..., Any], args: Sequence[Any], own_names: set[str]) -> dict[str, Any]:
+def profile_forward(fn: Callable[..., Any], args: Sequence[Any], own_names: set[str],
+                    own_kernels: Sequence[str] = ()) -> dict[str, Any]:
     """Kernels of one ``fn(*args)``: name, own, launches, device time (ms) and CUDA streams, plus the
     kernels that ran off the calling stream. A marker kernel launched by the harness on the current
-    stream just before ``fn`` tells which profiler stream id that stream has; it is not counted."""
+    stream just before ``fn`` tells which profiler stream id that stream has; it is not counted.
+    ``own_kernels``: a CUDA solution's ``__global__`` functions, matched by a record's base name
+    (`drkernel.gym.cuda.attribution.base_name`: no return type, namespace, template or parameters)."""
+    from drkernel.gym.cuda.attribution import base_name
+
     # The autograd profiler drives Kineto directly; ``torch.profiler.profile`` would import
     # torch._inductor and torch._dynamo on entry (seconds, and those imports are what hack 16 looks for).
     from torch.autograd.profiler import profile
@@ -53,7 +58,8 @@ def profile_forward(fn: Callable[..., Any], args: Sequence[Any], own_names: set[
     kernels: dict[str, dict[str, Any]] = {}
     off_stream = set()
     for e in events[1:]:
-        k = kernels.setdefault(e.name(), {"name": e.name(), "own": e.name() in own_names, "launches": 0,
+        own = e.name() in own_names or (bool(own_kernels) and base_name(e.name()) in own_kernels)
+        k = kernels.setdefault(e.name(), {"name": e.name(), "own": own, "launches": 0,
                                           "device_time_ms": 0.0, "streams": set()})
         k["launches"] += 1
         k["device_time_ms"] += e.duration_ns() / 1e6

@@ -9,12 +9,13 @@ is ``triton`` goes to the inner evaluator untouched. A ``cuda`` request is judge
    parallel, or found in the host's cache; a failure is ``compile_error`` with the compiler's lines;
 3. on a CPU device nothing runs: ``unsupported_on_cpu`` once the sources compiled, never a pass.
    A header of a CUDA library this host's toolkit lacks is ``unsupported_on_cpu`` too (the host's gap).
-
-Running a compiled solution on the device is not wired into the candidate yet: the pieces exist
-(`drkernel.gym.cuda.loader` imports the host's build instead of compiling, `drkernel.gym.cuda.
-attribution` names own kernels in the profiler's records), but the candidate does not install them,
-the Triton contract's run-time guards do not know ``load_inline``, and the launch counters see Triton
-launches only. A ``cuda`` request for a GPU device raises `InfrastructureError`.
+4. on a GPU the inner evaluator (the in-process gym) runs it as it runs a Triton solution (candidate
+   in its sandbox, judge, integrity runs, timing), handed the builds (`native_builds`: typed
+   `drkernel.gym.messages.NativeBuild` entries, the libraries' bytes beside them). Its candidate
+   imports them through its ``load_inline`` (`drkernel.gym.cuda.loader`; no compiler runs there),
+   counts each call of an extension function as an own launch, and names own device kernels by
+   their ``__global__`` functions (`drkernel.gym.cuda.attribution`). The result speaks CUDA
+   (`drkernel.gym.cuda.wording`) and carries the front's static and compile stages.
 """
 
 from __future__ import annotations
@@ -28,30 +29,35 @@ from typing import Any, Sequence
 from drkernel.devices import Device
 from drkernel.errors import InfrastructureError
 from drkernel.gym.config import EvalRequest
+from drkernel.gym.cuda import toolchain
 from drkernel.gym.cuda.build import BuildOutcome, CompileCache, Compiler, default_cache_dir
-from drkernel.gym.cuda.contract import CudaReport, check_cuda
+from drkernel.gym.cuda.contract import CudaModule, CudaReport, check_cuda
+from drkernel.gym.cuda.wording import relabel
+from drkernel.gym.messages import NativeBuild
 from drkernel.gym.orchestrator.sandbox import make_runner
 from drkernel.gym.protocol import Evaluator
 from drkernel.gym.result import EvalResult, Hack, Status
 from drkernel.gym.verdict.hacks import dedupe
 
+CPU_NAME = "cpu (CUDA sources compiled, not run)"
 CPU_NOTE = ("the CUDA sources compiled; a CUDA solution runs only on a GPU, so correctness, hacks found at "
             "run time and timing are not judged on CPU")
 
 
 def _result(request: EvalRequest, status: Status, stages: dict[str, float], t0: float, *,
             hacks: Sequence[Hack] = (), error: str | None = None, note: str | None = None,
-            compiled: bool | None = None) -> EvalResult:
+            compiled: bool | None = None, device: str = "cpu") -> EvalResult:
+    """A result decided before anything ran (the contract, the build, CPU mode), in CUDA's words."""
     cfg = request.config
     result = EvalResult(status=status, compiled=compiled, problem_key=request.problem.key,
                         request_id=request.request_id,
                         hacks=dedupe(list(hacks)), error=error, timing_note=note,
                         verdict_mode=cfg.verdict_mode,
                         tolerance_profile=cfg.tolerance, config=cfg.to_dict(), stage_seconds=dict(stages),
-                        device="cpu", device_name="cpu (CUDA sources compiled, not run)",
+                        device=device, device_name=CPU_NAME if device == "cpu" else "",
                         solution_hash=hashlib.sha256(request.solution.encode()).hexdigest(),
                         elapsed_s=time.monotonic() - t0)
-    return result.finalize()
+    return relabel(result.finalize())
 
 
 def static_status(report: CudaReport) -> tuple[Status, list[Hack]] | None:
@@ -65,6 +71,24 @@ def static_status(report: CudaReport) -> tuple[Status, list[Hack]] | None:
     if python is not None and not python.has_modelnew:
         return Status.NO_MODELNEW, []
     return None
+
+
+def native_builds(modules: Sequence[CudaModule], outcomes: Sequence[BuildOutcome],
+                  arch: str) -> list[tuple[NativeBuild, bytes]]:
+    """What a candidate gets of a solution's builds: each module's `NativeBuild` and its library's bytes,
+    read from the host's cache. A build without a library (a host whose torch cannot link CUDA) cannot
+    run here: our host's failure, not the solution's."""
+    native = []
+    for module, outcome in zip(modules, outcomes):
+        if not outcome.linked or outcome.library is None:
+            raise InfrastructureError(f"{module.name}: built without linking (this host's torch has no CUDA "
+                                      "libraries), so it cannot run on the GPU")
+        with open(outcome.library, "rb") as f:
+            data = f.read()
+        native.append((NativeBuild(name=module.name, key=outcome.key, arch=arch, toolchain=toolchain.toolchain(),
+                                   size=len(data), digest=hashlib.sha256(data).hexdigest(),
+                                   functions=module.functions, kernels=module.kernels), data))
+    return native
 
 
 class CudaEvaluator:
@@ -103,24 +127,29 @@ class CudaEvaluator:
         report = check_cuda(request.solution)
         stages = {"static_checks": time.monotonic() - t0}
         early = static_status(report)
+        device = self._device(request)
         if early is not None:
             status, hacks = early
             error = report.python.parse_error if report.python else None
-            return _result(request, status, stages, t0, hacks=hacks, error=error)
+            return _result(request, status, stages, t0, hacks=hacks, error=error, device=device)
         t = time.monotonic()
         outcomes = self.build_all(report)
         stages["compile"] = time.monotonic() - t  # this evaluation's time: ~0 when every build was cached
         failed = next((o for o in outcomes if not o.ok), None)
-        cpu = self._device(request) == "cpu"
+        cpu = device == "cpu"
         if failed is not None:
             status = Status.UNSUPPORTED_ON_CPU if failed.host_gap and cpu else Status.COMPILE_ERROR
-            return _result(request, status, stages, t0, error=failed.error)
+            return _result(request, status, stages, t0, error=failed.error, device=device)
         if cpu:
             cached = all(o.cached for o in outcomes)
             note = CPU_NOTE + (" (every build came from the cache)" if cached else "")
             return _result(request, Status.UNSUPPORTED_ON_CPU, stages, t0, error=note, note=note, compiled=True)
-        raise InfrastructureError("running CUDA solutions on a GPU is not wired into the candidate yet "
-                                  "(the host builds them; see drkernel.gym.cuda.evaluate)")
+        native = native_builds(report.modules, outcomes, self.compiler.arch)
+        before = time.monotonic() - t0
+        result = self.inner.evaluate(request, native=native)  # type: ignore[call-arg]
+        result.stage_seconds.update(stages)  # the inner one ran no static checks: the contract was ours
+        result.elapsed_s = before + (result.elapsed_s or 0.0)
+        return relabel(result)
 
     def build_all(self, report: CudaReport) -> list[BuildOutcome]:
         """Every module of the solution, compiled in parallel (each in its own compile child)."""

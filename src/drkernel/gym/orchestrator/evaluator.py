@@ -27,7 +27,7 @@ from drkernel.gym.checks import CheckRegistry, default_checks
 from drkernel.gym.compile_cache import CompileCache
 from drkernel.gym.config import EvalConfig, EvalRequest
 from drkernel.gym import provenance
-from drkernel.gym.messages import Job, Prepared, TimeReference, Timed, timing_samples
+from drkernel.gym.messages import Job, NativeBuild, Prepared, TimeReference, Timed, timing_samples
 from drkernel.gym.orchestrator.judge_pool import JUDGE_ROUTINGS
 from drkernel.gym.orchestrator.own_judge import OwnJudge, is_request_reference
 from drkernel.gym.orchestrator.refcache import TIMING_FIELDS, ReferenceTimingCache, reference_key
@@ -125,11 +125,13 @@ class InProcessEvaluator:
 
     # -- Evaluator protocol --------------------------------------------------------------------
 
-    def evaluate(self, request: EvalRequest) -> EvalResult:
-        """Evaluate one solution; a bad solution is a result, never an exception."""
+    def evaluate(self, request: EvalRequest, native: Sequence[tuple[NativeBuild, bytes]] = ()) -> EvalResult:
+        """Evaluate one solution; a bad solution is a result, never an exception. ``native``: a CUDA
+        solution's builds with their libraries (from `drkernel.gym.cuda.evaluate`, which has checked
+        its contract, so the Triton static checks do not run), handed to its candidate."""
         for attempt in range(2):
             try:
-                return self._evaluate(request)
+                return self._evaluate(request, native)
             except (JudgeLost, JudgeOutOfMemory) as e:  # the infrastructure's, not the solution's: once more
                 what = "lost" if isinstance(e, JudgeLost) else "out of device memory"
                 if attempt:
@@ -205,7 +207,7 @@ class InProcessEvaluator:
 
     # -- one evaluation -----------------------------------------------------------------------
 
-    def _evaluate(self, request: EvalRequest) -> EvalResult:
+    def _evaluate(self, request: EvalRequest, native: Sequence[tuple[NativeBuild, bytes]] = ()) -> EvalResult:
         t0 = time.monotonic()
         cfg = request.config
         facts = Facts(RequestFacts(request.problem.key, request.request_id, cfg.tolerance, cfg.verdict_mode,
@@ -213,17 +215,18 @@ class InProcessEvaluator:
                                    hashlib.sha256(request.solution.encode()).hexdigest()))
         stages: dict[str, float] = {}
         _announce(request, "static checks")
-        hacks, blocked = self._static_checks(request)
+        hacks, blocked = ([], False) if native else self._static_checks(request)
         stages["static_checks"] = time.monotonic() - t0
         if blocked:
             return self._done(replace(facts, checks=CheckFacts(tuple(hacks), blocked=True)), stages, t0)
 
         rt = self._runtime(cfg.device)
         with _judge_of(request, rt) as judge:
-            return self._run_job(request, facts, hacks, stages, t0, rt, judge)
+            return self._run_job(request, facts, hacks, stages, t0, rt, judge, native)
 
     def _run_job(self, request: EvalRequest, facts: Facts, hacks: list, stages: dict[str, float], t0: float,
-                 rt: DeviceRuntime, judge: OwnJudge | None) -> EvalResult:
+                 rt: DeviceRuntime, judge: OwnJudge | None,
+                 native: Sequence[tuple[NativeBuild, bytes]] = ()) -> EvalResult:
         """Prepare, run the candidate, check and time (``judge``: the job's own, for a request's reference)."""
         cfg = request.config
         facts = replace(facts, request=replace(
@@ -233,14 +236,14 @@ class InProcessEvaluator:
         _announce(request, f"running the reference on {rt.device_name}")
         prepared = rt.prepare(request.problem, cfg, judge)
         stages["prepare"] = time.monotonic() - t
-        job, plan = self._job(request, prepared, rt)
+        job, plan = self._job(request, prepared, rt, tuple(b for b, _ in native))
         job_id = f"{next(self._ids)}-{facts.request.solution_hash[:8]}"
         _announce(request, f"running the solution in a fresh candidate process ({cfg.trials} trials, "
                            f"limit {cfg.timeout_s:g} s)")
         clocks_start = read_clocks(rt.device) if job["timing"] else None
         with rt.slot(prepared.input_bytes):  # the memory claim is empty on CPU
             session = CandidateSession(rt, job, job_id, cfg.tolerance, job["weight_seed"], cfg.timeout_s,
-                                       cfg.rss_limit_mb << 20, judge)
+                                       cfg.rss_limit_mb << 20, judge, b"".join(lib for _, lib in native))
             out = self._run_cancellable(session)
         _session_stages(stages, out)
         candidate = candidate_facts(out, job)
@@ -293,7 +296,8 @@ class InProcessEvaluator:
             blocked = blocked or (bool(found) and check.blocking)
         return hacks, blocked
 
-    def _job(self, request: EvalRequest, prepared: Prepared, rt: DeviceRuntime) -> tuple[dict[str, Any], SeedPlan]:
+    def _job(self, request: EvalRequest, prepared: Prepared, rt: DeviceRuntime,
+             native: tuple[NativeBuild, ...] = ()) -> tuple[dict[str, Any], SeedPlan]:
         cfg = request.config
         plan = plan_seeds(cfg.seed, cfg.trials, bool(prepared.second_code), prepared.distributions)
         trials = [{"seed": plan.trials[k], "code": prepared.code, "size": "primary"} for k in range(cfg.trials)]
@@ -307,7 +311,7 @@ class InProcessEvaluator:
                 "hooks": list(self.checks.candidate_hooks), "timing": bool(cfg.timing and rt.is_cuda),
                 "timing_seed": plan.timing, "input_budget_bytes": budget, "integrity": plan.to_job(),
                 "reference_seed": plan.reference,
-                "timing_plan": timing_plan(cfg), "roofline_ms": prepared.roofline_ms}).to_header(), plan
+                "timing_plan": timing_plan(cfg), "roofline_ms": prepared.roofline_ms}, native).to_header(), plan
 
     def _timing(self, status: Status, out: SessionOutcome, rt: DeviceRuntime, job: dict[str, Any],
                 cfg: EvalConfig, stages: dict[str, float], judge: OwnJudge | None = None) -> TimingFacts:

@@ -27,8 +27,8 @@ from typing import Any
 from drkernel import pyast
 from drkernel.gym.compile_cache import scope_key
 from drkernel.gym.ipc import ChannelClosed, ChannelTimeout, ProtocolViolation, close_fds
-from drkernel.gym.messages import (Compare, CompareRequest, Done, Error, Extra, Message, Op, Outputs, Release,
-                                   Signal, SolutionPath, Timing, Verdict, parse_candidate)
+from drkernel.gym.messages import (Compare, CompareRequest, Done, Error, Extra, Message, NativeBuild, Op,
+                                   Outputs, Release, Signal, SolutionPath, Timing, Verdict, parse_candidate)
 from drkernel.gym.orchestrator.memory import RssWatch, group_rss_bytes
 from drkernel.gym.verdict.plausibility import suspicious, tree_bytes
 from drkernel.gym.orchestrator.runtime import DeviceRuntime
@@ -149,15 +149,20 @@ class ProtocolOrder:
         self.phase = Phase.SAMPLES
 
 
-def forged_claims(source: str, done: dict[str, Any]) -> str | None:
+def forged_claims(source: str, done: dict[str, Any], native: tuple[NativeBuild, ...] = ()) -> str | None:
     """A final report that claims launches of the solution's own kernels the source cannot have:
-    own kernels without any ``jit`` in the source, or named after no function it defines."""
+    own kernels without any ``jit`` in the source, or named after no function it defines; for a CUDA
+    solution (``native``: its builds), own launches of anything but ``<extension>.<function>`` of them."""
     reports = done.get("reports") if isinstance(done.get("reports"), dict) else {}
     launches = reports.get("launches") if isinstance(reports.get("launches"), dict) else {}
     kernels = launches.get("kernels") if isinstance(launches.get("kernels"), list) else []
     own = [str(k.get("name", "")) for k in kernels if isinstance(k, dict) and k.get("own")]
     if not own:
         return None
+    if native:
+        exported = {f"{b.name}.{f}" for b in native for f in b.functions}
+        missing = [n for n in own if n not in exported]
+        return f"the report claims own launches {missing[:4]} its extensions do not export" if missing else None
     try:
         defined = {n.name for n in ast.walk(pyast.parse(source))
                    if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
@@ -173,9 +178,12 @@ def forged_claims(source: str, done: dict[str, Any]) -> str | None:
 
 class CandidateSession:
     def __init__(self, runtime: DeviceRuntime, job: dict[str, Any], job_id: str, profile: str,
-                 weight_seed: int, timeout_s: float, rss_limit_bytes: int, judge: Any = None) -> None:
+                 weight_seed: int, timeout_s: float, rss_limit_bytes: int, judge: Any = None,
+                 native_blob: bytes = b"") -> None:
         self.rt = runtime
         self.job = job
+        self.native = tuple(NativeBuild.from_header(b) for b in job.get("native") or ())  # a CUDA solution's builds
+        self.native_blob = native_blob  # their libraries, in order: the head of the job's blob
         self.job_id = job_id
         self.profile = profile
         self.weight_seed = weight_seed
@@ -254,7 +262,8 @@ class CandidateSession:
         deadline = started + self.timeout_s
         self.lock_t = started
         try:
-            child.send(*self._job_with_compiled())
+            job, seed = self._job_with_compiled()
+            child.send(job, self.native_blob + seed)
             while True:
                 # outputs travel in the candidate's staging buffer, or as a blob counted against its limit
                 raw = child.recv(deadline, max_fds=1, max_blob=lambda: self._blob_room(child))
@@ -334,7 +343,7 @@ class CandidateSession:
             self.out.error = msg.as_dict()
         elif isinstance(msg, Done):
             done = msg.to_header()
-            forged = forged_claims(str(self.job.get("solution", "")), done)
+            forged = forged_claims(str(self.job.get("solution", "")), done, self.native)
             if forged:
                 raise ProtocolViolation(f"forged report: {forged}")
             self.out.done = done

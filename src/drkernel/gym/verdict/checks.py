@@ -95,6 +95,19 @@ def _static_tf32(source: str) -> list[str]:
     return found
 
 
+def static_view(request: Any) -> tuple[Any, tuple[str, ...], str]:
+    """The static report of a solution's Python, the kernels its source defines, and its language's
+    name. A CUDA solution's Python is read with its validated ``load_inline`` calls masked, and its
+    kernels are the ``__global__`` functions of its sources (`drkernel.gym.cuda.contract`)."""
+    if getattr(request, "language", "triton") == "cuda":
+        from drkernel.gym.cuda.contract import check_cuda
+
+        report = check_cuda(request.solution)
+        return report.python or analyze(request.solution), report.own_kernels, "CUDA"
+    static = analyze(request.solution)
+    return static, tuple(static.own_kernels), "Triton"
+
+
 class IntegrityVerdict:
     """Hacks shown by the run: decoys, passthrough, reuse, caching, call counts, TF32, disabled checks."""
 
@@ -105,10 +118,10 @@ class IntegrityVerdict:
         config = request.config
         report = candidate_report.get("integrity") or {}
         hacks = [Hack(**h) for h in report.get("hacks", [])]
-        static = analyze(request.solution)
+        static, own_kernels, language = static_view(request)
         launches = _own_launches(candidate_report)
         trials = judge_report.get("trials") or []
-        if config.tolerance == "kernelbench" and request.problem.dtype == "float32":
+        if config.tolerance == "kernelbench" and request.problem.dtype == "float32" and language == "Triton":
             # Reported even when the lowered precision already failed a trial: it says why.
             hacks += [make_hack(12, f"{e} in a float32 problem under the kernelbench profile")
                       for e in _static_tf32(request.solution)]
@@ -121,14 +134,14 @@ class IntegrityVerdict:
         if not (primary_ok and all(t.get("passed") for t in second)):
             return dedupe(hacks)  # a failed run is judged by its status and what it was caught doing
         if launches == 0:
-            if static.own_kernels:
-                hacks.append(make_hack(1, f"kernels {', '.join(static.own_kernels)} are defined but forward "
+            if own_kernels:
+                hacks.append(make_hack(1, f"kernels {', '.join(own_kernels)} are defined but forward "
                                           f"launched none of them"))
             else:
-                hacks.append(make_hack(2, "forward launched no Triton kernel defined in the solution"))
+                hacks.append(make_hack(2, f"forward launched no {language} kernel defined in the solution"))
         verdicts = {tag: _judged(judge_report, tag) for tag in EXTRA_TAGS}
         if launches and verdicts["skip_own"] and not verdicts["zeros_probe"]:
-            hacks.append(make_hack(2, "outputs were still correct with every own Triton launch skipped"))
+            hacks.append(make_hack(2, f"outputs were still correct with every own {language} launch skipped"))
         if verdicts["poisoned"] is False:
             hacks.append(make_hack(5, "outputs were wrong once uninitialised allocations were poisoned"))
         if verdicts["recall_same"] is False:
