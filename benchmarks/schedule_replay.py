@@ -31,6 +31,8 @@ work onto the device would stretch them, so a predicted rate above the measured 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import itertools
 import json
 import statistics
 import sys
@@ -43,6 +45,7 @@ from typing import Any
 
 from drkernel.gym.ipc import ChannelClosed, Message
 from drkernel.gym.messages import (Compare, Done, Error, Extra, Op, Outputs, Signal, SolutionPath, Timing, Verdict)
+from drkernel.gym.orchestrator.judge_pool import JUDGE_ROUTINGS, JudgeFreed
 from drkernel.gym.orchestrator.pool import Talker, WarmPool
 from drkernel.gym.orchestrator.runtime import DeviceRuntime, JudgeSlot, MemoryBudget, RWLock, WarmUpGate
 from drkernel.gym.orchestrator.session import CandidateSession
@@ -65,6 +68,20 @@ class Script:
     release_s: float
     timed: bool
     hooks: list[str] = field(default_factory=list)
+    key: tuple[str, str] = ("", "")
+    """The evaluation's solution (problem, label): the compile cache's scope within the mix."""
+    compile_step: int | None = None
+    """The step whose wait is the compile (a cache hit shortens it), None where nothing compiled."""
+
+    def hit(self, hit_s: float) -> "Script":
+        """The same evaluation with its compile served from the compile cache: ``hit_s`` in place of
+        the compile stage (a repeat loads the kept binaries instead of compiling them)."""
+        if self.compile_step is None:
+            return self
+        steps = list(self.steps)
+        seconds, header = steps[self.compile_step]
+        steps[self.compile_step] = (min(seconds, hit_s), header)
+        return dataclasses.replace(self, steps=steps)
 
 
 def script(row: dict[str, Any], judge_ratio: float) -> Script:
@@ -86,11 +103,15 @@ def script(row: dict[str, Any], judge_ratio: float) -> Script:
     judge = g("judge_compare") / exports
     service = judge * judge_ratio
     own = lambda total, n: max(0.0, total / n - judge) if n else 0.0  # noqa: E731
-    steps.append((own(g("compile"), 1), Outputs(0, TREE).to_header()))
-    if not correct:
-        steps.append((g("correctness"), Done().to_header()))
-        return Script(g("static_checks"), steps, service, 0, g("child_exit"), g("judge_release"), False)
-    steps += [(own(g("correctness"), TRIALS - 1), Outputs(i, TREE).to_header()) for i in range(1, TRIALS)]
+    key = (str(row["problem"]), str(row.get("label", "")))
+    steps.append((g("compile"), Outputs(0, TREE).to_header()))  # build, first call and its compile
+    if not correct:  # trial 0's export, its verdict a failure
+        steps.append((max(0.0, g("correctness") - judge), Done().to_header()))
+        return Script(g("static_checks"), steps, service, 0, g("child_exit"), g("judge_release"), False, key=key,
+                      compile_step=1)
+    # trial 0's export is inside ``correctness`` (the candidate's stage clock), so its judge share is too
+    steps += [(max(0.0, (g("correctness") - judge * TRIALS) / (TRIALS - 1)), Outputs(i, TREE).to_header())
+              for i in range(1, TRIALS)]
     steps += [(own(g("extra_runs"), len(integrity)), Compare(0, tag, TREE).to_header()) for tag in integrity]
     steps.append((0.0, Extra("integrity", {}).to_header()))
     if timed:
@@ -98,7 +119,8 @@ def script(row: dict[str, Any], judge_ratio: float) -> Script:
         steps += [(own(g("timing_samples"), samples), Compare("timing", f"timed_call_{k}", TREE).to_header())
                   for k in range(samples)]
     steps.append((0.0, Done().to_header()))
-    return Script(g("static_checks"), steps, service, None, g("child_exit"), g("judge_release"), timed, ["integrity"])
+    return Script(g("static_checks"), steps, service, None, g("child_exit"), g("judge_release"), timed, ["integrity"],
+                  key=key, compile_step=1)
 
 
 class ReplayCandidate(Talker):
@@ -124,7 +146,7 @@ class ReplayCandidate(Talker):
 
     def send(self, header: dict, blob: bytes = b"", fds: list[int] | None = None) -> None:
         if header.get("op") == Op.JOB:
-            self.script = self.replay.scripts[header["replay"]]
+            self.script = self.replay.script_of(header["replay"])
 
     def recv(self, deadline: float | None = None, max_fds: int = 0, max_blob: object = None) -> Message:
         """The replayed candidate's next message (``max_blob``, the real channel's cap, bounds nothing here:
@@ -181,9 +203,11 @@ class ReplayJudge:
     def recv(self, deadline: float | None = None) -> Message:
         h = self.request
         sc = self.replay.scripts[int(str(h.get("job")))]
-        if h.get("op") == Op.RELEASE:
-            self.replay.sleep(sc.release_s)
+        if h.get("op") == Op.RELEASE:  # the judge that answered the job last frees its tensors
+            if self.replay.last_judge.get(str(h.get("job"))) is self:
+                self.replay.sleep(sc.release_s)
             return Message({"op": Op.RELEASED.value})
+        self.replay.last_judge[str(h.get("job"))] = self
         self.replay.sleep(sc.judge_s)
         return Message(Verdict(h.get("trial") != sc.fail_trial or h.get("tag") is not None).to_header())
 
@@ -192,35 +216,76 @@ class ReplayJudge:
 
 
 class Replay:
-    """The fake device's parameters and the scripts being replayed."""
+    """The fake device's parameters and the scripts being replayed. With ``hit_s`` (the compile cache
+    on) an evaluation whose solution an earlier, finished evaluation compiled compiles in ``hit_s``."""
 
-    def __init__(self, scripts: list[Script], scale: float, start_s: float, warm_share: float, stop_s: float) -> None:
+    def __init__(self, scripts: list[Script], scale: float, start_s: float, warm_share: float, stop_s: float,
+                 hit_s: float | None = None) -> None:
         self.scripts, self.scale = scripts, scale
         self.start_s, self.warm_s, self.stop_s = start_s, start_s * warm_share, stop_s
         self.stops = 0
+        self.hit_s = hit_s
+        self.stored: set[tuple[str, str]] = set()  # solutions whose compiled kernels the cache keeps
+        self.hits = 0
+        self.last_judge: dict[str, Any] = {}  # job -> the judge that answered its last request
+        self._lock = threading.Lock()
+
+    def script_of(self, k: int) -> Script:
+        """The script a candidate plays for evaluation ``k``: a cache hit's when its solution is kept."""
+        sc = self.scripts[k]
+        with self._lock:
+            if self.hit_s is None or sc.key not in self.stored or sc.compile_step is None:
+                return sc
+            self.hits += 1
+        return sc.hit(self.hit_s)
+
+    def finished(self, k: int) -> None:
+        """Evaluation ``k`` ended: what it compiled is kept for later ones of its solution."""
+        sc = self.scripts[k]
+        if self.hit_s is not None and sc.compile_step is not None:
+            with self._lock:
+                self.stored.add(sc.key)
 
     def sleep(self, seconds: float) -> None:
         if seconds > 0:
             time.sleep(seconds * self.scale)
 
 
-def runtime(replay: Replay, concurrency: int, pool_size: int, judges: int) -> DeviceRuntime:
+@dataclass(frozen=True)
+class Setting:
+    """One replayed configuration of the device's runtime (and the compile cache: ``hit_s`` or None)."""
+
+    concurrency: int
+    pool_size: int
+    judges: int
+    routing: str = "sticky"
+    hit_s: float | None = None
+
+    def label(self) -> str:
+        cache = "off" if self.hit_s is None else f"hit {self.hit_s:g} s"
+        return f"c{self.concurrency}/p{self.pool_size}/j{self.judges} {self.routing}, compile cache {cache}"
+
+
+def runtime(replay: Replay, setting: Setting) -> DeviceRuntime:
     """A `DeviceRuntime` of the fake device: its own slots, judge pool, lock and warm pool, with the fake
     children in place of processes (its constructor would start real ones)."""
     rt = DeviceRuntime.__new__(DeviceRuntime)
+    concurrency, pool_size = setting.concurrency, setting.pool_size
     rt.requested, rt.hello, rt.concurrency, rt.pool_size = "cuda:0", {"device": "cuda:0"}, concurrency, pool_size
     rt.rw = RWLock()
     rt.warm_up_gate = WarmUpGate(rt.rw)
     rt.slots, rt.in_flight, rt.memory = threading.Semaphore(concurrency), 0, MemoryBudget(0)
     rt._count_lock = threading.Lock()
-    rt.judges = [JudgeSlot(i, lambda: ReplayJudge(replay)) for i in range(judges)]
+    rt.judge_routing, rt.judge_freed = setting.routing, JudgeFreed()
+    rt.judges = [JudgeSlot(i, lambda: ReplayJudge(replay), rt.judge_freed) for i in range(setting.judges)]
     rt.pool = WarmPool("cuda:0", pool_size, {}, runner=None, gate=rt.warm_up_gate, spawn=lambda: ReplayCandidate(replay))
     return rt
 
 
-def replay_run(replay: Replay, concurrency: int, pool_size: int, judges: int) -> dict[str, Any]:
+def replay_run(replay: Replay, setting: Setting) -> dict[str, Any]:
     """Every script once, in order, ``2 x concurrency`` outstanding; the rate in the run's own seconds."""
-    rt = runtime(replay, concurrency, pool_size, judges)
+    rt = runtime(replay, setting)
+    concurrency, pool_size = setting.concurrency, setting.pool_size
     with rt.pool._cond:  # the measured run started with a full pool
         rt.pool._cond.wait_for(lambda: rt.pool.ready_count >= pool_size, timeout=60)
     outcomes: list[dict[str, float]] = []
@@ -233,8 +298,9 @@ def replay_run(replay: Replay, concurrency: int, pool_size: int, judges: int) ->
         with rt.slot(0):
             out = CandidateSession(rt, job, str(k), "kernelgym", 0, 3600.0, 1 << 50).run()
         assert out.violation is None and out.done is not None, (k, out.violation, out.died)
+        replay.finished(k)
         return {"timing_lock_wait": out.lock_wait_s / replay.scale, "child_wait": out.child_wait_s / replay.scale,
-                "exclusive": out.exclusive_s / replay.scale}
+                "judge_compare": out.judge_s / replay.scale, "exclusive": out.exclusive_s / replay.scale}
 
     t0 = time.monotonic()
     with ThreadPoolExecutor(max_workers=2 * concurrency) as pool:
@@ -248,8 +314,9 @@ def replay_run(replay: Replay, concurrency: int, pool_size: int, judges: int) ->
     wall = (time.monotonic() - t0) / replay.scale
     rt.pool.close()
     sums = {k: round(sum(o[k] for o in outcomes), 2) for k in outcomes[0]}
-    return {"concurrency": concurrency, "pool_size": pool_size, "judges": judges, "evaluations": len(outcomes), "wall_s": round(wall, 2),
-            "evals_per_s": round(len(outcomes) / wall, 3), "stage_seconds": sums, "stops": replay.stops}
+    return {"setting": setting.label(), **dataclasses.asdict(setting), "evaluations": len(outcomes),
+            "wall_s": round(wall, 2), "evals_per_s": round(len(outcomes) / wall, 3), "stage_seconds": sums,
+            "compile_hits": replay.hits, "stops": replay.stops}
 
 
 def load(path: Path, limit: int | None = None) -> tuple[list[Script], dict[str, Any]]:
@@ -266,6 +333,17 @@ def load(path: Path, limit: int | None = None) -> tuple[list[Script], dict[str, 
     return scripts, measured
 
 
+def settings(args: argparse.Namespace, measured: dict[str, Any]) -> list[Setting]:
+    """Every combination of the settings asked for (a pool as large as the slots unless one is named)."""
+    out = []
+    for c, j, routing, hit in itertools.product(args.concurrency or [measured["concurrency"]],
+                                                args.judges or [measured["judges"]], args.judge_routing,
+                                                args.hit_s or [None]):
+        pool = args.pool_size or (c if args.concurrency else measured["pool_size"])
+        out.append(Setting(c, pool, j, routing, None if hit is None or hit < 0 else hit))
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("run", type=Path, help="a sustained_load.json")
@@ -273,8 +351,14 @@ def main() -> int:
     ap.add_argument("--limit", type=int, default=None, help="replay only the first N evaluations")
     ap.add_argument("--concurrency", type=int, nargs="+", default=None,
                     help="slots per device, one replay per value (default: the run's)")
-    ap.add_argument("--pool-size", type=int, default=None, help="default: the run's")
-    ap.add_argument("--judges", type=int, default=None, help="default: the run's")
+    ap.add_argument("--pool-size", type=int, default=None,
+                    help="default: the run's, or as many as the slots where --concurrency is given")
+    ap.add_argument("--judges", type=int, nargs="+", default=None, help="judges per device (default: the run's)")
+    ap.add_argument("--judge-routing", nargs="+", choices=JUDGE_ROUTINGS, default=["sticky"],
+                    help="InProcessEvaluator(judge_routing=): sticky, shared")
+    ap.add_argument("--hit-s", type=float, nargs="+", default=None,
+                    help="the compile cache on: a repeated solution's compile takes this long (a negative value: "
+                         "the cache off, to replay both in one call)")
     ap.add_argument("--start-s", type=float, default=1.0, help="a forked candidate's start (measured: 1.04 s)")
     ap.add_argument("--warm-share", type=float, default=0.6, help="the share of the start under the gate")
     ap.add_argument("--stop-s", type=float, default=0.004, help="stopping one candidate's process tree")
@@ -283,21 +367,20 @@ def main() -> int:
     args = ap.parse_args()
     scripts, measured = load(args.run, args.limit)
     print(f"measured: {measured}", flush=True)
-    settings = args.concurrency or [measured["concurrency"]]
+    grid = settings(args, measured)
     results = []
     for _ in range(args.repeat):
-        for concurrency in settings:
-            replay = Replay(scripts, args.scale, args.start_s, args.warm_share, args.stop_s)
-            r = replay_run(replay, concurrency, args.pool_size or measured["pool_size"],
-                           args.judges or measured["judges"])
-            print(f"SUMMARY replay concurrency {concurrency}: {r}", flush=True)
+        for setting in grid:
+            replay = Replay(scripts, args.scale, args.start_s, args.warm_share, args.stop_s, setting.hit_s)
+            r = replay_run(replay, setting)
+            print(f"SUMMARY replay {setting.label()}: {r}", flush=True)
             results.append(r)
     if args.out:
         args.out.write_text(json.dumps({"run": str(args.run), "measured": measured, "args": {
             k: str(v) for k, v in vars(args).items()}, "results": results}, indent=1))
-    for concurrency in settings:
-        rates = [r["evals_per_s"] for r in results if r["concurrency"] == concurrency]
-        print(f"SUMMARY replay concurrency {concurrency} evaluations/s: median {statistics.median(rates):.3f} of {rates}")
+    for setting in grid:
+        rates = [r["evals_per_s"] for r in results if r["setting"] == setting.label()]
+        print(f"SUMMARY replay {setting.label()} evaluations/s: median {statistics.median(rates):.3f} of {rates}")
     return 0
 
 

@@ -37,12 +37,15 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
+import dataclasses
 import json
 import random
 import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
@@ -50,10 +53,12 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Iterator
 
 from drkernel.errors import InfrastructureError
 from drkernel.gym import EvalConfig, EvalRequest, InProcessEvaluator
 from drkernel.gym.config import TIMING_RULES
+from drkernel.gym.orchestrator.judge_pool import JUDGE_ROUTINGS
 from drkernel.problems import builtin_solution, find_problem, load_builtin, load_rows
 
 REPO = Path(__file__).resolve().parents[1]
@@ -151,16 +156,45 @@ def pct(xs: list[float], q: float) -> float | None:
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
-def run(args) -> dict:
+@dataclass(frozen=True)
+class Arm:
+    """The evaluator's settings for one run of the mix (``compile_cache``: a fresh, empty cache folder)."""
+
+    concurrency: int
+    pool_size: int
+    judges: int = 0
+    judge_routing: str = "sticky"
+    compile_cache: bool = False
+    timing_rule: str = EvalConfig.timing_rule
+
+    @classmethod
+    def of(cls, args: argparse.Namespace) -> "Arm":
+        """The settings the command line names (the single run's, or the A/B's first arm)."""
+        return cls(args.concurrency, args.pool_size, args.judges, args.judge_routing, args.compile_cache,
+                   args.timing_rule)
+
+
+@contextlib.contextmanager
+def evaluator(args: argparse.Namespace, arm: Arm) -> Iterator[InProcessEvaluator]:
+    """The run's evaluator, with a compile cache of its own (emptied afterwards) when the arm has one."""
+    with contextlib.ExitStack() as stack:
+        cache = stack.enter_context(tempfile.TemporaryDirectory(prefix="drkernel-cc-")) if arm.compile_cache else None
+        yield stack.enter_context(InProcessEvaluator(
+            device=args.device, concurrency=arm.concurrency, pool_size=arm.pool_size, judges=arm.judges,
+            judge_routing=arm.judge_routing, compile_cache_dir=cache))
+
+
+def run(args, arm: Arm | None = None) -> dict:
+    arm = arm or Arm.of(args)
     rng = random.Random(args.seed)
     ok, failing = workload(args.fail_fraction, args.seed, args.levels)
     cfg = EvalConfig(device=args.device, trials=args.trials, warmup_calls=args.warmup, timed_calls=args.timed,
-                     timing_rule=args.timing_rule)
+                     timing_rule=arm.timing_rule)
     rows: list[dict] = []
     gpu_index = int(args.device.split(":")[1]) if args.device.startswith("cuda:") else 0
     warm_s = None
-    with InProcessEvaluator(device=args.device, concurrency=args.concurrency, pool_size=args.pool_size,
-                            judges=args.judges) as ev:
+    concurrency = arm.concurrency
+    with evaluator(args, arm) as ev:
         warm = time.monotonic()
         ev.evaluate(EvalRequest(problem=ok[0].problem, solution=ok[0].source, config=cfg))  # judge + pool up
         print(f"warm-up evaluation: {time.monotonic() - warm:.1f} s", flush=True)
@@ -187,10 +221,10 @@ def run(args) -> dict:
             return {"problem": item.problem.name, "label": item.label, **outcome, "submitted_s": submitted - t0,
                     "done_s": done - t0, "latency_s": done - submitted}
 
-        with ThreadPoolExecutor(max_workers=2 * args.concurrency) as pool:
+        with ThreadPoolExecutor(max_workers=2 * concurrency) as pool:
             pending, k = set(), 0
             while time.monotonic() - t0 < args.duration_s or pending:
-                while time.monotonic() - t0 < args.duration_s and len(pending) < 2 * args.concurrency:
+                while time.monotonic() - t0 < args.duration_s and len(pending) < 2 * concurrency:
                     pending.add(pool.submit(one, draw(ok, failing, args.fail_fraction, rng), k))
                     k += 1
                 finished, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
@@ -207,6 +241,8 @@ def run(args) -> dict:
                                    for i, b in enumerate(info["judge_busy_s"])]
     summary = summarize(rows, wall, busy_fraction, args, info)
     summary["warm_references_s"] = warm_s
+    summary["setting"] = dataclasses.asdict(arm)
+    summary["timing_rule"] = arm.timing_rule
     return summary
 
 
@@ -322,7 +358,7 @@ def plot(summary: dict, path: Path) -> None:
     print(f"wrote {path}")
 
 
-def plot_ab(runs: dict[str, dict], path: Path) -> None:
+def plot_ab(runs: dict[str, dict], path: Path, title: str) -> None:
     """Completions over time of the runs side by side (``--ab``), one curve each."""
     plt = pyplot()
     if plt is None:
@@ -333,7 +369,7 @@ def plot_ab(runs: dict[str, dict], path: Path) -> None:
         ax.plot(done, range(1, len(done) + 1), label=f"{name}: {summary['evals_per_s']:.2f}/s, "
                                                     f"{summary['exclusive_s_per_eval'] or 0:.3f} s exclusive")
     ax.set(xlabel="seconds since start", ylabel="evaluations finished",
-           title="sustained load: adaptive vs fixed timing rule")
+           title=f"sustained load: {title}")
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     ax.legend()
@@ -355,17 +391,36 @@ def report(summary: dict, name: str) -> None:
           {k: round(v, 1) for k, v in summary["overlapping_stage_seconds"].items()})
 
 
-def main() -> int:
+CANDIDATE = {"concurrency": 12, "pool_size": 12, "judges": 3, "judge_routing": "shared", "compile_cache": True}
+"""The configuration ``--ab-candidate`` sets against the defaults: the fastest in the schedule replay of
+the 2026-11-26 H100 run (docs/BENCHMARKS.md, "Compile cache, slots and judges replayed"); each
+``--candidate-*`` option overrides one field."""
+
+
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--pool-size", type=int, default=4)
     ap.add_argument("--judges", type=int, default=0, help="judges per device (0: the gym's default)")
+    ap.add_argument("--judge-routing", choices=JUDGE_ROUTINGS, default="sticky",
+                    help="InProcessEvaluator(judge_routing=): a job's requests to one judge, or to any free one")
+    ap.add_argument("--compile-cache", action="store_true",
+                    help="InProcessEvaluator(compile_cache_dir=) a fresh folder: a repeated solution loads what an "
+                         "earlier evaluation of it compiled")
     ap.add_argument("--timing-rule", choices=TIMING_RULES, default=EvalConfig.timing_rule,
                     help="when the timed calls stop (EvalConfig.timing_rule)")
     ap.add_argument("--ab", action="store_true",
                     help="run the mix twice in one process, the adaptive timing rule then the fixed one (side by "
                          "side: one device, one mix); writes sustained_load{,_fixed}.json and sustained_ab.png")
+    ap.add_argument("--ab-candidate", action="store_true",
+                    help="run the mix twice in one process, the settings named (the defaults) then the candidate "
+                         "configuration (CANDIDATE, changed by --candidate-*); writes sustained_load.json, "
+                         "sustained_load_candidate.json and sustained_ab.png")
+    for field in ("concurrency", "pool_size", "judges"):
+        ap.add_argument(f"--candidate-{field.replace('_', '-')}", type=int, default=CANDIDATE[field])
+    ap.add_argument("--candidate-judge-routing", choices=JUDGE_ROUTINGS, default=CANDIDATE["judge_routing"])
+    ap.add_argument("--candidate-no-compile-cache", action="store_true", help="the candidate without the cache")
     ap.add_argument("--warm-references", action="store_true",
                     help="prepare every problem and time its reference before the clock starts (steady state "
                          "of an RL run, which times a problem's reference once for the whole run)")
@@ -373,7 +428,24 @@ def main() -> int:
     add_workload_args(ap)
     ap.add_argument("--out", default="out/sustained_load")
     ap.add_argument("--replot", action="store_true")
-    args = ap.parse_args()
+    return ap
+
+
+def arms(args: argparse.Namespace) -> list[tuple[str, Arm]]:
+    """The runs to make, by the name of their JSON: one, or two side by side (``--ab``, ``--ab-candidate``)."""
+    base = Arm.of(args)
+    if args.ab:
+        return [("sustained_load", dataclasses.replace(base, timing_rule="adaptive")),
+                ("sustained_load_fixed", dataclasses.replace(base, timing_rule="fixed"))]
+    if args.ab_candidate:
+        candidate = Arm(args.candidate_concurrency, args.candidate_pool_size, args.candidate_judges,
+                        args.candidate_judge_routing, not args.candidate_no_compile_cache, base.timing_rule)
+        return [("sustained_load", base), ("sustained_load_candidate", candidate)]
+    return [("sustained_load", base)]
+
+
+def main() -> int:
+    args = parser().parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.replot:
@@ -382,25 +454,25 @@ def main() -> int:
     if args.quick:
         args.trials, args.warmup, args.timed = 2, 1, 3
     runs: dict[str, dict] = {}
-    configs = [("sustained_load", args.timing_rule)]
-    if args.ab:
-        configs = [("sustained_load", "adaptive"), ("sustained_load_fixed", "fixed")]
-    for name, rule in configs:
-        args.timing_rule = rule
-        print(f"=== {name} (timing rule {rule}) ===", flush=True)
-        runs[name] = summary = run(args)
+    for name, arm in arms(args):
+        print(f"=== {name} ({arm}) ===", flush=True)
+        runs[name] = summary = run(args, arm)
         (out / f"{name}.json").write_text(json.dumps(summary, indent=1))
         plot(summary, out / f"{name}.png")
         report(summary, name)
     if args.ab:
         report_ab(runs["sustained_load"], runs["sustained_load_fixed"], out)
+    if args.ab_candidate:
+        agree = report_candidate_ab(runs["sustained_load"], runs["sustained_load_candidate"], out)
+        if not agree:
+            return 1
     return 0 if all(r["evaluations"] for r in runs.values()) else 1
 
 
 def report_ab(new: dict, old: dict, out: Path) -> None:
     """The adaptive rule against the fixed one, run side by side: rates, exclusive seconds per
     evaluation, and each problem's median gold speedup under both (the verdicts should agree)."""
-    plot_ab({"adaptive": new, "fixed": old}, out / "sustained_ab.png")
+    plot_ab({"adaptive": new, "fixed": old}, out / "sustained_ab.png", "adaptive vs fixed timing rule")
     print(f"SUMMARY sustained_ab evaluations/s adaptive {new['evals_per_s']:.3f} / fixed "
           f"{old['evals_per_s']:.3f} = x{new['evals_per_s'] / old['evals_per_s']:.2f}")
     print(f"SUMMARY sustained_ab exclusive s/evaluation adaptive {new['exclusive_s_per_eval'] or 0:.4f} / fixed "
@@ -408,6 +480,58 @@ def report_ab(new: dict, old: dict, out: Path) -> None:
     both = sorted(set(new["speedup_median"]) & set(old["speedup_median"]))
     print("SUMMARY sustained_ab median gold speedup adaptive/fixed:",
           {p: round(new["speedup_median"][p] / old["speedup_median"][p], 3) for p in both})
+
+
+def outcomes(summary: dict) -> dict[tuple[str, str], set[tuple[str, bool]]]:
+    """Each solution's (problem, label) verdicts in a run: the set of (status, valid) it earned; an
+    infrastructure error (the gym's failure, counted apart) is no verdict."""
+    got: dict[tuple[str, str], set[tuple[str, bool]]] = defaultdict(set)
+    for r in summary["rows"]:
+        if r["status"] != "infrastructure_error":
+            got[(r["problem"], r["label"])].add((r["status"], bool(r["valid"])))
+    return got
+
+
+def verdict_disagreements(a: dict, b: dict) -> tuple[list[str], list[str]]:
+    """The solutions evaluated in both runs whose verdicts differ: (those with no verdict in common
+    between the runs, those whose verdicts merely vary, within a run or between them). Each solution is
+    one source: every evaluation of it should earn the same status and validity."""
+    va, vb = outcomes(a), outcomes(b)
+    disjoint, varying = [], []
+    for key in sorted(set(va) & set(vb)):
+        if va[key] == vb[key] and len(va[key]) == 1:
+            continue
+        line = f"{key[0]}/{key[1]}: {sorted(va[key])} vs {sorted(vb[key])}"
+        (varying if va[key] & vb[key] else disjoint).append(line)
+    return disjoint, varying
+
+
+def report_candidate_ab(base: dict, cand: dict, out: Path) -> bool:
+    """The defaults against the candidate configuration, side by side: rates, GPU busy, exclusive seconds,
+    the stage sums per evaluation, speedup CVs, median gold speedups, and whether the verdicts agree."""
+    plot_ab({"defaults": base, "candidate": cand}, out / "sustained_ab.png", "defaults vs candidate configuration")
+    keys = list(base["stage_seconds"])[:10] + ["judge_compare"]  # the defaults' largest, in both runs
+    per_eval = {name: {k: round((s["stage_seconds"].get(k) or s["overlapping_stage_seconds"].get(k) or 0.0)
+                                / max(1, s["evaluations"]), 3) for k in keys}
+                for name, s in (("defaults", base), ("candidate", cand))}
+    print(f"SUMMARY sustained_cc candidate {cand['setting']}")
+    print(f"SUMMARY sustained_cc evaluations/s defaults {base['evals_per_s']:.3f} / candidate "
+          f"{cand['evals_per_s']:.3f} = x{cand['evals_per_s'] / base['evals_per_s']:.2f}")
+    for k in ("gpu_busy_fraction", "exclusive_s_per_eval", "speedup_cv_max", "latency_p50_s", "failing_fraction"):
+        print(f"SUMMARY sustained_cc {k} defaults {base[k]} / candidate {cand[k]}")
+    print("SUMMARY sustained_cc stage s/evaluation:", per_eval)
+    print("SUMMARY sustained_cc compile cache:", cand["device"].get("compile_cache"))
+    both = sorted(set(base["speedup_median"]) & set(cand["speedup_median"]))
+    print("SUMMARY sustained_cc median gold speedup candidate/defaults:",
+          {p: round(cand["speedup_median"][p] / base["speedup_median"][p], 3) for p in both})
+    differ, varying = verdict_disagreements(base, cand)
+    print(f"SUMMARY sustained_cc verdicts agree: {not differ} ({len(set(outcomes(base)) & set(outcomes(cand)))} "
+          f"solutions in both runs, {len(varying)} of them with verdicts that vary)")
+    for line in differ:
+        print(f"SUMMARY sustained_cc verdicts differ: {line}")
+    for line in varying:
+        print(f"SUMMARY sustained_cc verdicts vary: {line}")
+    return not differ
 
 
 if __name__ == "__main__":
