@@ -10,6 +10,9 @@ the solution source steer it:
 
 A file at ``broken_marker`` makes every result without a status directive incorrect (a faulted
 device: the canary fails). ``started_marker``: a file created when an evaluator is built.
+
+``cancel_thread(ident)`` ends the sleep of the evaluation that thread runs with a crashed result, as
+the gym's kill of a candidate does (a cancelled or preempted job).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import time
+import threading
 from pathlib import Path
 
 from drkernel.errors import JudgeError
@@ -36,6 +39,8 @@ class DirectiveEvaluator:
         self.broken_marker = broken_marker
         self.delay_s = delay_s
         self.pid = os.getpid()
+        self._sleeps: dict[int, threading.Event] = {}
+        self._lock = threading.Lock()
 
     def device_info(self) -> dict:
         return {
@@ -45,9 +50,30 @@ class DirectiveEvaluator:
             "pid": self.pid,
         }
 
+    def cancel_thread(self, ident: int) -> bool:
+        """Kill the evaluation thread ``ident`` runs; False when it runs none (yet)."""
+        with self._lock:
+            killed = self._sleeps.get(ident)
+        if killed is not None:
+            killed.set()
+        return killed is not None
+
+    def _sleep(self, seconds: float) -> bool:
+        """Sleep; True when a cancel ended it."""
+        killed = threading.Event()
+        with self._lock:
+            self._sleeps[threading.get_ident()] = killed
+        try:
+            return killed.wait(seconds)
+        finally:
+            with self._lock:
+                del self._sleeps[threading.get_ident()]
+
     def evaluate(self, request: EvalRequest) -> EvalResult:
         directives = dict(_DIRECTIVE.findall(request.solution))
-        time.sleep(float(directives.get("sleep") or self.delay_s))
+        if self._sleep(float(directives.get("sleep") or self.delay_s)):
+            return EvalResult(status=Status.CRASHED, problem_key=request.problem.key, request_id=request.request_id,
+                              device=self.device, error="killed (cancelled)").finalize()
         if "raise" in directives:
             raise RuntimeError("directive evaluator told to raise")
         if "die" in directives:

@@ -12,6 +12,7 @@ long polls at once.
 
 import html
 import logging
+import math
 import os
 import secrets
 import time
@@ -150,7 +151,9 @@ def create_app(config: ServiceConfig, handles: Sequence[WorkerHandle] | None = N
     app.add_api_route("/docs", lambda: HTMLResponse(_docs_page(app.openapi())), methods=["GET"],
                       include_in_schema=False)
     app.add_middleware(Gate, lookup=lookup, limiter=RateLimiter(config.rate_per_client, config.rate_burst),
-                       max_body=config.max_body_bytes, body_timeout_s=config.body_timeout_s)
+                       max_body=config.max_body_bytes, body_timeout_s=config.body_timeout_s,
+                       peers=RateLimiter(config.rate_per_peer, config.peer_burst),
+                       token_ttl_s=config.token_ttl_s)
     routes = [r for r in (*api.routes, *app.router.routes) if isinstance(getattr(r, "path", None), str)]
     app.add_middleware(_Timed, metrics=metrics, routes=routes)
     return app
@@ -347,9 +350,15 @@ def _submit_routes(r: APIRouter, config: ServiceConfig, catalog: ProblemCatalog)
     models = request_models(config)
     RequestIn, BatchIn = models.request, models.batch  # noqa: N806 - classes built per server
     quota = Quota(config.max_queued_per_client, config.max_stored_bytes_per_client)
+    jobs_rate = RateLimiter(config.submit_rate_per_client, config.submit_burst)
 
     async def submit(request: Request, items: list, where) -> SubmitOut:
         s, client = sched(request), client_of(request.scope)
+        wait = jobs_rate.take(client, len(items))  # every job, cached ones too
+        if wait > 0:
+            raise HTTPException(429, f"client {client!r} submits more than submit_rate_per_client="
+                                f"{config.submit_rate_per_client:g} jobs per second (cached ones count)",
+                                headers={"Retry-After": str(max(1, math.ceil(wait)))})
         served = s.devices()
 
         def store():  # in a thread: parsing, hashing and the SQLite transaction

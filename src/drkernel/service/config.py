@@ -98,6 +98,21 @@ class ServiceConfig:
     """Requests per second a client may send on average (a token bucket); more are answered 429."""
     rate_burst: int = 200
     """Requests a client may send at once before the rate applies."""
+    rate_per_peer: float = 20.0
+    """Requests per second a peer address may send on average without a verified token (the open
+    routes ``/metrics`` and ``/v1/health``, unknown tokens, a token's first use); more are 429.
+    Clients behind one proxy share an address."""
+    peer_burst: int = 200
+    """Requests without a verified token a peer address may send at once before its rate applies."""
+    token_ttl_s: float = 10.0
+    """How long a verified token is trusted from memory without the store (so a removed client's
+    token keeps working at most this long)."""
+    submit_rate_per_client: float = 100.0
+    """Jobs per second a client may submit on average, cached ones included (a cached job is done
+    at once, so ``max_queued_per_client`` never sees it); a submission past it is 429."""
+    submit_burst: int = 8192
+    """Jobs a client may submit at once before ``submit_rate_per_client`` applies (at least
+    ``max_batch``, so a full batch can pass)."""
     max_waits_per_client: int = 8
     """Long polls a client may hold open at once; more are answered 429."""
     max_stored_bytes_per_client: int = 1 << 30
@@ -134,6 +149,8 @@ class ServiceConfig:
             "max_solution_bytes",
             "max_queued_per_client",
             "rate_burst",
+            "peer_burst",
+            "submit_burst",
             "max_waits_per_client",
             "max_stored_bytes_per_client",
             "max_connections",
@@ -141,9 +158,13 @@ class ServiceConfig:
             if getattr(self, name) < 1:
                 problems.append(f"{name}={getattr(self, name)} (at least 1)")
         for name in ("lease_s", "max_wait_s", "max_timeout_s", "rate_per_client", "retention_s",
-                     "head_timeout_s", "body_timeout_s"):
+                     "head_timeout_s", "body_timeout_s", "rate_per_peer", "submit_rate_per_client",
+                     "token_ttl_s"):
             if getattr(self, name) <= 0:
                 problems.append(f"{name}={getattr(self, name)} (positive)")
+        if self.submit_burst < self.max_batch:
+            problems.append(f"submit_burst={self.submit_burst} below max_batch={self.max_batch} (a full "
+                            "batch could never pass)")
         if problems:
             raise ConfigError("invalid ServiceConfig: " + "; ".join(problems))
 

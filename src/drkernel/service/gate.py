@@ -5,15 +5,23 @@ Order: the client is identified from its bearer token (401 otherwise, body unrea
 rate is checked (429 with ``Retry-After``), then the body is read up to the size limit (413 for a
 larger one, whether it declared its length or streamed it chunked) and within the body deadline (408
 for one still arriving then), and replayed to the app.
+
+What needs no token is paid for by the peer address: every request that does not carry a token
+verified in the last ``token_ttl_s`` (the open routes ``/metrics`` and ``/v1/health``, unknown or
+missing tokens, a token's first use) takes from a bucket of its peer address, and past it is a 429
+before any lookup. A verified token is kept in memory (`TokenCache`) for ``token_ttl_s``, so a
+client's requests never wait for the store, and a lookup that must read it runs in a thread.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import hmac
 import math
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable
 
@@ -35,41 +43,93 @@ class _Bucket:
 
 
 class RateLimiter:
-    """A token bucket per client: ``burst`` requests at once, ``rate`` per second on average."""
+    """A token bucket per key (a client, a peer address): ``burst`` at once, ``rate`` per second on
+    average. At most ``max_keys`` buckets are kept (the least recently used one is dropped: a key seen
+    again starts full), so keys a client can vary (addresses) cannot grow it without bound."""
 
-    def __init__(self, rate: float, burst: int):
-        self.rate, self.burst = rate, burst
-        self._buckets: dict[str, _Bucket] = {}
+    def __init__(self, rate: float, burst: int, max_keys: int = 65536):
+        self.rate, self.burst, self.max_keys = rate, burst, max_keys
+        self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
         self._lock = threading.Lock()
 
-    def take(self, client: str) -> float:
-        """0 when the request may pass; else seconds until it could."""
+    def take(self, key: str, cost: int = 1) -> float:
+        """0 when ``cost`` may pass now (it is taken); else seconds until it could (nothing taken)."""
         now = time.monotonic()
         with self._lock:
-            b = self._buckets.setdefault(client, _Bucket(float(self.burst), now))
+            b = self._buckets.pop(key, None) or _Bucket(float(self.burst), now)
+            self._buckets[key] = b
+            if len(self._buckets) > self.max_keys:
+                self._buckets.popitem(last=False)
             b.tokens = min(float(self.burst), b.tokens + (now - b.last) * self.rate)
             b.last = now
-            if b.tokens >= 1.0:
-                b.tokens -= 1.0
+            if b.tokens >= cost:
+                b.tokens -= cost
                 return 0.0
-            return (1.0 - b.tokens) / self.rate
+            return (cost - b.tokens) / self.rate
+
+
+TOKEN_TTL_S = 10.0
+"""How long a verified token is trusted without the store, by default (`ServiceConfig.token_ttl_s`)."""
+
+
+class TokenCache:
+    """Clients of verified tokens, kept ``ttl_s`` in memory (keyed by the token's sha256; unknown
+    tokens are never kept, so its size is bounded by the tokens that exist). ``lookup(token)`` reads
+    the store; `resolve` runs it in a thread, off the event loop."""
+
+    def __init__(self, lookup: Callable[[str], str | None], ttl_s: float = TOKEN_TTL_S):
+        self.lookup, self.ttl_s = lookup, ttl_s
+        self._known: dict[str, tuple[str, float]] = {}
+
+    @staticmethod
+    def _key(token: str) -> str:
+        return hashlib.sha256(token.encode()).hexdigest()
+
+    def cached(self, token: str) -> str | None:
+        """The client of ``token`` if it was verified less than ``ttl_s`` ago (no I/O)."""
+        hit = self._known.get(self._key(token))
+        if hit is None or hit[1] < time.monotonic():
+            return None
+        return hit[0]
+
+    async def resolve(self, token: str) -> str | None:
+        """The client of ``token`` from the store (None: unknown), remembered when known."""
+        client = await asyncio.to_thread(self.lookup, token)
+        if client is not None:
+            now = time.monotonic()
+            self._known = {k: v for k, v in self._known.items() if v[1] >= now}  # drop lapsed entries
+            self._known[self._key(token)] = (client, now + self.ttl_s)
+        return client
 
 
 class Gate:
-    """ASGI middleware: authentication, rate limit and body size (see the module docstring).
-    ``lookup(token)`` names the client of a token (None: unknown)."""
+    """ASGI middleware: authentication, rate limits and body size (see the module docstring).
+    ``lookup(token)`` names the client of a token (None: unknown); ``limiter`` is per client,
+    ``peers`` per peer address (for whatever comes without a verified token)."""
 
     def __init__(self, app, lookup: Callable[[str], str | None], limiter: RateLimiter, max_body: int,
-                 body_timeout_s: float = 60.0):
-        self.app, self.lookup, self.limiter, self.max_body = app, lookup, limiter, max_body
+                 body_timeout_s: float = 60.0, peers: RateLimiter | None = None,
+                 token_ttl_s: float = TOKEN_TTL_S):
+        self.app, self.limiter, self.max_body = app, limiter, max_body
+        self.tokens = TokenCache(lookup, token_ttl_s)
         self.body_timeout_s = body_timeout_s
+        self.peers = peers or RateLimiter(20.0, 200)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         path = scope.get("path", "")
-        if path.startswith("/v1/") and path not in OPEN_PATHS:
-            client = self._authenticate(scope)
+        guarded = path.startswith("/v1/") and path not in OPEN_PATHS
+        token = _bearer(scope)
+        client = self.tokens.cached(token) if guarded and token else None
+        if client is None:  # no verified token: the peer address pays, before any lookup
+            wait = self.peers.take(_peer(scope))
+            if wait > 0:
+                return await _reply(send, 429, "rate_limited", "too many requests without a verified token "
+                                    "from this address", {"Retry-After": str(max(1, math.ceil(wait)))})
+        if guarded:
+            if client is None and token:
+                client = await self.tokens.resolve(token)
             if client is None:
                 return await _reply(send, 401, "unauthorized", "missing or unknown bearer token",
                                     {"WWW-Authenticate": "Bearer"})
@@ -105,17 +165,6 @@ class Gate:
 
         await self.app(scope, replay, send)
 
-    def _authenticate(self, scope) -> str | None:
-        header = b""
-        for name, value in scope.get("headers", ()):
-            if name == b"authorization":
-                header = value
-                break
-        scheme, _, given = header.decode("latin-1").partition(" ")
-        if not hmac.compare_digest(scheme.lower().encode(), b"bearer") or not given.strip():
-            return None
-        return self.lookup(given.strip())
-
     async def _read_body(self, scope, receive) -> bytes | None:
         """The whole body, or None once it passes the limit (declared or counted)."""
         for name, value in scope.get("headers", ()):
@@ -133,6 +182,25 @@ class Gate:
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return b"".join(chunks)
+
+
+def _bearer(scope) -> str:
+    """The bearer token of a request ("" when there is none)."""
+    header = b""
+    for name, value in scope.get("headers", ()):
+        if name == b"authorization":
+            header = value
+            break
+    scheme, _, given = header.decode("latin-1").partition(" ")
+    if not hmac.compare_digest(scheme.lower().encode(), b"bearer"):
+        return ""
+    return given.strip()
+
+
+def _peer(scope) -> str:
+    """The peer address of a request (its host, without the port)."""
+    peer = scope.get("client")
+    return str(peer[0]) if peer else "unknown"
 
 
 BODILESS = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})

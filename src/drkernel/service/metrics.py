@@ -143,6 +143,11 @@ class ServiceMetrics:
             "kernelgym_errors_total", "Infrastructure errors by class (retried once).", ("error_class",)
         )
         self.canary = Counter("kernelgym_canary_total", "Canary evaluations by outcome.", ("outcome",))
+        self.preempted = Counter(
+            "kernelgym_jobs_preempted_total",
+            "Running jobs given back to the queue (attempt uncounted) so a waiting client gets its share "
+            "of a worker's slots.",
+        )
         self.job_latency = Histogram("kernelgym_job_latency_seconds", "Submission to terminal state.")
         self.eval_seconds = Histogram("kernelgym_eval_seconds", "Time a worker spent on one evaluation.")
         http = ("route", "method", "status")
@@ -166,6 +171,7 @@ class ServiceMetrics:
             self.cache_hits,
             self.errors,
             self.canary,
+            self.preempted,
             self.job_latency,
             self.eval_seconds,
             self.http_seconds,

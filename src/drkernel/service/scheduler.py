@@ -10,7 +10,19 @@ renews the leases of jobs in flight and re-queues jobs whose lease lapsed. Outco
   once, ``failed`` with its cause the second time; the worker is restarted and canaried;
 * the problem's reference failed (`ReferenceFailed`: a custom reference that raises, say) ->
   ``failed`` at once with error class ``reference_error``: the request's fault, not the device's, so
-  neither retried nor canaried.
+  neither retried nor canaried;
+* preempted (below) -> ``queued`` again with the attempt uncounted, or ``done`` when its result
+  arrived before the kill did.
+
+Running jobs are shared fairly too (`fair_share_excess`): when a worker's slots are all taken and a
+client with a claimable queued job holds fewer of them than its share, a client holding more than
+its share gives back its most recently started job on that worker (the least work lost): its
+candidate is killed, the job is queued again, its attempt not counted, and the freed slot goes to
+the client running fewest jobs (the store's fair order). A one-slot worker never preempts (two
+clients would take the slot from each other forever): there the wait is bounded by the running job's
+``timeout_s``. This is the shape of a multi-tenant batch scheduler's fair-share preemption with
+requeue (Slurm's ``PreemptMode=REQUEUE``, Kubernetes' priority preemption): a waiting client's wait
+for a multi-slot worker is one kill, not another client's longest job.
 
 Jobs are keyed (for the result cache and for coalescing duplicates) by `request_key`: the problem as
 the judge runs it (code, level, dtype, CPU overrides, metadata), the solution, the config and the
@@ -57,6 +69,34 @@ def request_key(request: EvalRequest, device_name: str = "") -> str:
     return h.hexdigest()
 
 
+def fair_share_excess(slots: int, running: dict[str, int], waiting: set[str]) -> str | None:
+    """The client that should give a slot back on a full worker, or None.
+
+    With ``n`` clients sharing the worker (those running on it and those with claimable queued jobs),
+    a client's share is ``slots / n``: one holding more than ``ceil(slots / n)`` slots gives one
+    back while a waiting client holds fewer than ``max(1, floor(slots / n))``. Worked cases:
+    2 slots, A runs 2, B waits -> A (then 1 and 1: nobody). 3 slots, A 3, B waits -> A (then A 2,
+    B 1: nobody). 2 slots, A 2, B and C wait -> A (then A 1, B 1, C waits: nobody over 1).
+    1 slot -> never."""
+    if slots < 2:
+        return None
+    n = len(set(running) | waiting)
+    low, high = max(1, slots // n), -(-slots // n)
+    if not any(running.get(c, 0) < low for c in waiting):
+        return None
+    over = [c for c, k in running.items() if k > high]
+    return max(over, key=lambda c: (running[c], c)) if over else None
+
+
+def _killed(answer: str) -> bool:
+    """Whether a result is a candidate's crash (what a kill of a preempted job ends in); an unreadable
+    answer counts as one (the job is run again rather than failed)."""
+    try:
+        return EvalResult.from_json(answer).status is Status.CRASHED
+    except (ValueError, KeyError, TypeError):
+        return True
+
+
 class WorkerState(str, Enum):
     STARTING = "starting"
     READY = "ready"
@@ -79,6 +119,7 @@ class Worker:
     in_flight: dict[str, Job] = field(default_factory=dict)
     deadlines: dict[str, float] = field(default_factory=dict)  # job id -> monotonic watchdog deadline
     cancelled: set[str] = field(default_factory=set)  # in flight, cancelled: their candidate was killed
+    preempted: set[str] = field(default_factory=set)  # in flight, being given back to the queue
     completed: int = 0
     infra_failures: int = 0
     restarts: int = 0
@@ -363,13 +404,7 @@ class Scheduler:
                 if w.state is not WorkerState.READY or free <= 0 or isolated:
                     continue
                 try:
-                    jobs = self.store.claim(
-                        w.handle.name,
-                        free,
-                        w.budget_bytes - w.used_bytes,
-                        idle=not w.in_flight,
-                        lease_s=self.config.lease_s,
-                    )
+                    jobs = await self._claim(w, free)
                 except StoreError as e:
                     self.metrics.errors.inc(error_class="store_error")
                     log.error("claim failed: %s", e)
@@ -378,19 +413,65 @@ class Scheduler:
                     w.in_flight[job.id] = job
                     w.used_bytes += job.est_bytes
                     self._spawn(self._run(w, job))
+            self._share_slots()
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=0.5)
             except asyncio.TimeoutError:
                 pass
 
+    async def _claim(self, w: Worker, free: int) -> list[Job]:
+        """Claim up to ``free`` jobs for ``w`` in a thread (a write transaction never holds the event
+        loop); jobs claimed while the dispatcher was being stopped are handed back uncounted."""
+        claim = asyncio.ensure_future(asyncio.to_thread(
+            self.store.claim, w.handle.name, free, w.budget_bytes - w.used_bytes, idle=not w.in_flight,
+            lease_s=self.config.lease_s))
+        try:
+            return await asyncio.shield(claim)
+        except asyncio.CancelledError:
+            jobs = await claim
+            self.store.release([(j.id, j.claim) for j in jobs])
+            raise
+
+    def _share_slots(self) -> None:
+        """Preempt one job on each full worker where a client holds more than its share of the slots
+        while another waits with less (`fair_share_excess`) and a job of the waiting clients would fit
+        the freed bytes; a worker with a preemption under way waits for it to land before another."""
+        full = [w for w in self.workers if w.state is WorkerState.READY and w.handle.slots >= 2
+                and len(w.in_flight) >= w.handle.slots and not w.preempted
+                and not any(j.attempts > 1 for j in w.in_flight.values())]
+        if not full:
+            return
+        try:
+            waiting = self.store.waiting_clients()
+        except StoreError as e:
+            log.error("reading the waiting clients failed: %s", e)
+            return
+        for w in full:
+            running: dict[str, int] = {}
+            for j in w.in_flight.values():
+                if j.id not in w.cancelled:
+                    running[j.client] = running.get(j.client, 0) + 1
+            over = fair_share_excess(w.handle.slots, running, set(waiting))
+            if over is None:
+                continue
+            job = max((j for j in w.in_flight.values() if j.client == over and j.id not in w.cancelled),
+                      key=lambda j: (j.started or 0.0, j.id))
+            room = w.budget_bytes - w.used_bytes + job.est_bytes
+            if not any(b <= room for c, b in waiting.items() if c != over):
+                continue
+            log.info("job %s of client %r preempted on %s: a waiting client gets its share of the slots",
+                     job.id, over, w.handle.name)
+            self.metrics.preempted.inc()
+            w.preempted.add(job.id)
+            self._spawn(self._cancel_running(w, job.id))
+
     async def _lease_loop(self) -> None:
         while not self._stopping:
             await asyncio.sleep(self.config.lease_s / 3)
+            held = [(j.id, j.claim) for w in self.workers for j in w.in_flight.values()]
             try:
-                self.store.heartbeat(
-                    [(j.id, j.claim) for w in self.workers for j in w.in_flight.values()], self.config.lease_s
-                )
-                reaped = self.store.reap_expired()
+                await asyncio.to_thread(self.store.heartbeat, held, self.config.lease_s)
+                reaped = await asyncio.to_thread(self.store.reap_expired)
             except StoreError as e:
                 self.metrics.errors.inc(error_class="store_error")
                 log.error("lease renewal failed: %s", e)
@@ -463,13 +544,24 @@ class Scheduler:
             log.exception("job %s: unexpected error", job.id)
             self._infra_failure(w, job, "internal_error", f"{type(e).__name__} in the scheduler")
         else:
-            self._complete(w, job, answer, time.monotonic() - t0)
+            if job.id in w.preempted and _killed(answer):
+                self._requeue_preempted(job)
+            else:
+                self._complete(w, job, answer, time.monotonic() - t0)
         finally:
             w.in_flight.pop(job.id, None)
             w.deadlines.pop(job.id, None)
             w.cancelled.discard(job.id)
+            w.preempted.discard(job.id)
             w.used_bytes -= job.est_bytes
             self.wake()
+
+    def _requeue_preempted(self, job: Job) -> None:
+        """A preempted job's candidate was killed: the job is queued again, its attempt not counted."""
+        try:
+            self.store.release([(job.id, job.claim)])
+        except StoreError as e:
+            log.error("re-queueing preempted %s failed (its lease will lapse): %s", job.id, e)
 
     def _give_back(self, w: Worker, job: Job, why: str) -> None:
         """The worker was gone before the job reached it: the claim goes back uncounted."""
@@ -504,8 +596,8 @@ class Scheduler:
         if coalesced:
             self.metrics.cache_hits.inc(coalesced, kind="coalesced")
         self._notify(fin.ids)
-        if result.status in (Status.CRASHED, Status.TIMEOUT) and job.id not in w.cancelled:
-            # (a cancelled job's candidate crashed because we killed it: no news of the device)
+        if result.status in (Status.CRASHED, Status.TIMEOUT) and job.id not in w.cancelled | w.preempted:
+            # (a cancelled or preempted job's candidate crashed because we killed it: no news of the device)
             self._begin_check(w, f"job {job.id} ended {result.status.value}")
 
     def _reference_failed(self, job: Job, message: str) -> None:

@@ -211,7 +211,10 @@ class Finished:
 
 
 class JobStore:
-    """SQLite job store. Thread-safe (one connection behind a lock); every method is one transaction."""
+    """SQLite job store. Thread-safe: writes go through one connection behind a lock, each method one
+    transaction; reads that change nothing (statuses, jobs, counts, token lookups) go through a
+    second, read-only connection behind a lock of its own, so they never wait for a write (WAL lets a
+    reader see the last commit while a writer holds the write lock)."""
 
     def __init__(self, path: str | Path, synchronous: str = "FULL", max_attempts: int = 2):
         self.path = str(path)
@@ -228,10 +231,29 @@ class JobStore:
             if name not in have:
                 self._db.execute(f"ALTER TABLE jobs ADD COLUMN {name} {decl}")
         self._db.executescript(_SCHEMA)
+        if self.path != ":memory:":  # a second connection to :memory: would be another database
+            self._rlock = threading.Lock()
+            self._rdb = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30.0)
+            self._rdb.row_factory = sqlite3.Row
+            self._rdb.execute("PRAGMA query_only=1")
+        else:
+            self._rlock, self._rdb = self._lock, self._db
 
     def close(self) -> None:
+        with self._rlock:
+            if self._rdb is not self._db:
+                self._rdb.close()
         with self._lock:
             self._db.close()
+
+    def _read(self, fn, *args):
+        """Run ``fn(db, *args)`` on the read connection (autocommit: each statement sees the last
+        commit); SQLite failures become StoreError."""
+        with self._rlock:
+            try:
+                return fn(self._rdb, *args)
+            except sqlite3.Error as e:
+                raise StoreError(f"job store {self.path}: {e}") from e
 
     def _tx(self, fn, *args):
         """Run ``fn(db, *args)`` in one IMMEDIATE transaction; SQLite failures become StoreError."""
@@ -357,6 +379,24 @@ class JobStore:
             last = db.execute("SELECT MAX(started) FROM jobs WHERE client = ?", (client,)).fetchone()[0] or 0.0
             ranked.extend(((running.get(client, 0) + r, last, row["seq"]), row) for r, row in enumerate(rows))
         return [row for _, row in sorted(ranked, key=lambda kr: kr[0])]
+
+    def waiting_clients(self) -> dict[str, int]:
+        """Clients with a queued job that a worker could claim now (a first attempt whose duplicate
+        is not running), each with the smallest estimated bytes of such a job: those a full worker's
+        slots are shared with (`Scheduler` preemption)."""
+
+        def fn(db):
+            clients = [r[0] for r in db.execute(
+                "WITH RECURSIVE c(client) AS (SELECT MIN(client) FROM jobs WHERE status = 'queued' UNION ALL "
+                "SELECT (SELECT MIN(client) FROM jobs WHERE status = 'queued' AND client > c.client) FROM c "
+                "WHERE c.client IS NOT NULL) SELECT client FROM c WHERE client IS NOT NULL")]
+            smallest = {c: db.execute(
+                "SELECT MIN(est_bytes) FROM jobs WHERE status = 'queued' AND client = ? AND attempts = 0 AND "
+                "req_hash NOT IN (SELECT req_hash FROM jobs WHERE status = 'running')", (c,)).fetchone()[0]
+                for c in clients}
+            return {c: b for c, b in smallest.items() if b is not None}
+
+        return self._read(fn)
 
     def _claim(self, db, worker, n, budget_bytes, idle, lease_s) -> list[Job]:
         rows = self._fair_order(db, max(4 * n, 16))
@@ -553,7 +593,7 @@ class JobStore:
 
     def active(self, client: str) -> int:
         """Jobs of ``client`` queued or running (its quota counts these)."""
-        return self._tx(
+        return self._read(
             lambda db: db.execute(
                 "SELECT COUNT(*) FROM jobs WHERE client = ? AND status IN ('queued', 'running')", (client,)
             ).fetchone()[0]
@@ -611,11 +651,11 @@ class JobStore:
         return self._tx(fn)
 
     def clients(self) -> list[str]:
-        return self._tx(lambda db: [r["name"] for r in db.execute("SELECT name FROM clients ORDER BY name")])
+        return self._read(lambda db: [r["name"] for r in db.execute("SELECT name FROM clients ORDER BY name")])
 
     def client_for(self, token: str) -> str | None:
         """The client a bearer token belongs to (None: no such token)."""
-        row = self._tx(
+        row = self._read(
             lambda db: db.execute(
                 "SELECT name FROM clients WHERE token_hash = ?", (token_hash(token),)
             ).fetchone()
@@ -632,7 +672,7 @@ class JobStore:
 
     def get(self, job_id: str, client: str | None = None) -> Job | None:
         """The job (None when unknown, or owned by another client than ``client``)."""
-        job = self._tx(self._get, job_id)
+        job = self._read(self._get, job_id)
         return None if job is None or (client is not None and job.client != client) else job
 
     def states(self, ids: Sequence[str], client: str) -> dict[str, JobStatus]:
@@ -647,7 +687,7 @@ class JobStore:
                 out.update({r["id"]: JobStatus(r["status"]) for r in db.execute(q, [client, *chunk])})
             return out
 
-        return self._tx(fn)
+        return self._read(fn)
 
     def get_many(self, ids: Sequence[str], client: str | None = None) -> dict[str, Job]:
         """Jobs by id; ids unknown (or of another client than ``client``) are left out."""
@@ -660,12 +700,12 @@ class JobStore:
                 out.update({r["id"]: Job.from_row(r) for r in db.execute(q, chunk)})
             return out
 
-        jobs = self._tx(fn)
+        jobs = self._read(fn)
         return jobs if client is None else {i: j for i, j in jobs.items() if j.client == client}
 
     def counts(self) -> dict[str, int]:
         """Jobs per status (every status present, zeros included)."""
-        rows = self._tx(
+        rows = self._read(
             lambda db: db.execute("SELECT status, COUNT(*) AS n FROM jobs GROUP BY status").fetchall()
         )
         out = {s.value: 0 for s in JobStatus}
@@ -674,7 +714,7 @@ class JobStore:
 
     def running_claims(self) -> list[tuple[str, str, str]]:
         """``(job_id, claim, worker)`` of every running job."""
-        return self._tx(
+        return self._read(
             lambda db: [
                 (r["id"], r["claim"], r["worker"])
                 for r in db.execute("SELECT id, claim, worker FROM jobs WHERE status = 'running'")

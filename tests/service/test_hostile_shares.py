@@ -1,0 +1,143 @@
+"""The service under hostile clients, continued: shares that one client cannot take from another.
+A real server on loopback (one CPU worker with two slots, the directive evaluator, whose kill ends a
+sleeping evaluation as a crash, as the gym's does) and small limits on what comes without a verified
+token and on jobs submitted; floods come from addresses of their own (127.0.0.2, 127.0.0.3: loopback
+too), so the test's own polling from 127.0.0.1 keeps its budget."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+from service_server import DIRECTIVE, SMALL_REFERENCE, SRC, ServerProcess
+
+PEER_BURST = 150
+SUBMIT_BURST = 60
+
+
+def _drkernel(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "drkernel", "gym", *args], capture_output=True, text=True,
+                          env={"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"}, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def shares(tmp_path_factory):
+    db = tmp_path_factory.mktemp("shares") / "jobs.sqlite"
+    tokens = {}
+    for name in ("alice", "bob", "carol", "dave", "erin"):
+        out = _drkernel("token", "add", name, "--db", str(db))
+        assert out.returncode == 0, out.stderr
+        tokens[name] = out.stdout.strip()
+    srv = ServerProcess(db, "--devices", "cpu:1", "--slots", "2", "--evaluator", DIRECTIVE,
+                        "--rate-per-peer", "0.001", "--peer-burst", str(PEER_BURST), "--token-ttl-s", "3600",
+                        "--submit-rate-per-client", "0.001", "--submit-burst", str(SUBMIT_BURST),
+                        "--max-batch", "50")
+    srv.start()
+    yield srv, tokens
+    srv.stop()
+
+
+def _http(srv, token: str | None = None, source: str | None = None) -> httpx.Client:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    transport = httpx.HTTPTransport(local_address=source) if source else None
+    return httpx.Client(base_url=srv.url, headers=headers, timeout=60, transport=transport)
+
+
+def _job(solution: str) -> dict:
+    problem = {"name": "double", "level": 1, "code": SMALL_REFERENCE, "source": "test"}
+    return {"problem": problem, "solution": solution, "config": {"device": "cpu"}}
+
+
+def _until(predicate, what: str, deadline_s: float = 60.0) -> None:
+    deadline = time.monotonic() + deadline_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"not reached: {what}"
+        time.sleep(0.1)
+
+
+def _metric(srv, name: str) -> float:
+    for line in httpx.get(f"{srv.url}/metrics").text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_a_client_filling_every_slot_gives_one_back_to_a_waiting_client(shares):
+    """alice's two long jobs fill the worker's two slots; bob's short job then runs while both of
+    alice's are still unfinished: the one of hers started last was preempted, queued again with its
+    attempt uncounted, and runs again once bob's is done."""
+    srv, tokens = shares
+    with _http(srv, tokens["alice"]) as alice, _http(srv, tokens["bob"]) as bob:
+        long_jobs = [alice.post("/v1/jobs", json=_job(f"class ModelNew: pass\n# sleep: 300\n# a{i}")).json()["id"]
+                     for i in range(2)]
+        _until(lambda: all(alice.get(f"/v1/jobs/{j}").json()["status"] == "running" for j in long_jobs),
+               "both of alice's jobs running")
+        short = bob.post("/v1/jobs", json=_job("class ModelNew: pass\n# sleep: 0.1\n# b")).json()["id"]
+        assert bob.get(f"/v1/jobs/{short}/wait?timeout=120").json()["status"] == "done"
+        theirs = [alice.get(f"/v1/jobs/{j}").json() for j in long_jobs]
+        assert [j["status"] in ("queued", "running") for j in theirs] == [True, True], theirs
+        assert [j["attempts"] for j in theirs] == [1, 1], theirs  # the preemption cost no attempt
+        assert _metric(srv, "kernelgym_jobs_preempted_total") == 1
+        _until(lambda: all(alice.get(f"/v1/jobs/{j}").json()["status"] == "running" for j in long_jobs),
+               "the preempted job running again")
+        for j in long_jobs:
+            assert alice.delete(f"/v1/jobs/{j}").json()["status"] == "cancelled"
+
+
+def test_floods_without_a_verified_token_are_limited_per_address(shares):
+    """From 127.0.0.2: exactly the burst of /metrics passes, then /metrics, health and unknown tokens
+    are 429s (no lookup is made for them); a verified token from that address, and 127.0.0.1, still pass."""
+    srv, tokens = shares
+    with _http(srv, tokens["carol"]) as carol:
+        assert carol.get("/v1/queue").status_code == 200  # verified (and kept for the token TTL)
+    with _http(srv, source="127.0.0.2") as flood:
+        codes = [flood.get("/metrics").status_code for _ in range(PEER_BURST + 20)]
+        assert codes.count(200) == PEER_BURST and codes[PEER_BURST:] == [429] * 20
+        assert flood.get("/v1/health").status_code == 429
+        unknown = flood.get("/v1/queue", headers={"Authorization": "Bearer not-a-token-at-all"})
+        assert unknown.status_code == 429 and int(unknown.headers["Retry-After"]) >= 1
+    with _http(srv, tokens["carol"], source="127.0.0.2") as carol:
+        assert carol.get("/v1/queue").status_code == 200
+    with _http(srv, source="127.0.0.3") as other:
+        assert other.get("/v1/queue", headers={"Authorization": "Bearer not-a-token-at-all"}).status_code == 401
+    assert httpx.get(f"{srv.url}/v1/health").status_code == 200
+
+
+def test_token_lookups_and_reads_do_not_wait_for_the_store_write_lock(shares):
+    """Another process holds the store's write lock: a token never used before is still verified,
+    and the queue, health and metrics still answer (they read through the store's read connection,
+    off the event loop)."""
+    srv, tokens = shares
+    holder = sqlite3.connect(srv.db, isolation_level=None, timeout=5)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with _http(srv, tokens["dave"]) as dave:
+            dave.timeout = httpx.Timeout(20.0)
+            assert dave.get("/v1/queue").status_code == 200
+            assert dave.get("/v1/workers").status_code == 200
+        assert httpx.get(f"{srv.url}/v1/health", timeout=20).status_code == 200
+        assert "kernelgym_jobs" in httpx.get(f"{srv.url}/metrics", timeout=20).text
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+def test_cached_submissions_count_against_the_submit_rate(shares):
+    """A cached job is done at once (no queued-job quota sees it); each still costs one job of the
+    client's submission budget: 60 pass (1 evaluated, 59 cached), the next is a 429."""
+    srv, tokens = shares
+    body = _job("class ModelNew: pass\n# cached")
+    with _http(srv, tokens["erin"]) as erin:
+        first = erin.post("/v1/jobs", json=body).json()["id"]
+        assert erin.get(f"/v1/jobs/{first}/wait?timeout=60").json()["status"] == "done"
+        batch = erin.post("/v1/jobs/batch", json={"requests": [body] * 50}).json()["jobs"]
+        assert all(j["cached"] for j in batch)
+        singles = [erin.post("/v1/jobs", json=body) for _ in range(SUBMIT_BURST - 51)]
+        assert all(r.status_code == 202 and r.json()["cached"] for r in singles)
+        over = erin.post("/v1/jobs", json=body)
+    assert over.status_code == 429 and "submit_rate_per_client" in over.json()["detail"]
+    assert int(over.headers["Retry-After"]) >= 1
