@@ -215,7 +215,8 @@ class IntegrityHook:
                 + [("drkernel.gym.ipc", ipc, n) for n in ("encode_tree", "staged_fds")]
                 + [("drkernel.gym.ipc.Channel", ipc.Channel, n) for n in ("send", "recv")]
                 + [("drkernel.gym.judge.compare", compare, n) for n in ("compare_outputs",)]
-                + [("drkernel.gym.candidate.launches.LaunchWatch", launches.LaunchWatch, n) for n in ("launch", "is_own")]
+                + [("drkernel.gym.candidate.launches.LaunchWatch", launches.LaunchWatch, n)
+                   for n in ("launch", "is_own", "native")]
                 + [("drkernel.gym.candidate.integrity", sys.modules[__name__], n) for n in ("IntegrityHook", "Observed")]
                 + [("drkernel.gym.candidate.integrity.Observed", Observed, "__torch_dispatch__")]
                 + [("IntegrityHook", IntegrityHook, n) for n in ("extra_runs", "report", "after_trial", "observe")]

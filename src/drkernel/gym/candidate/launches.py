@@ -91,7 +91,11 @@ class LaunchWatch:
 
 
 def _without_effect(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+    """``fn`` on copies of its tensor arguments, its tensor results replaced by poisoned ones. The
+    copies and the poison are the harness's, made with the dispatch modes off: no op recorder counts
+    them as the call's (the copies' bytes would outweigh an elementwise reference's)."""
     import torch
+    from torch.utils._python_dispatch import _disable_current_modes
     from torch.utils._pytree import tree_map
 
     from drkernel.gym.candidate.integrity import _poison
@@ -106,7 +110,11 @@ def _without_effect(fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
         _poison(out)
         return out
 
-    return tree_map(poisoned, fn(*tree_map(copy, args), **tree_map(copy, kwargs)))
+    with _disable_current_modes():
+        args, kwargs = tree_map(copy, args), tree_map(copy, kwargs)
+    out = fn(*args, **kwargs)
+    with _disable_current_modes():
+        return tree_map(poisoned, out)
 
 
 _WATCH: LaunchWatch | None = None

@@ -19,6 +19,8 @@ MESSAGES: dict[int, str] = {
        "kernels; move the main computation into kernels you write and launch from forward.",
     4: "ModelNew must not reuse the reference Model (inheritance, aliasing or calling its forward); write "
        "ModelNew as its own nn.Module calling your CUDA extension.",
+    8: "The solution replaced or modified a function of torch, time or the harness; do not assign to "
+       "attributes of library modules.",
     14: "The solution reached outside its contract (frame, code or gc introspection, files, processes, "
         "sockets, timers, native code other than its load_inline sources); use only its inputs and "
         "parameters, and compute in your __global__ kernels.",
