@@ -1,29 +1,62 @@
-"""Host memory cap for candidate children, by watching resident size (not ``RLIMIT_AS``, which
-breaks CUDA initialisation: the driver reserves far more address space than it uses).
+"""Host memory cap and CPU share for a child that runs request code (a candidate, or a request's
+reference in its own judge), by watching its processes (not ``RLIMIT_AS``, which breaks CUDA
+initialisation: the driver reserves far more address space than it uses).
 
-A watcher thread sums the resident size of every process in the candidate's process group and of
-every descendant of its leader (the sandbox's processes), and kills the group when the sum passes
-the limit (killing bwrap, the leader, takes its whole pid namespace along). Linux ``/proc`` only;
-elsewhere the watch is a no-op.
+A watcher thread finds every process in the child's process group and every descendant of its
+leader (the sandbox's processes) ten times a second, and:
+
+* **memory**: sums their resident size and the bytes stored in the tmpfs mounts of their own mount
+  namespaces (the private ``/tmp`` and ``/dev/shm`` of the sandbox: tmpfs pages are host memory
+  that no resident size shows), and kills the group when the sum passes the limit (killing bwrap,
+  the leader, takes its whole pid namespace along). A tmpfs file the child also maps counts twice
+  (once resident, once stored): the count errs against the child, never for it;
+* **CPU share**: a child whose threads wanted more than ``CPU_SHARE_CORES`` cores over a window of
+  ``CPU_WINDOW_S`` has every thread moved to ``SCHED_IDLE`` for the rest of its life (new threads and
+  processes inherit it): it then gets only CPU time no normal-priority process wants, so eight busy
+  processes of one request cannot take a core from another request's single one, while on an idle
+  host it still runs at full speed. "Wanted" is time running plus time waiting to run
+  (``/proc/<pid>/task/<tid>/schedstat``), so a host busy with other work does not hide a hog: eight
+  busy threads want eight cores however few they get. The child cannot undo it (leaving ``SCHED_IDLE`` needs
+  ``RLIMIT_NICE`` above 0 or ``CAP_SYS_NICE``; the sandbox sets the limit to 0 and drops every
+  capability). A per-thread policy needs no cgroup delegation, so it works in any container and in
+  the sandbox's nested namespaces; where it cannot be set (another kernel, a refused call) the
+  watch logs it once and bounds memory only.
+
+Linux ``/proc`` only; elsewhere the watch is a no-op.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import threading
+import time
+
+log = logging.getLogger(__name__)
 
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+CPU_SHARE_CORES = 1.5
+"""Cores a child may want (running or runnable) at normal priority, averaged over a window (one
+core, with room for a short-lived helper thread)."""
+CPU_WINDOW_S = 1.0
+_warned: set[str] = set()
 
 
-def group_rss_bytes(pgid: int) -> int:
-    """Resident bytes of the processes in process group ``pgid`` and of every descendant of process
-    ``pgid`` (under the sandbox the candidate runs in a session of its own inside bwrap's pid
+def _warn_once(key: str, message: str, *args: object) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        log.warning(message, *args)
+
+
+def group_rss(pgid: int) -> dict[int, int]:
+    """``pid -> resident bytes`` of the processes in process group ``pgid`` and of every descendant of
+    process ``pgid`` (under the sandbox the child runs in a session of its own inside bwrap's pid
     namespace, so it is a descendant of the group's leader, not a member of its group)."""
     try:
         pids = [p for p in os.listdir("/proc") if p.isdigit()]
     except OSError:
-        return 0
+        return {}
     rss: dict[int, int] = {}
     children: dict[int, list[int]] = {}
     members: list[int] = []
@@ -48,17 +81,112 @@ def group_rss_bytes(pgid: int) -> int:
         if pid not in seen:
             seen.add(pid)
             todo.extend(children.get(pid, ()))
-    return sum(rss.get(pid, 0) for pid in seen)
+    return {pid: rss[pid] for pid in seen if pid in rss}
+
+
+def group_rss_bytes(pgid: int) -> int:
+    """Resident bytes of the group (see `group_rss`)."""
+    return sum(group_rss(pgid).values())
+
+
+def _mount_ns(pid: int | str) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/mnt")
+    except OSError:
+        return None
+
+
+def tmpfs_bytes(pids: list[int]) -> int:
+    """Bytes stored in the writable tmpfs mounts that ``pids`` see in mount namespaces other than
+    ours (a sandbox's private ``/tmp`` and ``/dev/shm``), each mount counted once. Read through
+    ``/proc/<pid>/root``; a mount we may not read counts 0 (logged once)."""
+    own, seen_ns, seen_dev, total = _mount_ns("self"), set(), set(), 0
+    for pid in pids:
+        ns = _mount_ns(pid)
+        if ns is None or ns == own or ns in seen_ns:
+            continue
+        seen_ns.add(ns)
+        try:
+            with open(f"/proc/{pid}/mountinfo") as f:
+                lines = f.read().splitlines()
+        except OSError:
+            continue
+        top: dict[str, str] = {}  # mount point -> device of the mount on top (later lines cover earlier)
+        for line in lines:
+            left, _, right = line.partition(" - ")
+            parts, fs = left.split(), right.split()
+            if len(parts) >= 6 and fs and fs[0] == "tmpfs" and "rw" in parts[5].split(","):
+                top[parts[4]] = parts[2]
+        for point, dev in top.items():
+            if dev in seen_dev:
+                continue
+            seen_dev.add(dev)
+            try:
+                st = os.statvfs(f"/proc/{pid}/root{point}")
+            except OSError as e:
+                _warn_once("tmpfs", "cannot read a child's tmpfs %s (%s): its stored bytes are not counted "
+                           "against its memory limit", point, e)
+                continue
+            total += (st.f_blocks - st.f_bfree) * st.f_frsize
+    return total
+
+
+def group_memory_bytes(pgid: int) -> int:
+    """What the group holds of host memory: resident bytes plus its private tmpfs contents."""
+    rss = group_rss(pgid)
+    return sum(rss.values()) + tmpfs_bytes(list(rss))
+
+
+def wanted_ns(pids: list[int]) -> dict[int, int]:
+    """``tid -> nanoseconds running plus waiting to run`` of every thread of ``pids``."""
+    out: dict[int, int] = {}
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
+                    run, wait = f.read().split()[:2]
+            except (OSError, ValueError):
+                continue
+            out[int(tid)] = int(run) + int(wait)
+    return out
+
+
+def demote(pids: list[int]) -> bool:
+    """Move every thread of ``pids`` to ``SCHED_IDLE``; False when the system refuses (logged once)."""
+    if not hasattr(os, "SCHED_IDLE"):
+        _warn_once("cpu", "SCHED_IDLE is not available here: a child's CPU share is not bounded")
+        return False
+    for pid in pids:
+        try:
+            tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                if os.sched_getscheduler(tid) != os.SCHED_IDLE:
+                    os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
+            except ProcessLookupError:
+                continue
+            except OSError as e:
+                _warn_once("cpu", "cannot lower a child's CPU priority (%s): its CPU share is not bounded", e)
+                return False
+    return True
 
 
 class RssWatch:
-    """Kill process group ``pgid`` once its resident size exceeds ``limit_bytes``."""
+    """Kill process group ``pgid`` once its host memory (resident plus private tmpfs) exceeds
+    ``limit_bytes``; move it to ``SCHED_IDLE`` once it uses more than its CPU share (module docstring)."""
 
     def __init__(self, pgid: int, limit_bytes: int, interval_s: float = 0.1) -> None:
         self.pgid = pgid
         self.limit = limit_bytes
         self.interval = interval_s
         self.fired = False
+        self.demoted = False
         self.peak = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"rss-watch-{pgid}", daemon=True)
@@ -74,13 +202,30 @@ class RssWatch:
             self._thread.join()
 
     def _run(self) -> None:
+        window_t, wanted, used, bounded = time.monotonic(), None, 0, True
         while not self._stop.wait(self.interval):
-            rss = group_rss_bytes(self.pgid)
-            self.peak = max(self.peak, rss)
-            if rss > self.limit:
+            rss = group_rss(self.pgid)
+            pids = list(rss)
+            held = sum(rss.values()) + tmpfs_bytes(pids)
+            self.peak = max(self.peak, held)
+            if held > self.limit:
                 self.fired = True
                 try:
                     os.killpg(self.pgid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
                 return
+            if self.demoted:
+                bounded = bounded and demote(pids)  # threads and processes started since
+                continue
+            now_wanted, now = wanted_ns(pids), time.monotonic()
+            if wanted is None:  # the first look: what the child did before the watch is not counted
+                window_t, wanted = now, now_wanted
+                continue
+            used += sum(ns - wanted.get(tid, 0) for tid, ns in now_wanted.items())  # a new thread: its life
+            wanted = now_wanted
+            if now - window_t >= CPU_WINDOW_S:
+                if used / 1e9 > CPU_SHARE_CORES * (now - window_t):
+                    self.demoted = True
+                    bounded = demote(pids)
+                window_t, used = now, 0

@@ -7,9 +7,9 @@ directories, the Python prefixes and the ``PYTHONPATH`` entries it imports from;
 ``/tmp`` and ``/dev/shm``, sized, its only writable places; a fresh ``/proc`` and minimal ``/dev``,
 plus the GPU device nodes; the root remounted read-only), no network, its own pid, IPC, UTS and
 cgroup namespaces, no capabilities, ``--die-with-parent`` and a new session. Resource limits
-(processes, open files, file size, CPU time, no core dumps) are set by `main` in the child itself
-before it imports anything of the request, soft = hard, so they cannot be raised again. The
-environment is rebuilt from an allow-list (`child_env`).
+(processes, open files, file size, CPU time, no core dumps, no priority raised) are set by `main`
+in the child itself before it imports anything of the request, soft = hard, so they cannot be
+raised again. The environment is rebuilt from an allow-list (`child_env`).
 
 Identity. As an unprivileged user, bwrap maps uid 65534 of a new user namespace onto that user. As
 host root it would map 65534 onto root (bwrap maps the sandbox uid onto its caller), and a process
@@ -492,6 +492,7 @@ def set_limits(limits: Limits) -> None:
     lim(resource.RLIMIT_FSIZE, limits.fsize_bytes)
     lim(resource.RLIMIT_CPU, limits.cpu_s)
     lim(resource.RLIMIT_CORE, 0)
+    lim(resource.RLIMIT_NICE, 0)  # no priority raised again: a CPU-share demotion (memory.py) holds
 
 
 def drop_identity(identity: Identity | None) -> None:

@@ -29,7 +29,7 @@ from drkernel.gym.compile_cache import scope_key
 from drkernel.gym.ipc import ChannelClosed, ChannelTimeout, ProtocolViolation, close_fds
 from drkernel.gym.messages import (Compare, CompareRequest, Done, Error, Extra, Message, NativeBuild, Op,
                                    Outputs, Release, Signal, SolutionPath, Timing, Verdict, parse_candidate)
-from drkernel.gym.orchestrator.memory import RssWatch, group_rss_bytes
+from drkernel.gym.orchestrator.memory import RssWatch, group_memory_bytes
 from drkernel.gym.verdict.plausibility import suspicious, tree_bytes
 from drkernel.gym.orchestrator.runtime import DeviceRuntime
 
@@ -254,9 +254,9 @@ class CandidateSession:
 
     def _blob_room(self, child: Any) -> int:
         """The most bytes a candidate's next message may carry: what its memory limit leaves beside its
-        resident size, halved (this process and the judge each hold a copy), so exported outputs count
-        against ``rss_limit_mb`` before either reads them."""
-        return (self.rss_limit - group_rss_bytes(child.pid)) // 2
+        resident size and private tmpfs, halved (this process and the judge each hold a copy), so
+        exported outputs count against ``rss_limit_mb`` before either reads them."""
+        return (self.rss_limit - group_memory_bytes(child.pid)) // 2
 
     def _converse(self, child: Any, started: float) -> None:
         deadline = started + self.timeout_s

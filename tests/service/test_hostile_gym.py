@@ -1,0 +1,87 @@
+"""The service under hostile clients, where the defence is the gym's: a real server on loopback
+whose one CPU worker (two slots) runs the real gym in its sandbox. What a request's code holds of
+the host (memory its resident size does not show, CPU share) is bounded per evaluation."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+
+import httpx
+import pytest
+from service_server import SMALL_REFERENCE, ServerProcess
+
+HOG = ("import subprocess as _sp, sys as _sys\n"
+       "_hogs = [_sp.Popen([_sys.executable, '-c', 'while True: pass  # {mark}']) for _ in range(4)]\n")
+
+
+@pytest.fixture(scope="module")
+def gym(tmp_path_factory):
+    srv = ServerProcess(tmp_path_factory.mktemp("gym-hostile") / "jobs.sqlite", "--devices", "cpu:1",
+                        "--slots", "2").start(timeout_s=300)
+    yield srv
+    srv.stop()
+
+
+def _http(srv) -> httpx.Client:
+    return httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {srv.token}"}, timeout=60)
+
+
+def _job(solution: str, code: str = SMALL_REFERENCE, name: str = "double", **config) -> dict:
+    problem = {"name": name, "level": 1, "code": code, "source": "test"}
+    return {"problem": problem, "solution": solution, "config": {"device": "cpu", "trials": 1, **config}}
+
+
+def _marked(mark: str) -> list[int]:
+    """Host pids of the processes whose command line carries ``mark``."""
+    out = []
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if mark.encode() in f.read():
+                    out.append(int(pid))
+        except OSError:
+            continue
+    return out
+
+
+def _idle(pid: int) -> bool:
+    try:
+        return os.sched_getscheduler(pid) == os.SCHED_IDLE
+    except OSError:
+        return False
+
+
+def test_a_request_reference_cannot_hold_host_memory_in_its_tmpfs_beyond_the_limit(gym):
+    """A custom reference writes 1.5 GiB into its judge's private /tmp in 8 MiB pieces (its resident
+    size stays small) under rss_limit_mb=1024: the memory watch counts the tmpfs and kills the judge,
+    and the job fails as the reference's fault. (A candidate's tmpfs is counted by the same watch;
+    the static contract already refuses the file access a solution would need.)"""
+    fill = ("with open('/tmp/fill', 'wb') as _f:\n    for _ in range(192):\n"
+            "        _f.write(b'\\1' * (8 << 20))\n        _f.flush()\n")
+    with _http(gym) as c:
+        job = c.post("/v1/jobs", json=_job("class ModelNew: pass\n# fill", code=fill + SMALL_REFERENCE,
+                                           name="fillref", rss_limit_mb=1024, timeout_s=120)).json()["id"]
+        out = c.get(f"/v1/jobs/{job}/wait?timeout=240").json()
+    assert (out["status"], out["error_class"]) == ("failed", "reference_error"), out
+    assert "memory limit" in out["error"], out["error"]
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="SCHED_IDLE is Linux's")
+def test_busy_processes_of_a_custom_reference_lose_their_cpu_priority_while_another_job_runs(gym):
+    """A custom reference starts four busy processes in its judge and waits: they are moved to
+    SCHED_IDLE (they take only CPU nobody else wants), and another job evaluates meanwhile."""
+    mark = f"hog-{secrets.token_hex(6)}"
+    code = HOG.format(mark=mark) + "import time\ntime.sleep(60)\n" + SMALL_REFERENCE
+    with _http(gym) as c:
+        hog = c.post("/v1/jobs", json=_job("class ModelNew: pass\n# hog", code=code, name="hogref",
+                                           timeout_s=120)).json()["id"]
+        deadline = time.monotonic() + 120
+        while not (len(_marked(mark)) == 4 and all(_idle(p) for p in _marked(mark))):
+            assert time.monotonic() < deadline, [(p, os.sched_getscheduler(p)) for p in _marked(mark)]
+            time.sleep(0.2)
+        other = c.post("/v1/jobs", json=_job("class ModelNew: pass\n# beside the hog")).json()["id"]
+        assert c.get(f"/v1/jobs/{other}/wait?timeout=240").json()["status"] == "done"
+        assert c.get(f"/v1/jobs/{hog}").json()["status"] == "running"
+        c.delete(f"/v1/jobs/{hog}")
