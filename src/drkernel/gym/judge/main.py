@@ -125,7 +125,7 @@ class Judge:
                 continue
             if all(bool(torch.isfinite(t).all()) for t in _float_leaves(out)) and not any(
                     b is not None and b.degenerate
-                    for b in derive(out, self.run_reference64(code, varied, seed), args, "kernelgym")):
+                    for b in derive(out, self.run_reference64(code, varied, seed, harness.tensor_bytes(args)), args, "kernelgym")):
                 defined.append(int(dist))
             del out, args
         return tuple(defined)
@@ -153,7 +153,9 @@ class Judge:
         problem, input seed and weight seed: one fp64 reference run per entry."""
         key = (h.code, h.seed, h.weight_seed, h.profile)
         if key not in self.bounds:
-            bounds = derive(ref_out, self.run_reference64(h.code, h.seed, h.weight_seed), ref_inputs, h.profile)
+            ref64 = self.run_reference64(h.code, h.seed, h.weight_seed, harness.tensor_bytes(ref_inputs))
+            bounds = derive(ref_out, ref64, ref_inputs, h.profile)
+            del ref64
             self.bounds[key] = self.input_independent(h, ref_out, bounds)
             while len(self.bounds) > BOUND_CACHE:
                 self.bounds.popitem(last=False)
@@ -188,20 +190,22 @@ class Judge:
                if same and b is not None and b.degenerate is None else b for b, same in zip(bounds, flags)]
         return out + bounds[len(out):]
 
-    def run_reference64(self, code: str, seed: int, weight_seed: int) -> Any | None:
+    def run_reference64(self, code: str, seed: int, weight_seed: int, input_bytes: int) -> Any | None:
         """The reference in float64 on the same inputs and weights, or None where it cannot run so
-        (too large, a module that is not an ``nn.Module``, an op without a float64 kernel)."""
+        (too large, a module that is not an ``nn.Module``, an op without a float64 kernel).
+        ``input_bytes``: the size of those inputs (as the caller drew them), checked before they are
+        drawn again: at full size a draw alone is gigabytes, held beside the caller's."""
         model = self.model(code, weight_seed)
-        args = harness.draw_inputs(self.reference(code), seed, self.device)
         weights = list(model.parameters()) + list(model.buffers()) if isinstance(model, torch.nn.Module) else []
-        if not isinstance(model, torch.nn.Module) or 2 * harness.tensor_bytes(args + weights) > FP64_MAX_BYTES:
+        if not isinstance(model, torch.nn.Module) or 2 * (input_bytes + harness.tensor_bytes(weights)) > FP64_MAX_BYTES:
             return None
+        args = to_double(harness.draw_inputs(self.reference(code), seed, self.device))  # the draw goes at once
         try:
             if self.model64 is None or self.model64[0] != (code, weight_seed):
                 self.model64 = None  # the previous copy goes before the next is made
                 self.model64 = ((code, weight_seed), copy.deepcopy(model).double())
             with torch.no_grad():
-                out = self.model64[1](*to_double(args))
+                out = self.model64[1](*args)
         except Exception:  # noqa: BLE001 - any failure leaves the profile's atol in place
             return None
         if self.device.type == "cuda":
