@@ -68,3 +68,25 @@ def test_the_service_schema_carries_the_language():
         == "cuda"
     with pytest.raises(ValueError):
         model.model_validate({"problem_key": "builtin/L1/gelu", "solution": "x", "language": "hip"})
+
+
+def test_feedback_on_a_cuda_result_speaks_cuda():
+    from drkernel.agent.feedback import result_feedback
+    from drkernel.gym.cuda.wording import relabel
+    from drkernel.gym.result import EvalResult, KernelStat, Status
+    from drkernel.gym.verdict.hacks import LAZY_WARNING, make_hack
+
+    def result(status, **kw):
+        return relabel(EvalResult(status=status, **kw).finalize())
+
+    texts = [result_feedback(result(Status.COMPILE_ERROR, error="cuda_sources(1): error: expected ';'")),
+             result_feedback(result(Status.CORRECT, hacks=[make_hack(1, "relu_kernel never ran"),
+                                                           make_hack(2, "ATen did it")])),
+             result_feedback(result(Status.CORRECT, op_coverage=0.3, time_coverage=0.3,
+                                    warnings=[LAZY_WARNING.format(share=0.3)],
+                                    kernels=[KernelStat("void relu_kernel(float*)", True, 1, 0.1)]))]
+    for feedback, instruction in texts:
+        assert "Triton" not in feedback + instruction and "triton" not in feedback + instruction
+    assert "CUDA kernels take 30%" in texts[2][0] and "your own CUDA kernels" in texts[1][1]
+    triton = EvalResult(status=Status.COMPILE_ERROR).finalize()  # a Triton result keeps its words
+    assert "Triton" in result_feedback(triton)[0]

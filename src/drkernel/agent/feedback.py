@@ -26,6 +26,12 @@ _STATUS_TEXT = {
     Status.REJECTED: "was rejected before running because it breaks the contract",
 }
 MAX_KERNELS = 6
+LANGUAGE_NAMES = {"triton": "Triton", "cuda": "CUDA"}
+"""How feedback names a result's ``language`` (`EvalResult.language`)."""
+
+
+def _language(result: EvalResult) -> str:
+    return LANGUAGE_NAMES.get(result.language, result.language)
 
 
 def tail(text: str, max_chars: int, max_lines: int = 30) -> str:
@@ -73,10 +79,11 @@ def _coverage_text(result: EvalResult) -> list[str]:
     lines = []
     if result.time_coverage is not None:
         lines.append(
-            f"Your own Triton kernels take {result.time_coverage:.0%} of the device time of forward."
+            f"Your own {_language(result)} kernels take {result.time_coverage:.0%} of the device time of forward."
         )
     elif result.op_coverage is not None:
-        lines.append(f"Your own Triton kernels do {result.op_coverage:.0%} of the reference's computation.")
+        lines.append(f"Your own {_language(result)} kernels do {result.op_coverage:.0%} of the reference's "
+                     "computation.")
     if result.kernels:
         ranked = sorted(result.kernels, key=lambda k: -(k.device_time_ms or 0.0))[:MAX_KERNELS]
         lines.append("Kernels launched by forward:")
@@ -89,7 +96,8 @@ def _coverage_text(result: EvalResult) -> list[str]:
 
 def result_feedback(result: EvalResult, max_error_chars: int = 1500) -> tuple[str, str]:
     """(feedback, instruction) for one evaluated turn."""
-    lines = [f"Your solution {_STATUS_TEXT.get(result.status, result.status.value)}."]
+    status = _STATUS_TEXT.get(result.status, result.status.value).replace("Triton", _language(result))
+    lines = [f"Your solution {status}."]
     if result.hacks:
         lines.append("It was flagged for breaking the contract (this scores zero):")
         lines += [
@@ -110,11 +118,11 @@ def result_feedback(result: EvalResult, max_error_chars: int = 1500) -> tuple[st
 
 def _instruction(result: EvalResult) -> str:
     if result.hacked:
-        return "Rewrite it so that your own Triton kernels do the computation, honestly."
+        return f"Rewrite it so that your own {_language(result)} kernels do the computation, honestly."
     if result.status is not Status.CORRECT:
         return "Fix the problem above."
     if result.warnings or (result.time_coverage is not None and result.time_coverage < 0.5):
-        return "Move the remaining expensive operations into your own Triton kernels."
+        return f"Move the remaining expensive operations into your own {_language(result)} kernels."
     if result.speedup is not None and result.speedup < 1:
         return "It is correct but slower than PyTorch: make it faster (fuse operations, tune block sizes)."
     return "It is correct: make it faster if you can, keeping it correct."
