@@ -7,8 +7,10 @@
     messages       the compile child's job and reply
     compile_child  ``python -m drkernel.gym.cuda.compile_child``: one build inside the sandbox
     build          `Compiler` and `CompileCache`: content-addressed, host-written, single flight
-    loader         the candidate's ``load_inline``: imports the host's build by the key of its real
-                   arguments, never compiles (not wired into the candidate yet)
+    loader         the candidate's ``load_inline``: imports the build the job handed over by the key of
+                   its real arguments, never compiles; each extension call an own launch
     attribution    device activity attributed to own kernels by function name; the decoy rule
-    evaluate       `CudaEvaluator`: the ``language``-aware front of an evaluator
+    wording        a CUDA result's hack messages and lazy warning in CUDA's terms
+    evaluate       `CudaEvaluator`: the ``language``-aware front of an evaluator; on a GPU it hands the
+                   builds to the in-process gym (`drkernel.gym.messages.NativeBuild`)
 """
