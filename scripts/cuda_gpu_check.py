@@ -197,6 +197,18 @@ def bench(checks: Checks, out: Path, device: str, remaining_s: float) -> None:
                       f"{[p.name for p in golds_there]})")
 
 
+def toolchain_line() -> str:
+    """nvcc's release and torch's CUDA: an extension links the toolkit's libcudart beside torch's."""
+    import torch
+
+    try:
+        nvcc = subprocess.run(["nvcc", "--version"], capture_output=True, text=True, timeout=30).stdout
+        release = next((line.strip() for line in nvcc.splitlines() if "release" in line), "nvcc: no release line")
+    except (OSError, subprocess.TimeoutExpired) as e:
+        release = f"nvcc: {e}"
+    return f"toolchain: {release}; torch {torch.__version__} built with CUDA {torch.version.cuda}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda:0", help="cuda:N, or cpu for the dry run")
@@ -214,6 +226,7 @@ def main() -> None:
     inner = InProcessEvaluator(device=args.device, concurrency=4, pool_size=4)
     front = CudaEvaluator(inner, Compiler(runner, CompileCache(out / "xdg" / "drkernel" / "cuda")), args.device)
     checks = Checks(args.budget_s)
+    print(toolchain_line(), flush=True)
     sources = {p.name: cuda_solution(p) for p in problems} | {"decoy_global": decoy_source(cuda_solution(gelu))}
     try:
         checks.phase("builds", builds, front, sources)

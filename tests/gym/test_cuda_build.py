@@ -72,6 +72,7 @@ def test_a_gold_compiles_then_is_unsupported_on_cpu_and_a_repeat_compiles_nothin
     evaluator, runner = front
     first = evaluator.evaluate(request(GOLD.read_text()))
     assert first.status is Status.UNSUPPORTED_ON_CPU and not first.valid and first.compiled is True
+    assert first.language == "cuda" and first.device == "cpu" and first.device_name.startswith("cpu")
     assert "compiled" in first.error and first.stage_seconds["compile"] > 1.0
     started = runner.started
     second = evaluator.evaluate(request(GOLD.read_text()))

@@ -262,3 +262,15 @@ def test_a_native_solution_that_asks_torch_is_a_passthrough_in_cuda_words(evalua
     assert result.status is Status.CORRECT and not result.valid
     assert {h.code for h in result.hacks} == {2} and not result.valid_lenient, result.hacks
     assert not [h for h in result.hacks if "Triton" in h.evidence + h.message]
+
+
+def test_the_verdict_reads_a_cuda_solution_by_its_global_kernels():
+    from drkernel.gym.verdict.checks import IntegrityVerdict
+
+    req = EvalRequest(problem=RELU, solution=SOLUTION, config=FAST, language="cuda")
+    judge = {"trials": [{"trial": i, "passed": True} for i in range(FAST.trials)], "extra": {}}
+    no_launch = IntegrityVerdict().check(req, {"launches": {"kernels": []}, "integrity": {}}, judge)
+    assert [h.code for h in no_launch] == [1] and "relu_kernel" in no_launch[0].evidence  # the decoy rule
+    launched = {"launches": {"kernels": [{"name": "relu_ext.relu_forward", "own": True, "launches": 1}]},
+                "integrity": {}}
+    assert IntegrityVerdict().check(req, launched, judge) == []  # its Python, masked, holds no torch compute
