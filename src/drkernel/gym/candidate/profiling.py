@@ -73,20 +73,31 @@ def profile_forward(fn: Callable[..., Any], args: Sequence[Any], own_names: set[
 
 
 
-def hidden_work(fn: Callable[..., Any], args: Sequence[Any], calls: int = 20) -> dict[str, float]:
-    """Summed event time and synchronised wall time over ``calls`` forwards (ms per call)."""
+BATCHES = 3
+"""Batches of `hidden_work`: the one reported is the one whose wall time is closest to its events."""
+
+
+def hidden_work(fn: Callable[..., Any], args: Sequence[Any], calls: int = 20, batches: int = BATCHES) -> dict[str, Any]:
+    """Summed event time and synchronised wall time over ``calls`` forwards (ms per call), measured in
+    ``batches`` batches; the batch whose wall time exceeds its events the least (``wall - 1.5 x
+    events``) is reported, every batch's pair under ``batches``. Work on another stream or a thread
+    delays every batch's synchronisation; a host descheduled in one batch (a loaded machine, a
+    neighbour's compile) delays that batch only, and must not read as hidden work."""
+    measured = []
     with torch.no_grad():
         fn(*args)
         torch.cuda.synchronize()
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
-        t0 = time.perf_counter()
-        for i in range(calls):
-            starts[i].record()
-            fn(*args)
-            ends[i].record()
-        torch.cuda.synchronize()
-        wall = (time.perf_counter() - t0) * 1e3 / calls
-    events = sum(s.elapsed_time(e) for s, e in zip(starts, ends)) / calls
-    return {"event_ms": events, "wall_ms": wall}
+        for _ in range(max(1, batches)):
+            starts = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
+            ends = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
+            t0 = time.perf_counter()
+            for i in range(calls):
+                starts[i].record()
+                fn(*args)
+                ends[i].record()
+            torch.cuda.synchronize()
+            wall = (time.perf_counter() - t0) * 1e3 / calls
+            measured.append((sum(s.elapsed_time(e) for s, e in zip(starts, ends)) / calls, wall))
+    event_ms, wall_ms = min(measured, key=lambda m: m[1] - 1.5 * m[0])
+    return {"event_ms": event_ms, "wall_ms": wall_ms, "batches": [list(m) for m in measured]}
 
