@@ -11,16 +11,11 @@ leader (the sandbox's processes) ten times a second, and:
   the leader, takes its whole pid namespace along). A tmpfs file the child also maps counts twice
   (once resident, once stored): the count errs against the child, never for it;
 * **CPU share**: a child whose threads wanted more than ``CPU_SHARE_CORES`` cores over a window of
-  ``CPU_WINDOW_S`` has every thread moved to ``SCHED_IDLE`` for the rest of its life (new threads and
-  processes inherit it): it then gets only CPU time no normal-priority process wants, so eight busy
-  processes of one request cannot take a core from another request's single one, while on an idle
-  host it still runs at full speed. "Wanted" is time running plus time waiting to run
-  (``/proc/<pid>/task/<tid>/schedstat``), so a host busy with other work does not hide a hog: eight
-  busy threads want eight cores however few they get. The child cannot undo it (leaving ``SCHED_IDLE`` needs
-  ``RLIMIT_NICE`` above 0 or ``CAP_SYS_NICE``; the sandbox sets the limit to 0 and drops every
-  capability). A per-thread policy needs no cgroup delegation, so it works in any container and in
-  the sandbox's nested namespaces; where it cannot be set (another kernel, a refused call) the
-  watch logs it once and bounds memory only.
+  ``CPU_WINDOW_S`` is demoted for the rest of its life (`cpushare.demote`): it then gets only CPU
+  time no normal-priority process wants, so eight busy processes of one request cannot take a core
+  from another request's single one, while on an idle host it still runs at full speed. "Wanted" is
+  time running plus time waiting to run (``/proc/<pid>/task/<tid>/schedstat``), so a host busy with
+  other work does not hide a hog: eight busy threads want eight cores however few they get.
 
 Linux ``/proc`` only; elsewhere the watch is a no-op.
 """
@@ -33,6 +28,8 @@ import signal
 import threading
 import time
 
+from drkernel.gym.orchestrator.cpushare import demote, wanted_ns
+
 log = logging.getLogger(__name__)
 
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -40,13 +37,7 @@ CPU_SHARE_CORES = 1.5
 """Cores a child may want (running or runnable) at normal priority, averaged over a window (one
 core, with room for a short-lived helper thread)."""
 CPU_WINDOW_S = 1.0
-_warned: set[str] = set()
-
-
-def _warn_once(key: str, message: str, *args: object) -> None:
-    if key not in _warned:
-        _warned.add(key)
-        log.warning(message, *args)
+_warned = False
 
 
 def group_rss(pgid: int) -> dict[int, int]:
@@ -124,57 +115,24 @@ def tmpfs_bytes(pids: list[int]) -> int:
             try:
                 st = os.statvfs(f"/proc/{pid}/root{point}")
             except OSError as e:
-                _warn_once("tmpfs", "cannot read a child's tmpfs %s (%s): its stored bytes are not counted "
-                           "against its memory limit", point, e)
+                _warn_tmpfs(point, e)
                 continue
             total += (st.f_blocks - st.f_bfree) * st.f_frsize
     return total
+
+
+def _warn_tmpfs(point: str, e: OSError) -> None:
+    global _warned
+    if not _warned:
+        _warned = True
+        log.warning("cannot read a child's tmpfs %s (%s): its stored bytes are not counted against its "
+                    "memory limit", point, e)
 
 
 def group_memory_bytes(pgid: int) -> int:
     """What the group holds of host memory: resident bytes plus its private tmpfs contents."""
     rss = group_rss(pgid)
     return sum(rss.values()) + tmpfs_bytes(list(rss))
-
-
-def wanted_ns(pids: list[int]) -> dict[int, int]:
-    """``tid -> nanoseconds running plus waiting to run`` of every thread of ``pids``."""
-    out: dict[int, int] = {}
-    for pid in pids:
-        try:
-            tids = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        for tid in tids:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
-                    run, wait = f.read().split()[:2]
-            except (OSError, ValueError):
-                continue
-            out[int(tid)] = int(run) + int(wait)
-    return out
-
-
-def demote(pids: list[int]) -> bool:
-    """Move every thread of ``pids`` to ``SCHED_IDLE``; False when the system refuses (logged once)."""
-    if not hasattr(os, "SCHED_IDLE"):
-        _warn_once("cpu", "SCHED_IDLE is not available here: a child's CPU share is not bounded")
-        return False
-    for pid in pids:
-        try:
-            tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
-        except OSError:
-            continue
-        for tid in tids:
-            try:
-                if os.sched_getscheduler(tid) != os.SCHED_IDLE:
-                    os.sched_setscheduler(tid, os.SCHED_IDLE, os.sched_param(0))
-            except ProcessLookupError:
-                continue
-            except OSError as e:
-                _warn_once("cpu", "cannot lower a child's CPU priority (%s): its CPU share is not bounded", e)
-                return False
-    return True
 
 
 class RssWatch:
