@@ -55,6 +55,19 @@ class Failure(Exception):
         self.stage, self.exc, self.message = stage, exc, message
 
 
+CACHED_KEEP = 1 << 30
+"""Bytes of cached, unallocated device memory a candidate keeps while the judge works on an export."""
+
+
+def release_cached(device: torch.device) -> None:
+    """Give the allocator's cached blocks back to the device before the judge runs on an export, where
+    they exceed `CACHED_KEEP`: at full size the judge needs gigabytes at that moment (a reference run,
+    a post-run input copied), and blocks this process freed but keeps cached would leave it out of
+    memory (a level-1 problem with 8.6 GB of inputs: the candidate held 52 GB, mostly cached)."""
+    if torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device) > CACHED_KEEP:
+        torch.cuda.empty_cache()
+
+
 class Context:
     """What hooks see (`drkernel.gym.checks.HookContext`)."""
 
@@ -77,6 +90,7 @@ class Context:
         """Send ``value`` for the judge to copy (``msg`` without its tree) and wait for its verdict."""
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
+            release_cached(self.device)
         try:
             tree, blob = encode_tree(value, self.staging)
         except RuntimeError:  # no VMM export here (`vmm.VmmError`): host copies from now on
