@@ -12,6 +12,8 @@ import httpx
 import pytest
 from service_server import SMALL_REFERENCE, ServerProcess
 
+from drkernel.gym.orchestrator.cpushare import IDLE_CGROUP, idle_cgroup
+
 HOG = ("import subprocess as _sp, sys as _sys\n"
        "_hogs = [_sp.Popen([_sys.executable, '-c', 'while True: pass  # {mark}']) for _ in range(4)]\n")
 
@@ -71,7 +73,8 @@ def test_a_request_reference_cannot_hold_host_memory_in_its_tmpfs_beyond_the_lim
 @pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="SCHED_IDLE is Linux's")
 def test_busy_processes_of_a_custom_reference_lose_their_cpu_priority_while_another_job_runs(gym):
     """A custom reference starts four busy processes in its judge and waits: they are moved to
-    SCHED_IDLE (they take only CPU nobody else wants), and another job evaluates meanwhile."""
+    SCHED_IDLE (and into the idle cgroup where one can be made here: they take only CPU nobody else
+    wants), and another job evaluates meanwhile."""
     mark = f"hog-{secrets.token_hex(6)}"
     code = HOG.format(mark=mark) + "import time\ntime.sleep(60)\n" + SMALL_REFERENCE
     with _http(gym) as c:
@@ -81,6 +84,8 @@ def test_busy_processes_of_a_custom_reference_lose_their_cpu_priority_while_anot
         while not (len(_marked(mark)) == 4 and all(_idle(p) for p in _marked(mark))):
             assert time.monotonic() < deadline, [(p, os.sched_getscheduler(p)) for p in _marked(mark)]
             time.sleep(0.2)
+        if idle_cgroup() is not None:
+            assert all(IDLE_CGROUP in open(f"/proc/{p}/cgroup").read() for p in _marked(mark))
         other = c.post("/v1/jobs", json=_job("class ModelNew: pass\n# beside the hog")).json()["id"]
         assert c.get(f"/v1/jobs/{other}/wait?timeout=240").json()["status"] == "done"
         assert c.get(f"/v1/jobs/{hog}").json()["status"] == "running"
