@@ -15,6 +15,8 @@ import httpx
 import pytest
 from service_server import DIRECTIVE, SMALL_REFERENCE, SRC, ServerProcess
 
+from drkernel.service.scheduler import fair_share_excess
+
 PEER_BURST = 150
 SUBMIT_BURST = 60
 
@@ -64,6 +66,20 @@ def _metric(srv, name: str) -> float:
         if line.startswith(name + " "):
             return float(line.rsplit(" ", 1)[1])
     return 0.0
+
+
+@pytest.mark.parametrize("slots, running, waiting, gives_back", [
+    (2, {"a": 2}, {"b"}, "a"),              # share 1 each: a holds 2, b none
+    (2, {"a": 1, "b": 1}, {"c"}, None),     # 3 clients, 2 slots: nobody holds more than 1
+    (2, {"a": 2}, {"b", "c"}, "a"),         # then a 1, b 1, c waits: nobody over 1
+    (3, {"a": 3}, {"b"}, "a"),              # share 1.5: a over 2, b under 1
+    (3, {"a": 2, "b": 1}, {"a", "b"}, None),  # a at ceil(1.5) = 2: its share
+    (1, {"a": 1}, {"b"}, None),             # one slot never preempts
+    (2, {"a": 2}, {"a"}, None),             # nobody else waits
+    (4, {"a": 3, "b": 1}, {"c"}, "a"),      # share 4/3: c under 1, a over 2
+])
+def test_fair_share_worked_cases(slots, running, waiting, gives_back):
+    assert fair_share_excess(slots, running, waiting) == gives_back
 
 
 def test_a_client_filling_every_slot_gives_one_back_to_a_waiting_client(shares):

@@ -254,3 +254,18 @@ def test_a_quota_bounds_jobs_and_bytes_per_client(store):
     big = NewJob(request_json="x" * 20_000, req_hash="big", est_bytes=1, client="c")
     with pytest.raises(QuotaExceeded, match="max_stored_bytes_per_client"):
         store.submit([big], quota)
+
+
+def test_waiting_clients_are_those_a_worker_could_serve_now(store):
+    # alice: one queued job whose duplicate runs (not claimable) and one retry (claimed alone, by an
+    # idle worker: not counted); bob: two claimable jobs, the smaller 5 bytes; carol: only running.
+    def mine(n, client, est=10, req=None):
+        return NewJob(request_json=f'{{"n": {n}}}', req_hash=req or f"h{n}", est_bytes=est, client=client)
+
+    store.submit([mine(1, "carol", req="dup"), mine(2, "alice", req="dup")])
+    store.claim("w0", 1, budget_bytes=100, idle=True, lease_s=30)  # carol's (oldest) runs
+    ((retry, _),) = store.submit([mine(3, "alice")])
+    (held,) = store.claim("w0", 1, budget_bytes=100, idle=True, lease_s=30)
+    assert held.id == retry.id and store.fail(held.id, held.claim, "worker_lost", "gone") is JobStatus.QUEUED
+    store.submit([mine(4, "bob", est=5), mine(5, "bob", est=50)])
+    assert store.waiting_clients() == {"bob": 5}

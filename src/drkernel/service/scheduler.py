@@ -413,7 +413,7 @@ class Scheduler:
                     w.in_flight[job.id] = job
                     w.used_bytes += job.est_bytes
                     self._spawn(self._run(w, job))
-            self._share_slots()
+            await self._share_slots()
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=0.5)
             except asyncio.TimeoutError:
@@ -432,7 +432,7 @@ class Scheduler:
             self.store.release([(j.id, j.claim) for j in jobs])
             raise
 
-    def _share_slots(self) -> None:
+    async def _share_slots(self) -> None:
         """Preempt one job on each full worker where a client holds more than its share of the slots
         while another waits with less (`fair_share_excess`) and a job of the waiting clients would fit
         the freed bytes; a worker with a preemption under way waits for it to land before another."""
@@ -442,11 +442,13 @@ class Scheduler:
         if not full:
             return
         try:
-            waiting = self.store.waiting_clients()
+            waiting = await asyncio.to_thread(self.store.waiting_clients)
         except StoreError as e:
             log.error("reading the waiting clients failed: %s", e)
             return
         for w in full:
+            if len(w.in_flight) < w.handle.slots or w.preempted:  # changed while the store was read
+                continue
             running: dict[str, int] = {}
             for j in w.in_flight.values():
                 if j.id not in w.cancelled:
