@@ -125,7 +125,8 @@ def builds(checks: Checks, front: CudaEvaluator, sources: dict[str, str]) -> Non
         what = f"build {name}: {'cached' if o.cached else f'compiled in {o.seconds:.1f} s'}, linked {o.linked}"
         checks.report(o.ok, what + ("" if o.ok else f": {(o.error or '')[:300]}"), seconds=o.seconds,
                       cached=o.cached)
-    print(f"{len(modules)} builds in {wall:.1f} s of wall time (side by side)")
+    print(f"{len(modules)} builds in {wall:.1f} s of wall time ({os.cpu_count()} cores: up to half as many builds "
+          f"at once)")
 
 
 def golds(checks: Checks, front: CudaEvaluator, problems: list, device: str) -> None:

@@ -274,3 +274,10 @@ def test_the_verdict_reads_a_cuda_solution_by_its_global_kernels():
     launched = {"launches": {"kernels": [{"name": "relu_ext.relu_forward", "own": True, "launches": 1}]},
                 "integrity": {}}
     assert IntegrityVerdict().check(req, launched, judge) == []  # its Python, masked, holds no torch compute
+
+
+def test_a_refused_loader_call_is_judged_by_the_cuda_contract_alone():
+    source = SOLUTION.replace('functions=["relu_forward"]', 'functions=["relu_forward"], extra_ldflags=["-lfast"]')
+    hacks = check_cuda(source).all_hacks
+    assert [h.code for h in hacks] == [14] and "extra_ldflags" in hacks[0].evidence
+    assert not [h for h in hacks if "Triton" in h.evidence]  # not also the Triton contract's foreign compiler

@@ -211,21 +211,23 @@ def _bindings(tree: ast.Module) -> dict[str, int]:
     return counts
 
 
-def _mask_spans(tree: ast.Module, calls: list[ast.Call],
-                modules: list[CudaModule]) -> list[tuple[ast.AST, str]]:
-    """What to hide from the Triton contract: the validated calls, the ``from torch.utils.cpp_extension
-    import load_inline`` statements whose names only those calls use, and ``ext.fn`` for an extension
-    bound at module level (``ext = load_inline(...)``) and one of its functions (a method call to the
-    analyser, which would read ``ext.relu(x)`` as PyTorch's ``Tensor.relu``)."""
+def _mask_spans(tree: ast.Module, calls: list[ast.Call], modules: list[CudaModule],
+                refused: list[ast.Call] | None = None) -> list[tuple[ast.AST, str]]:
+    """What to hide from the Triton contract: the validated calls (and the ``refused`` ones, which the
+    CUDA contract has already flagged in its own words), the ``from torch.utils.cpp_extension import
+    load_inline`` statements whose names only those calls use, and ``ext.fn`` for an extension bound at
+    module level (``ext = load_inline(...)``) and one of its functions (a method call to the analyser,
+    which would read ``ext.relu(x)`` as PyTorch's ``Tensor.relu``)."""
     exported = {}
     bound = _bindings(tree)
     for node in tree.body:
         if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
                 and node.value in calls and bound.get(node.targets[0].id) == 1):  # never rebound
             exported[node.targets[0].id] = modules[calls.index(node.value)].functions
-    in_calls = {id(c.func) for c in calls} | {id(n) for c in calls for n in ast.walk(c.func)}
+    every = [*calls, *(refused or [])]
+    in_calls = {id(c.func) for c in every} | {id(n) for c in every for n in ast.walk(c.func)}
     used_elsewhere = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in in_calls}
-    spans: list[tuple[ast.AST, str]] = [(c, "(None)") for c in calls]
+    spans: list[tuple[ast.AST, str]] = [(c, "(None)") for c in every]
     for node in ast.walk(tree):
         only_ours = isinstance(node, ast.ImportFrom) and all(
             a.name == "load_inline" and (a.asname or a.name) not in used_elsewhere for a in node.names)
@@ -275,7 +277,8 @@ def check_cuda(source: str) -> CudaReport:
                                           "torch.utils.cpp_extension.load_inline (CUDA solution contract)"))
     if len({m.name for m in report.modules}) < len(report.modules):
         report.hacks.append(make_hack(14, "two load_inline calls share a name (CUDA solution contract)"))
-    report.python = analyze(mask(source, _mask_spans(tree, valid, report.modules)))
+    refused = [c for c in calls if c not in valid]
+    report.python = analyze(mask(source, _mask_spans(tree, valid, report.modules, refused)))
     report.hacks = dedupe(report.hacks)
     return report
 
