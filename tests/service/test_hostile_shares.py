@@ -93,7 +93,7 @@ def test_a_client_filling_every_slot_gives_one_back_to_a_waiting_client(shares):
         _until(lambda: all(alice.get(f"/v1/jobs/{j}").json()["status"] == "running" for j in long_jobs),
                "both of alice's jobs running")
         short = bob.post("/v1/jobs", json=_job("class ModelNew: pass\n# sleep: 0.1\n# b")).json()["id"]
-        assert bob.get(f"/v1/jobs/{short}/wait?timeout=120").json()["status"] == "done"
+        assert bob.get(f"/v1/jobs/{short}/wait?timeout=50").json()["status"] == "done"
         theirs = [alice.get(f"/v1/jobs/{j}").json() for j in long_jobs]
         assert [j["status"] in ("queued", "running") for j in theirs] == [True, True], theirs
         assert [j["attempts"] for j in theirs] == [1, 1], theirs  # the preemption cost no attempt
