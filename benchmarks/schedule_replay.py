@@ -12,20 +12,29 @@ Model (each row of the JSON is one evaluation, submitted in the measured order, 
 outstanding as in the benchmark):
 
 * the candidate's own time before each message: ``inputs + import`` before ``solution_path``, then
-  ``compile`` before trial 0's outputs, ``correctness`` over the other trials, ``extra_runs`` over the
-  integrity comparisons, the region (``exclusive``) before ``timing``, ``timing_samples`` over the
-  sampled comparisons, less the judge's share of each (``judge_compare``);
+  ``compile`` (building the model and its first call, as the candidate's stage clock counts it) before
+  trial 0's outputs, ``correctness`` (every trial's export and the other trials' calls) over the other
+  trials, ``extra_runs`` over the integrity comparisons, the region (``exclusive``) before ``timing``,
+  ``timing_samples`` over the sampled comparisons, less the judge's share of each (``judge_compare``);
 * the judge's service time of an export: the row's ``judge_compare`` times the run's judge busy
-  seconds over its summed ``judge_compare`` (the rest was queueing), shared out over its exports;
+  seconds over its summed ``judge_compare`` (the rest was queueing), shared out over its exports; the
+  same for every export, on whichever judge (``--judge-routing shared`` moves requests between judges:
+  a moved request that would have reused its judge's reference outputs costs a reference run more on
+  the GPU, which this does not charge);
 * a candidate fails at its first trial when the row is ``incorrect``, never compiles when it is a
   compile error; a warm candidate starts in ``--start-s``, the last ``--warm-share`` of it under the
-  gate (CUDA context and warm-up kernel); stopping or resuming a candidate costs ``--stop-s``.
+  gate (CUDA context and warm-up kernel); stopping or resuming a candidate costs ``--stop-s``;
+* with the compile cache (``--hit-s``), an evaluation whose solution (problem and label: one source
+  each in the mix) an earlier evaluation compiled and finished compiles in ``hit-s`` seconds instead.
 
 Sleeps stand for durations times ``--scale``; rates are given back in the run's own seconds. Stage
 durations were measured under the contention of the run they come from: a schedule that packs more
-work onto the device would stretch them, so a predicted rate above the measured one is an upper bound.
+work onto the device (more slots, more judges) would stretch them, so a predicted rate above the
+measured one is an upper bound. Settings are combined: each value of ``--concurrency``, ``--judges``,
+``--judge-routing`` and ``--hit-s`` with each of the others.
 
     PYTHONPATH=src python3 benchmarks/schedule_replay.py benchmarks/results/sustained_ab_adaptive_h100_2026-11-26.json
+    PYTHONPATH=src python3 benchmarks/schedule_replay.py RUN.json --concurrency 8 12 16 --judges 2 4 --hit-s -1 0.1
 """
 
 from __future__ import annotations
@@ -47,7 +56,7 @@ from drkernel.gym.ipc import ChannelClosed, Message
 from drkernel.gym.messages import (Compare, Done, Error, Extra, Op, Outputs, Signal, SolutionPath, Timing, Verdict)
 from drkernel.gym.orchestrator.judge_pool import JUDGE_ROUTINGS, JudgeFreed
 from drkernel.gym.orchestrator.pool import Talker, WarmPool
-from drkernel.gym.orchestrator.runtime import DeviceRuntime, JudgeSlot, MemoryBudget, RWLock, WarmUpGate
+from drkernel.gym.orchestrator.runtime import DeviceRuntime, JudgeSlot, MemoryBudget, RWLock, Slots, WarmUpGate
 from drkernel.gym.orchestrator.session import CandidateSession
 
 TRIALS = 6  # five trials and the second size
@@ -260,10 +269,12 @@ class Setting:
     judges: int
     routing: str = "sticky"
     hit_s: float | None = None
+    batch: tuple[int, float] | None = None
 
     def label(self) -> str:
         cache = "off" if self.hit_s is None else f"hit {self.hit_s:g} s"
-        return f"c{self.concurrency}/p{self.pool_size}/j{self.judges} {self.routing}, compile cache {cache}"
+        batch = "" if self.batch is None else f", regions batched ({self.batch[0]} or {self.batch[1]:g} s)"
+        return f"c{self.concurrency}/p{self.pool_size}/j{self.judges} {self.routing}, compile cache {cache}{batch}"
 
 
 def runtime(replay: Replay, setting: Setting) -> DeviceRuntime:
@@ -272,9 +283,10 @@ def runtime(replay: Replay, setting: Setting) -> DeviceRuntime:
     rt = DeviceRuntime.__new__(DeviceRuntime)
     concurrency, pool_size = setting.concurrency, setting.pool_size
     rt.requested, rt.hello, rt.concurrency, rt.pool_size = "cuda:0", {"device": "cuda:0"}, concurrency, pool_size
-    rt.rw = RWLock()
+    rt.slots, rt.in_flight, rt.memory = Slots(concurrency), 0, MemoryBudget(0)
+    rt.region_batch = setting.batch
+    rt.rw = RWLock(setting.batch, rt.slots.park if setting.batch else None)
     rt.warm_up_gate = WarmUpGate(rt.rw)
-    rt.slots, rt.in_flight, rt.memory = threading.Semaphore(concurrency), 0, MemoryBudget(0)
     rt._count_lock = threading.Lock()
     rt.judge_routing, rt.judge_freed = setting.routing, JudgeFreed()
     rt.judges = [JudgeSlot(i, lambda: ReplayJudge(replay), rt.judge_freed) for i in range(setting.judges)]
@@ -336,11 +348,12 @@ def load(path: Path, limit: int | None = None) -> tuple[list[Script], dict[str, 
 def settings(args: argparse.Namespace, measured: dict[str, Any]) -> list[Setting]:
     """Every combination of the settings asked for (a pool as large as the slots unless one is named)."""
     out = []
-    for c, j, routing, hit in itertools.product(args.concurrency or [measured["concurrency"]],
-                                                args.judges or [measured["judges"]], args.judge_routing,
-                                                args.hit_s or [None]):
+    batches = [None] + [(int(k), float(t)) for k, t in args.region_batch or []]
+    for c, j, routing, hit, batch in itertools.product(args.concurrency or [measured["concurrency"]],
+                                                       args.judges or [measured["judges"]], args.judge_routing,
+                                                       args.hit_s or [None], batches if args.region_batch else [None]):
         pool = args.pool_size or (c if args.concurrency else measured["pool_size"])
-        out.append(Setting(c, pool, j, routing, None if hit is None or hit < 0 else hit))
+        out.append(Setting(c, pool, j, routing, None if hit is None or hit < 0 else hit, batch))
     return out
 
 
@@ -359,6 +372,8 @@ def main() -> int:
     ap.add_argument("--hit-s", type=float, nargs="+", default=None,
                     help="the compile cache on: a repeated solution's compile takes this long (a negative value: "
                          "the cache off, to replay both in one call)")
+    ap.add_argument("--region-batch", nargs=2, action="append", metavar=("K", "T"),
+                    help="InProcessEvaluator(region_batch=(K, T)); each one replayed beside the unbatched scheduling")
     ap.add_argument("--start-s", type=float, default=1.0, help="a forked candidate's start (measured: 1.04 s)")
     ap.add_argument("--warm-share", type=float, default=0.6, help="the share of the start under the gate")
     ap.add_argument("--stop-s", type=float, default=0.004, help="stopping one candidate's process tree")

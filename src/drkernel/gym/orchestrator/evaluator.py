@@ -92,6 +92,10 @@ class InProcessEvaluator:
             (None) by default.
         judge_routing: ``sticky`` (default: a job's requests all go to one judge) or ``shared`` (each
             request to a free judge, the job's last preferred; `drkernel.gym.orchestrator.judge_pool`).
+        region_batch: ``(k, t)``: timed regions that wait block new candidate sessions only once ``k``
+            wait or the oldest has waited ``t`` seconds, so the device drains once for several regions;
+            a session waiting for its region gives its slot to the next evaluation (`runtime.RWLock`,
+            `runtime.Slots`). None (default): a waiting region blocks new sessions at once.
     """
 
     def __init__(self, device: str = "auto", concurrency: int = 2, pool_size: int = 2,
@@ -99,11 +103,15 @@ class InProcessEvaluator:
                  reference_cache_dir: str | None = None, cache_reference_timings: bool = True,
                  unsafe_no_sandbox: bool = False, zygote: bool = True, judges: int = 0,
                  seccomp: bool = True, compile_cache_dir: str | None = None,
-                 judge_routing: str = "sticky") -> None:
+                 judge_routing: str = "sticky", region_batch: tuple[int, float] | None = None) -> None:
         EvalConfig(device=device)  # validates the device string
         if judge_routing not in JUDGE_ROUTINGS:
             raise ConfigError(f"judge_routing {judge_routing!r}: expected one of {', '.join(JUDGE_ROUTINGS)}")
+        if region_batch is not None and not (len(region_batch) == 2 and int(region_batch[0]) >= 1
+                                             and float(region_batch[1]) >= 0):
+            raise ConfigError(f"region_batch {region_batch!r}: expected (regions >= 1, seconds >= 0)")
         self.judge_routing = judge_routing
+        self.region_batch = None if region_batch is None else (int(region_batch[0]), float(region_batch[1]))
         self.compile_cache = CompileCache(compile_cache_dir) if compile_cache_dir else None
         self.zygote = zygote
         self.judges = max(0, judges)
@@ -186,7 +194,8 @@ class InProcessEvaluator:
     def _new_runtime(self, device: str) -> DeviceRuntime:
         return DeviceRuntime(device, pool_size=self.pool_size, concurrency=self.concurrency, env=self.env,
                              runner=self.runner, zygote=self.zygote, judges=self.judges,
-                             compile_cache=self.compile_cache, judge_routing=self.judge_routing)
+                             compile_cache=self.compile_cache, judge_routing=self.judge_routing,
+                             region_batch=self.region_batch)
 
     def _runtime(self, device: str) -> DeviceRuntime:
         with self._lock:

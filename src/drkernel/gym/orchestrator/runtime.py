@@ -18,7 +18,7 @@ import contextlib
 import logging
 import threading
 import time
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from drkernel.devices import Device
 from drkernel.errors import InfrastructureError, JudgeError
@@ -100,19 +100,46 @@ class RWLock:
     Waiting writers of either kind block new shared holders and new members. (A finer schedule, shared
     holds only while a candidate works on the device with the others parked and stopped during a region,
     was replayed against an H100 run's stage durations and lost: `benchmarks/schedule_replay.py`.)
+
+    With ``batch`` ``(k, t)`` waiting regions block new holders only once they are *due*: ``k`` of them
+    wait, or the oldest has waited ``t`` seconds. Until then new sessions join and work beside the ones
+    already in flight; when due, the device drains once for all the regions waiting. A region's candidate
+    waiting for its region calls ``park`` first (`Slots.park`: its slot goes to the next evaluation).
+    Nothing runs beside a region either way: a region still waits for every shared holder to release.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, batch: tuple[int, float] | None = None, park: Callable[[], None] | None = None) -> None:
         self._cond = threading.Condition()
         self._readers = 0
         self._writer = False
         self._regions_waiting = 0
         self._drains_waiting = 0
         self._members = 0
+        self._batch = batch
+        self._park = park
+        self._region_since: list[float] = []  # when each waiting region started to wait
+        self._batch_due = False
+
+    def _due_in(self) -> float | None:
+        """With the condition held: 0 when waiting regions block new holders now, the seconds until they
+        will (the oldest's wait reaching ``t``), None when no region waits. A batch once due stays due
+        until every region waiting has run (the regions that came during its drain included)."""
+        if not self._regions_waiting:
+            return None
+        if self._batch is None or self._batch_due:
+            return 0.0
+        left = min(self._region_since) + self._batch[1] - time.monotonic()
+        if self._regions_waiting >= self._batch[0] or left <= 0:
+            self._batch_due = True
+            return 0.0
+        return left
 
     def _wait_for_writers(self, drains: bool = True) -> None:
-        while self._writer or self._regions_waiting or (drains and self._drains_waiting):
-            self._cond.wait()
+        while True:
+            due = self._due_in()
+            if not (self._writer or due == 0.0 or (drains and self._drains_waiting)):
+                return
+            self._cond.wait(None if self._writer or due is None or due == 0.0 else due)
 
     def acquire_shared(self) -> None:
         """A shared hold outside any candidate session (a judge request, a warm-up)."""
@@ -143,7 +170,9 @@ class RWLock:
             self._cond.notify_all()
 
     def enter_region(self) -> None:
-        """A member's timed region, from its shared hold (waits as a timed region)."""
+        """A member's timed region, from its shared hold (waits as a timed region; parked while it waits)."""
+        if self._park is not None:
+            self._park()
         with self._cond:
             self._readers -= 1
             self._take_exclusive(drain=False)
@@ -163,10 +192,12 @@ class RWLock:
     def _take_exclusive(self, drain: bool) -> None:
         """With the condition held: wait as a writer of that kind (counted, so shared holders see it),
         then hold the device exclusively."""
+        since = time.monotonic()
         if drain:
             self._drains_waiting += 1
         else:
             self._regions_waiting += 1
+            self._region_since.append(since)
         self._cond.notify_all()
         while self._writer or self._readers or (drain and self._members):
             self._cond.wait()
@@ -174,6 +205,8 @@ class RWLock:
             self._drains_waiting -= 1
         else:
             self._regions_waiting -= 1
+            self._region_since.remove(since)
+            self._batch_due = self._batch_due and self._regions_waiting > 0  # the batch has run
         self._writer = True
 
     def release_exclusive(self) -> None:
@@ -191,9 +224,9 @@ class RWLock:
 
     @property
     def contended(self) -> bool:
-        """A timed region waits or holds (a finished candidate's exit grace ends at once)."""
+        """A timed region holds, or waits and is due (a finished candidate's exit grace ends at once)."""
         with self._cond:
-            return self._writer or self._regions_waiting > 0
+            return self._writer or self._due_in() == 0.0
 
     @contextlib.contextmanager
     def shared(self) -> Iterator[None]:
@@ -210,6 +243,33 @@ class RWLock:
             yield
         finally:
             self.release_exclusive()
+
+
+class Slots:
+    """A device's ``concurrency`` candidate places, each held by one evaluation's thread for its session.
+    With batched regions a session waiting for its timed region gives its place back (`park`): it is
+    stopped and holds the device no more, and the next evaluation starts meanwhile; its device memory
+    stays claimed (`MemoryBudget`), and it does not take a place again (its region and the little after
+    it run beyond the count)."""
+
+    def __init__(self, concurrency: int) -> None:
+        self._free = threading.Semaphore(concurrency)
+        self._local = threading.local()
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        self._free.acquire()
+        self._local.held = True
+        try:
+            yield
+        finally:
+            self.park()
+
+    def park(self) -> None:
+        """This thread's place back, if it holds one."""
+        if getattr(self._local, "held", False):
+            self._local.held = False
+            self._free.release()
 
 
 class WarmUpGate:
@@ -282,7 +342,8 @@ class DeviceRuntime:
 
     def __init__(self, device: str, *, pool_size: int, concurrency: int, env: dict[str, str],
                  runner: Runner, zygote: bool = True, judges: int = 0,
-                 compile_cache: CompileCache | None = None, judge_routing: str = "sticky") -> None:
+                 compile_cache: CompileCache | None = None, judge_routing: str = "sticky",
+                 region_batch: tuple[int, float] | None = None) -> None:
         if judge_routing not in JUDGE_ROUTINGS:
             raise ValueError(f"judge_routing {judge_routing!r}: one of {JUDGE_ROUTINGS}")
         self.requested = device
@@ -295,9 +356,10 @@ class DeviceRuntime:
         self.pool_size = pool_size
         self.concurrency = concurrency
         self.env = env
-        self.rw = RWLock()
+        self.slots = Slots(concurrency)
+        self.region_batch = region_batch
+        self.rw = RWLock(region_batch, self.slots.park if region_batch else None)
         self.warm_up_gate = WarmUpGate(self.rw)
-        self.slots = threading.Semaphore(concurrency)
         self.in_flight = 0
         self.hello: dict[str, Any] = {}
         self.pool: WarmPool | None = None
@@ -441,7 +503,7 @@ class DeviceRuntime:
     def slot(self, input_bytes: int = 0) -> Iterator[None]:
         """One of ``concurrency`` candidate places on this device, and the device memory an evaluation
         with ``input_bytes`` of inputs may need (`MemoryBudget`; nothing on CPU)."""
-        with self.slots, self.memory.claim(JOB_MEMORY_FACTOR * input_bytes):
+        with self.slots.held(), self.memory.claim(JOB_MEMORY_FACTOR * input_bytes):
             with self._count_lock:
                 self.in_flight += 1
             try:
@@ -500,7 +562,7 @@ class DeviceRuntime:
                 "pool_ready": self.pool.ready_count if self.pool else 0,
                 "total_memory": self.hello.get("total_memory"), "versions": self.hello.get("versions", {}),
                 "sandbox": self.runner.name, "zygote": self.zygote is not None, "judges": len(self.judges),
-                "judge_routing": self.judge_routing, "judge_busy_s": [round(j.busy_s, 3) for j in self.judges],
+                "judge_routing": self.judge_routing, "region_batch": self.region_batch, "judge_busy_s": [round(j.busy_s, 3) for j in self.judges],
                 "compile_cache": self.compile_cache.stats() if self.compile_cache else None}
 
     def close(self) -> None:
