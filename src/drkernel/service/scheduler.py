@@ -527,7 +527,7 @@ class Scheduler:
             answer = await asyncio.wait_for(w.handle.evaluate(job.request_json, job.id), limit)
         except asyncio.TimeoutError:
             w.handle.kill()
-            self._infra_failure(
+            await self._infra_failure(
                 w,
                 job,
                 "worker_hung",
@@ -535,21 +535,21 @@ class Scheduler:
                 f"timeout_s + {self.config.job_timeout_grace_s:.0f} s and was killed",
             )
         except WorkerUnavailable as e:
-            self._give_back(w, job, str(e))
+            await self._give_back(w, job, str(e))
         except ReferenceFailed as e:
-            self._reference_failed(job, str(e))
+            await self._reference_failed(job, str(e))
         except InfrastructureError as e:
-            self._infra_failure(w, job, "evaluator_error" if w.handle.alive else "worker_lost", str(e))
+            await self._infra_failure(w, job, "evaluator_error" if w.handle.alive else "worker_lost", str(e))
         except asyncio.CancelledError:
             raise
         except Exception as e:  # noqa: BLE001 - our own bug: recorded, never a job stuck running
             log.exception("job %s: unexpected error", job.id)
-            self._infra_failure(w, job, "internal_error", f"{type(e).__name__} in the scheduler")
+            await self._infra_failure(w, job, "internal_error", f"{type(e).__name__} in the scheduler")
         else:
             if job.id in w.preempted and _killed(answer):
-                self._requeue_preempted(job)
+                await self._requeue_preempted(job)
             else:
-                self._complete(w, job, answer, time.monotonic() - t0)
+                await self._complete(w, job, answer, time.monotonic() - t0)
         finally:
             w.in_flight.pop(job.id, None)
             w.deadlines.pop(job.id, None)
@@ -558,27 +558,27 @@ class Scheduler:
             w.used_bytes -= job.est_bytes
             self.wake()
 
-    def _requeue_preempted(self, job: Job) -> None:
+    async def _requeue_preempted(self, job: Job) -> None:
         """A preempted job's candidate was killed: the job is queued again, its attempt not counted."""
         try:
-            self.store.release([(job.id, job.claim)])
+            await asyncio.to_thread(self.store.release, [(job.id, job.claim)])
         except StoreError as e:
             log.error("re-queueing preempted %s failed (its lease will lapse): %s", job.id, e)
 
-    def _give_back(self, w: Worker, job: Job, why: str) -> None:
+    async def _give_back(self, w: Worker, job: Job, why: str) -> None:
         """The worker was gone before the job reached it: the claim goes back uncounted."""
         log.warning("job %s handed back: %s", job.id, why)
         try:
-            self.store.release([(job.id, job.claim)])
+            await asyncio.to_thread(self.store.release, [(job.id, job.claim)])
         except StoreError as e:
             log.error("handing back %s failed (its lease will lapse): %s", job.id, e)
         self._begin_check(w, why, restart=True)
 
-    def _complete(self, w: Worker, job: Job, answer: str, seconds: float) -> None:
+    async def _complete(self, w: Worker, job: Job, answer: str, seconds: float) -> None:
         try:
             result = EvalResult.from_json(answer)
         except (ValueError, KeyError, TypeError) as e:
-            self._infra_failure(
+            await self._infra_failure(
                 w, job, "bad_result", f"worker {w.handle.name} returned an unreadable result: {e}"
             )
             return
@@ -586,7 +586,7 @@ class Scheduler:
         try:
             if self.config.cache:
                 cache_key = request_key(EvalRequest.from_dict(json.loads(job.request_json)), w.device_name)
-            fin = self.store.complete(job.id, job.claim, answer, cache_key)
+            fin = await asyncio.to_thread(self.store.complete, job.id, job.claim, answer, cache_key)
         except (StoreError, ValueError, KeyError, TypeError) as e:
             self.metrics.errors.inc(error_class="store_error")
             log.error("storing the result of %s failed (its lease will lapse and it re-runs): %s", job.id, e)
@@ -602,22 +602,22 @@ class Scheduler:
             # (a cancelled or preempted job's candidate crashed because we killed it: no news of the device)
             self._begin_check(w, f"job {job.id} ended {result.status.value}")
 
-    def _reference_failed(self, job: Job, message: str) -> None:
+    async def _reference_failed(self, job: Job, message: str) -> None:
         log.info("job %s: the problem's reference failed: %s", job.id, message.splitlines()[0][:200])
         self.metrics.errors.inc(error_class="reference_error")
         try:
-            if self.store.reject(job.id, job.claim, "reference_error", message):
+            if await asyncio.to_thread(self.store.reject, job.id, job.claim, "reference_error", message):
                 self._notify([job.id])
         except StoreError as e:
             self.metrics.errors.inc(error_class="store_error")
             log.error("recording the failure of %s failed (its lease will lapse): %s", job.id, e)
 
-    def _infra_failure(self, w: Worker, job: Job, error_class: str, message: str) -> None:
+    async def _infra_failure(self, w: Worker, job: Job, error_class: str, message: str) -> None:
         log.warning("job %s: %s: %s", job.id, error_class, message)
         self.metrics.errors.inc(error_class=error_class)
         w.infra_failures += 1
         try:
-            status = self.store.fail(job.id, job.claim, error_class, message)
+            status = await asyncio.to_thread(self.store.fail, job.id, job.claim, error_class, message)
         except StoreError as e:
             self.metrics.errors.inc(error_class="store_error")
             log.error("recording the failure of %s failed (its lease will lapse): %s", job.id, e)
