@@ -111,7 +111,7 @@ def _nicest_autogroup(pid: int) -> None:
 @functools.lru_cache(maxsize=None)
 def idle_cgroup() -> str | None:
     """The idle cgroup's directory, made once per process (None where no ``cpu`` hierarchy is writable
-    here; logged once when autogroups are on, since the fallback is weaker)."""
+    here, logged once: the fallback is weaker)."""
     mounts = _cpu_mounts()
     for version, mount in mounts:
         own = _own_cgroup(version)
@@ -120,8 +120,10 @@ def idle_cgroup() -> str | None:
         base = os.path.join(mount, own.lstrip("/"))
         path = os.path.join(base, IDLE_CGROUP)
         try:
-            if version == 2 and "cpu" not in open(os.path.join(base, "cgroup.subtree_control")).read().split():
-                continue
+            if version == 2:  # the cpu controller must be enabled for our cgroup's children
+                with open(os.path.join(base, "cgroup.subtree_control")) as f:
+                    if "cpu" not in f.read().split():
+                        continue
             os.makedirs(path, exist_ok=True)
             knob, value = ("cpu.shares", "2") if version == 1 else ("cpu.weight", "1")
             with open(os.path.join(path, knob), "w") as f:
@@ -129,13 +131,19 @@ def idle_cgroup() -> str | None:
             return path
         except OSError:
             continue
-    if os.path.exists("/proc/sys/kernel/sched_autogroup_enabled"):
-        with open("/proc/sys/kernel/sched_autogroup_enabled") as f:
-            if f.read().strip() == "1":
-                log.warning("no writable cpu cgroup here (%s): a child over its CPU share gets SCHED_IDLE and "
-                            "a nice-19 autogroup, which a process of its own may set back to nice 0",
-                            [m for _, m in mounts] or "none mounted")
+    log.warning("no writable cpu cgroup here (%s): a child over its CPU share gets SCHED_IDLE%s",
+                [m for _, m in mounts] or "none mounted",
+                " and a nice-19 autogroup, which a process of its own may set back to nice 0 (autogroups are "
+                "on: sessions it starts then compete as sessions)" if _autogroups_on() else "")
     return None
+
+
+def _autogroups_on() -> bool:
+    try:
+        with open("/proc/sys/kernel/sched_autogroup_enabled") as f:
+            return f.read().strip() == "1"
+    except OSError:
+        return False
 
 
 def _cpu_mounts() -> list[tuple[int, str]]:
