@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import threading
 import time
@@ -107,7 +108,7 @@ def tmpfs_bytes(pids: list[int]) -> int:
             left, _, right = line.partition(" - ")
             parts, fs = left.split(), right.split()
             if len(parts) >= 6 and fs and fs[0] == "tmpfs" and "rw" in parts[5].split(","):
-                top[parts[4]] = parts[2]
+                top[_unescape(parts[4])] = parts[2]
         for point, dev in top.items():
             if dev in seen_dev:
                 continue
@@ -119,6 +120,11 @@ def tmpfs_bytes(pids: list[int]) -> int:
                 continue
             total += (st.f_blocks - st.f_bfree) * st.f_frsize
     return total
+
+
+def _unescape(path: str) -> str:
+    """A mount point as ``mountinfo`` writes it (space, tab, newline and backslash as octal escapes)."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), path)
 
 
 def _warn_tmpfs(point: str, e: OSError) -> None:
