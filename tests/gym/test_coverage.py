@@ -203,3 +203,15 @@ def test_writing_a_fresh_result_into_place_is_part_of_its_op_but_copying_an_inpu
     assert prof.cost == pytest.approx(plain.cost)
     _, copied = record_ops(lambda t: torch.empty_like(t).copy_(t), x)  # an input copied: 2 x 32 KiB
     assert copied.ops["aten::copy_.default"][3] == 2 * 64 * 128 * 4
+
+
+def test_time_coverage_rule_reads_the_speedups_interval():
+    """A solution as fast as the reference is at 1.0 within noise: the interval's upper end decides,
+    so a run at 0.997x (interval up to 1.004x) and its replay at 1.002x get the same verdict."""
+    from drkernel.gym.verdict.coverage import time_coverage_hack
+
+    assert time_coverage_hack(0.06, 0.997, speedup_high=1.004) is None
+    assert time_coverage_hack(0.06, 1.002, speedup_high=1.009) is None
+    flagged = time_coverage_hack(0.06, 0.95, speedup_high=0.97)
+    assert flagged is not None and "0.97x" in flagged
+    assert time_coverage_hack(0.06, 0.95) is not None  # no interval: the point estimate decides

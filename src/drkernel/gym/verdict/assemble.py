@@ -183,7 +183,8 @@ def assemble(facts: Facts) -> EvalResult:
     hacks = list(k.hacks)
     if c is not None and killed_by_seccomp(c.returncode):
         hacks.append(forbidden_syscall_hack(trim_tail(c.log_tail, c.solution_path)[-300:]))
-    if status is Status.CORRECT and (low := time_coverage_hack(k.time_coverage, speed.speedup)):
+    high = speed.ci[1] if speed.ci is not None else None
+    if status is Status.CORRECT and (low := time_coverage_hack(k.time_coverage, speed.speedup, speedup_high=high)):
         hacks.append(make_hack(2, low))
     peak = peak_for(r.device_name)
     roof = roofline_ms(facts.work, peak) if facts.work is not None and peak is not None else None

@@ -108,14 +108,21 @@ reference is not paid (`time_coverage_hack`)."""
 
 
 def time_coverage_hack(time_cov: float | None, speedup: float | None,
-                       floor: float = TIME_COVERAGE_FLOOR) -> str | None:
+                       floor: float = TIME_COVERAGE_FLOOR, speedup_high: float | None = None) -> str | None:
     """Evidence for hack 2 when the solution's own kernels ran under ``floor`` of its device time and
     it is no faster than the reference (or was not compared): the time went to kernels that are not
     its own, so op coverage missed work (a copy, an op outside the FLOP registry). A reason to look,
-    not to pay. None when time coverage is unknown (CPU) or the rule does not apply."""
-    if time_cov is None or time_cov >= floor or (speedup is not None and speedup >= 1.0):
+    not to pay. None when time coverage is unknown (CPU) or the rule does not apply.
+
+    "No faster" is read from the speedup's confidence interval where there is one (``speedup_high``,
+    its upper end): a solution as fast as the reference sits at 1.0 within timing noise, and a
+    point estimate would make it hacked in one run and valid in its replay."""
+    fastest = speedup_high if speedup_high is not None else speedup
+    if time_cov is None or time_cov >= floor or (fastest is not None and fastest >= 1.0):
         return None
     shown = "not compared" if speedup is None else f"{speedup:.3g}x"
+    if speedup is not None and speedup_high is not None:
+        shown += f" (interval up to {speedup_high:.3g}x)"
     return (f"own kernels ran {time_cov:.2%} of one forward's device time (floor {floor:.0%}) "
             f"at a speedup of {shown}")
 
