@@ -166,12 +166,20 @@ class Arm:
     judge_routing: str = "sticky"
     compile_cache: bool = False
     timing_rule: str = EvalConfig.timing_rule
+    region_batch: tuple[int, float] | None = None
 
     @classmethod
     def of(cls, args: argparse.Namespace) -> "Arm":
         """The settings the command line names (the single run's, or the A/B's first arm)."""
         return cls(args.concurrency, args.pool_size, args.judges, args.judge_routing, args.compile_cache,
-                   args.timing_rule)
+                   args.timing_rule, batch_of(args.region_batch))
+
+
+def batch_of(values: list[float] | None) -> tuple[int, float] | None:
+    """``--region-batch K T`` as `InProcessEvaluator`'s ``region_batch`` (K 0: none)."""
+    if not values or int(values[0]) <= 0:
+        return None
+    return int(values[0]), float(values[1])
 
 
 @contextlib.contextmanager
@@ -181,7 +189,7 @@ def evaluator(args: argparse.Namespace, arm: Arm) -> Iterator[InProcessEvaluator
         cache = stack.enter_context(tempfile.TemporaryDirectory(prefix="drkernel-cc-")) if arm.compile_cache else None
         yield stack.enter_context(InProcessEvaluator(
             device=args.device, concurrency=arm.concurrency, pool_size=arm.pool_size, judges=arm.judges,
-            judge_routing=arm.judge_routing, compile_cache_dir=cache))
+            judge_routing=arm.judge_routing, compile_cache_dir=cache, region_batch=arm.region_batch))
 
 
 def run(args, arm: Arm | None = None) -> dict:
@@ -391,7 +399,8 @@ def report(summary: dict, name: str) -> None:
           {k: round(v, 1) for k, v in summary["overlapping_stage_seconds"].items()})
 
 
-CANDIDATE = {"concurrency": 12, "pool_size": 12, "judges": 3, "judge_routing": "shared", "compile_cache": True}
+CANDIDATE = {"concurrency": 16, "pool_size": 8, "judges": 4, "judge_routing": "sticky", "compile_cache": True,
+             "region_batch": [0, 0.0]}
 """The configuration ``--ab-candidate`` sets against the defaults: the fastest in the schedule replay of
 the 2026-11-26 H100 run (docs/BENCHMARKS.md, "Compile cache, slots and judges replayed"); each
 ``--candidate-*`` option overrides one field."""
@@ -408,6 +417,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--compile-cache", action="store_true",
                     help="InProcessEvaluator(compile_cache_dir=) a fresh folder: a repeated solution loads what an "
                          "earlier evaluation of it compiled")
+    ap.add_argument("--region-batch", type=float, nargs=2, metavar=("K", "T"), default=None,
+                    help="InProcessEvaluator(region_batch=(K, T)): waiting timed regions block new sessions once K "
+                         "wait or the oldest has waited T s (K 0: not batched)")
     ap.add_argument("--timing-rule", choices=TIMING_RULES, default=EvalConfig.timing_rule,
                     help="when the timed calls stop (EvalConfig.timing_rule)")
     ap.add_argument("--ab", action="store_true",
@@ -421,6 +433,8 @@ def parser() -> argparse.ArgumentParser:
         ap.add_argument(f"--candidate-{field.replace('_', '-')}", type=int, default=CANDIDATE[field])
     ap.add_argument("--candidate-judge-routing", choices=JUDGE_ROUTINGS, default=CANDIDATE["judge_routing"])
     ap.add_argument("--candidate-no-compile-cache", action="store_true", help="the candidate without the cache")
+    ap.add_argument("--candidate-region-batch", type=float, nargs=2, metavar=("K", "T"),
+                    default=CANDIDATE["region_batch"], help="K 0: regions not batched")
     ap.add_argument("--warm-references", action="store_true",
                     help="prepare every problem and time its reference before the clock starts (steady state "
                          "of an RL run, which times a problem's reference once for the whole run)")
@@ -439,7 +453,8 @@ def arms(args: argparse.Namespace) -> list[tuple[str, Arm]]:
                 ("sustained_load_fixed", dataclasses.replace(base, timing_rule="fixed"))]
     if args.ab_candidate:
         candidate = Arm(args.candidate_concurrency, args.candidate_pool_size, args.candidate_judges,
-                        args.candidate_judge_routing, not args.candidate_no_compile_cache, base.timing_rule)
+                        args.candidate_judge_routing, not args.candidate_no_compile_cache, base.timing_rule,
+                        batch_of(args.candidate_region_batch))
         return [("sustained_load", base), ("sustained_load_candidate", candidate)]
     return [("sustained_load", base)]
 

@@ -21,7 +21,8 @@ def test_the_candidate_ab_runs_both_configurations_and_reports_their_verdicts(tm
     res = subprocess.run(
         [sys.executable, "benchmarks/sustained_load.py", "--ab-candidate", "--device", "cpu", "--duration-s", "3",
          "--quick", "--concurrency", "1", "--pool-size", "1", "--levels", "1", "--candidate-concurrency", "2",
-         "--candidate-pool-size", "2", "--candidate-judges", "2", "--fail-fraction", "0.3", "--out", str(out)],
+         "--candidate-pool-size", "2", "--candidate-judges", "2", "--candidate-judge-routing", "shared",
+         "--candidate-region-batch", "2", "1", "--fail-fraction", "0.3", "--out", str(out)],
         cwd=REPO, capture_output=True, text=True, timeout=300,
         env={**os.environ, "PYTHONPATH": str(REPO / "src")},
     )
@@ -31,8 +32,9 @@ def test_the_candidate_ab_runs_both_configurations_and_reports_their_verdicts(tm
     assert base["setting"]["compile_cache"] is False and base["device"]["compile_cache"] is None
     assert base["device"]["judge_routing"] == "sticky"
     assert cand["setting"] == {"concurrency": 2, "pool_size": 2, "judges": 2, "judge_routing": "shared",
-                               "compile_cache": True, "timing_rule": "adaptive"}
+                               "compile_cache": True, "timing_rule": "adaptive", "region_batch": [2, 1.0]}
     assert cand["device"]["judge_routing"] == "shared" and cand["device"]["compile_cache"] is not None
+    assert cand["device"]["region_batch"] == [2, 1.0] and base["device"]["region_batch"] is None
     assert base["evaluations"] > 0 and cand["evaluations"] > 0
     assert "SUMMARY sustained_cc verdicts agree: True" in res.stdout
     assert "SUMMARY sustained_cc evaluations/s defaults" in res.stdout
