@@ -30,7 +30,7 @@ from typing import Any
 from drkernel.gym import precision
 from drkernel.gym.result import EvalResult, Hack, KernelStat, Provenance, Status, TimingStats, TrialResult
 from drkernel.gym.roofline import Work, peak_for, roofline_ms, sol_fraction
-from drkernel.gym.speedup import speedup_interval
+from drkernel.gym.speedup import across_runs, speedup_interval
 from drkernel.gym.verdict.classify import classify_error, classify_exit, killed_by_seccomp, trim_tail
 from drkernel.gym.verdict.coverage import time_coverage_hack
 from drkernel.gym.verdict.hacks import forbidden_syscall_hack, make_hack
@@ -164,7 +164,7 @@ def speed_of(t: TimingFacts, reference_flags: Mapping[str, Any], solution_flags:
     differ = precision.mismatch("reference", reference_flags) + precision.mismatch("solution", solution_flags)
     if differ:
         return Speed(note="no speedup: " + "; ".join(differ))
-    interval = speedup_interval(t.reference_samples, t.solution_samples)
+    interval = across_runs(speedup_interval(t.reference_samples, t.solution_samples))  # a re-run's too
     return Speed(t.reference.median_ms / t.solution.median_ms,
                  None if interval is None else (interval.low, interval.high),
                  None if interval is None else interval.level, t.note, comparable=True)
