@@ -23,10 +23,19 @@ waits for what is in flight. Reported:
 ``--timing-rule`` picks when the timed calls stop (`EvalConfig.timing_rule`, adaptive by default);
 ``--ab`` runs the mix twice in one process, adaptive then fixed, side by side on one device
 (``sustained_load.json``, ``sustained_load_fixed.json``, ``sustained_ab.png`` and SUMMARY lines
-comparing rates, exclusive seconds and each problem's median speedup).
+comparing rates, exclusive seconds and each problem's median speedup). ``--ab-candidate`` runs the mix
+under the settings named (the defaults) and then under a candidate configuration (`CANDIDATE`: the compile
+cache on, more slots and judges, batched timed regions; ``--candidate-*`` change it), side by side in one
+process (``sustained_load.json``, ``sustained_load_candidate.json``, ``sustained_ab.png``; SUMMARY
+lines ``sustained_cc``: rates, GPU busy, exclusive seconds, stage seconds per evaluation, speedup CVs,
+median gold speedups, and whether every solution earned the same verdicts in both, which fails the run
+when not). ``--compile-cache``, ``--judge-routing`` and ``--region-batch`` set the evaluator's options
+for a single run.
 
     PYTHONPATH=src python3 benchmarks/sustained_load.py --device cuda:0 --out out/sustained_load
     PYTHONPATH=src python3 benchmarks/sustained_load.py --device cpu --duration-s 60 --quick   # smoke run
+    PYTHONPATH=src python3 benchmarks/sustained_load.py --ab-candidate --concurrency 8 --pool-size 8 \
+        --warm-references --duration-s 120 --out out/sustained_cc          # scripts/gpu_check.sh sustained-cc
 
 Writes ``sustained_load.json`` and ``sustained_load.png`` (completions over time, latency histogram,
 stage shares) into ``--out``; ``--replot`` redraws from the JSON. Needs only torch, triton, numpy
@@ -399,11 +408,11 @@ def report(summary: dict, name: str) -> None:
           {k: round(v, 1) for k, v in summary["overlapping_stage_seconds"].items()})
 
 
-CANDIDATE = {"concurrency": 16, "pool_size": 8, "judges": 4, "judge_routing": "sticky", "compile_cache": True,
-             "region_batch": [0, 0.0]}
-"""The configuration ``--ab-candidate`` sets against the defaults: the fastest in the schedule replay of
-the 2026-11-26 H100 run (docs/BENCHMARKS.md, "Compile cache, slots and judges replayed"); each
-``--candidate-*`` option overrides one field."""
+CANDIDATE = {"concurrency": 16, "pool_size": 12, "judges": 4, "judge_routing": "sticky", "compile_cache": True,
+             "region_batch": [6, 3.0]}
+"""The configuration ``--ab-candidate`` sets against the defaults: the fastest the schedule replay of the
+2026-11-26 H100 run predicts, short of more judges than 4 (docs/BENCHMARKS.md, "Compile cache, slots,
+judges and batched regions replayed"); each ``--candidate-*`` option overrides one field."""
 
 
 def parser() -> argparse.ArgumentParser:
