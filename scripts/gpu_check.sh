@@ -74,9 +74,10 @@ SUSTAINED_RULE_FLAGS=()
 [[ -n "${SUSTAINED_RULE:-}" ]] && SUSTAINED_RULE_FLAGS+=(--timing-rule "$SUSTAINED_RULE")
 section sustained "throughput: sustained mixed load (RL-like batch, 40 % failing), evaluations/s, busy, stages" "$PY" benchmarks/sustained_load.py --device cuda:0 --duration-s "${SUSTAINED_S:-150}" --concurrency "${SUSTAINED_C:-8}" --pool-size "${SUSTAINED_POOL:-8}" --judges "${SUSTAINED_JUDGES:-0}" "${SUSTAINED_FLAGS[@]}" "${SUSTAINED_RULE_FLAGS[@]}" --out "$OUT/sustained_load"
 # sustained-cc: the mix at the defaults, then at the candidate configuration (compile cache on, and the slots, pool,
-# judges and judge routing the schedule replay predicts fastest: benchmarks/sustained_load.py CANDIDATE), side by
-# side in one process, SUSTAINED_CC_S seconds each (default 120: the section takes about 6 minutes); CC_FLAGS
-# overrides the candidate (e.g. "--candidate-judges 2"). Verdicts that differ between the two runs fail it.
+# judges and batched timed regions the schedule replay predicts fastest: benchmarks/sustained_load.py CANDIDATE),
+# side by side in one process, SUSTAINED_CC_S seconds each (default 120: the section takes about 6 minutes);
+# CC_FLAGS overrides the candidate (e.g. "--candidate-judges 6" or "--candidate-region-batch 0 0"). Verdicts that
+# differ between the two runs fail it.
 CC_FLAGS=(${CC_FLAGS:-})
 section sustained-cc "throughput: defaults vs the candidate configuration (compile cache, slots, judges), side by side, same verdicts" "$PY" benchmarks/sustained_load.py --ab-candidate --device cuda:0 --duration-s "${SUSTAINED_CC_S:-120}" --concurrency "${SUSTAINED_C:-8}" --pool-size "${SUSTAINED_POOL:-8}" --judges "${SUSTAINED_JUDGES:-0}" "${SUSTAINED_FLAGS[@]}" "${CC_FLAGS[@]}" --out "$OUT/sustained_cc"
 section sustained-ab "throughput: the same mix side by side, timed calls stopped once the median is precise (adaptive, the default) vs the fixed count" "$PY" benchmarks/sustained_load.py --ab --device cuda:0 --duration-s "${SUSTAINED_S:-120}" --concurrency "${SUSTAINED_C:-8}" --pool-size "${SUSTAINED_POOL:-8}" --judges "${SUSTAINED_JUDGES:-0}" "${SUSTAINED_FLAGS[@]}" --out "$OUT/sustained_ab"
