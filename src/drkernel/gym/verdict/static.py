@@ -24,15 +24,13 @@ from __future__ import annotations
 
 import ast
 import functools
-import importlib
 import re
-import sys
-import types
 from dataclasses import dataclass, field
 from typing import Callable
 
 from drkernel import pyast
 from drkernel.gym.verdict.hacks import dedupe, make_hack
+from drkernel.gym.verdict.module_index import STOP, ModuleGraph, Node, module_graph
 from drkernel.gym.verdict.spelling import spelled_names
 from drkernel.gym.result import Hack
 
@@ -274,17 +272,17 @@ def _module_admitted(name: str) -> bool:
     return _import_allowed(name) or name.split(".")[0] in MODULE_PACKAGES
 
 
-def _real_module(name: str) -> types.ModuleType | None:
-    """An admitted module by name, imported if needed (a solution may import it itself); None when it
-    is private, forbidden or not installed."""
-    if name in sys.modules:
-        return sys.modules[name]
-    if any(p.startswith("_") for p in name.split(".")) or _forbidden(name) or not _module_admitted(name):
-        return None
-    try:
-        return importlib.import_module(name)
-    except Exception:  # noqa: BLE001 - an absent or broken optional module: the name stays textual
-        return None
+def _importable(name: str) -> bool:
+    """Whether the check imports ``name`` itself when a chain reaches it (a solution may import it)."""
+    return not any(p.startswith("_") for p in name.split(".")) and not _forbidden(name) and _module_admitted(name)
+
+
+def _real_module(name: str, graph: ModuleGraph) -> Node | None:
+    """An admitted module by name, imported if needed; None when it is private, forbidden or not installed."""
+    found = graph.loaded(name)
+    if found is None and _importable(name):
+        found = graph.load(name)
+    return found
 
 
 @functools.lru_cache(maxsize=4096)
@@ -292,22 +290,25 @@ def canonical(name: str) -> tuple[str, str | None]:
     """``typing.sys.modules`` -> (``"sys.modules"``, ``"sys"``): the dotted name through the modules the
     chain really passes, and the first module it reaches as an attribute that the contract does not
     admit (None when there is none). Only module namespaces are read (``vars``), so no code of the
-    library runs; a chain is followed while its steps are modules."""
+    library runs; a chain is followed while its steps are modules. The modules are read from the
+    index a child process recorded (`drkernel.gym.verdict.module_index`), so the calling process
+    imports none of them unless it already has torch."""
     parts = name.split(".")
-    module = _real_module(parts[0]) if _import_allowed(parts[0]) else None
+    graph = module_graph()
+    module = _real_module(parts[0], graph) if _import_allowed(parts[0]) else None
     if module is None:
         return name, None
     outside = None
     for i, attr in enumerate(parts[1:], 1):
-        value = vars(module).get(attr)
+        value = graph.attribute(module, attr)
         if value is None and not attr.startswith("_"):
-            value = _real_module(f"{module.__name__}.{attr}")
-        if not isinstance(value, types.ModuleType):
-            return ".".join([module.__name__, *parts[i:]]), outside
-        if outside is None and not _module_admitted(value.__name__):
-            outside = value.__name__
+            value = _real_module(f"{graph.name(module)}.{attr}", graph)
+        if value is None or value == STOP:
+            return ".".join([graph.name(module), *parts[i:]]), outside
+        if outside is None and not _module_admitted(graph.name(value)):
+            outside = graph.name(value)
         module = value
-    return module.__name__, outside
+    return graph.name(module), outside
 
 
 def analyze(source: str) -> StaticReport:
