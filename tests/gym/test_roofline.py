@@ -18,7 +18,7 @@ def test_device_names_find_their_peaks():
 
 
 def test_work_splits_tensor_core_flops_from_the_rest():
-    assert work_of(FP32_MM, 0, 0) == Work(0.0, 6.7e9, 0.0)
+    assert work_of(FP32_MM, 0, 0) == Work(0.0, 6.7e9, 0.0, matmul32_flops=6.7e9)  # compute-bound fp32
     assert work_of(HALF_MM, 0, 0) == Work(9.89e9, 0.0, 0.0)
     # a memory-bound op's flops go to the fp32 unit; views cost nothing; bytes are inputs + outputs
     assert work_of(RELU, 100, 28) == Work(0.0, 1e8, 128.0)
@@ -39,3 +39,15 @@ def test_roofline_by_hand():
 def test_sol_fraction():
     assert sol_fraction(0.2, 0.4) == pytest.approx(0.5)
     assert sol_fraction(None, 0.4) is None and sol_fraction(0.2, 0.0) is None
+
+
+def test_fp32_matmuls_at_the_tf32_rate_where_the_profile_allows_tf32():
+    """A TF32 GEMM (allowed by kernelgym) beat the fp32-rate roofline 2.3-3.4x on an H100: where TF32 is
+    allowed, an fp32 matmul's speed of light is the TF32 tensor-core rate (half the fp16 one)."""
+    h100 = peak_for("H100 SXM")
+    mm = work_of(FP32_MM, 0, 0)
+    assert roofline_ms(mm, h100, tf32=False) == pytest.approx(0.1)  # 6.7e9 / 67e12 s
+    assert roofline_ms(mm, h100, tf32=True) == pytest.approx(6.7e9 / 494.5e12 * 1e3)
+    # the memory-bound rest stays at the fp32 rate: 1e8 flops of relu beside the GEMM
+    both = Work(0.0, 6.7e9 + 1e8, 0.0, matmul32_flops=6.7e9)
+    assert roofline_ms(both, h100, tf32=True) == pytest.approx((6.7e9 / 494.5e12 + 1e8 / 67e12) * 1e3)

@@ -1,11 +1,13 @@
 """Speed of light: the least time the reference's work can take on a device (torch-free, pure).
 
 Notation: ``F_t`` the reference's FLOPs on tensor cores (fp16/bf16 matmuls), ``F_s`` its other FLOPs
-(fp32 matmuls at the declared baseline's precision, elementwise and reductions), ``B`` the bytes any
-implementation must move (its inputs read once, its outputs written once), ``P_t``, ``P_s`` the
-device's dense peak FLOP rates and ``W`` its peak memory bandwidth. Then
+(elementwise, reductions, and fp32 matmuls ``F_m`` among them), ``B`` the bytes any implementation must
+move (its inputs read once, its outputs written once), ``P_t``, ``P_s`` the device's dense peak FLOP
+rates, ``P_m`` the rate an fp32 matmul may run at under the tolerance profile (TF32 tensor cores where
+the profile allows TF32, as ``kernelgym`` does; the fp32 rate where TF32 is hack 12) and ``W`` its peak
+memory bandwidth. Then
 
-    roofline_time = max(F_t / P_t + F_s / P_s, B / W)
+    roofline_time = max(F_t / P_t + F_m / P_m + (F_s - F_m) / P_s, B / W)
     sol_fraction  = roofline_time / measured_time        (1 = at the speed of light)
 
 as SOL-ExecBench scores kernels. The FLOPs come from the judge's op recorder, counted once per
@@ -30,6 +32,11 @@ class Peak:
     fp32_flops: float
     tensor_flops: float
     bandwidth: float
+
+    @property
+    def tf32_flops(self) -> float:
+        """Dense TF32 tensor-core rate: half the fp16/bf16 rate on these parts."""
+        return self.tensor_flops / 2
 
 
 PEAKS: tuple[tuple[tuple[str, ...], Peak], ...] = (
@@ -64,24 +71,29 @@ class Work:
     tensor_flops: float
     other_flops: float
     bytes: float
+    matmul32_flops: float = 0.0   # of other_flops: compute-bound fp32 ops (matmuls, convolutions)
 
 
 def work_of(op_profile: Mapping[str, Sequence[float]], input_bytes: int, output_bytes: int) -> Work:
     """The reference's `Work` from its recorded op profile (``name -> [count, cost_s, flops, bytes]``
     priced on the nominal device) and its inputs' and outputs' sizes."""
-    tensor = other = 0.0
+    tensor = other = matmul32 = 0.0
     for count, cost, flops, nbytes in OpProfile.from_dict(op_profile).compute_ops().values():
         compute_bound = cost > nbytes / NOMINAL_BANDWIDTH * (1 + 1e-9)
         if compute_bound and flops / cost > 2 * NOMINAL_FP32:  # priced at the tensor-core rate
             tensor += flops
         else:
             other += flops
-    return Work(tensor, other, float(input_bytes + output_bytes))
+            matmul32 += flops if compute_bound else 0.0
+    return Work(tensor, other, float(input_bytes + output_bytes), matmul32)
 
 
-def roofline_ms(work: Work, peak: Peak) -> float:
-    """``max(F_t / P_t + F_s / P_s, B / W)`` in milliseconds."""
-    compute = work.tensor_flops / peak.tensor_flops + work.other_flops / peak.fp32_flops
+def roofline_ms(work: Work, peak: Peak, tf32: bool = False) -> float:
+    """``max(F_t / P_t + F_m / P_m + (F_s - F_m) / P_s, B / W)`` in milliseconds; ``tf32``: the
+    tolerance profile allows TF32, so ``P_m`` is the TF32 rate (else the fp32 one)."""
+    matmul_rate = peak.tf32_flops if tf32 else peak.fp32_flops
+    compute = (work.tensor_flops / peak.tensor_flops + work.matmul32_flops / matmul_rate
+               + (work.other_flops - work.matmul32_flops) / peak.fp32_flops)
     return max(compute, work.bytes / peak.bandwidth) * 1e3
 
 

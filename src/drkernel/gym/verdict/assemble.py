@@ -35,6 +35,10 @@ from drkernel.gym.verdict.classify import classify_error, classify_exit, killed_
 from drkernel.gym.verdict.coverage import time_coverage_hack
 from drkernel.gym.verdict.hacks import forbidden_syscall_hack, make_hack
 
+TF32_PROFILE = "kernelgym"
+"""The tolerance profile under which TF32 arithmetic is allowed (docs/DESIGN.md): fp32 matmuls' speed of
+light is then the TF32 tensor-core rate."""
+
 
 @dataclass(frozen=True)
 class RequestFacts:
@@ -187,7 +191,8 @@ def assemble(facts: Facts) -> EvalResult:
     if status is Status.CORRECT and (low := time_coverage_hack(k.time_coverage, speed.speedup, speedup_high=high)):
         hacks.append(make_hack(2, low))
     peak = peak_for(r.device_name)
-    roof = roofline_ms(facts.work, peak) if facts.work is not None and peak is not None else None
+    roof = (roofline_ms(facts.work, peak, tf32=r.tolerance_profile == TF32_PROFILE)
+            if facts.work is not None and peak is not None else None)
     sol = facts.timing.solution
     return EvalResult(
         status=status, problem_key=r.problem_key, request_id=r.request_id, hacks=hacks,
