@@ -22,6 +22,7 @@ TORCH_FREE = [
     "drkernel.gym.seeds",
     "drkernel.gym.verdict.checks",
     "drkernel.gym.verdict.static",
+    "drkernel.gym.verdict.module_index",
     "drkernel.gym.verdict.coverage",
     "drkernel.gym.verdict.hacks",
     "drkernel.gym.verdict.classify",

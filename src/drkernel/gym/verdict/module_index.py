@@ -160,14 +160,18 @@ def default_cache_dir() -> Path:
     return Path(base) / "drkernel" / "module-index"
 
 
+def cache_file(folder: Path, key: dict[str, str | None]) -> Path:
+    """The index's file in ``folder``: named by a digest of its key (the file holds the key too)."""
+    return folder / f"{hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]}.json"
+
+
 _LOADED: dict[Path, ModuleIndex] = {}
 
 
 def load_index(cache_dir: Path | None = None) -> ModuleIndex:
     """The index for this interpreter: from memory, else from the disk cache, else built by a child."""
     key = cache_key()
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
-    path = (cache_dir or default_cache_dir()) / f"{digest}.json"
+    path = cache_file(cache_dir or default_cache_dir(), key)
     if path in _LOADED:
         return _LOADED[path]
     data = _read(path, key)

@@ -289,12 +289,18 @@ def _real_module(name: str, graph: ModuleGraph) -> Node | None:
 def canonical(name: str) -> tuple[str, str | None]:
     """``typing.sys.modules`` -> (``"sys.modules"``, ``"sys"``): the dotted name through the modules the
     chain really passes, and the first module it reaches as an attribute that the contract does not
-    admit (None when there is none). Only module namespaces are read (``vars``), so no code of the
-    library runs; a chain is followed while its steps are modules. The modules are read from the
-    index a child process recorded (`drkernel.gym.verdict.module_index`), so the calling process
-    imports none of them unless it already has torch."""
+    admit (None when there is none). The modules are read from the index a child process recorded
+    (`drkernel.gym.verdict.module_index`), so the calling process imports none of them unless it
+    already has torch."""
+    if not _import_allowed(name.split(".")[0]):
+        return name, None
+    return canonical_in(module_graph(), name)
+
+
+def canonical_in(graph: ModuleGraph, name: str) -> tuple[str, str | None]:
+    """`canonical` through the given modules. Only module namespaces are read (``vars``), so no code
+    of the library runs; a chain is followed while its steps are modules."""
     parts = name.split(".")
-    graph = module_graph()
     module = _real_module(parts[0], graph) if _import_allowed(parts[0]) else None
     if module is None:
         return name, None
@@ -303,7 +309,7 @@ def canonical(name: str) -> tuple[str, str | None]:
         value = graph.attribute(module, attr)
         if value is None and not attr.startswith("_"):
             value = _real_module(f"{graph.name(module)}.{attr}", graph)
-        if value is None or value == STOP:
+        if value is None or value is STOP:
             return ".".join([graph.name(module), *parts[i:]]), outside
         if outside is None and not _module_admitted(graph.name(value)):
             outside = graph.name(value)
