@@ -22,6 +22,7 @@ cannot start one.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import importlib.metadata
@@ -150,9 +151,14 @@ def _rules_digest() -> str:
 
 def cache_key() -> dict[str, str | None]:
     """What the index depends on: a change to any of these builds a new one."""
-    return {"format": str(FORMAT), "python": sys.version, "prefix": sys.prefix, "torch": _version("torch"),
-            "triton": _version("triton"), "numpy": _version("numpy"), "drkernel": _version("drkernel"),
-            "rules": _rules_digest()}
+    return dict(_cache_key())
+
+
+@functools.cache
+def _cache_key() -> tuple[tuple[str, str | None], ...]:  # read once: metadata lookups scan sys.path
+    return (("format", str(FORMAT)), ("python", sys.version), ("prefix", sys.prefix), ("torch", _version("torch")),
+            ("triton", _version("triton")), ("numpy", _version("numpy")), ("drkernel", _version("drkernel")),
+            ("rules", _rules_digest()))
 
 
 def default_cache_dir() -> Path:
