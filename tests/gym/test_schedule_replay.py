@@ -26,3 +26,21 @@ def test_the_replay_runs_each_setting_through_the_real_runtime(tmp_path):
         # the replayed rows include timed evaluations: their regions were held for the measured time
         assert r["stage_seconds"]["exclusive"] > 0
     assert "SUMMARY replay" in res.stdout
+
+
+def test_the_replay_combines_the_compile_cache_routing_and_batched_regions(tmp_path):
+    out = tmp_path / "replay.json"
+    res = subprocess.run([sys.executable, "benchmarks/schedule_replay.py", str(RUN), "--limit", "40", "--scale", "0.02",
+                          "--concurrency", "8", "--judges", "2", "--judge-routing", "sticky", "shared",
+                          "--hit-s", "-1", "0.1", "--region-batch", "3", "1", "--out", str(out)],
+                         cwd=REPO, capture_output=True, text=True, timeout=300,
+                         env={"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"})
+    assert res.returncode == 0, res.stderr[-3000:]
+    results = json.loads(out.read_text())["results"]
+    assert len(results) == 8  # 2 routings x cache off/on x batched or not
+    for r in results:
+        assert r["evaluations"] == 40
+        # the first 40 rows repeat some solutions: with the cache on their compile is a hit, never without
+        assert (r["compile_hits"] > 0) == (r["hit_s"] is not None)
+    assert {(r["routing"], r["batch"] is None) for r in results} == {
+        ("sticky", True), ("sticky", False), ("shared", True), ("shared", False)}
