@@ -54,7 +54,8 @@ def index(cache_home) -> ModuleIndex:
 def _run(code: str, cache_home: Path, timeout: int = 300) -> str:
     env = {**os.environ, "XDG_CACHE_HOME": str(cache_home)}
     code = f"import sys; sys.path.insert(0, {str(ADVERSARIAL)!r})\n" + textwrap.dedent(code)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, env=env)
+    out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=timeout,
+                         env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     return out.stdout.strip().splitlines()[-1]
 

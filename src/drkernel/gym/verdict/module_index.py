@@ -211,8 +211,9 @@ def _build_in_child(key: dict[str, str | None]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="drkernel-module-index-") as tmp:
         out = Path(tmp) / "index.json"
         cmd = [sys.executable, "-m", "drkernel.gym.verdict.module_index", str(out)]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+        try:  # run in the empty folder: `-m` puts the working directory first on the child's path
+            proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S,
+                                  cwd=tmp)
         except subprocess.TimeoutExpired as e:
             raise InfrastructureError(f"the module index took over {BUILD_TIMEOUT_S} s to build") from e
         try:
@@ -273,7 +274,7 @@ def _walk_packages(recorder: _Recorder, modules: dict[str, types.ModuleType]) ->
         package = modules[pending.pop(0)]
         try:
             found = sorted(info.name for info in pkgutil.iter_modules(list(package.__path__)))
-        except Exception:  # noqa: BLE001 - a package whose path cannot be listed has no submodules to add
+        except Exception:  # noqa: BLE001, S112 - a package whose path cannot be listed adds no submodules
             continue
         for sub in found:
             name = f"{package.__name__}.{sub}"
