@@ -127,4 +127,6 @@ def test_index_of_another_environment_is_not_read(tmp_path):
     path.write_text(json.dumps(index.to_json({**key, "torch": "0.0.0"})))
     assert module_index._read(path, key) is None
     path.write_text(json.dumps(index.to_json(key)))
-    assert ModuleIndex.from_json(module_index._read(path, key)) == index
+    assert module_index._read(path, key) == index
+    path.write_text(json.dumps({"key": key}))           # damaged: rebuilt, not read
+    assert module_index._read(path, key) is None

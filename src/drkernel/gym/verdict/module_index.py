@@ -180,20 +180,22 @@ def load_index(cache_dir: Path | None = None) -> ModuleIndex:
     path = cache_file(cache_dir or default_cache_dir(), key)
     if path in _LOADED:
         return _LOADED[path]
-    data = _read(path, key)
-    if data is None:
+    index = _read(path, key)
+    if index is None:
         data = _build_in_child(key)
         _write(path, data)
-    _LOADED[path] = index = ModuleIndex.from_json(data)
+        index = ModuleIndex.from_json(data)
+    _LOADED[path] = index
     return index
 
 
-def _read(path: Path, key: dict[str, str | None]) -> dict[str, Any] | None:
+def _read(path: Path, key: dict[str, str | None]) -> ModuleIndex | None:
+    """The cached index at ``path`` if it was built for ``key``; None when absent, stale or damaged."""
     try:
         data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        return ModuleIndex.from_json(data) if data.get("key") == key else None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-    return data if isinstance(data, dict) and data.get("key") == key else None
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:
