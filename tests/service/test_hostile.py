@@ -124,6 +124,60 @@ def test_a_body_on_a_route_that_takes_none_is_refused_at_once(hostile):
         assert s.recv(4096).split(b"\r\n", 1)[0].endswith(b"413 Request Entity Too Large")
 
 
+def _status_then_closed(s: socket.socket) -> bytes:
+    """The status line the server answered on ``s`` (b"" for none) once it closed the connection
+    (`TimeoutError` when it keeps it open)."""
+    s.settimeout(60)
+    data = b""
+    try:
+        while chunk := s.recv(65536):
+            data += chunk
+    except ConnectionResetError:
+        pass
+    return data.split(b"\r\n", 1)[0]
+
+
+@pytest.mark.parametrize("path", ["/zz", "/", "/v1", "/metrics/", "/docs/x", "/V1/jobs", "/v1/jobs"])
+def test_a_request_without_a_token_is_refused_from_its_head_on_any_path(hostile, path):
+    """No path outside the open ones waits for a body without a token: the head is answered 401 and
+    the connection closed, with 1 byte of a 100-kB body sent (none of it is read or held)."""
+    srv, _ = hostile
+    with socket.create_connection(("127.0.0.1", srv.port)) as s:
+        s.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{{".encode())
+        status = _status_then_closed(s)
+    assert status.startswith(b"HTTP/1.1 401"), status
+
+
+def test_an_unknown_route_takes_no_body_from_a_client(hostile):
+    """An authenticated client's body on a path no route reads is refused from the head (413)."""
+    srv, tokens = hostile
+    with socket.create_connection(("127.0.0.1", srv.port)) as s:
+        s.sendall(f"POST /zz HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {tokens['dave']}\r\n"
+                  "Content-Length: 100000\r\n\r\n{".encode())
+        status = _status_then_closed(s)
+    assert status.startswith(b"HTTP/1.1 413"), status
+
+
+def test_half_sent_bodies_do_not_lock_others_out(hostile):
+    """40 connections at most: 60 requests whose head is in and whose body never finishes evict the
+    oldest of themselves; a client that sends its request at once is served; every one is closed."""
+    srv, tokens = hostile
+    held = []
+    for _ in range(60):
+        s = socket.create_connection(("127.0.0.1", srv.port))
+        s.sendall(f"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {tokens['dave']}\r\n"
+                  "Content-Type: application/json\r\nContent-Length: 5000\r\n\r\n{".encode())
+        held.append(s)
+    try:
+        with _http(srv, tokens["alice"]) as alice:
+            assert alice.get("/v1/queue").status_code == 200
+        for s in held:  # evicted, or answered 408 by the 2-s body deadline, and closed
+            assert _status_then_closed(s) in (b"", b"HTTP/1.1 408 Request Timeout")
+    finally:
+        for s in held:
+            s.close()
+
+
 def test_a_list_of_wrong_items_costs_one_validation_error(hostile):
     srv, tokens = hostile
     with _http(srv, tokens["alice"]) as c:

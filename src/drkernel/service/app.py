@@ -150,11 +150,12 @@ def create_app(config: ServiceConfig, handles: Sequence[WorkerHandle] | None = N
                       summary="Prometheus metrics (no auth)", include_in_schema=True)
     app.add_api_route("/docs", lambda: HTMLResponse(_docs_page(app.openapi())), methods=["GET"],
                       include_in_schema=False)
+    routes = [r for r in (*api.routes, *app.router.routes) if isinstance(getattr(r, "path", None), str)]
     app.add_middleware(Gate, lookup=lookup, limiter=RateLimiter(config.rate_per_client, config.rate_burst),
                        max_body=config.max_body_bytes, body_timeout_s=config.body_timeout_s,
                        peers=RateLimiter(config.rate_per_peer, config.peer_burst),
-                       token_ttl_s=config.token_ttl_s)
-    routes = [r for r in (*api.routes, *app.router.routes) if isinstance(getattr(r, "path", None), str)]
+                       token_ttl_s=config.token_ttl_s,
+                       body_routes=[r for r in routes if getattr(r, "body_field", None) is not None])
     app.add_middleware(_Timed, metrics=metrics, routes=routes)
     return app
 

@@ -1,10 +1,13 @@
 """The ASGI gate in front of the API: who is calling, how fast, and how much they send, decided
 before a byte of the body is parsed.
 
-Order: the client is identified from its bearer token (401 otherwise, body unread), its request
-rate is checked (429 with ``Retry-After``), then the body is read up to the size limit (413 for a
-larger one, whether it declared its length or streamed it chunked) and within the body deadline (408
-for one still arriving then), and replayed to the app.
+Order, from the request head alone: every path but the open ones (known route or not) needs a bearer
+token naming a client (401 otherwise), the client's request rate is checked (429 with
+``Retry-After``), and a body is refused at once (413) unless a route that reads one matches the path
+and method. Only then is the body read, up to the size limit (413 for a larger one, whether it
+declared its length or streamed it chunked) and within the body deadline (408 for one still arriving
+then), and replayed to the app. A refusal of a request that announced a body closes the connection
+(the body is never read), so no client without a token holds a socket or a byte of memory for one.
 
 What needs no token is paid for by the peer address: every request that does not carry a token
 verified in the last ``token_ttl_s`` (the open routes ``/metrics`` and ``/v1/health``, unknown or
@@ -23,9 +26,10 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 from fastapi.responses import JSONResponse
+from starlette.routing import BaseRoute, Match
 
 CLIENT_SCOPE_KEY = "kernelgym.client"
 OPEN_PATHS = frozenset({"/v1/health", "/metrics", "/docs", "/openapi.json", "/docs/oauth2-redirect", "/redoc"})
@@ -105,12 +109,14 @@ class TokenCache:
 class Gate:
     """ASGI middleware: authentication, rate limits and body size (see the module docstring).
     ``lookup(token)`` names the client of a token (None: unknown); ``limiter`` is per client,
-    ``peers`` per peer address (for whatever comes without a verified token)."""
+    ``peers`` per peer address (for whatever comes without a verified token); ``body_routes``: the
+    routes that read a body (only theirs is read, and only for an authenticated client)."""
 
     def __init__(self, app, lookup: Callable[[str], str | None], limiter: RateLimiter, max_body: int,
                  body_timeout_s: float = 60.0, peers: RateLimiter | None = None,
-                 token_ttl_s: float = TOKEN_TTL_S):
+                 token_ttl_s: float = TOKEN_TTL_S, body_routes: Sequence[BaseRoute] = ()):
         self.app, self.limiter, self.max_body = app, limiter, max_body
+        self.body_routes = tuple(body_routes)
         self.tokens = TokenCache(lookup, token_ttl_s)
         self.body_timeout_s = body_timeout_s
         self.peers = peers or RateLimiter(20.0, 200)
@@ -118,32 +124,30 @@ class Gate:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        path = scope.get("path", "")
-        guarded = path.startswith("/v1/") and path not in OPEN_PATHS
-        token = _bearer(scope)
-        client = self.tokens.cached(token) if guarded and token else None
+        open_route = scope.get("path", "") in OPEN_PATHS
+        token = "" if open_route else _bearer(scope)
+        client = self.tokens.cached(token) if token else None
         if client is None:  # no verified token: the peer address pays, before any lookup
             wait = self.peers.take(_peer(scope))
             if wait > 0:
-                return await _reply(send, 429, "rate_limited", "too many requests without a verified token "
-                                    "from this address", {"Retry-After": str(max(1, math.ceil(wait)))})
-        if guarded:
+                return await _refuse(scope, send, 429, "rate_limited", "too many requests without a verified "
+                                     "token from this address", {"Retry-After": str(max(1, math.ceil(wait)))})
+        if not open_route:  # every other path, known or not, is a client's: decided from the head alone
             if client is None and token:
                 client = await self.tokens.resolve(token)
             if client is None:
-                return await _reply(send, 401, "unauthorized", "missing or unknown bearer token",
-                                    {"WWW-Authenticate": "Bearer"})
+                return await _refuse(scope, send, 401, "unauthorized", "missing or unknown bearer token",
+                                     {"WWW-Authenticate": "Bearer"})
             wait = self.limiter.take(client)
             if wait > 0:
-                return await _reply(send, 429, "rate_limited", f"request rate of client {client!r} exceeded",
-                                    {"Retry-After": str(max(1, math.ceil(wait)))})
+                return await _refuse(scope, send, 429, "rate_limited", f"request rate of client {client!r} "
+                                     "exceeded", {"Retry-After": str(max(1, math.ceil(wait)))})
             scope[CLIENT_SCOPE_KEY] = client
-        if path in OPEN_PATHS or scope.get("method") in BODILESS:
-            # no route here reads a body: one declared is refused at once, none is waited for (a slow
-            # body on an open route would hold a connection without a token)
+        if not self._takes_body(scope):
+            # no body is read or waited for here (a slow one would hold a connection): one declared is
+            # refused at once
             if _declares_body(scope):
-                return await _reply(send, 413, "request_too_large", "this route takes no request body",
-                                    {"Connection": "close"})
+                return await _refuse(scope, send, 413, "request_too_large", "this route takes no request body")
             return await self.app(scope, receive, send)
         try:
             async with asyncio.timeout(self.body_timeout_s):
@@ -153,7 +157,8 @@ class Gate:
                                 f"the request body did not arrive within {self.body_timeout_s:g} s",
                                 {"Connection": "close"})
         if body is None:
-            return await _reply(send, 413, "request_too_large", f"request body exceeds {self.max_body} bytes")
+            return await _reply(send, 413, "request_too_large", f"request body exceeds {self.max_body} bytes",
+                                {"Connection": "close"})
         replayed = False
 
         async def replay():
@@ -164,6 +169,10 @@ class Gate:
             return await receive()  # after the body: http.disconnect when the client leaves
 
         await self.app(scope, replay, send)
+
+    def _takes_body(self, scope) -> bool:
+        """Does a route that reads a request body match this path and method?"""
+        return any(r.matches(scope)[0] is Match.FULL for r in self.body_routes)
 
     async def _read_body(self, scope, receive) -> bytes | None:
         """The whole body, or None once it passes the limit (declared or counted)."""
@@ -212,6 +221,13 @@ def _declares_body(scope) -> bool:
         if name == b"transfer-encoding" or (name == b"content-length" and value.strip() not in (b"", b"0")):
             return True
     return False
+
+
+async def _refuse(scope, send, code: int, error: str, detail: str, headers: dict[str, str] | None = None) -> None:
+    """A refusal from the head alone; a body it announced is never read, so the connection closes."""
+    if _declares_body(scope):
+        headers = {**(headers or {}), "Connection": "close"}
+    await _reply(send, code, error, detail, headers)
 
 
 async def _reply(send, code: int, error: str, detail: str, headers: dict[str, str] | None = None) -> None:

@@ -5,10 +5,11 @@ What a client that never finishes a request can hold, before any token is read:
 * a connection whose request head is not complete ``head_timeout_s`` after it opened (or after its
   previous response) is closed: a slow or silent client keeps no socket (the body has a deadline of
   its own in `gate.Gate`);
-* at most ``max_connections`` connections are open; a new one over the cap evicts the oldest
-  connection that is still waiting for its request head (never one whose request is being
-  served), and is itself refused when none is waiting. So half-open connections cannot lock
-  others out: a client that sends its head at once is served;
+* at most ``max_connections`` connections are open; a new one over the cap evicts the connection
+  whose unfinished request began first: one still waiting for its head, or one whose head is in and
+  whose body is still arriving (never one whose request is complete and being served), and is
+  itself refused when there is none. So half-sent requests, with or without a token, cannot lock
+  others out: a client that sends its request at once is served;
 * a request head is at most ``MAX_HEAD_BYTES`` (h11 answers 400 beyond).
 
 The listening socket is bound before the app starts, so a busy port fails before any device
@@ -63,6 +64,11 @@ class GuardedH11(H11Protocol):
     def waiting_for_head(self) -> bool:
         return self.conn.their_state is h11.IDLE
 
+    @property
+    def request_unfinished(self) -> bool:
+        """Still waiting for its head, or for the rest of a body."""
+        return self.conn.their_state in (h11.IDLE, h11.SEND_BODY)
+
     def _arm_head_deadline(self) -> None:
         timer = getattr(self, "_head_timer", None)
         if timer is not None:
@@ -75,9 +81,9 @@ class GuardedH11(H11Protocol):
             self.transport.close()
 
     def _make_room(self) -> None:
-        """Close the oldest connection still waiting for its head; this one when none is."""
+        """Close the connection whose unfinished request began first; this one when none is."""
         waiting = [c for c in self.connections if isinstance(c, GuardedH11) and c is not self
-                   and c.waiting_for_head and not c.transport.is_closing()]
+                   and c.request_unfinished and not c.transport.is_closing()]
         victim = min(waiting, key=lambda c: c.head_since, default=self)
         victim.transport.close()
 
