@@ -5,7 +5,10 @@ from __future__ import annotations
 from drkernel.gym.config import EvalConfig, EvalRequest
 from drkernel.problems import load_problems
 from drkernel.problems.problem import Problem
-from drkernel.service.admission import FOOTPRINT_FACTOR, OVERHEAD_BYTES, estimate_device_bytes
+import pytest
+
+from drkernel.service import admission
+from drkernel.service.admission import FOOTPRINT_FACTOR, OVERHEAD_BYTES, Unreadable, estimate_device_bytes
 
 REF = """
 import torch
@@ -57,3 +60,25 @@ def test_size_constants_are_bounded_not_computed():
     code = f"import torch\nN = 2**62\n{squares}\ndef get_inputs():\n    return [torch.randn(N), torch.randn(B), torch.randn(8)]\n"
     est = estimate_device_bytes(EvalRequest(Problem(name="big", level=1, code=code), "", EvalConfig(device="cuda")))
     assert est == OVERHEAD_BYTES + FOOTPRINT_FACTOR * 8 * 4
+
+
+def test_what_admission_remembers_is_a_digest_whatever_the_code_size():
+    """200 distinct 100-kB references: the remembered entries hold none of their code."""
+    pad = "#" * 100_000
+    for i in range(200):
+        code = f"{REF}\n# {i}\n{pad}\n"
+        assert estimate_device_bytes(EvalRequest(Problem(name="t", level=1, code=code), "",
+                                                 EvalConfig(device="cuda"))) > OVERHEAD_BYTES
+    assert len(admission._elements) <= admission.ELEMENTS_CACHE_ENTRIES
+    assert all(len(digest) == 32 and not any(isinstance(v, str) and len(v) > 100 for v in overrides)
+               for digest, overrides in admission._elements)
+
+
+def test_code_too_deep_to_parse_is_unreadable_and_a_deep_constant_is_unknown():
+    deep = "N = " + "+".join(["1"] * 6000) + "\n"
+    with pytest.raises(Unreadable):
+        estimate_device_bytes(EvalRequest(Problem(name="t", level=1, code=deep + REF), "", EvalConfig()))
+    folded = "M = " + "+".join(["1"] * 1200) + "\n"  # parses; too deep to fold: M is unknown, not the code
+    p = Problem(name="t", level=1, code=folded + REF)
+    expected = OVERHEAD_BYTES + FOOTPRINT_FACTOR * (16384 + 16) * 4
+    assert estimate_device_bytes(EvalRequest(p, "", EvalConfig(device="cuda"))) == expected

@@ -252,6 +252,31 @@ def test_size_constants_cannot_make_admission_compute_huge_integers(hostile):
         assert _done(alice, r.json()["id"])["status"] == "done"
 
 
+DEEP = "_deep = " + "+".join(["1"] * 6000) + "\n"
+
+
+def test_a_reference_too_deep_to_read_is_a_422_naming_its_code(hostile):
+    srv, tokens = hostile
+    with _http(srv, tokens["alice"]) as alice:
+        r = alice.post("/v1/jobs", json=_custom("class ModelNew: pass\n", code=DEEP + SMALL_REFERENCE, name="deep"))
+    assert r.status_code == 422, r.text
+    assert r.json()["error"] == "invalid_problem" and "nests too deeply" in r.text
+
+
+def test_a_refused_batch_reads_no_reference(hostile):
+    """Quota and idempotency come before any problem code is read: a batch reusing a key for another
+    request is a 409 even where its reference is too deep to read (read first, it would be a 422)."""
+    srv, tokens = hostile
+    with _http(srv, tokens["carol"]) as carol:
+        first = carol.post("/v1/jobs", json=_custom("class ModelNew: pass\n# k", idempotency_key="k1"))
+        assert first.status_code == 202, first.text
+        _done(carol, first.json()["id"])
+        deep = _custom("class ModelNew: pass\n# other", code=DEEP + SMALL_REFERENCE, name="deep",
+                       idempotency_key="k1")
+        r = carol.post("/v1/jobs/batch", json={"requests": [deep]})
+    assert r.status_code == 409, r.text
+
+
 def test_a_failing_reference_fails_its_job_once_without_a_canary(hostile):
     srv, tokens = hostile
     canaries = _metric(srv, "kernelgym_canary_total", outcome="passed")

@@ -8,14 +8,18 @@ overhead for the CUDA context and the L2 flush buffer.
 
 The arithmetic is bounded: a constant whose value would pass ``MAX_STATIC_INT`` is unknown, so no
 reference can make the server compute a huge integer (repeated squaring) or store one SQLite
-cannot hold; the estimate itself is at most ``MAX_ESTIMATE_BYTES``.
+cannot hold; the estimate itself is at most ``MAX_ESTIMATE_BYTES``. Code nested past the recursion
+limit is `Unreadable` (the client's fault, a 422), and what is remembered per problem is a digest
+and a number, never the code, so refused or distinct references cannot grow the server.
 """
 
 from __future__ import annotations
 
 import ast
-import functools
+import hashlib
 import operator
+import threading
+from collections import OrderedDict
 
 from drkernel import pyast
 from drkernel.gym.config import EvalRequest
@@ -79,7 +83,10 @@ def _module_constants(tree: ast.Module, overrides: dict[str, int]) -> dict[str, 
     consts: dict[str, int | tuple] = {}
     for stmt in tree.body:
         if isinstance(stmt, ast.Assign):
-            value = _value(stmt.value, consts)
+            try:
+                value = _value(stmt.value, consts)
+            except RecursionError:  # too deep to fold: unknown, like any other value not static
+                value = None
             for target in stmt.targets:
                 if value is None and isinstance(target, ast.Name):
                     consts.pop(target.id, None)  # reassigned to something unknown: no stale value
@@ -104,7 +111,10 @@ def _shape_elements(call: ast.Call, consts: dict[str, int | tuple]) -> int:
         args = [kw.value for kw in call.keywords if kw.arg == "size"] or args[2:3]
     elif name == "full":
         args = args[:1]
-    dims = _dims(args, consts)
+    try:
+        dims = _dims(args, consts)
+    except RecursionError:  # too deep to fold: not static
+        return 0
     if not dims or any(d < 0 for d in dims):
         return 0
     total = 1
@@ -114,7 +124,8 @@ def _shape_elements(call: ast.Call, consts: dict[str, int | tuple]) -> int:
 
 
 def estimate_device_bytes(request: EvalRequest) -> int:
-    """Estimated peak device bytes of one evaluation of ``request`` (see the module docstring)."""
+    """Estimated peak device bytes of one evaluation of ``request`` (see the module docstring);
+    `Unreadable` for code nested too deeply to read."""
     problem, cfg = request.problem, request.config
     on_cpu = cfg.device == "cpu"
     overrides = tuple(sorted(problem.cpu_overrides.items())) if on_cpu else ()
@@ -124,14 +135,43 @@ def estimate_device_bytes(request: EvalRequest) -> int:
     return min(MAX_ESTIMATE_BYTES, OVERHEAD_BYTES + FOOTPRINT_FACTOR * elements * DTYPE_BYTES.get(problem.dtype, 4))
 
 
-@functools.lru_cache(maxsize=4096)
+class Unreadable(ValueError):
+    """Problem code that admission cannot read: nested past the interpreter's recursion limit (a
+    chain of thousands of operators). The request's fault, refused before it is stored."""
+
+
+ELEMENTS_CACHE_ENTRIES = 4096
+"""Problems whose static input size is remembered. An entry is a digest, the overrides and an int
+(a few hundred bytes, whatever the code's size), so the cache holds about 1 MB at most."""
+_elements: OrderedDict[tuple[bytes, tuple], int] = OrderedDict()
+_elements_lock = threading.Lock()
+
+
 def _input_elements(code: str, overrides: tuple[tuple[str, int], ...]) -> int:
-    """Elements of the tensors ``get_inputs()`` builds, read statically (0 when unknown)."""
+    """Elements of the tensors ``get_inputs()`` builds, read statically (0 when unknown); remembered
+    by the code's digest, never by the code itself (`ELEMENTS_CACHE_ENTRIES`). Raises `Unreadable`."""
+    key = (hashlib.sha256(code.encode("utf-8", "surrogatepass")).digest(), overrides)
+    with _elements_lock:
+        if key in _elements:
+            _elements.move_to_end(key)
+            return _elements[key]
+    n = _read_elements(code, dict(overrides))
+    with _elements_lock:
+        _elements[key] = n
+        if len(_elements) > ELEMENTS_CACHE_ENTRIES:
+            _elements.popitem(last=False)
+    return n
+
+
+def _read_elements(code: str, overrides: dict[str, int]) -> int:
     try:
         tree = pyast.parse(code)
     except SyntaxError:
         return 0
-    consts = _module_constants(tree, dict(overrides))
+    except RecursionError:
+        raise Unreadable("the problem's code nests too deeply to be read (a very long chain of "
+                         "operators or brackets)") from None
+    consts = _module_constants(tree, overrides)
     return min(MAX_STATIC_INT, sum(
         _shape_elements(node, consts)
         for fn in tree.body

@@ -31,7 +31,7 @@ from drkernel import __version__
 from drkernel.errors import ConfigError
 from drkernel.service.config import ServiceConfig
 from drkernel.service.gate import Gate, RateLimiter, client_of
-from drkernel.service.intake import ProblemCatalog, Rejected, to_request
+from drkernel.service.intake import ProblemCatalog, Rejected, admitted, to_request
 from drkernel.service.metrics import Gauge, ServiceMetrics
 from drkernel.service.scheduler import Scheduler, Submission
 from drkernel.service.schemas import (
@@ -366,7 +366,10 @@ def _submit_routes(r: APIRouter, config: ServiceConfig, catalog: ProblemCatalog)
             reqs = [to_request(b, catalog, config.allow_custom_problems, served, where(i))
                     for i, b in enumerate(items)]
             subs = [Submission(q, b.idempotency_key, b.priority, client) for q, b in zip(reqs, items)]
-            return s.store.submit(s.new_jobs(subs), quota)
+            jobs = s.new_jobs(subs)
+            s.store.precheck(jobs, quota)  # quota and idempotency before any problem code is read
+            return s.store.submit([admitted(j, q, where(i)) for i, (j, q) in enumerate(zip(jobs, reqs))],
+                                  quota)
 
         out = await run_in_threadpool(store)
         s.accepted(out)

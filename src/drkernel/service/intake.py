@@ -10,12 +10,15 @@ with the candidate's limits, never in the judges every client shares.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Sequence
 
 from drkernel.gym.config import EvalRequest
 from drkernel.gym.orchestrator.own_judge import mark_request_reference
 from drkernel.problems.problem import Problem
+from drkernel.service.admission import Unreadable, estimate_device_bytes
 from drkernel.service.schemas import eval_config, valid_problem_key
+from drkernel.service.store import NewJob
 
 
 class Rejected(Exception):
@@ -87,3 +90,12 @@ def to_request(body: Any, catalog: ProblemCatalog, allow_custom: bool, served: S
     check_device(config.device, served, where)
     return EvalRequest(problem=problem, solution=body.solution, config=config, request_id=body.request_id,
                        language=body.language)
+
+
+def admitted(job: NewJob, request: EvalRequest, where: tuple = ("body",)) -> NewJob:
+    """``job`` with its estimated device bytes; `Rejected` (422) for problem code nested too deeply
+    for admission to read."""
+    try:
+        return replace(job, est_bytes=estimate_device_bytes(request))
+    except Unreadable as e:
+        raise Rejected(422, "invalid_problem", (*where, "problem", "code"), str(e)) from None

@@ -38,7 +38,7 @@ import hashlib
 import json
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, Sequence
 
@@ -227,17 +227,21 @@ class Scheduler:
     def submit(self, items: Sequence[Submission], quota: Quota | None = None) -> list[tuple[Job, bool]]:
         """Store jobs (durably, before returning); cached ones are done at once. On the event loop:
         the app runs `new_jobs` and the store in a thread, then `accepted` here."""
-        out = self.store.submit(self.new_jobs(items), quota)
+        jobs = self.new_jobs(items)
+        self.store.precheck(jobs, quota)
+        out = self.store.submit([self.estimated(j, s.request) for j, s in zip(jobs, items)], quota)
         self.accepted(out)
         return out
 
     def new_jobs(self, items: Sequence[Submission]) -> list[NewJob]:
-        """The store's records of ``items`` (serialised, hashed, estimated): any thread."""
+        """The store's records of ``items``, serialised and hashed but not yet estimated (no code is
+        read: `estimated` does it once the store's cheap refusals passed, `JobStore.precheck`); any
+        thread."""
         return [
             NewJob(
                 request_json=json.dumps(s.request.to_dict()),
                 req_hash=request_key(s.request),
-                est_bytes=estimate_device_bytes(s.request),
+                est_bytes=0,
                 cache_keys=self.cache_keys(s.request),
                 request_id=s.request.request_id,
                 idem_key=s.idempotency_key,
@@ -247,6 +251,11 @@ class Scheduler:
             )
             for s in items
         ]
+
+    @staticmethod
+    def estimated(job: NewJob, request: EvalRequest) -> NewJob:
+        """``job`` with its estimated device bytes (`admission.Unreadable` for code too deep to read)."""
+        return replace(job, est_bytes=estimate_device_bytes(request))
 
     def accepted(self, out: Sequence[tuple[Job, bool]]) -> None:
         """Count stored jobs, answer waiters of the cached ones, wake the dispatcher (event loop)."""

@@ -278,6 +278,31 @@ class JobStore:
         With ``quota``, `QuotaExceeded` when the jobs would take a client past it."""
         return self._tx(self._submit, jobs, quota)
 
+    def precheck(self, jobs: Sequence[NewJob], quota: Quota | None = None) -> None:
+        """`submit`'s refusals (`QuotaExceeded`, `IdempotencyConflict`) on the read connection,
+        before anything costly is done for ``jobs``; `submit` checks again in its transaction."""
+
+        def fn(db):
+            if quota is not None:
+                self._check_quota(db, jobs, quota)
+            for nj in jobs:
+                self._known_idem(db, nj)
+
+        self._read(fn)
+
+    @staticmethod
+    def _known_idem(db: sqlite3.Connection, nj: NewJob) -> sqlite3.Row | None:
+        """The job stored under ``nj``'s idempotency key, if any; `IdempotencyConflict` when it is
+        another request's. Keys are per client: one client's key never finds another's job."""
+        if nj.idem_key is None:
+            return None
+        row = db.execute(f"SELECT {_COLUMNS} FROM jobs WHERE idem_key = ?",
+                         (f"{nj.client}\0{nj.idem_key}",)).fetchone()
+        if row is not None and row["req_hash"] != nj.req_hash:
+            raise IdempotencyConflict(f"idempotency key {nj.idem_key!r} was used for another request "
+                                      f"(job {row['id']})")
+        return row
+
     @staticmethod
     def _check_quota(db: sqlite3.Connection, jobs: Sequence[NewJob], quota: Quota) -> None:
         for client in {nj.client for nj in jobs}:
@@ -300,17 +325,11 @@ class JobStore:
         now = time.time()
         out = []
         for nj in jobs:
-            # Idempotency keys are per client: one client's key never finds another's job.
             idem = None if nj.idem_key is None else f"{nj.client}\0{nj.idem_key}"
-            if idem is not None:
-                row = db.execute(f"SELECT {_COLUMNS} FROM jobs WHERE idem_key = ?", (idem,)).fetchone()
-                if row is not None:
-                    if row["req_hash"] != nj.req_hash:
-                        raise IdempotencyConflict(
-                            f"idempotency key {nj.idem_key!r} was used for another request (job {row['id']})"
-                        )
-                    out.append((Job.from_row(row), False))
-                    continue
+            row = self._known_idem(db, nj)
+            if row is not None:
+                out.append((Job.from_row(row), False))
+                continue
             hit = self._cache_lookup(db, nj.cache_keys)
             job_id = uuid.uuid4().hex
             status = JobStatus.DONE if hit is not None else JobStatus.QUEUED

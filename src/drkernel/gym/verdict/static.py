@@ -321,8 +321,13 @@ def analyze(source: str) -> StaticReport:
     """Analyse a solution source; a syntax error is reported, never raised.
 
     Memoised by source: the orchestrator's blocking check and the verdict share one analysis per
-    evaluation (the report is read-only to callers)."""
-    return _analyze(source)
+    evaluation (the report is read-only to callers). Source nested past the interpreter's recursion
+    limit (a chain of thousands of operators) is the solution's parse error too, never ours."""
+    try:
+        return _analyze(source)
+    except RecursionError:
+        return StaticReport(parse_error="RecursionError: the source nests too deeply to be read "
+                            "(a very long chain of operators or brackets)")
 
 
 @functools.lru_cache(maxsize=128)
