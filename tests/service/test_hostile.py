@@ -277,6 +277,34 @@ def test_a_refused_batch_reads_no_reference(hostile):
     assert r.status_code == 409, r.text
 
 
+def test_a_crash_is_not_cached_as_the_solutions_verdict(hostile):
+    """A crash (what a kill from outside also reads as) serves no one else: the same request runs
+    again. A correct result is cached (the control)."""
+    srv, tokens = hostile
+    with _http(srv, tokens["alice"]) as alice:
+        for solution, cached in (("class ModelNew: pass\n# status: crashed\n# not cached", False),
+                                 ("class ModelNew: pass\n# cached", True)):
+            first = alice.post("/v1/jobs", json=_custom(solution)).json()
+            assert _done(alice, first["id"])["status"] == "done"
+            again = alice.post("/v1/jobs", json=_custom(solution)).json()
+            assert again["cached"] is cached, (solution, again)
+            assert _done(alice, again["id"])["attempts"] == int(not cached)
+
+
+def test_a_client_streaming_crashes_costs_one_canary(hostile):
+    """Dave's first crash canaries the worker, his next four do not; bob's first crash still does.
+    (A job after the crashes is run only once any canary they started has passed and been counted.)"""
+    srv, tokens = hostile
+    before = _metric(srv, "kernelgym_canary_total", outcome="passed")
+    for who, n in (("dave", 5), ("bob", 1)):
+        with _http(srv, tokens[who]) as c:
+            for i in range(n):
+                job = c.post("/v1/jobs", json=_custom(f"class ModelNew: pass\n# status: crashed\n# {who}{i}"))
+                assert _done(c, job.json()["id"])["result"]["status"] == "crashed"
+            _done(c, c.post("/v1/jobs", json=_custom(f"class ModelNew: pass\n# after {who}")).json()["id"])
+    assert _metric(srv, "kernelgym_canary_total", outcome="passed") == before + 2
+
+
 def test_a_failing_reference_fails_its_job_once_without_a_canary(hostile):
     srv, tokens = hostile
     canaries = _metric(srv, "kernelgym_canary_total", outcome="passed")

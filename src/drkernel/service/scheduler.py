@@ -5,7 +5,10 @@ jobs' estimated device bytes fit its budget; one task per job awaits the worker'
 renews the leases of jobs in flight and re-queues jobs whose lease lapsed. Outcomes:
 
 * a result (whatever the solution did: correct, incorrect, crashed, timeout) -> ``done``, cached by
-  content hash; a crashed or timed-out solution also triggers a canary check of its device;
+  content hash when it is the solution's verdict alone (`solution_verdict`: not a crash, timeout or
+  memory exhaustion, which a kill from outside or host load can cause); a client's first crash or
+  timeout on a worker also triggers a canary check of its device, its later ones only every
+  `ENDS_PER_CHECK` such results;
 * our own failure (worker process lost, evaluator raised, worker hung, store error) -> re-queued
   once, ``failed`` with its cause the second time; the worker is restarted and canaried;
 * the problem's reference failed (`ReferenceFailed`: a custom reference that raises, say) ->
@@ -88,6 +91,21 @@ def fair_share_excess(slots: int, running: dict[str, int], waiting: set[str]) ->
     return max(over, key=lambda c: (running[c], c)) if over else None
 
 
+ENDS_PER_CHECK = 16
+"""Crash and timeout results on a worker after which it is canaried again, whoever's they are."""
+
+ENDED_BY_THE_HOST = frozenset({Status.CRASHED, Status.TIMEOUT, Status.OUT_OF_MEMORY})
+"""Ends that something besides the solution can cause: a kill from outside (the OOM killer, an
+operator: SIGKILL reads as a crash), a wall clock slowed by host load, a device another job filled."""
+
+
+def solution_verdict(result: EvalResult) -> bool:
+    """Whether ``result`` is a property of (solution, problem, config) alone, so that it may serve
+    every client: cached, and handed to queued duplicates. The ends in `ENDED_BY_THE_HOST` are not:
+    the same request runs again next time (at its own client's cost)."""
+    return result.status not in ENDED_BY_THE_HOST
+
+
 def _killed(answer: str) -> bool:
     """Whether a result is a candidate's crash (what a kill of a preempted job ends in); an unreadable
     answer counts as one (the job is run again rather than failed)."""
@@ -120,6 +138,8 @@ class Worker:
     deadlines: dict[str, float] = field(default_factory=dict)  # job id -> monotonic watchdog deadline
     cancelled: set[str] = field(default_factory=set)  # in flight, cancelled: their candidate was killed
     preempted: set[str] = field(default_factory=set)  # in flight, being given back to the queue
+    cleared: set[str] = field(default_factory=set)  # clients whose crash or timeout a passed canary followed
+    ends_since_check: int = 0  # crash and timeout results since the last canary
     completed: int = 0
     infra_failures: int = 0
     restarts: int = 0
@@ -375,15 +395,16 @@ class Scheduler:
         w.state, w.reason = WorkerState.OUT_OF_SERVICE, reason
         log.error("device %s (%s) leaves service: %s", w.handle.device, w.handle.name, reason)
 
-    def _begin_check(self, w: Worker, why: str, restart: bool = False) -> None:
+    def _begin_check(self, w: Worker, why: str, restart: bool = False, client: str | None = None) -> None:
         """After a crash, timeout or infrastructure failure on ``w``: stop giving it jobs at once,
-        then restart it (``restart``, or its process is gone) or canary it in place."""
+        then restart it (``restart``, or its process is gone) or canary it in place. A passed
+        canary clears ``client``'s bad ends (`_after_bad_end`)."""
         if w.state is not WorkerState.READY or self._stopping:
             return
         w.state = WorkerState.CHECKING
-        self._spawn(self._check(w, why, restart))
+        self._spawn(self._check(w, why, restart, client))
 
-    async def _check(self, w: Worker, why: str, restart: bool) -> None:
+    async def _check(self, w: Worker, why: str, restart: bool, client: str | None = None) -> None:
         if restart or not w.handle.alive:
             log.warning("worker %s lost (%s); restarting", w.handle.name, why)
             await self._bring_up(w, restart=True)
@@ -396,6 +417,9 @@ class Scheduler:
             if not ok:
                 self._out_of_service(w, f"{reason} (after: {why})")
                 return
+        w.ends_since_check = 0
+        if client is not None:
+            w.cleared.add(client)
         w.state = WorkerState.READY
         self.wake()
 
@@ -591,11 +615,11 @@ class Scheduler:
                 w, job, "bad_result", f"worker {w.handle.name} returned an unreadable result: {e}"
             )
             return
-        cache_key = None
+        cache_key, verdict = None, solution_verdict(result)
         try:
-            if self.config.cache:
+            if self.config.cache and verdict:
                 cache_key = request_key(EvalRequest.from_dict(json.loads(job.request_json)), w.device_name)
-            fin = await asyncio.to_thread(self.store.complete, job.id, job.claim, answer, cache_key)
+            fin = await asyncio.to_thread(self.store.complete, job.id, job.claim, answer, cache_key, verdict)
         except (StoreError, ValueError, KeyError, TypeError) as e:
             self.metrics.errors.inc(error_class="store_error")
             log.error("storing the result of %s failed (its lease will lapse and it re-runs): %s", job.id, e)
@@ -609,7 +633,16 @@ class Scheduler:
         self._notify(fin.ids)
         if result.status in (Status.CRASHED, Status.TIMEOUT) and job.id not in w.cancelled | w.preempted:
             # (a cancelled or preempted job's candidate crashed because we killed it: no news of the device)
-            self._begin_check(w, f"job {job.id} ended {result.status.value}")
+            self._after_bad_end(w, job, result.status)
+
+    def _after_bad_end(self, w: Worker, job: Job, status: Status) -> None:
+        """A crash or timeout may be news of the device: the first of each client is checked by a
+        canary, a client's later ones only every `ENDS_PER_CHECK` such ends on the worker, so a
+        client streaming them cannot keep the worker checking instead of serving others."""
+        w.ends_since_check += 1
+        if job.client in w.cleared and w.ends_since_check < ENDS_PER_CHECK:
+            return
+        self._begin_check(w, f"job {job.id} ended {status.value}", client=job.client)
 
     async def _reference_failed(self, job: Job, message: str) -> None:
         log.info("job %s: the problem's reference failed: %s", job.id, message.splitlines()[0][:200])

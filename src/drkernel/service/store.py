@@ -460,11 +460,13 @@ class JobStore:
 
     # -- outcomes -----------------------------------------------------------------------------
 
-    def complete(self, job_id: str, claim: str, result_json: str, cache_key: str | None) -> Finished:
-        """Store a result for the claim; also finish queued duplicates of the same request."""
-        return self._tx(self._complete, job_id, claim, result_json, cache_key)
+    def complete(self, job_id: str, claim: str, result_json: str, cache_key: str | None,
+                 shared: bool = True) -> Finished:
+        """Store a result for the claim; also finish queued duplicates of the same request, unless
+        not ``shared`` (a result that is not the solution's verdict alone: the duplicates run)."""
+        return self._tx(self._complete, job_id, claim, result_json, cache_key, shared)
 
-    def _complete(self, db, job_id, claim, result_json, cache_key) -> Finished:
+    def _complete(self, db, job_id, claim, result_json, cache_key, shared=True) -> Finished:
         now = time.time()
         cur = db.execute(
             "UPDATE jobs SET status = 'done', result = ?, finished = ?, claim = NULL, "
@@ -481,6 +483,8 @@ class JobStore:
                 "INSERT OR REPLACE INTO cache (key, result, created) VALUES (?,?,?)",
                 (cache_key, result_json, now),
             )
+        if not shared:
+            return Finished(ids=[job_id], current=True)
         row = db.execute("SELECT req_hash FROM jobs WHERE id = ?", (job_id,)).fetchone()
         dups = [
             r["id"]
