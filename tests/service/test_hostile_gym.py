@@ -90,3 +90,17 @@ def test_busy_processes_of_a_custom_reference_lose_their_cpu_priority_while_anot
         assert c.get(f"/v1/jobs/{other}/wait?timeout=240").json()["status"] == "done"
         assert c.get(f"/v1/jobs/{hog}").json()["status"] == "running"
         c.delete(f"/v1/jobs/{hog}")
+
+
+def test_a_solution_too_deep_to_parse_is_its_own_result_not_our_failure(gym):
+    """A 6,000-term chain passes the interpreter's recursion limit when the gym reads it: the
+    solution's error (a result, one attempt), never an evaluator failure retried and canaried."""
+    deep = "_deep = " + "+".join(["1"] * 6000) + "\n"
+    solution = deep + ("import torch.nn as nn\n\nclass ModelNew(nn.Module):\n"
+                       "    def forward(self, x):\n        return x * 2\n")
+    with _http(gym) as c:
+        job = c.post("/v1/jobs", json=_job(solution, second_size=False)).json()["id"]
+        out = c.get(f"/v1/jobs/{job}/wait?timeout=240").json()
+    assert (out["status"], out["attempts"]) == ("done", 1), out
+    assert out["result"]["status"] in ("syntax_error", "import_error", "runtime_error"), out["result"]["status"]
+    assert "RecursionError" in out["result"]["error"]
