@@ -157,3 +157,35 @@ def test_cached_submissions_count_against_the_submit_rate(shares):
         over = erin.post("/v1/jobs", json=body)
     assert over.status_code == 429 and "submit_rate_per_client" in over.json()["detail"]
     assert int(over.headers["Retry-After"]) >= 1
+
+
+def test_submit_then_cancel_cycles_cannot_make_a_job_start_over_and_over(shares):
+    """dave's two long jobs fill both slots. carol's job preempts the one started last (D2); carol
+    cancels it, so she preempts no one again before a result of hers: her next job waits. bob's job
+    then preempts D1, never D2 a second time: each of dave's jobs started over once, no more."""
+    srv, tokens = shares
+    before = _metric(srv, "kernelgym_jobs_preempted_total")
+    with _http(srv, tokens["dave"]) as dave, _http(srv, tokens["carol"]) as carol, \
+            _http(srv, tokens["bob"]) as bob:
+        def job(j):
+            return dave.get(f"/v1/jobs/{j}").json()
+
+        mine = [dave.post("/v1/jobs", json=_job(f"class ModelNew: pass\n# sleep: 300\n# d{i}")).json()["id"]
+                for i in range(2)]
+        _until(lambda: all(job(j)["status"] == "running" for j in mine), "both of dave's jobs running")
+        c1 = carol.post("/v1/jobs", json=_job("class ModelNew: pass\n# sleep: 300\n# c1")).json()["id"]
+        _until(lambda: carol.get(f"/v1/jobs/{c1}").json()["status"] == "running", "carol's job running")
+        assert carol.delete(f"/v1/jobs/{c1}").json()["status"] == "cancelled"
+        _until(lambda: all(job(j)["status"] == "running" for j in mine), "dave's preempted job back")
+        started = [job(j)["started_at"] for j in mine]
+        c2 = carol.post("/v1/jobs", json=_job("class ModelNew: pass\n# sleep: 0.1\n# c2")).json()["id"]
+        b1 = bob.post("/v1/jobs", json=_job("class ModelNew: pass\n# sleep: 0.1\n# b1")).json()["id"]
+        assert bob.get(f"/v1/jobs/{b1}/wait?timeout=50").json()["status"] == "done"
+        assert carol.get(f"/v1/jobs/{c2}/wait?timeout=50").json()["status"] == "done"
+        _until(lambda: all(job(j)["status"] == "running" for j in mine), "dave's jobs running again")
+        now = [job(j)["started_at"] for j in mine]
+        assert _metric(srv, "kernelgym_jobs_preempted_total") == before + 2
+        assert now[0] != started[0] and now[1] == started[1], (started, now)  # D1 restarted, D2 not again
+        assert [job(j)["attempts"] for j in mine] == [1, 1]
+        for j in mine:
+            dave.delete(f"/v1/jobs/{j}")

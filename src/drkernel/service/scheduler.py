@@ -25,7 +25,9 @@ the client running fewest jobs (the store's fair order). A one-slot worker never
 clients would take the slot from each other forever): there the wait is bounded by the running job's
 ``timeout_s``. This is the shape of a multi-tenant batch scheduler's fair-share preemption with
 requeue (Slurm's ``PreemptMode=REQUEUE``, Kubernetes' priority preemption): a waiting client's wait
-for a multi-slot worker is one kill, not another client's longest job.
+for a multi-slot worker is one kill, not another client's longest job. A job is preempted at most
+once, and a client that cancels a job preempts no one until one of its jobs ends with a result, so
+submit-then-cancel cycles cannot make another client's job start over and over.
 
 Jobs are keyed (for the result cache and for coalescing duplicates) by `request_key`: the problem as
 the judge runs it (code, level, dtype, CPU overrides, metadata), the solution, the config and the
@@ -41,6 +43,7 @@ import hashlib
 import json
 import logging
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any, Sequence
@@ -90,6 +93,9 @@ def fair_share_excess(slots: int, running: dict[str, int], waiting: set[str]) ->
     over = [c for c, k in running.items() if k > high]
     return max(over, key=lambda c: (running[c], c)) if over else None
 
+
+MAX_REMEMBERED_PREEMPTIONS = 65536
+"""Preempted jobs remembered (so that none is preempted twice) until they finish; past it, the oldest."""
 
 ENDS_PER_CHECK = 16
 """Crash and timeout results on a worker after which it is canaried again, whoever's they are."""
@@ -189,6 +195,8 @@ class Scheduler:
         self._waiters: dict[str, set[asyncio.Future]] = {}
         self._tasks: set[asyncio.Task] = set()
         self._stopping = False
+        self._preempted_once: OrderedDict[str, None] = OrderedDict()  # jobs given back once: never again
+        self._cancelled_since_result: set[str] = set()  # clients who preempt no one until a result
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -291,6 +299,7 @@ class Scheduler:
         """Cancel a job of ``client`` (None: any); a running one has its candidate killed."""
         job = self.store.cancel(job_id, client)
         if job is not None and job.status is JobStatus.CANCELLED:
+            self._cancelled_since_result.add(job.client)
             for w in self.workers:
                 if job_id in w.in_flight:
                     w.cancelled.add(job_id)
@@ -479,6 +488,8 @@ class Scheduler:
         except StoreError as e:
             log.error("reading the waiting clients failed: %s", e)
             return
+        for c in self._cancelled_since_result:
+            waiting.pop(c, None)
         for w in full:
             if len(w.in_flight) < w.handle.slots or w.preempted:  # changed while the store was read
                 continue
@@ -487,10 +498,11 @@ class Scheduler:
                 if j.id not in w.cancelled:
                     running[j.client] = running.get(j.client, 0) + 1
             over = fair_share_excess(w.handle.slots, running, set(waiting))
-            if over is None:
+            givable = [j for j in w.in_flight.values() if j.client == over and j.id not in w.cancelled
+                       and j.id not in self._preempted_once]
+            if not givable:
                 continue
-            job = max((j for j in w.in_flight.values() if j.client == over and j.id not in w.cancelled),
-                      key=lambda j: (j.started or 0.0, j.id))
+            job = max(givable, key=lambda j: (j.started or 0.0, j.id))
             room = w.budget_bytes - w.used_bytes + job.est_bytes
             if not any(b <= room for c, b in waiting.items() if c != over):
                 continue
@@ -498,6 +510,9 @@ class Scheduler:
                      job.id, over, w.handle.name)
             self.metrics.preempted.inc()
             w.preempted.add(job.id)
+            self._preempted_once[job.id] = None
+            if len(self._preempted_once) > MAX_REMEMBERED_PREEMPTIONS:
+                self._preempted_once.popitem(last=False)
             self._spawn(self._cancel_running(w, job.id))
 
     async def _lease_loop(self) -> None:
@@ -625,6 +640,8 @@ class Scheduler:
             log.error("storing the result of %s failed (its lease will lapse and it re-runs): %s", job.id, e)
             return
         w.completed += 1
+        self._preempted_once.pop(job.id, None)
+        self._cancelled_since_result.discard(job.client)
         self.metrics.results.inc(status=result.status.value)
         self.metrics.eval_seconds.observe(seconds)
         coalesced = len(fin.ids) - int(fin.current)
