@@ -9,6 +9,7 @@ import os
 import re
 import secrets
 import socket
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -326,6 +327,27 @@ def test_a_client_registered_under_a_removed_name_sees_none_of_its_jobs(hostile)
         assert dave.get(f"/v1/jobs/{old['id']}").status_code == 404
         again = dave.post("/v1/jobs", json=_custom("class ModelNew: pass\n# dave", idempotency_key="k1")).json()
     assert again["id"] != old["id"] and again["created"] is True
+
+
+def test_removing_a_client_cancels_its_queued_and_running_jobs(hostile):
+    """frank's 300-s job runs in the worker's one slot and another waits behind it; once frank is
+    removed, both are cancelled and the slot is free: alice's job is done within a minute."""
+    srv, _ = hostile
+    token = _drkernel("token", "add", "frank", "--db", str(srv.db)).stdout.strip()
+    with _http(srv, token) as frank:
+        ids = [frank.post("/v1/jobs", json=_custom(f"class ModelNew: pass\n# sleep: 300\n# f{i}")).json()["id"]
+               for i in range(2)]
+        deadline = time.monotonic() + 60
+        while frank.get(f"/v1/jobs/{ids[0]}").json()["status"] != "running":
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+    assert _drkernel("token", "remove", "frank", "--db", str(srv.db)).returncode == 0
+    with sqlite3.connect(f"file:{srv.db}?mode=ro", uri=True) as db:
+        states = [db.execute("SELECT status FROM jobs WHERE id = ?", (i,)).fetchone()[0] for i in ids]
+    assert states == ["cancelled", "cancelled"]
+    with _http(srv, hostile[1]["alice"]) as alice:
+        job = alice.post("/v1/jobs", json=_custom("class ModelNew: pass\n# after frank")).json()["id"]
+        assert _done(alice, job)["status"] == "done"
 
 
 def test_the_job_store_is_readable_by_its_owner_only(hostile):

@@ -520,7 +520,8 @@ class Scheduler:
             await asyncio.sleep(self.config.lease_s / 3)
             held = [(j.id, j.claim) for w in self.workers for j in w.in_flight.values()]
             try:
-                await asyncio.to_thread(self.store.heartbeat, held, self.config.lease_s)
+                lost = await asyncio.to_thread(self.store.heartbeat, held, self.config.lease_s)
+                self._drop_lost(lost)
                 reaped = await asyncio.to_thread(self.store.reap_expired)
             except StoreError as e:
                 self.metrics.errors.inc(error_class="store_error")
@@ -537,6 +538,16 @@ class Scheduler:
                 continue
             if purged:
                 log.info("removed %d job(s) finished more than %.0f s ago", purged, self.config.retention_s)
+
+    def _drop_lost(self, job_ids: Sequence[str]) -> None:
+        """Jobs in flight whose claim the store no longer holds (cancelled from elsewhere: a removed
+        client's): their candidates are killed, as a cancel through the API would."""
+        for w in self.workers:
+            for job_id in job_ids:
+                if job_id in w.in_flight and job_id not in w.cancelled:
+                    log.info("job %s on %s was cancelled in the store; stopping it", job_id, w.handle.name)
+                    w.cancelled.add(job_id)
+                    self._spawn(self._cancel_running(w, job_id))
 
     async def _watch_loop(self) -> None:
         """Every second: a worker process that died (idle or busy) is restarted at once, and a

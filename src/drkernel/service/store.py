@@ -448,15 +448,19 @@ class JobStore:
             )
         return [self._get(db, job_id, with_request=True) for job_id in chosen]
 
-    def heartbeat(self, claims: Sequence[tuple[str, str]], lease_s: float) -> None:
-        """Extend the leases of ``(job_id, claim)`` pairs still held."""
-        if claims:
-            self._tx(
-                lambda db: db.executemany(
-                    "UPDATE jobs SET lease_until = ? WHERE id = ? AND claim = ? AND status = 'running'",
-                    [(time.time() + lease_s, job_id, claim) for job_id, claim in claims],
-                )
-            )
+    def heartbeat(self, claims: Sequence[tuple[str, str]], lease_s: float) -> list[str]:
+        """Extend the leases of ``(job_id, claim)`` pairs still held; returns the ids of those no
+        longer held (cancelled from elsewhere, such as a removed client's jobs): their runs are moot."""
+
+        def fn(db):
+            lost = []
+            for job_id, claim in claims:
+                if db.execute("UPDATE jobs SET lease_until = ? WHERE id = ? AND claim = ? AND status = 'running'",
+                              (time.time() + lease_s, job_id, claim)).rowcount != 1:
+                    lost.append(job_id)
+            return lost
+
+        return self._tx(fn) if claims else []
 
     # -- outcomes -----------------------------------------------------------------------------
 
@@ -657,13 +661,16 @@ class JobStore:
             raise ValueError(f"client {name!r} cannot be added: {e}") from e
 
     def remove_client(self, name: str) -> bool:
-        """Remove client ``name``: its token stops working, and its jobs (kept until the retention
-        time) are retired under a name no client can take, so a client later registered as
-        ``name`` sees none of them. False when there is no such client."""
+        """Remove client ``name``: its token stops working, its queued and running jobs are
+        cancelled (a server kills the running ones at its next lease renewal), and its jobs (kept
+        until the retention time) are retired under a name no client can take, so a client later
+        registered as ``name`` sees none of them. False when there is no such client."""
 
         def fn(db):
             if db.execute("DELETE FROM clients WHERE name = ?", (name,)).rowcount != 1:
                 return False
+            db.execute("UPDATE jobs SET status = 'cancelled', claim = NULL, lease_until = NULL, finished = ? "
+                       "WHERE client = ? AND status IN ('queued', 'running')", (time.time(), name))
             retired = f"{name}\0removed\0{uuid.uuid4().hex}"
             db.execute(
                 "UPDATE jobs SET client = ?, idem_key = CASE WHEN idem_key IS NULL THEN NULL "
