@@ -39,6 +39,15 @@ costs a CUDA context and its own reference model cache on the device. CPU device
 interpreter is CPU-bound: a second judge competes with the candidates for the same cores)."""
 
 
+PREPARED_CACHE_BYTES = 64 << 20
+"""Bytes of prepared problems (scaled and second-size reference code) a device keeps for reuse."""
+
+
+def _prepared_size(p: Prepared) -> int:
+    """About what a kept `Prepared` holds: its code, and a fixed allowance for the rest."""
+    return len(p.code) + len(p.second_code or "") + 4096
+
+
 class JudgeLost(InfrastructureError):
     """The judge process died or stopped answering; it has been restarted."""
 
@@ -368,7 +377,9 @@ class DeviceRuntime:
         self.memory = MemoryBudget(0)  # sized from the first judge's hello (CUDA only)
         self._closing = False
         self._count_lock = threading.Lock()
-        self._prepared: dict[tuple, Prepared] = {}
+        self._prepared: collections.OrderedDict[tuple, Prepared] = collections.OrderedDict()  # least recently used first
+        self._prepared_bytes = 0
+        self._prepared_lock = threading.Lock()
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self._first: Child | None = None  # the one-shot evaluation's candidate, started beside the judge
@@ -549,12 +560,29 @@ class DeviceRuntime:
         """Scaled code, second-size code and input bytes of a problem (cached; ``judge``: where the
         reference runs, default the least busy of the device's judges)."""
         key = (problem.code_hash, config.cpu_scale, config.cpu_element_budget, config.second_size, public_seed(config.seed))
-        if key not in self._prepared:
-            with self.rw.shared():  # the judge runs the reference here: never inside a timed region
-                self._prepared[key] = Prepared.from_header(self.judge_call(Prepare(
-                    problem.to_dict(), config.cpu_scale, config.cpu_element_budget, config.second_size,
-                    public_seed(config.seed)).to_header(), judge=judge))
-        return self._prepared[key]
+        with self._prepared_lock:
+            hit = self._prepared.get(key)
+            if hit is not None:
+                self._prepared.move_to_end(key)
+                return hit
+        with self.rw.shared():  # the judge runs the reference here: never inside a timed region
+            prepared = Prepared.from_header(self.judge_call(Prepare(
+                problem.to_dict(), config.cpu_scale, config.cpu_element_budget, config.second_size,
+                public_seed(config.seed)).to_header(), judge=judge))
+        self._remember_prepared(key, prepared)
+        return prepared
+
+    def _remember_prepared(self, key: tuple, prepared: Prepared) -> None:
+        """Keep ``prepared`` while the kept ones' code fits `PREPARED_CACHE_BYTES` (the least
+        recently used go first): distinct problems cannot grow a worker without bound."""
+        with self._prepared_lock:
+            old = self._prepared.pop(key, None)
+            self._prepared_bytes -= 0 if old is None else _prepared_size(old)
+            self._prepared[key] = prepared
+            self._prepared_bytes += _prepared_size(prepared)
+            while self._prepared_bytes > PREPARED_CACHE_BYTES and len(self._prepared) > 1:
+                _, dropped = self._prepared.popitem(last=False)
+                self._prepared_bytes -= _prepared_size(dropped)
 
     def info(self) -> dict[str, Any]:
         return {"device": self.device, "name": self.device_name, "ready": self.ready, "in_flight": self.in_flight,
