@@ -68,7 +68,7 @@ def serve(
     console.print(f"KernelGym service on http://{host}:{port} (docs at /docs), store {config.db_path}")
     if config.token is None:
         console.print(f"clients: tokens of `drkernel gym token add`, or the token in {config.db_path}.token")
-    http_server.run(app, sock, config.head_timeout_s, config.max_connections, log_level)
+    http_server.run(app, sock, config.head_timeout_s, config.max_connections, log_level, config.write_timeout_s)
 
 
 def submit(

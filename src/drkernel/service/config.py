@@ -125,9 +125,12 @@ class ServiceConfig:
     response), or it is closed."""
     body_timeout_s: float = 60.0
     """A request body must arrive whole this soon after its head, or the request is answered 408."""
+    write_timeout_s: float = 30.0
+    """A response its reader takes nothing of for this long (the socket's buffers full) is dropped
+    with its connection."""
     max_connections: int = 1000
-    """Open connections at most (lowered to what the descriptor limit allows); over it, the oldest
-    connection still waiting for its head is closed."""
+    """Open connections at most (lowered to what the descriptor limit allows); over it, the
+    connection whose unfinished request (head or body still arriving) began first is closed."""
     token_file: str | None = None
     """Single-user mode: where the generated token of client ``local`` is written (0600) when the
     store has no client yet and no ``token`` is given; None: ``<db_path>.token``."""
@@ -158,7 +161,7 @@ class ServiceConfig:
             if getattr(self, name) < 1:
                 problems.append(f"{name}={getattr(self, name)} (at least 1)")
         for name in ("lease_s", "max_wait_s", "max_timeout_s", "rate_per_client", "retention_s",
-                     "head_timeout_s", "body_timeout_s", "rate_per_peer", "submit_rate_per_client",
+                     "head_timeout_s", "body_timeout_s", "write_timeout_s", "rate_per_peer", "submit_rate_per_client",
                      "token_ttl_s"):
             if getattr(self, name) <= 0:
                 problems.append(f"{name}={getattr(self, name)} (positive)")

@@ -10,7 +10,13 @@ What a client that never finishes a request can hold, before any token is read:
   whose body is still arriving (never one whose request is complete and being served), and is
   itself refused when there is none. So half-sent requests, with or without a token, cannot lock
   others out: a client that sends its request at once is served;
-* a request head is at most ``MAX_HEAD_BYTES`` (h11 answers 400 beyond).
+* a request head is at most ``MAX_HEAD_BYTES`` (h11 answers 400 beyond);
+* a response that its reader takes nothing of for ``write_timeout_s`` (the socket's buffers full) is
+  dropped with its connection: a client that never reads holds no answer in the server's memory.
+
+The access log is bounded too (`AccessLogLimit`): a request target is logged to ``MAX_LOGGED_TARGET``
+characters, and a refusal for rate (429) at most once per peer address per ``interval_s``, so a flood
+of refused requests costs no disk.
 
 The listening socket is bound before the app starts, so a busy port fails before any device
 worker is started.
@@ -23,6 +29,7 @@ import logging
 import resource
 import socket
 import time
+from collections import OrderedDict
 from typing import Any
 
 import h11
@@ -43,6 +50,7 @@ class GuardedH11(H11Protocol):
 
     head_timeout_s: float = 10.0
     max_connections: int = 1000
+    write_timeout_s: float = 30.0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -55,10 +63,29 @@ class GuardedH11(H11Protocol):
         self._arm_head_deadline()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        timer = getattr(self, "_head_timer", None)
+        for timer in (getattr(self, "_head_timer", None), getattr(self, "_write_timer", None)):
+            if timer is not None:
+                timer.cancel()
+        super().connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if getattr(self, "_write_timer", None) is None:
+            self._write_timer = self.loop.call_later(self.write_timeout_s, self._write_deadline)
+
+    def resume_writing(self) -> None:
+        timer = getattr(self, "_write_timer", None)
         if timer is not None:
             timer.cancel()
-        super().connection_lost(exc)
+            self._write_timer = None
+        super().resume_writing()
+
+    def _write_deadline(self) -> None:
+        """Nothing of the answer was taken for ``write_timeout_s``: drop it (``abort``: ``close``
+        would wait for the unsent bytes to drain first)."""
+        self._write_timer = None
+        if not self.transport.is_closing():
+            self.transport.abort()
 
     @property
     def waiting_for_head(self) -> bool:
@@ -88,7 +115,45 @@ class GuardedH11(H11Protocol):
         victim.transport.close()
 
 
-def bind_protocol(head_timeout_s: float, max_connections: int) -> type[GuardedH11]:
+MAX_LOGGED_TARGET = 256
+"""Characters of a request target the access log keeps."""
+
+
+class AccessLogLimit(logging.Filter):
+    """A filter for uvicorn's access log: targets cut to `MAX_LOGGED_TARGET`; a 429 logged at most
+    once per peer address per ``interval_s`` (the addresses remembered are bounded, least recently
+    seen dropped first)."""
+
+    def __init__(self, interval_s: float = 60.0, max_addresses: int = 65536):
+        super().__init__()
+        self.interval_s, self.max_addresses = interval_s, max_addresses
+        self._last: OrderedDict[str, float] = OrderedDict()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if not (isinstance(args, tuple) and len(args) == 5):
+            return True
+        addr, method, target, version, status = args
+        if status == 429 and not self._first_in_interval(str(addr).rsplit(":", 1)[0]):
+            return False
+        if isinstance(target, str) and len(target) > MAX_LOGGED_TARGET:
+            record.args = (addr, method, target[:MAX_LOGGED_TARGET] + "...", version, status)
+        return True
+
+    def _first_in_interval(self, host: str) -> bool:
+        now = time.monotonic()
+        last = self._last.pop(host, None)
+        if last is not None and now - last < self.interval_s:
+            self._last[host] = last
+            return False
+        self._last[host] = now
+        if len(self._last) > self.max_addresses:
+            self._last.popitem(last=False)
+        return True
+
+
+def bind_protocol(head_timeout_s: float, max_connections: int,
+                  write_timeout_s: float = GuardedH11.write_timeout_s) -> type[GuardedH11]:
     """A `GuardedH11` subclass with these limits; ``max_connections`` is lowered to what this
     process's descriptor limit allows (raised to its hard limit first)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -102,7 +167,8 @@ def bind_protocol(head_timeout_s: float, max_connections: int) -> type[GuardedH1
     cap = max(16, min(max_connections, soft - FD_RESERVE))
     if cap < max_connections:
         log.warning("connection cap lowered to %d by the descriptor limit (%d)", cap, soft)
-    return type("BoundGuardedH11", (GuardedH11,), {"head_timeout_s": head_timeout_s, "max_connections": cap})
+    return type("BoundGuardedH11", (GuardedH11,), {"head_timeout_s": head_timeout_s, "max_connections": cap,
+                                                   "write_timeout_s": write_timeout_s})
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -121,15 +187,16 @@ def listen(host: str, port: int) -> socket.socket:
 
 
 def run(app: Any, sock: socket.socket, head_timeout_s: float, max_connections: int,
-        log_level: str = "info") -> None:
+        log_level: str = "info", write_timeout_s: float = GuardedH11.write_timeout_s) -> None:
     """Serve ``app`` on the bound ``sock`` until a signal stops it."""
     config = Config(
         app,
-        http=bind_protocol(head_timeout_s, max_connections),
+        http=bind_protocol(head_timeout_s, max_connections, write_timeout_s),
         log_level=log_level.lower(),
         timeout_keep_alive=5,
         h11_max_incomplete_event_size=MAX_HEAD_BYTES,
         ws="none",
         lifespan="on",
     )
+    logging.getLogger("uvicorn.access").addFilter(AccessLogLimit())  # after Config set up logging
     Server(config).run(sockets=[sock])

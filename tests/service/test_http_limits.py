@@ -1,0 +1,81 @@
+"""The HTTP server's own limits, on loopback: a response nobody reads is dropped after the write
+deadline (`http_server.GuardedH11`, served by uvicorn with a small app of its own), and the access log
+of a real server stays small under a flood of refused requests with long targets."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import httpx
+import pytest
+from service_server import DIRECTIVE, ServerProcess
+from uvicorn.config import Config
+from uvicorn.server import Server
+
+from drkernel.service import http_server
+
+CHUNK, CHUNKS = 1 << 20, 64
+
+
+def test_a_response_nobody_reads_is_dropped_at_the_write_deadline():
+    """64 MiB to a client that reads nothing: the server drops the answer (the app's sends end) and
+    the client, reading at last, finds the connection closed before the whole answer."""
+    ended = threading.Event()
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length",
+                                                                            str(CHUNK * CHUNKS).encode())]})
+        for _ in range(CHUNKS):
+            await send({"type": "http.response.body", "body": b"x" * CHUNK, "more_body": True})
+        ended.set()
+
+    sock = http_server.listen("127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    server = Server(Config(app, http=http_server.bind_protocol(10.0, 100, write_timeout_s=1.0),
+                           lifespan="off", log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            time.sleep(0.05)
+        with socket.socket() as c:
+            c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            c.connect(("127.0.0.1", port))
+            c.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert ended.wait(60), "the server still holds the unread answer"
+            got = 0
+            c.settimeout(60)
+            try:
+                while chunk := c.recv(1 << 20):
+                    got += len(chunk)
+            except ConnectionResetError:
+                pass
+        assert got < CHUNK * CHUNKS
+    finally:
+        server.should_exit = True
+        thread.join(30)
+
+
+@pytest.fixture(scope="module")
+def chatty(tmp_path_factory):
+    srv = ServerProcess(tmp_path_factory.mktemp("logs") / "jobs.sqlite", "--devices", "cpu:1", "--evaluator",
+                        DIRECTIVE, "--log-level", "info", "--rate-per-peer", "0.001", "--peer-burst", "5")
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+def test_refused_requests_with_long_targets_cost_one_log_line(chatty):
+    """From 127.0.0.5, 60 requests with 8-kB targets: 5 pass, 55 are 429s. The log holds one line for
+    those 429s, and no target longer than the cut."""
+    pad = "a" * 8192
+    with httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.5"), timeout=30) as c:
+        codes = [c.get(f"{chatty.url}/v1/health?{pad}").status_code for _ in range(60)]
+    assert codes.count(429) == 55
+    lines = [line for line in chatty.log.read_text().splitlines() if "127.0.0.5:" in line]
+    assert sum(" 429" in line for line in lines) == 1, lines[-3:]
+    assert max(len(line) for line in lines) < http_server.MAX_LOGGED_TARGET + 200
