@@ -104,3 +104,71 @@ def test_a_solution_too_deep_to_parse_is_its_own_result_not_our_failure(gym):
     assert (out["status"], out["attempts"]) == ("done", 1), out
     assert out["result"]["status"] in ("syntax_error", "import_error", "runtime_error"), out["result"]["status"]
     assert "RecursionError" in out["result"]["error"]
+
+
+BOMB = ("constexpr long burn(long s){ for(long i=0;i<100;++i){ for(long j=0;j<100000;++j){ s = s*3 + (j ^ i); } }"
+        " return s; }\\nconstexpr long v0 = burn(TAG);\\nlong use_burn(){ return v0; }\\n")
+CUDA_SOLUTION = '''
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+CUDA_SRC = r"""
+__global__ void k(const float* __restrict__ x, float* __restrict__ y, long long n) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { y[i] = 2 * x[i]; }
+}
+torch::Tensor fwd(torch::Tensor x) {
+    auto xc = x.contiguous(); auto y = torch::empty_like(xc); long long n = xc.numel();
+    k<<<(n + 255) / 256, 256>>>(xc.data_ptr<float>(), y.data_ptr<float>(), n);
+    return y;
+}
+"""
+CPP_SRC = "torch::Tensor fwd(torch::Tensor x);\\n" + "BOMB"
+
+ext = load_inline(name="bomb_ext", cpp_sources=CPP_SRC, cuda_sources=CUDA_SRC, functions=["fwd"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.fwd(x)
+'''
+
+
+def _compilers(root: int) -> list[int]:
+    """Compiler processes below ``root``."""
+    out = []
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                if f.read().strip() not in ("cc1plus", "cicc", "cudafe++", "ptxas"):
+                    continue
+            with open(f"/proc/{pid}/status") as f:
+                ppid = next(int(line.split()[1]) for line in f if line.startswith("PPid:"))
+        except (OSError, StopIteration):
+            continue
+        while ppid > 1 and ppid != root:
+            try:
+                with open(f"/proc/{ppid}/status") as f:
+                    ppid = next(int(line.split()[1]) for line in f if line.startswith("PPid:"))
+            except (OSError, StopIteration):
+                break
+        if ppid == root:
+            out.append(int(pid))
+    return out
+
+
+def test_cancelling_a_cuda_job_stops_its_build(gym):
+    """A CUDA solution whose host code keeps the compiler busy for a minute or more: once its
+    compiler runs, a cancel stops it (no compiler is left below the server) and frees the slot."""
+    solution = CUDA_SOLUTION.replace("BOMB", BOMB.replace("TAG", str(secrets.randbits(30))))
+    with _http(gym) as c:
+        job = c.post("/v1/jobs", json={**_job(solution), "language": "cuda"}).json()["id"]
+        deadline = time.monotonic() + 120
+        while not _compilers(gym.proc.pid):
+            assert time.monotonic() < deadline, c.get(f"/v1/jobs/{job}").json()
+            time.sleep(0.2)
+        assert c.delete(f"/v1/jobs/{job}").json()["status"] == "cancelled"
+        deadline = time.monotonic() + 60
+        while _compilers(gym.proc.pid):
+            assert time.monotonic() < deadline, "the cancelled job's compiler still runs"
+            time.sleep(0.2)

@@ -17,6 +17,7 @@ caret the compiler prints under each: what a model needs to fix its source, not 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -26,6 +27,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Iterator
 
 from drkernel.errors import InfrastructureError
 from drkernel.gym.cuda import toolchain
@@ -121,8 +123,14 @@ def default_cache_dir() -> str:
     return os.path.join(base, "drkernel", "cuda")
 
 
+class BuildCancelled(Exception):
+    """A build stopped because the evaluation that asked for it was cancelled (`Compiler.cancel`);
+    nothing of it is cached."""
+
+
 class Compiler:
-    """Builds modules through compile children, one cache per host, single flight per key."""
+    """Builds modules through compile children, one cache per host, single flight per key. Builds
+    made for an ``owner`` (an evaluation, inside `owned`) stop when `cancel` names it."""
 
     def __init__(self, runner: Runner, cache: CompileCache, arch: str = toolchain.DEFAULT_ARCH,
                  link: bool | None = None, limits: Limits = COMPILE_LIMITS,
@@ -134,11 +142,38 @@ class Compiler:
         self.link = toolchain.can_link() if link is None else link
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
+        self._owners: dict[int, list] = {}  # owner -> its compile children under way
+        self._cancelled: set[int] = set()
+
+    @contextlib.contextmanager
+    def owned(self, owner: int) -> Iterator[None]:
+        """Builds inside are ``owner``'s: `cancel(owner)` kills their compile children."""
+        with self._guard:
+            self._owners[owner] = []
+            self._cancelled.discard(owner)
+        try:
+            yield
+        finally:
+            with self._guard:
+                self._owners.pop(owner, None)
+                self._cancelled.discard(owner)
+
+    def cancel(self, owner: int) -> bool:
+        """Stop ``owner``'s builds (their `build` raises `BuildCancelled`); False when it has none
+        under way (it is not inside `owned`)."""
+        with self._guard:
+            if owner not in self._owners:
+                return False
+            self._cancelled.add(owner)
+            children = list(self._owners[owner])
+        for child in children:
+            child.kill()
+        return True
 
     def key(self, module: CudaModule) -> str:
         return build_key(job_for(module, self.arch, self.link), toolchain.toolchain())
 
-    def build(self, module: CudaModule) -> BuildOutcome:
+    def build(self, module: CudaModule, owner: int | None = None) -> BuildOutcome:
         job = job_for(module, self.arch, self.link)
         key = build_key(job, toolchain.toolchain())
         with self._guard:
@@ -148,20 +183,33 @@ class Compiler:
             if found is not None:
                 return found
             with self._slots:
-                reply, blob = self._run(job)
+                reply, blob = self._run(job, owner)
             error = None if reply.ok else trim_errors(reply.log)
             return self.cache.put(key, job.name, reply, blob, error,
                                   host_gap=not reply.ok and bool(MISSING_ON_CPU.search(reply.log)))
 
-    def _run(self, job: CompileJob) -> tuple[CompileReply, bytes]:
+    def _adopt(self, owner: int | None, child) -> None:
+        """Count ``child`` among ``owner``'s builds; `BuildCancelled` when the owner was cancelled."""
+        if owner is None:
+            return
+        with self._guard:
+            if owner in self._cancelled:
+                raise BuildCancelled("the evaluation was cancelled before its build")
+            if owner in self._owners:
+                self._owners[owner].append(child)
+
+    def _run(self, job: CompileJob, owner: int | None = None) -> tuple[CompileReply, bytes]:
         from drkernel.gym.orchestrator.pool import Child
 
         child = Child("drkernel.gym.cuda.compile_child", "cpu", {}, self.runner, limits=self.limits)
         try:
+            self._adopt(owner, child)
             child.send(job.to_header())
             msg = child.recv(deadline=time.monotonic() + self.timeout_s)
             return CompileReply.from_header(msg.header), bytes(msg.blob)
         except (ChannelClosed, ChannelTimeout) as e:
+            if owner in self._cancelled:
+                raise BuildCancelled("the evaluation was cancelled during its build") from e
             rc = child.returncode
             if isinstance(e, ChannelTimeout) or rc is not None and rc < 0:  # RLIMIT_CPU or the wall clock
                 log = f"error: the compile stopped (its time limit): {child.log_tail()}"

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import hashlib
+import threading
 import time
 from typing import Any, Sequence
 
@@ -30,7 +31,7 @@ from drkernel.devices import Device
 from drkernel.errors import InfrastructureError
 from drkernel.gym.config import EvalRequest
 from drkernel.gym.cuda import toolchain
-from drkernel.gym.cuda.build import BuildOutcome, CompileCache, Compiler, default_cache_dir
+from drkernel.gym.cuda.build import BuildCancelled, BuildOutcome, CompileCache, Compiler, default_cache_dir
 from drkernel.gym.cuda.contract import CudaModule, CudaReport, check_cuda
 from drkernel.gym.cuda.wording import relabel
 from drkernel.gym.messages import NativeBuild
@@ -115,7 +116,7 @@ class CudaEvaluator:
         self.close()
 
     def __getattr__(self, name: str):
-        """Everything else (``device_info``, ``cancel_thread``, ``warm``...) is the inner evaluator's."""
+        """Everything else (``device_info``, ``warm``...) is the inner evaluator's."""
         return getattr(self.inner, name)
 
     def _device(self, request: EvalRequest) -> str:
@@ -133,7 +134,12 @@ class CudaEvaluator:
             error = report.python.parse_error if report.python else None
             return _result(request, status, stages, t0, hacks=hacks, error=error, device=device)
         t = time.monotonic()
-        outcomes = self.build_all(report)
+        owner = threading.get_ident()
+        try:
+            with self.compiler.owned(owner):
+                outcomes = self.build_all(report, owner)
+        except BuildCancelled as e:  # a cancelled job: its answer is not used, nothing was cached
+            return _result(request, Status.CRASHED, stages, t0, error=str(e), device=device)
         stages["compile"] = time.monotonic() - t  # this evaluation's time: ~0 when every build was cached
         failed = next((o for o in outcomes if not o.ok), None)
         cpu = device == "cpu"
@@ -151,12 +157,19 @@ class CudaEvaluator:
         result.elapsed_s = before + (result.elapsed_s or 0.0)
         return relabel(result)
 
-    def build_all(self, report: CudaReport) -> list[BuildOutcome]:
-        """Every module of the solution, compiled in parallel (each in its own compile child)."""
+    def build_all(self, report: CudaReport, owner: int | None = None) -> list[BuildOutcome]:
+        """Every module of the solution, compiled in parallel (each in its own compile child);
+        ``owner``: the evaluation they are built for (`cancel_thread` stops them)."""
         if len(report.modules) == 1:
-            return [self.compiler.build(report.modules[0])]
+            return [self.compiler.build(report.modules[0], owner)]
         with concurrent.futures.ThreadPoolExecutor(max_workers=len(report.modules)) as pool:
-            return list(pool.map(self.compiler.build, report.modules))
+            return list(pool.map(lambda m: self.compiler.build(m, owner), report.modules))
+
+    def cancel_thread(self, ident: int) -> bool:
+        """Stop the evaluation on thread ``ident``: its builds when it is building, else the inner
+        gym's candidate. False when neither runs there yet."""
+        inner = getattr(self.inner, "cancel_thread", None)
+        return self.compiler.cancel(ident) or bool(inner is not None and inner(ident))
 
 
 def with_languages(inner: Evaluator, device: str = "auto", unsafe_no_sandbox: bool = False,
