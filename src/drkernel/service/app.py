@@ -76,6 +76,10 @@ def ensure_clients(store: JobStore, config: ServiceConfig) -> Path | None:
     try:
         if config.token is not None:
             store.add_client_token("default", config.token, replace=True)  # a new --token wins
+            if os.environ.get("KERNELGYM_TOKEN") != config.token:
+                log.warning("the token of client 'default' was given on the command line, which every "
+                            "local user can read (ps, /proc/<pid>/cmdline): pass it in KERNELGYM_TOKEN, "
+                            "or register clients with `drkernel gym token add`")
             return None
         if store.clients():
             return None
