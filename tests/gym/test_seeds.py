@@ -10,8 +10,9 @@ import torch
 
 from drkernel.gym.harness import inputs as harness
 from drkernel.gym.harness.perturb import TimedVariation, pair_count
-from drkernel.gym.seeds import (INTEGRITY_RUNS, PUBLIC_SEED, Distribution, distribution_of, perturbation_of,
-                                perturbed, plan_seeds, timed_step, torch_seed, with_distribution)
+from drkernel.gym.seeds import (INTEGRITY_RUNS, PUBLIC_SEED, Distribution, across_rows, distribution_of,
+                                perturbation_of, perturbed, plan_seeds, timed_step, torch_seed, with_across,
+                                with_distribution)
 
 
 def test_secret_plans_differ_and_never_count_up_from_a_base():
@@ -44,11 +45,48 @@ def test_varied_trials_are_never_trial_zero_or_the_second_size(trials, varied):
 
 
 def test_a_plan_draws_only_the_distributions_the_reference_is_defined_on():
+    allowed = [int(Distribution.PLAIN), int(Distribution.TINY), int(Distribution.SIGNED)]
     for _ in range(20):
-        plan = plan_seeds(None, 7, second=False, allowed=[int(Distribution.TINY), int(Distribution.SIGNED)])
+        plan = plan_seeds(None, 7, second=False, allowed=allowed)
         dists = [distribution_of(s) for s in plan.trials]
         assert dists[0] is Distribution.PLAIN and set(dists[1:]) == {Distribution.TINY, Distribution.SIGNED}
-    assert {distribution_of(s) for s in plan_seeds(None, 4, second=False, allowed=[]).trials} == {Distribution.PLAIN}
+        assert {distribution_of(plan.timing), distribution_of(plan.coverage)} <= set(map(Distribution, allowed))
+    plan = plan_seeds(None, 4, second=False, allowed=[])
+    assert {distribution_of(s) for s in (*plan.trials, plan.timing, plan.coverage)} == {Distribution.PLAIN}
+
+
+def test_timed_calls_and_coverage_draw_a_secret_distribution_plain_included():
+    seen = {(distribution_of(p.timing), distribution_of(p.coverage)) for p in
+            (plan_seeds(None, 3, second=False) for _ in range(300))}
+    timing, coverage = {t for t, _ in seen}, {c for _, c in seen}
+    assert timing == coverage == set(Distribution)  # 7 outcomes, 300 draws: each seen (miss odds ~1e-19)
+    plan = plan_seeds(None, 3, second=False)
+    assert distribution_of(plan.reference_timing) is distribution_of(plan.timing)  # the reference timed alike
+    assert torch_seed(plan.reference_timing) == plan.reference  # on public values
+
+
+def test_where_plain_inputs_are_degenerate_no_call_is_plain():
+    # the judge leaves PLAIN out of `allowed` where a trivial answer passes on plain inputs
+    allowed = [int(Distribution.WIDE), int(Distribution.HEAVY)]
+    for trials in (1, 2, 3, 5):
+        for _ in range(20):
+            plan = plan_seeds(None, trials, second=False, allowed=allowed)
+            dists = {distribution_of(s) for s in (*plan.trials, plan.timing, plan.coverage)}
+            assert dists <= {Distribution.WIDE, Distribution.HEAVY}, dists
+            if trials >= 2:  # distinct while they last: both variants among the trials
+                assert {distribution_of(s) for s in plan.trials} == {Distribution.WIDE, Distribution.HEAVY}
+
+
+def test_the_perturbation_mode_rides_on_every_seed_of_the_plan():
+    plan = plan_seeds(3, 3, second=True, across=True)
+    seeds = (*plan.trials, plan.timing, plan.coverage)
+    assert all(across_rows(s) for s in seeds) and not any(across_rows(s) for s in plan_seeds(3, 3, True).trials)
+    assert [torch_seed(s) for s in seeds] == [torch_seed(s) for s in (*plan_seeds(3, 3, True).trials,
+                                                                       plan_seeds(3, 3, True).timing,
+                                                                       plan_seeds(3, 3, True).coverage)]
+    s = perturbed(plan.timing, timed_step(7))
+    assert across_rows(s) and perturbation_of(s) == timed_step(7)  # a step keeps the mode
+    assert distribution_of(s) is distribution_of(plan.timing) and not across_rows(with_across(s, False))
 
 
 def test_random_variants_are_heavy_tailed_sparse_or_signed_and_agree_on_both_sides():

@@ -605,8 +605,11 @@ class Prepared(Message):
     roofline_ms: float | None
     seconds: float | None = None
     distributions: tuple[int, ...] | None = None
-    """The input distributions (`drkernel.gym.seeds.Distribution`) the reference is defined on:
-    finite outputs at the public seed. None: not probed (every variant may be drawn)."""
+    """The input distributions (`drkernel.gym.seeds.Distribution`, plain included) the reference is
+    defined and not degenerate on at the public seed. None: not probed (every one may be drawn)."""
+    perturb_across: bool = False
+    """Within-row swaps move no reference output past its tolerance: perturb across rows
+    (`drkernel.gym.seeds.ACROSS_BIT`)."""
 
     def to_header(self) -> dict[str, Any]:
         h = super().to_header()
@@ -621,7 +624,8 @@ class Prepared(Message):
             raise ProtocolViolation("prepared message: distributions is not a list of integers")
         return cls(_get(h, "code", (str,)), _get(h, "second_code", (str, type(None))), _get(h, "input_bytes", (int,)),
                    _get(h, "op_profile", (dict, type(None))), _number(h, "roofline_ms", None),
-                   _number(h, "seconds", None), None if dists is None else tuple(dists))
+                   _number(h, "seconds", None), None if dists is None else tuple(dists),
+                   _get(h, "perturb_across", (bool,), False))
 
 
 @dataclass(frozen=True)

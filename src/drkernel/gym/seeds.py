@@ -12,17 +12,26 @@ Reproducible mode: a caller that passes an explicit ``EvalConfig.seed`` (debuggi
 tests) gets the same plan every time, derived from that seed by a keyed hash; training and the
 service leave ``seed`` unset and get fresh secret seeds.
 
-The reference's timing is keyed by a *public* seed (`PUBLIC_SEED`, or the explicit seed): the
-reference is timed on inputs of the same shapes and distribution, never on the candidate's secret
-timing inputs, so the reference-timing cache keeps hitting across evaluations.
+The reference's timing is keyed by a *public* seed (`PUBLIC_SEED`, or the explicit seed) carrying the
+timed calls' distribution (`SeedPlan.reference_timing`): the reference is timed on inputs of the same
+shapes and distribution, never on the candidate's secret timing inputs, so the reference-timing cache
+keeps hitting across evaluations (one entry per distribution) and the speedup compares like with like.
 
 Input distributions (mechanism 7): bits 60-62 of a trial seed name the distribution its inputs are
 drawn at (`Distribution`); `drkernel.gym.harness.inputs.draw_inputs` decodes them, so judge and candidate
-agree without a protocol change. Trial 0 and the second-size trial are always plain; every other trial
+agree without a protocol change. Trial 0 and the second-size trial are plain; every other trial
 draws a variant, which one is secret. A shortcut taken only when inputs look like ``randn``, a term
 that hides below the tolerance at scale 1, a formula unstable outside the trial distribution: each
-shows on some variant. The judge probes which variants the reference is defined on (finite outputs,
+shows on some variant. The judge probes which distributions the reference is defined on and not
+degenerate on (finite outputs, no trivial answer within tolerance:
 `drkernel.gym.judge.main.Judge.defined_distributions`) and the plan draws only those.
+
+The timed calls and the coverage run draw their distribution too, at random among the defined ones
+(plain included when it is defined): a solution that tests its inputs' statistics and takes a
+shortcut (a constant, low precision) only on ``randn``-looking inputs cannot tell which calls are
+paid. Where plain inputs admit a trivial answer and some variant does not, no call is plain at all
+-- trial 0 draws a variant as well -- so no timed call, coverage run or integrity run (they draw the
+trials' inputs) lands on inputs where a trivial answer passes.
 
 Sparse perturbations (caching by content): bits 48-59 of a seed name a perturbation step
 (`perturbed`). Its inputs are the seed's inputs with a few secret pairs of positions per tensor
@@ -30,6 +39,10 @@ swapped (`drkernel.gym.harness.perturb`): new tensors equal to an earlier input 
 positions, with values from the same draw. The candidate's ``sparse_perturb`` run calls on a trial's
 inputs and then on such a perturbation of them; the judge reads the step from the comparison's tag
 (`PERTURB_TAGS`), so the perturbation, like every seed, comes from the job, never from the candidate.
+Bit 59 (`ACROSS_BIT`) is the perturbation mode: set where the judge found, at prepare, that swaps
+within a row move no reference output past its tolerance (a mean over the last dimension, a scalar
+loss); its perturbations then move values across rows, more densely (`drkernel.gym.harness.perturb`).
+The plan sets it on every seed, so both sides derive the same pairs from the seed alone.
 """
 
 from __future__ import annotations
@@ -49,7 +62,8 @@ SEED_BITS = 48
 DIST_SHIFT = 60
 DIST_MASK = 0x7
 PERTURB_SHIFT = 48
-PERTURB_MASK = 0xFFF
+PERTURB_MASK = 0x7FF
+ACROSS_BIT = 59
 
 
 class Distribution(IntEnum):
@@ -93,7 +107,7 @@ def torch_seed(seed: int) -> int:
 
 
 def perturbed(seed: int, step: int) -> int:
-    """The seed of ``seed``'s inputs with perturbation ``step`` (1 to 4095) applied; 0 removes it."""
+    """The seed of ``seed``'s inputs with perturbation ``step`` (1 to 2047) applied; 0 removes it."""
     if not 0 <= int(step) <= PERTURB_MASK:
         raise ValueError(f"perturbation step {step} outside 0..{PERTURB_MASK}")
     return (int(seed) & ~(PERTURB_MASK << PERTURB_SHIFT)) | (int(step) << PERTURB_SHIFT)
@@ -102,6 +116,16 @@ def perturbed(seed: int, step: int) -> int:
 def perturbation_of(seed: int) -> int:
     """The perturbation step a seed names (0: none)."""
     return (int(seed) >> PERTURB_SHIFT) & PERTURB_MASK
+
+
+def across_rows(seed: int) -> bool:
+    """Do ``seed``'s perturbations move values across rows (`ACROSS_BIT`)?"""
+    return bool((int(seed) >> ACROSS_BIT) & 1)
+
+
+def with_across(seed: int, across: bool) -> int:
+    """``seed`` with its perturbation mode set (``across``) or cleared."""
+    return (int(seed) & ~(1 << ACROSS_BIT)) | (int(bool(across)) << ACROSS_BIT)
 
 
 INTEGRITY_RUNS = ("coverage", "skip_own", "poisoned", "recall_same", "call_count_last", "sparse_perturb")
@@ -119,7 +143,7 @@ TIMED_TAG_PREFIX = "timed_call_"
 
 
 def timed_step(call: int) -> int:
-    """The perturbation step of timed call ``call`` (cycling after 4080 calls)."""
+    """The perturbation step of timed call ``call`` (cycling after 2032 calls)."""
     return TIMED_FIRST_STEP + int(call) % (PERTURB_MASK + 1 - TIMED_FIRST_STEP)
 
 
@@ -138,11 +162,16 @@ class SeedPlan:
 
     weight: int                       # public (the solution holds its weights anyway)
     trials: tuple[int, ...]           # primary trials, then the second size's (if any)
-    timing: int                       # the candidate's timed calls (secret)
+    timing: int                       # the candidate's timed calls (secret, distribution too)
     coverage: int                     # the coverage run: an input no other call sees
-    reference: int                    # public: reference timing, op profile, second-size probe
+    reference: int                    # public: op profile, second-size probe
     integrity_order: tuple[str, ...]  # a permutation of INTEGRITY_RUNS
     decoys: tuple[int, ...]           # ordinary calls before each integrity run, same length
+
+    @property
+    def reference_timing(self) -> int:
+        """The public seed the reference is timed at: the timed calls' distribution, public values."""
+        return with_distribution(self.reference, distribution_of(self.timing))
 
     def to_job(self) -> dict[str, object]:
         return {"coverage_seed": self.coverage, "order": list(self.integrity_order),
@@ -156,28 +185,47 @@ def _rng(explicit: int | None) -> random.Random:
     return random.Random(int.from_bytes(digest[:16], "big"))
 
 
+def call_pool(allowed: Iterable[int] | None) -> list[Distribution]:
+    """The distributions a timed call or the coverage run may draw: every one the judge found defined
+    and not degenerate (``allowed``; plain counts only when listed), plain where none is (the result
+    is degenerate then anyway). None (not probed): all of them."""
+    if allowed is None:
+        return [Distribution.PLAIN, *VARIANTS]
+    ok = {int(a) for a in allowed}
+    return [d for d in (Distribution.PLAIN, *VARIANTS) if int(d) in ok] or [Distribution.PLAIN]
+
+
 def plan_seeds(explicit: int | None, trials: int, second: bool,
-               allowed: Iterable[int] | None = None) -> SeedPlan:
+               allowed: Iterable[int] | None = None, across: bool = False) -> SeedPlan:
     """Draw the plan: fresh and secret when ``explicit`` is None, reproducible from it otherwise.
 
     Every primary trial after the first draws a variant distribution from ``allowed`` (default: all
-    of `VARIANTS`; the judge passes those the reference is defined on), all distinct while they last
-    (then again in a new order). `Distribution.WIDE` and `Distribution.SHIFTED` come first in the
-    draw where allowed, at random trials: a dropped term and an unstable formula fail every
-    evaluation of three trials or more, not only some; the rest fill the other trials at random."""
+    of `VARIANTS`; the judge passes those the reference is defined and not degenerate on), all
+    distinct while they last (then again in a new order). `Distribution.WIDE` and
+    `Distribution.SHIFTED` come first in the draw where allowed, at random trials: a dropped term and
+    an unstable formula fail every evaluation of three trials or more, not only some; the rest fill
+    the other trials at random. Trial 0 is plain unless ``allowed`` leaves plain out while listing a
+    variant; then it draws one too. The timed calls and the coverage run each draw one of `call_pool`.
+    ``across``: the perturbation mode every seed carries (`ACROSS_BIT`)."""
     rng = _rng(explicit)
     draw = lambda: rng.getrandbits(SEED_BITS)  # noqa: E731
     primary = [draw() for _ in range(trials)]
-    pool = [d for d in VARIANTS if allowed is None or int(d) in {int(a) for a in allowed}]
-    dists = _variant_order(rng, pool, trials - 1)
-    positions = rng.sample(range(1, trials), k=len(dists)) if trials >= 2 else []
+    ok = None if allowed is None else {int(a) for a in allowed}
+    pool = [d for d in VARIANTS if ok is None or int(d) in ok]
+    plain_ok = ok is None or int(Distribution.PLAIN) in ok or not pool
+    dists = _variant_order(rng, pool, trials - (1 if plain_ok else 0))
+    first = 1 if plain_ok else 0
+    positions = rng.sample(range(first, trials), k=len(dists)) if trials > first else []
     by_trial = dict(zip(positions, dists))
     primary = [with_distribution(s, by_trial.get(i, Distribution.PLAIN)) for i, s in enumerate(primary)]
     extra = [draw()] if second else []
     order = list(INTEGRITY_RUNS)
     rng.shuffle(order)
-    return SeedPlan(weight=public_seed(explicit), trials=tuple(primary + extra), timing=draw(), coverage=draw(),
-                    reference=public_seed(explicit),
+    calls = call_pool(allowed)
+    timing, coverage = (with_distribution(draw(), rng.choice(calls)) for _ in range(2))
+    mark = lambda s: with_across(s, across)  # noqa: E731
+    return SeedPlan(weight=public_seed(explicit), trials=tuple(map(mark, primary + extra)), timing=mark(timing),
+                    coverage=mark(coverage), reference=public_seed(explicit),
                     integrity_order=tuple(order), decoys=tuple(rng.randrange(0, 3) for _ in order))
 
 

@@ -23,6 +23,15 @@ over; where no candidate qualifies, the tensor is left as it is. Judge and candi
 the same draw with the same seed, so they agree.
 Steps 1 and 2 are the ``sparse_perturb`` integrity run's; from `drkernel.gym.seeds.TIMED_FIRST_STEP`
 on, one pair per tensor varies each timed call on the GPU (`TimedVariation`).
+
+Some outputs cannot see a swap within a row: a mean over the last dimension, a scalar loss over all
+values. For those problems the judge sets the seeds' perturbation mode (`drkernel.gym.seeds.across_rows`,
+decided once per problem at prepare: does a within-row step move the reference's output past its
+tolerance?). In that mode a swap's second position is drawn anywhere in the tensor, and the two
+swapped floating values are then scaled by `AMPLIFY` (a swap alone moves a mean over n values only
+by a random O(1/n): no tolerance sees it), at `ACROSS_SPACING`. The zero pattern, each value's sign
+and the mirroring of a symmetric matrix still hold; a row's sum does not (normalised rows are not kept in
+that mode). The miss probability above becomes ``(1 - 2 / ACROSS_SPACING) ** s`` per step.
 """
 
 from __future__ import annotations
@@ -34,23 +43,40 @@ from typing import Any
 
 import torch
 
-from drkernel.gym.seeds import TIMED_FIRST_STEP, perturbation_of, perturbed, timed_step
+from drkernel.gym.seeds import TIMED_FIRST_STEP, across_rows, perturbation_of, perturbed, timed_step
 
 PAIR_SPACING = 8192
 """One swapped pair per this many elements (a density of 1/4096 changed values)."""
 MAX_PAIRS = 256
 """At most this many pairs per tensor: enough that some output visibly changes, few enough that a
 sampled fingerprint misses them."""
+ACROSS_SPACING = 1024
+"""One swapped pair per this many elements in the across-rows mode (sparse_perturb's steps)."""
+AMPLIFY = {torch.float16: 8.0, torch.bfloat16: 8.0}
+"""The factor the swapped floating values are scaled by in the across-rows mode, by dtype (default
+`AMPLIFY_DEFAULT`; half types less, so that their products stay finite)."""
+AMPLIFY_DEFAULT = 32.0
+MAX_ACROSS_PAIRS = 1 << 16
+"""At most this many pairs per tensor in the across-rows mode."""
 CANDIDATES = 8
 """Candidate pairs drawn per pair kept (those whose values are equal or zero are passed over)."""
 
 
-def pair_count(n: int, step: int = 1) -> int:
+def pair_count(n: int, step: int = 1, across: bool = False) -> int:
     """Pairs swapped in a tensor of ``n`` elements at perturbation ``step`` (0 when it has fewer than
-    two elements; one at a timed call's step, `drkernel.gym.seeds.TIMED_FIRST_STEP` on)."""
+    two elements; one at a timed call's step, `drkernel.gym.seeds.TIMED_FIRST_STEP` on; denser in the
+    across-rows mode, ``across``)."""
     if n < 2:
         return 0
-    return 1 if step >= TIMED_FIRST_STEP else max(1, min(MAX_PAIRS, n // PAIR_SPACING))
+    if step >= TIMED_FIRST_STEP:
+        return 1
+    if across:
+        return max(1, min(MAX_ACROSS_PAIRS, n // ACROSS_SPACING))
+    return max(1, min(MAX_PAIRS, n // PAIR_SPACING))
+
+
+def _pairs_of(n: int, seed: int) -> int:
+    return pair_count(n, perturbation_of(seed), across_rows(seed))
 
 
 def _rng(seed: int, index: int) -> random.Random:
@@ -65,11 +91,13 @@ def symmetric(x: torch.Tensor) -> bool:
 
 def _candidates(shape: tuple[int, ...], seed: int, index: int, sym: bool) -> list[tuple[int, int]]:
     """The candidate pairs of input ``index`` at ``seed``'s perturbation step: up to `CANDIDATES` per
-    pair kept, both positions in one row of the last dimension, no position in two pairs; off the
-    diagonal of a symmetric matrix (``sym``), whose mirrored positions are not used either."""
-    n, row = math.prod(shape), (shape[-1] if shape else 1)
+    pair kept, both positions in one row of the last dimension (anywhere in the tensor in the
+    across-rows mode), no position in two pairs; off the diagonal of a symmetric matrix (``sym``),
+    whose mirrored positions are not used either."""
+    n = math.prod(shape)
+    row = n if across_rows(seed) else (shape[-1] if shape else 1)
     rng, used, pairs = _rng(seed, index), set(), []
-    for _ in range(CANDIDATES * pair_count(n, perturbation_of(seed))):
+    for _ in range(CANDIDATES * _pairs_of(n, seed)):
         p = rng.randrange(n)
         q = p - p % row + rng.randrange(row)
         group = [p, q] + (_mirrors((p, q), shape) if sym else [])
@@ -144,11 +172,19 @@ def _swap(x: torch.Tensor, p: tuple[torch.Tensor, ...], q: tuple[torch.Tensor, .
     b[q] = held
 
 
+def _amplify(x: torch.Tensor, p: tuple[torch.Tensor, ...], q: tuple[torch.Tensor, ...]) -> None:
+    """Scale the swapped values of a floating ``x`` by `AMPLIFY` (the across-rows mode), in place."""
+    if x.is_floating_point():
+        factor = AMPLIFY.get(x.dtype, AMPLIFY_DEFAULT)
+        x[p] = x[p] * factor
+        x[q] = x[q] * factor
+
+
 def swap_some(x: torch.Tensor, seed: int, index: int) -> torch.Tensor:
     """``x`` with `pair_count` secret pairs of its elements swapped, in place (a view that repeats
     memory, such as an expanded tensor, is materialised first); the pairs follow from ``seed`` (its
     perturbation step included) and the input's ``index``."""
-    k = pair_count(x.numel(), perturbation_of(seed))
+    k = _pairs_of(x.numel(), seed)
     if k == 0:
         return x
     if any(stride == 0 and size > 1 for size, stride in zip(x.shape, x.stride())):
@@ -160,7 +196,10 @@ def swap_some(x: torch.Tensor, seed: int, index: int) -> torch.Tensor:
     p, q = _sides(pairs, x)
     chosen = _with_mirrors(_chosen(pairs, _differ(x, p, q), k), tuple(x.shape), sym)
     if chosen:
-        _swap(x, *_sides(chosen, x))
+        sides = _sides(chosen, x)
+        _swap(x, *sides)
+        if across_rows(seed):
+            _amplify(x, *sides)
     return x
 
 
@@ -179,34 +218,44 @@ class TimedVariation:
 
     def __init__(self, inputs: list[Any], seed: int, calls: int) -> None:
         self.calls = calls
+        self.amplify = across_rows(seed)  # the across-rows mode scales what it swaps (`_amplify`)
         self.index: list[torch.Tensor | None] = []  # per input: (calls, swaps, 2, ndim) positions, or None
+        self.real: list[list[list[bool]]] = []  # per input, call and swap: not a (0, 0) placeholder (host)
         for j, x in enumerate(inputs):
             n = x.numel() if isinstance(x, torch.Tensor) else 0
             if n < 2 or calls <= 0:
                 self.index.append(None)
+                self.real.append([])
                 continue
-            self.index.append(self._positions(x, seed, j, calls))
+            index, real = self._positions(x, seed, j, calls)
+            self.index.append(index)
+            self.real.append(real)
 
     @staticmethod
-    def _positions(x: torch.Tensor, seed: int, j: int, calls: int) -> torch.Tensor:
+    def _positions(x: torch.Tensor, seed: int, j: int, calls: int) -> tuple[torch.Tensor, list[list[bool]]]:
         """Each call's swaps of input ``j`` (one pair, and its mirror in a symmetric matrix; a pair
-        (0, 0) where none qualifies: no swap), as one index tensor on the device."""
+        (0, 0) where none qualifies: no swap), as one index tensor on the device, and per call and
+        swap whether it is a real one."""
         sym, shape = symmetric(x), tuple(x.shape)
         per_call = [_candidates(shape, perturbed(seed, timed_step(i)), j, sym) for i in range(calls)]
         flat = [pair for pairs in per_call for pair in pairs]
         differ = _differ(x, *_sides(flat, x)) if flat else []
-        swaps, at, width = [], 0, 2 if sym else 1
+        swaps, real, at, width = [], [], 0, 2 if sym else 1
         for pairs in per_call:
             chosen = _with_mirrors(_chosen(pairs, differ[at:at + len(pairs)], 1), shape, sym)
             swaps += chosen + [(0, 0)] * (width - len(chosen))
+            real.append([True] * len(chosen) + [False] * (width - len(chosen)))
             at += len(pairs)
         p, q = _sides(swaps, x)
-        return torch.stack([torch.stack(p, 1), torch.stack(q, 1)], 1).reshape(calls, width, 2, x.dim())
+        return torch.stack([torch.stack(p, 1), torch.stack(q, 1)], 1).reshape(calls, width, 2, x.dim()), real
 
     def __call__(self, args: list[Any], call: int) -> None:
         """Swap call ``call``'s pairs in ``args`` (that call's fresh clones of the inputs), in place."""
-        for x, index in zip(args, self.index):
+        for x, index, real in zip(args, self.index, self.real):
             if index is None or call >= self.calls:
                 continue
-            for swap in index[call]:  # (2, ndim) views on the device
-                _swap(x, tuple(swap[0, d:d + 1] for d in range(x.dim())), tuple(swap[1, d:d + 1] for d in range(x.dim())))
+            for swap, is_real in zip(index[call], real[call]):  # (2, ndim) views on the device
+                sides = tuple(tuple(swap[side, d:d + 1] for d in range(x.dim())) for side in (0, 1))
+                _swap(x, *sides)
+                if self.amplify and is_real:  # a placeholder swaps nothing and is not scaled
+                    _amplify(x, *sides)

@@ -107,17 +107,20 @@ class Judge:
             self.no_tf32.clear()
         for c in filter(None, (code, second_code)):  # unknown (None) keeps the slack
             self.no_tf32[c] = profile is not None and not any(base_name(op) in TF32_OPS for op in profile.ops)
+        distributions = self.defined_distributions(code, h.seed)
         return Prepared(code, second_code, harness.tensor_bytes(inputs),
                         profile.to_dict() if profile is not None else None,
                         profile.cost * 1e3 if profile is not None else None,
-                        distributions=self.defined_distributions(code, h.seed))
+                        distributions=distributions,
+                        perturb_across=self.swaps_unseen(code, h.seed, distributions))
 
     def defined_distributions(self, code: str, seed: int) -> tuple[int, ...]:
-        """The variant input distributions worth a trial, probed at the public seed: the reference's
-        outputs are all finite there (it does not overflow, divide by zero or fail) and no trivial
-        answer meets them at the derived tolerance (relu of shifted inputs is the identity)."""
+        """The input distributions worth a trial or a timed call (plain among them), probed at the
+        public seed: the reference's outputs are all finite there (it does not overflow, divide by
+        zero or fail) and no trivial answer meets them at the derived tolerance (relu of shifted
+        inputs is the identity; the logsumexp of a GEMM of ``rand`` inputs is a constant)."""
         defined = []
-        for dist in VARIANTS:
+        for dist in (Distribution.PLAIN, *VARIANTS):
             varied = with_distribution(seed, dist)
             try:
                 out, args = self.run_reference(code, varied, seed)
@@ -129,6 +132,26 @@ class Judge:
                 defined.append(int(dist))
             del out, args
         return tuple(defined)
+
+    def swaps_unseen(self, code: str, seed: int, distributions: tuple[int, ...]) -> bool:
+        """Does a within-row perturbation step (`drkernel.gym.harness.perturb`) leave every output of the
+        reference within its derived tolerance? Probed once per problem at the public seed, on the
+        first defined distribution: a mean over the last dimension or a scalar loss cannot see such
+        swaps, so a cache keyed on sampled values would never serve a wrong answer. Where this holds,
+        the plan moves the problem's perturbations across rows (`drkernel.gym.seeds.ACROSS_BIT`)."""
+        base = with_distribution(seed, Distribution(distributions[0]) if distributions else Distribution.PLAIN)
+        try:
+            out, args = self.run_reference(code, base, seed)
+            bounds = derive(out, self.run_reference64(code, base, seed, harness.tensor_bytes(args)), args,
+                            "kernelgym")
+            del args
+            moved, _ = self.run_reference(code, perturbed(base, 1), seed)
+        except Exception:  # noqa: BLE001 - the reference is not defined there: keep the default
+            return False
+        pairs = [(o, r, b) for o, r, b in zip(leaves(moved), leaves(out), bounds)
+                 if b is not None and isinstance(o, torch.Tensor) and isinstance(r, torch.Tensor)
+                 and o.shape == r.shape and o.is_floating_point()]
+        return bool(pairs) and all(_within(o, r, b) for o, r, b in pairs)
 
     def op_profile(self, code: str, seed: int) -> OpProfile | None:
         """The reference's aten ops with roofline costs (the denominator of op coverage)."""

@@ -35,7 +35,7 @@ from drkernel.gym.provenance import read_clocks
 from drkernel.gym.result import EvalResult, Hack, KernelStat, Provenance, Status, TimingStats, TrialResult
 from drkernel.gym.roofline import work_of
 from drkernel.gym.orchestrator.runtime import DeviceRuntime, JudgeLost, JudgeOutOfMemory
-from drkernel.gym.seeds import SeedPlan, plan_seeds, public_seed
+from drkernel.gym.seeds import SeedPlan, call_pool, plan_seeds, public_seed, with_distribution
 from drkernel.gym.verdict.assemble import (CandidateFacts, CheckFacts, ErrorReport, Facts, RequestFacts,
                                            TimingFacts, assemble)
 from drkernel.gym.orchestrator.sandbox import SECCOMP_ENV, make_runner
@@ -308,7 +308,8 @@ class InProcessEvaluator:
     def _job(self, request: EvalRequest, prepared: Prepared, rt: DeviceRuntime,
              native: tuple[NativeBuild, ...] = ()) -> tuple[dict[str, Any], SeedPlan]:
         cfg = request.config
-        plan = plan_seeds(cfg.seed, cfg.trials, bool(prepared.second_code), prepared.distributions)
+        plan = plan_seeds(cfg.seed, cfg.trials, bool(prepared.second_code), prepared.distributions,
+                          across=prepared.perturb_across)
         trials = [{"seed": plan.trials[k], "code": prepared.code, "size": "primary"} for k in range(cfg.trials)]
         if prepared.second_code:
             trials.append({"seed": plan.trials[-1], "code": prepared.second_code, "size": "second"})
@@ -319,7 +320,7 @@ class InProcessEvaluator:
                 "trials": trials, "weight_seed": plan.weight, "config": cfg.to_dict(),
                 "hooks": list(self.checks.candidate_hooks), "timing": bool(cfg.timing and rt.is_cuda),
                 "timing_seed": plan.timing, "input_budget_bytes": budget, "integrity": plan.to_job(),
-                "reference_seed": plan.reference,
+                "reference_seed": plan.reference_timing,
                 "timing_plan": timing_plan(cfg), "roofline_ms": prepared.roofline_ms}, native).to_header(), plan
 
     def _timing(self, status: Status, out: SessionOutcome, rt: DeviceRuntime, job: dict[str, Any],
@@ -335,8 +336,8 @@ class InProcessEvaluator:
         sol = dict(out.sol_timing)
         sol_samples = sol.pop("samples_ms", None) or ()
         versions = dict(rt.hello.get("versions", {}))
-        ref, cached = self._reference_timing(rt, job["trials"][0]["code"], job["reference_seed"], versions, cfg, stages,
-                                             judge)
+        ref, cached = self._reference_timing(rt, job["trials"][0]["code"], job["weight_seed"], job["reference_seed"],
+                                             versions, cfg, stages, judge)
         ref = dict(ref)
         ref_samples = timing_samples(ref, int(ref.get("n", 0))) or ()
         ref.pop("samples_ms", None)
@@ -345,31 +346,32 @@ class InProcessEvaluator:
             note = f"solution timed region took {out.sol_wall_s:.3f} s wall (measured by the orchestrator)"
         return TimingFacts(note, TimingStats(**ref), TimingStats(**sol), ref_samples, tuple(sol_samples), cached)
 
-    def _reference_timing(self, rt: DeviceRuntime, code: str, seed: int, versions: dict[str, str],
+    def _reference_timing(self, rt: DeviceRuntime, code: str, weight_seed: int, seed: int, versions: dict[str, str],
                           cfg: EvalConfig, stages: dict[str, float],
                           judge: OwnJudge | None = None) -> tuple[dict[str, Any], bool]:
         """The reference's timing stats for ``code`` (seed: public, so the reference never sees the
-        candidate's secret timing inputs) and whether they came from the cache. Timed once per key:
+        candidate's secret timing inputs, at the timed calls' distribution, `SeedPlan.reference_timing`)
+        and whether they came from the cache. Timed once per key:
         concurrent evaluations of one problem wait for the first one's timing instead of each timing
         it again (measured: 39 problems timed 257 s in a sustained run, most of them several times)."""
-        key = reference_key(code, seed, seed, rt.device_name, versions, cfg.to_dict())
+        key = reference_key(code, weight_seed, seed, rt.device_name, versions, cfg.to_dict())
         if not self.cache_reference_timings:
-            return self._time_reference(rt, code, seed, cfg, stages, judge), False
+            return self._time_reference(rt, code, weight_seed, seed, cfg, stages, judge), False
         with self.ref_cache.timing(key) as cached:
             if cached is not None:
                 return cached, True
-            stats = self._time_reference(rt, code, seed, cfg, stages, judge)
+            stats = self._time_reference(rt, code, weight_seed, seed, cfg, stages, judge)
             self.ref_cache.put(key, stats)
             return stats, False
 
-    def _time_reference(self, rt: DeviceRuntime, code: str, seed: int, cfg: EvalConfig,
+    def _time_reference(self, rt: DeviceRuntime, code: str, weight_seed: int, seed: int, cfg: EvalConfig,
                         stages: dict[str, float], judge: OwnJudge | None = None) -> dict[str, Any]:
         t = time.monotonic()
         with rt.rw.exclusive(drain=True):  # no candidate in flight: nothing it queued runs inside
             stages["reference_lock_wait"] = time.monotonic() - t
             # the judge gets exactly the fields that key the cache, so the two cannot drift apart
             stats = Timed.from_header(rt.judge_call(
-                TimeReference(code, seed, seed, {k: getattr(cfg, k) for k in TIMING_FIELDS}).to_header(),
+                TimeReference(code, weight_seed, seed, {k: getattr(cfg, k) for k in TIMING_FIELDS}).to_header(),
                 judge=judge)).stats
         stages["reference_timing"] = time.monotonic() - t
         # the drain's hold counts as this evaluation's exclusive device time
@@ -381,7 +383,8 @@ class InProcessEvaluator:
         """Prepare ``problems`` and time their references now, before the evaluations that need them (an
         RL run knows its problems at start: without this, the first evaluation of each problem pays the
         reference's preparation and timing on its critical path, and every candidate on the device
-        waits while a reference is timed). Returns seconds per problem key; idempotent (cached)."""
+        waits while a reference is timed). Each distribution a timed call may draw (`call_pool`) is
+        timed. Returns seconds per problem key; idempotent (cached)."""
         cfg = config or EvalConfig()
         rt = self._runtime(cfg.device)
         versions = dict(rt.hello.get("versions", {}))
@@ -389,8 +392,9 @@ class InProcessEvaluator:
         for problem in problems:
             t = time.monotonic()
             prepared = rt.prepare(problem, cfg)
-            if rt.is_cuda and cfg.timing:
-                self._reference_timing(rt, prepared.code, public_seed(cfg.seed), versions, cfg, {})
+            seed = public_seed(cfg.seed)
+            for dist in call_pool(prepared.distributions) if rt.is_cuda and cfg.timing else ():
+                self._reference_timing(rt, prepared.code, seed, with_distribution(seed, dist), versions, cfg, {})
             spent[problem.key] = time.monotonic() - t
         return spent
 

@@ -1,5 +1,7 @@
 """Cache of reference timings, keyed by what changes them: the problem (as run, after scaling),
-the seeds, the GPU model, the library versions and the timing configuration.
+the seeds and the timing inputs' distribution (`drkernel.gym.seeds.distribution_of`: the timed calls
+draw one at random, and the reference is timed on the same one), the GPU model, the library versions
+and the timing configuration.
 
 In memory always; also as one JSON file per key under ``directory`` when one is given, so a
 restarted worker does not re-time references.
@@ -15,13 +17,16 @@ import threading
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from drkernel.gym.seeds import distribution_of
+
 TIMING_FIELDS = ("warmup_calls", "timed_calls", "l2_flush", "reference", "head_start_max_ms", "timed_calls_max",
                  "timing_target_rse", "timing_budget_ms", "timed_calls_min", "timing_rule", "timing_precision")
 
 
 def reference_key(code: str, weight_seed: int, timing_seed: int, device_name: str, versions: Mapping[str, str],
                   config: Mapping[str, Any]) -> str:
-    parts = {"code": code, "weight_seed": weight_seed, "timing_seed": timing_seed, "device": device_name,
+    parts = {"code": code, "weight_seed": weight_seed, "timing_seed": timing_seed,
+             "distribution": int(distribution_of(timing_seed)), "device": device_name,
              "versions": dict(sorted(versions.items())), **{k: config[k] for k in TIMING_FIELDS}}
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
