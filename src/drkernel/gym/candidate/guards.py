@@ -462,11 +462,62 @@ def _integrity_targets() -> list[tuple[str, Any, str]]:
     if interpreter is not None:
         add("triton InterpretedFunction", interpreter.InterpretedFunction, ("run", "__getitem__", "__call__"))
         add("triton GridExecutor", interpreter.GridExecutor, ("__call__",))
+    targets += _pricing_targets()
     return targets
 
 
+def _pricing_targets() -> list[tuple[str, Any, str]]:
+    """What op coverage prices with: torch's FLOP formulas (their helpers are module globals the
+    registry's entries call) and the recorder's own private table and pricing functions."""
+    import torch.utils.flop_counter as flop_counter
+    from drkernel.gym.harness import recorder
+
+    helpers = [n for n, v in vars(flop_counter).items() if callable(v) and n.endswith(("_flop", "_flop_count"))]
+    return ([("torch.utils.flop_counter", flop_counter, n) for n in ["flop_registry", "get_shape", *helpers]
+             if hasattr(flop_counter, n)]
+            + [("drkernel.gym.harness.recorder", recorder, n) for n in (
+                "FORMULAS", "MEMORY_BOUND", "op_cost", "memory_bound", "op_name", "_bytes", "_tensors",
+                "_conv_flop_count", "elementwise_cost")]
+            + [("drkernel.gym.harness.recorder.OpRecorder", recorder.OpRecorder, n)
+               for n in ("__torch_dispatch__", "_record", "_unpriced")]
+            + [("drkernel.gym.verdict.coverage.OpProfile", recorder.OpProfile, n) for n in ("add", "worst")])
+
+
+def _torch_code(fn: Any) -> bool:
+    """A formula torch itself registers on a lazy import (``torch.nn.attention.varlen``): its code,
+    under any ``functools.wraps`` wrappers, lies in torch's own files."""
+    for _ in range(8):
+        inner = getattr(fn, "__wrapped__", None)
+        if inner is None:
+            break
+        fn = inner
+    code = getattr(fn, "__code__", None)
+    return code is not None and os.path.realpath(code.co_filename).startswith(TORCH_DIR)
+
+
+def registry_entries() -> dict[Any, Any]:
+    """torch's FLOP registry as it stands: op -> formula."""
+    from torch.utils.flop_counter import flop_registry
+
+    return dict(flop_registry)
+
+
+def registry_changes(before: dict[Any, Any], now: dict[Any, Any]) -> list[Hack]:
+    """Entries of torch's FLOP registry removed, replaced or added since ``before`` (hack 8): op
+    coverage prices with a private copy, but an edit is an attempt on the pricing all the same."""
+    removed = [k for k in before if k not in now]
+    replaced = [k for k in before if k in now and now[k] is not before[k]]
+    added = [k for k in now if k not in before and not _torch_code(now[k])]
+    if not (removed or replaced or added):
+        return []
+    parts = [f"{what} {', '.join(str(k) for k in keys[:4])}" for what, keys in
+             (("removed", removed), ("replaced", replaced), ("added", added)) if keys]
+    return [make_hack(8, f"torch.utils.flop_counter.flop_registry was edited: {'; '.join(parts)}")]
+
+
 class IntegritySnapshot:
-    """Identity of harness-relevant functions; `changed()` lists the ones replaced since `take()`.
+    """Identity of harness-relevant functions and the entries of torch's FLOP registry; `changed()`
+    lists the ones replaced (or, for the registry, removed or added) since `take()`.
 
     Take it after the harness installed its own launch hooks, and pass the harness's functions
     (comparison, serialisation, the result writer) as ``extra``."""
@@ -474,9 +525,11 @@ class IntegritySnapshot:
     def __init__(self, extra: Iterable[tuple[str, Any, str]] = ()) -> None:
         self.targets = _integrity_targets() + list(extra)
         self.saved: list[Any] = []
+        self.registry: dict[Any, Any] = {}
 
     def take(self) -> "IntegritySnapshot":
         self.saved = [_raw_attr(owner, name) for _, owner, name in self.targets]
+        self.registry = registry_entries()
         return self
 
     def changed(self) -> list[Hack]:
@@ -486,7 +539,7 @@ class IntegritySnapshot:
             if now is not before and not (isinstance(before, (int, float, str)) and before == now) \
                     and not _torch_wrapped(now, before):
                 hacks.append(make_hack(8, f"{label}.{name} was replaced"))
-        return hacks
+        return hacks + registry_changes(self.registry, registry_entries())
 
 
 TORCH_DIR = os.path.dirname(os.path.realpath(torch.__file__)) + "/"

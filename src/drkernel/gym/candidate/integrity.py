@@ -25,8 +25,8 @@ are poisoned in every call and a Python dispatch mode is always on the stack, so
 ``torch.empty`` nor ``torch._C._len_torch_dispatch_stack()`` nor the latency of a cheap op tells
 an integrity run from a trial. Nor can a solution behave honestly on the coverage run alone (say,
 on inputs it has not seen before, which the coverage run's are): every observed call records its
-ops, and the reported coverage profile is the costliest call's after the first (the first may do
-one-time set-up). The timed calls on the GPU run unobserved (a dispatch mode would distort the
+ops, and the reported coverage profile holds, per op, the most any call after the first ran (the
+first may do one-time set-up). The timed calls on the GPU run unobserved (a dispatch mode would distort the
 time); their outputs are sampled for the judge instead, and each
 sees its own content (`drkernel.gym.harness.perturb.TimedVariation`).
 
@@ -53,6 +53,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from drkernel.gym.harness.recorder import DispatcherWatch, OpRecorder, in_launch, unseen_hacks
+from drkernel.gym.verdict.coverage import OpProfile
 from drkernel.gym.candidate.guards import (AuditGuard, GlobalState, HostReads, IntegritySnapshot, check_outputs,
                                  compilers_imported, dynamo_frames, scan_instance, scan_module)
 from drkernel.gym.verdict.hacks import dedupe, make_hack
@@ -173,7 +174,6 @@ class IntegrityHook:
         self.hacks: list[Any] = []
         self.coverage_profile: dict[str, list[float]] | None = None
         self.coverage_own_launches = 0  # the coverage run's: the per-call baseline of the call-count check
-        self.coverage_cost = -1.0  # PyTorch cost of the reported call; the costliest after the first wins
         self.runs: dict[str, Any] = {}
         self.call_count_launches: list[int] = []
         self.calls = 0  # observed forward calls (trials, ordinary and integrity calls)
@@ -232,16 +232,17 @@ class IntegrityHook:
     @contextlib.contextmanager
     def observe(self, recorder: OpRecorder | None = None) -> Iterator[None]:
         """Every observed call (trials included) runs in here: one look for all of them. Each records
-        its ops; the costliest call's after the first is the profile coverage reads."""
+        its ops; the profile coverage and host reads read holds, per op, the most any call after the
+        first ran (`OpProfile.worst`), so a solution honest in some calls is judged by its worst."""
         self.calls += 1
         recorder = recorder if recorder is not None else OpRecorder()
         watch = DispatcherWatch()  # a second observer, below dispatch modes
         with watch.watching(), Observed(recorder):
             yield
         self.hacks += unseen_hacks(watch.result, recorder.handled)
-        if self.calls > 1 and recorder.profile.cost > self.coverage_cost:
-            self.coverage_cost = recorder.profile.cost  # the costliest call's profile is coverage's
-            self.coverage_profile = recorder.profile.to_dict()
+        if self.calls > 1:  # every call after the first, per op its costliest: the worst call decides
+            kept = OpProfile.from_dict(self.coverage_profile or {})
+            self.coverage_profile = kept.worst(recorder.profile).to_dict()
 
     def after_trial(self, ctx: Any, trial: int, inputs: Sequence[Any], outputs: Any) -> None:
         self._check_state()
@@ -307,7 +308,7 @@ class IntegrityHook:
         args = (harness.draw_inputs(r.ctx.reference, int(seed), r.ctx.device) if seed is not None
                 else r.make_inputs(0))
         before = self.own_launches
-        self._call(r, args, OpRecorder())  # its profile competes with every call's (`observe`)
+        self._call(r, args, OpRecorder())  # its profile joins every call's (`observe`)
         self.coverage_own_launches = self.own_launches - before
 
     def _skip_own(self, r: _Runs, plan: dict[str, Any]) -> None:

@@ -32,6 +32,11 @@ HOST_COPY = "aten::device_to_host.default"
 """A pseudo-op: a copy from an accelerator to the host (its flops column holds nothing, bytes the
 elements). The verdict flags more than a scalar's worth: compute outside PyTorch (mechanism 5)."""
 
+UNPRICED = "aten::unpriced.default"
+"""A pseudo-op: the count of ops a solution ran that the recorder could not price (compute with no
+formula, operands pricing cannot read, a formula that raised). Its cost is unknown, so it is taken
+to be at least the reference's whole work: a profile holding one has op coverage 0."""
+
 def base_name(name: str) -> str:
     """``"aten::add.Tensor"`` -> ``"add"``."""
     return name.split("::")[-1].split(".")[0]
@@ -48,6 +53,18 @@ class OpProfile:
         entry[1] += cost
         entry[2] += flops
         entry[3] += nbytes
+
+    @property
+    def unpriced(self) -> int:
+        return int(self.ops.get(UNPRICED, [0])[0])
+
+    def worst(self, other: "OpProfile") -> "OpProfile":
+        """Per op, the largest count and cost either profile ran: the profile of the costliest call
+        for every op at once, so coverage and host reads hold for every call, not one of them."""
+        ops = {k: list(v) for k, v in self.ops.items()}
+        for k, v in other.ops.items():
+            ops[k] = [max(a, b) for a, b in zip(ops.get(k, [0, 0.0, 0.0, 0.0]), v)]
+        return OpProfile(ops)
 
     def compute_ops(self) -> dict[str, list[float]]:
         """The ops that are compute (not allocation, views or dtype/contiguity changes)."""
@@ -86,7 +103,7 @@ class OpProfile:
 
 def op_coverage(reference: OpProfile, solution: OpProfile, own_launches: int) -> float:
     """Share of the reference's compute the solution did not leave to PyTorch (see module docstring)."""
-    if own_launches <= 0:
+    if own_launches <= 0 or solution.unpriced:
         return 0.0
     ref = reference.cost
     if ref <= 0.0:
