@@ -2,8 +2,8 @@
 /openapi.json, a page of the routes at /docs that loads nothing from elsewhere, Prometheus metrics
 at /metrics).
 
-Every /v1 route but health belongs to an authenticated client (`gate.Gate`, before the body is
-read); a client sees and cancels only its own jobs (another's id is a 404). Request bodies are the
+Every path but the open ones (health, metrics, docs) belongs to an authenticated client (`gate.Gate`,
+decided from the request head, before any body is read); a client sees and cancels only its own jobs (another's id is a 404). Request bodies are the
 bounded models of `schemas.request_models`, so no body reaches a worker with a value it cannot run.
 What costs CPU per request (building, hashing and storing a batch; reading many jobs) runs in a
 thread, not on the event loop every client shares; a client holds at most ``max_waits_per_client``

@@ -6,7 +6,7 @@ fresh claim token and a lease; a result or failure is accepted only with the tok
 claim, so a late answer from a lapsed claim cannot overwrite a newer one. Every accepted job ends in
 a terminal state: ``done`` (with an `EvalResult`, whatever the solution did), ``failed`` (our own
 infrastructure failed ``max_attempts`` times, or at once when the problem's reference itself failed;
-the cause is stored) or ``cancelled`` (by the client). Finished jobs are removed after the
+the cause is stored) or ``cancelled`` (by the client, or with the client's removal). Finished jobs are removed after the
 retention time (`purge`).
 
 Jobs are claimed fairly across clients: the client with the fewest jobs running goes first (of
@@ -16,7 +16,8 @@ only its own client's jobs. A client's quota
 
 Duplicates cost nothing: a request whose content hash (problem, solution, config, device model) is
 in the cache is done at submission; while one job of a given request hash runs, its queued
-duplicates are not claimed, and they are finished with its result when it completes.
+duplicates are not claimed, and they are finished with its result when it completes (when that
+result is the solution's verdict alone: otherwise they run themselves, `complete`'s ``shared``).
 """
 
 from __future__ import annotations
