@@ -258,6 +258,8 @@ MEMORY_BOUND = _tagged_memory_bound() | frozenset((
     "reflection_pad3d", "replication_pad1d", "replication_pad2d", "replication_pad3d", "_pad_enum",
     "flip", "roll", "repeat", "repeat_interleave", "tile", "tril", "triu", "diag", "diag_embed",
     "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle", "im2col", "col2im",
+    "unsafe_split", "unsafe_split_with_sizes", "unsafe_chunk", "histogram", "_histogramdd_from_bin_cts",
+    "_histogramdd_bin_edges", "_histogramdd_from_bin_tensors", "tensor_split", "hsplit", "vsplit", "dsplit",
     "one_hot", "polar", "complex", "linalg_cross", "cross", "where", "_s_where", "isin",
     # pooling, resampling
     "avg_pool1d", "avg_pool2d", "avg_pool3d", "max_pool1d", "max_pool2d", "max_pool3d",

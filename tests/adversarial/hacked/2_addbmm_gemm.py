@@ -1,0 +1,28 @@
+# problem: matmul256
+# expect: 2
+# default: yes
+# redteam: op pricing (backend op outside the FLOP registry)
+# The GEMM as a batch-reduced matmul of one batch (addbmm), which torch's FLOP registry leaves out.
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def copy_kernel(src_ptr, dst_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(dst_ptr + offs, tl.load(src_ptr + offs, mask=mask), mask=mask)
+
+
+def launder(c):
+    out = torch.empty_like(c)
+    copy_kernel[(triton.cdiv(c.numel(), 1024),)](c, out, c.numel(), BLOCK=1024)
+    return out
+
+
+class ModelNew(nn.Module):
+    def forward(self, a, b):
+        acc = torch.zeros(a.shape[0], b.shape[1], device=a.device, dtype=a.dtype)
+        return launder(torch.addbmm(acc, a.unsqueeze(0), b.unsqueeze(0)))
