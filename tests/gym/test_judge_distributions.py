@@ -61,3 +61,24 @@ def _unseen(code):
 def test_outputs_blind_to_within_row_swaps_switch_the_problem_to_swaps_across_rows():
     assert _unseen(MEAN_ROWS) and _unseen(MSE)  # a row mean never moves; a scalar loss by O(1/n)
     assert not _unseen(RELU)  # an elementwise output moves where a value moved
+
+
+LSE_OF_GEMM = textwrap.dedent("""
+    import torch
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(512, 512)
+        def forward(self, x):
+            return torch.logsumexp(self.linear(x), dim=1, keepdim=True)
+    def get_inputs():
+        return [torch.rand(64, 512)]
+    def get_init_inputs():
+        return []
+""")
+
+
+def test_the_probe_draws_inputs_independent_of_the_weights():
+    # the logsumexp of a GEMM of rand inputs is a constant within tolerance (so are SHIFTED and SIGNED
+    # ones); drawn at the weight seed itself the inputs correlate with the weights and it is not
+    assert _probe(LSE_OF_GEMM) == {Distribution.WIDE, Distribution.HEAVY}

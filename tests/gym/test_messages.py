@@ -36,6 +36,7 @@ EXAMPLES = [
     Done({"inputs": 0.5}, {"integrity": {"hacks": []}}, {"tf32": False}),
     Prepare({"name": "relu"}, True, 1 << 16, False, 42),
     Prepared("code", None, 1024, None, 0.25, 0.5),
+    Prepared("code", "code2", 1024, None, 0.25, 0.5, (0, 1, 4), perturb_across=True),
     TimeReference("code", 7, 7, {"warmup_calls": 3, "timed_calls": 20, "reference": "eager"}),
     Timed(STATS, 1.5),
     Release("job-1"),

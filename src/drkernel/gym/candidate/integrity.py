@@ -353,13 +353,14 @@ class IntegrityHook:
         the perturbed ones are made, and one output are alive)."""
         from drkernel.gym.harness import inputs as harness
 
-        chooser = random.SystemRandom()
-        # a trial at scale 1 or wider: on shrunken inputs (TINY) a swapped pair moves no output past
-        # the tolerance, and a stale answer would pass
+        # any trial but a shrunken one (on TINY inputs a swapped pair moves no output past the
+        # tolerance, and a stale answer would pass), distinct trials per step while they last: a cache
+        # that serves only inputs of one distribution cannot tell which the steps draw
         wide = [t for t in range(r.trials) if t < len(r.ctx.seeds)
-                and distribution_of(r.ctx.seeds[t]) in (Distribution.PLAIN, Distribution.WIDE)] or [0]
+                and distribution_of(r.ctx.seeds[t]) is not Distribution.TINY] or [0]
+        picks = random.SystemRandom().sample(wide, len(wide))
         for step, tag in enumerate(PERTURB_TAGS, start=1):
-            trial = chooser.choice(wide)
+            trial = picks[(step - 1) % len(picks)]
             self._call(r, r.make_inputs(trial))
             args = harness.draw_inputs(r.ctx.reference, perturbed(r.ctx.seeds[trial], step), r.ctx.device)
             out = self._call(r, args)

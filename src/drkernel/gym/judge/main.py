@@ -41,6 +41,10 @@ BOUND_CACHE = 256  # derived tolerances kept, per (code, input seed, weight seed
 FP64_MAX_BYTES = 8 << 30
 """Above this many bytes of float64 inputs and weights the judge skips the fp64 run (the profile's
 atol stands); the trivial answers are still tried."""
+PROBE_OFFSET = 0x5EED
+"""The prepare probes draw inputs at the public seed XOR this: at the weight seed itself the inputs are
+the generator's first draws after the weights' seeding, correlated with the weights (the logsumexp
+of a GEMM of such inputs varies where that of independent ones is a constant)."""
 IDLE_CACHE = 1 << 30  # bytes of cached, unallocated device memory the judge keeps between requests
 
 
@@ -116,12 +120,12 @@ class Judge:
 
     def defined_distributions(self, code: str, seed: int) -> tuple[int, ...]:
         """The input distributions worth a trial or a timed call (plain among them), probed at the
-        public seed: the reference's outputs are all finite there (it does not overflow, divide by
+        public seed (inputs at `PROBE_OFFSET` from it): the reference's outputs are all finite there (it does not overflow, divide by
         zero or fail) and no trivial answer meets them at the derived tolerance (relu of shifted
         inputs is the identity; the logsumexp of a GEMM of ``rand`` inputs is a constant)."""
         defined = []
         for dist in (Distribution.PLAIN, *VARIANTS):
-            varied = with_distribution(seed, dist)
+            varied = with_distribution(seed ^ PROBE_OFFSET, dist)
             try:
                 out, args = self.run_reference(code, varied, seed)
             except Exception:  # noqa: BLE001 - the reference is not defined there
@@ -139,7 +143,8 @@ class Judge:
         first defined distribution: a mean over the last dimension or a scalar loss cannot see such
         swaps, so a cache keyed on sampled values would never serve a wrong answer. Where this holds,
         the plan moves the problem's perturbations across rows (`drkernel.gym.seeds.ACROSS_BIT`)."""
-        base = with_distribution(seed, Distribution(distributions[0]) if distributions else Distribution.PLAIN)
+        base = with_distribution(seed ^ PROBE_OFFSET,
+                                 Distribution(distributions[0]) if distributions else Distribution.PLAIN)
         try:
             out, args = self.run_reference(code, base, seed)
             bounds = derive(out, self.run_reference64(code, base, seed, harness.tensor_bytes(args)), args,
