@@ -476,7 +476,7 @@ def _pricing_targets() -> list[tuple[str, Any, str]]:
     return ([("torch.utils.flop_counter", flop_counter, n) for n in ["flop_registry", "get_shape", *helpers]
              if hasattr(flop_counter, n)]
             + [("drkernel.gym.harness.recorder", recorder, n) for n in (
-                "FORMULAS", "MEMORY_BOUND", "op_cost", "memory_bound", "op_name", "_bytes", "_tensors",
+                "FORMULAS", "MEMORY_BOUND", "ATTENTION", "op_cost", "memory_bound", "op_name", "_bytes", "_tensors",
                 "_conv_flop_count", "elementwise_cost")]
             + [("drkernel.gym.harness.recorder.OpRecorder", recorder.OpRecorder, n)
                for n in ("__torch_dispatch__", "_record", "_unpriced")]

@@ -177,6 +177,15 @@ def _attention_flops(args: tuple, kwargs: Mapping[str, Any], out: Any) -> float:
     return 2.0 * batch * q.shape[-2] * k.shape[-2] * (q.shape[-1] + v.shape[-1])
 
 
+def _attention_score_bytes(args: tuple) -> int:
+    """The score matrix (*, L, S) attention spelled out writes and reads twice each (scores, then
+    probabilities): a fused kernel called from torch is priced as the work the unfused reference
+    does, so calling one is never cheaper than spelling attention out."""
+    q, k = args[0], args[1]
+    batch = q.numel() // max(1, q.shape[-2] * q.shape[-1])
+    return 4 * batch * q.shape[-2] * k.shape[-2] * q.element_size()
+
+
 _OWN_FORMULAS: dict[str, Formula] = {
     "_trilinear": _trilinear_flops, "_cdist_forward": _cdist_flops, "cdist": _cdist_flops,
     **{name: _cubic_flops for name in (
@@ -211,6 +220,14 @@ _OWN_FORMULAS: dict[str, Formula] = {
 
 def _registry_formula(formula: Callable[..., Any]) -> Formula:
     return lambda args, kwargs, out: formula(*args, **kwargs, out_val=out)
+
+
+ATTENTION = frozenset((
+    "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_attention_math",
+    "_scaled_dot_product_fused_attention_overrideable", "scaled_dot_product_attention",
+    "_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_cudnn_attention", "_flash_attention_forward", "_efficient_attention_forward"))
+"""Fused attention ops: priced with the score matrix's traffic (`_attention_score_bytes`)."""
 
 
 FORMULAS: Mapping[str, Formula] = MappingProxyType({
@@ -345,7 +362,7 @@ def op_cost(func: Any, args: tuple, kwargs: Mapping[str, Any], out: Any,
     if formula is None and not memory_bound(base):
         raise Unpriced(base)
     ins, outs = _tensors((args, kwargs)), _tensors(out)
-    nbytes = _bytes(ins + outs)
+    nbytes = _bytes(ins + outs) + (_attention_score_bytes(args) if base in ATTENTION else 0)
     if formula is not None:  # a contraction: tensor cores could run it in half types
         flops = float(formula(args, kwargs, out))
     else:
