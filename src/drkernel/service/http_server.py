@@ -81,11 +81,11 @@ class GuardedH11(H11Protocol):
         super().resume_writing()
 
     def _write_deadline(self) -> None:
-        """Nothing of the answer was taken for ``write_timeout_s``: drop it (``abort``: ``close``
-        would wait for the unsent bytes to drain first)."""
+        """Nothing of the answer was taken for ``write_timeout_s``: drop it (``abort``, also when the
+        transport is already closing: a ``close``, the keep-alive timeout's included, waits for the
+        unsent bytes to drain first, which a reader that takes nothing never lets happen)."""
         self._write_timer = None
-        if not self.transport.is_closing():
-            self.transport.abort()
+        self.transport.abort()
 
     @property
     def waiting_for_head(self) -> bool:
