@@ -297,8 +297,13 @@ MEMORY_BOUND = _tagged_memory_bound() | frozenset((
     "bernoulli", "normal", "uniform", "exponential", "cauchy", "geometric", "log_normal", "random",
     "rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "randperm", "multinomial",
     "native_dropout", "dropout", "_fused_dropout",
-    # constructors and checks
-    "linspace", "logspace", "eye", "tril_indices", "triu_indices", "_assert_async", "_assert_scalar",
+    "as_strided_scatter", "slice_scatter", "select_scatter", "diagonal_scatter", "_unsafe_index",
+    "_unsafe_index_put", "_unsafe_masked_index", "_unsafe_masked_index_put_accumulate", "fill_diagonal",
+    # constructors, metadata and checks
+    "empty_permuted", "storage_offset", "sym_storage_offset", "is_pinned", "_pin_memory", "pin_memory",
+    "is_set_to", "_assert_tensor_metadata", "record_stream", "resolve_conj", "resolve_neg", "detach_",
+    "requires_grad_", "retain_grad", "_version", "output_nr", "_is_view", "is_leaf",
+    "_has_compatible_shallow_copy_type", "linspace", "logspace", "eye", "tril_indices", "triu_indices", "_assert_async", "_assert_scalar",
     "_functional_assert_async", "_fused_sdp_choice", "allclose", "isclose", "equal", "item", "_to_dense",
     "_amp_foreach_non_finite_check_and_unscale_", "_amp_update_scale_",
 ))
