@@ -21,9 +21,15 @@ write). A copy that *materialises* a broadcast (``expand`` then ``contiguous``: 
 elements out than its source's storage holds) outside a launch is recorded under its own name, so
 the strict allowlist sees it. Copies stay out of the strict allowlist's ops either way.
 
-FLOPs: torch's FLOP registry for matmuls and convolutions; `EXTRA_FLOPS` for compute it leaves out
-(``F.bilinear``'s ``_trilinear``, ``cdist``, dense linear algebra, FFTs, sorts); one per element for
-everything else.
+FLOPs: `FORMULAS`, a private copy of torch's FLOP registry taken at import (before any solution,
+which may edit the live one) with formulas for compute it leaves out (backend convolutions such as
+``mkldnn_convolution`` and ``conv_tbc``, matmul and attention variants, ``F.bilinear``'s
+``_trilinear``, ``cdist``, dense linear algebra, FFTs, sorts); one per element for the ops known to
+be memory-bound (`MEMORY_BOUND`: torch's pointwise and reduction tags, normalisations, indexing,
+pooling...). Any other op -- an aten op in neither list, another library's op, an operand pricing
+cannot read, a formula that raises -- is still recorded, under its name and as `UNPRICED`, which
+makes op coverage 0 (its cost is unknown, so it is taken to be the reference's whole work); pricing
+errors never reach the solution. The reference (``trusted``) prices such an op one FLOP per element.
 
 time coverage (GPU, the paper's definition, docs/METHOD.md section 4): device time of the solution's
 own kernels / device time of all kernels one ``forward`` launches, from the profiler, matching kernel
