@@ -30,7 +30,7 @@ The timed calls and the coverage run draw their distribution too, at random amon
 (plain included when it is defined): a solution that tests its inputs' statistics and takes a
 shortcut (a constant, low precision) only on ``randn``-looking inputs cannot tell which calls are
 paid. Where plain inputs admit a trivial answer and some variant does not, no call is plain at all
--- trial 0 draws a variant as well -- so no timed call, coverage run or integrity run (they draw the
+-- trial 0 and the second-size trial draw a variant as well -- so no timed call, coverage run or integrity run (they draw the
 trials' inputs) lands on inputs where a trivial answer passes.
 
 Sparse perturbations (caching by content): bits 48-59 of a seed name a perturbation step
@@ -204,8 +204,8 @@ def plan_seeds(explicit: int | None, trials: int, second: bool,
     distinct while they last (then again in a new order). `Distribution.WIDE` and
     `Distribution.SHIFTED` come first in the draw where allowed, at random trials: a dropped term and
     an unstable formula fail every evaluation of three trials or more, not only some; the rest fill
-    the other trials at random. Trial 0 is plain unless ``allowed`` leaves plain out while listing a
-    variant; then it draws one too. The timed calls and the coverage run each draw one of `call_pool`.
+    the other trials at random. Trial 0 and the second-size trial are plain unless ``allowed`` leaves
+    plain out while listing a variant; then they draw one too. The timed calls and the coverage run each draw one of `call_pool`.
     ``across``: the perturbation mode every seed carries (`ACROSS_BIT`)."""
     rng = _rng(explicit)
     draw = lambda: rng.getrandbits(SEED_BITS)  # noqa: E731
@@ -218,7 +218,7 @@ def plan_seeds(explicit: int | None, trials: int, second: bool,
     positions = rng.sample(range(first, trials), k=len(dists)) if trials > first else []
     by_trial = dict(zip(positions, dists))
     primary = [with_distribution(s, by_trial.get(i, Distribution.PLAIN)) for i, s in enumerate(primary)]
-    extra = [draw()] if second else []
+    extra = [with_distribution(draw(), Distribution.PLAIN if plain_ok else rng.choice(pool))] if second else []
     order = list(INTEGRITY_RUNS)
     rng.shuffle(order)
     calls = call_pool(allowed)

@@ -241,9 +241,10 @@ class Judge:
         return out
 
     def slack(self, h: CompareRequest, ref_out: Any) -> list[float] | None:
-        """TF32 slack (`drkernel.gym.judge.compare`) on a scaled or shifted trial of a profile that allows
-        TF32: the reference run again with TF32 on, against itself. None elsewhere (CPU, plain trials)."""
-        if self.device.type != "cuda" or h.profile != "kernelgym" or h.trial == "timing":
+        """TF32 slack (`drkernel.gym.judge.compare`) on a scaled or shifted trial or timed call (the timed
+        calls draw a distribution too) of a profile that allows TF32: the reference run again with TF32
+        on, against itself. None elsewhere (CPU, plain inputs)."""
+        if self.device.type != "cuda" or h.profile != "kernelgym":
             return None
         if distribution_of(h.seed) is Distribution.PLAIN or self.no_tf32.get(h.code):
             return None
