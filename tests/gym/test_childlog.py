@@ -46,4 +46,6 @@ def test_a_closed_log_breaks_the_pipe_of_a_child_that_still_writes():
     proc = _spawn("import os\nwhile True:\n    os.write(1, b'x' * 4096)\n", log)
     log.close()
     assert proc.wait(60) != 0  # SIGPIPE or BrokenPipeError, not a write blocked forever
-    assert log.tail(100) == ""
+    # nothing the child wrote is kept (on a loaded host it may have written before the close: then only
+    # the count's note remains)
+    assert "x" not in log.tail(100)
