@@ -85,3 +85,39 @@ def test_refused_requests_with_long_targets_cost_one_log_line(chatty):
     lines = [line for line in chatty.log.read_text().splitlines() if "127.0.0.5:" in line]
     assert sum(" 429" in line for line in lines) == 1, lines[-3:]
     assert max(len(line) for line in lines) < http_server.MAX_LOGGED_TARGET + 200
+
+
+def test_a_refused_body_still_gets_its_answer_not_a_reset():
+    """An app that answers 413 (Connection: close, as the gate does) without reading a 32 MiB body: the server sends the answer, then drops
+    what still arrives (lingers) instead of closing on unread data, which resets the connection and
+    loses the answer (seen as `Connection reset by peer` in a client posting an oversized job)."""
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-length", b"9"), (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": b"too large"})
+
+    sock = http_server.listen("127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    server = Server(Config(app, http=http_server.bind_protocol(10.0, 100, linger_s=60.0),
+                           lifespan="off", log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            time.sleep(0.05)
+        body = 32 << 20
+        with socket.socket() as c:
+            c.settimeout(60)
+            c.connect(("127.0.0.1", port))
+            c.sendall(f"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: {body}\r\n\r\n".encode())
+            c.sendall(b"x" * body)  # the server answered long before: without lingering, a reset here
+            answer = b""
+            while chunk := c.recv(65536):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 413") and answer.endswith(b"too large")
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

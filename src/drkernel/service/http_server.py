@@ -11,6 +11,9 @@ What a client that never finishes a request can hold, before any token is read:
   itself refused when there is none. So half-sent requests, with or without a token, cannot lock
   others out: a client that sends its request at once is served;
 * a request head is at most ``MAX_HEAD_BYTES`` (h11 answers 400 beyond);
+* a request refused from its head (401, 413) whose body was never read is answered, then its
+  connection lingers (what still arrives is dropped) for at most ``linger_s`` before it closes, so
+  the client reads the answer instead of a reset (`_Lingering`);
 * a response that its reader takes nothing of for ``write_timeout_s`` (the socket's buffers full) is
   dropped with its connection: a client that never reads holds no answer in the server's memory.
 
@@ -52,11 +55,17 @@ class GuardedH11(H11Protocol):
     max_connections: int = 1000
     write_timeout_s: float = 30.0
 
+    linger_s: float = 2.0
+
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+        super().connection_made(_Lingering(transport, self))
         self._arm_head_deadline()
         if len(self.connections) > self.max_connections:
             self._make_room()
+
+    def data_received(self, data: bytes) -> None:
+        if not getattr(self, "lingering", False):  # a refused request's body, after its answer: dropped
+            super().data_received(data)
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
@@ -115,6 +124,31 @@ class GuardedH11(H11Protocol):
         victim.transport.close()
 
 
+class _Lingering:
+    """The protocol's transport, whose ``close`` lingers where the request's body was never read (a
+    refusal from the head: 401, 413): the answer is sent, the writing side shut, and what the client
+    still sends is read and dropped for up to ``linger_s`` before the socket closes. Closing a socket
+    with unread data resets the connection, and the client loses the answer it was sent; lingering
+    holds no memory (nothing is kept) and no longer than ``linger_s``."""
+
+    def __init__(self, transport: asyncio.Transport, protocol: GuardedH11) -> None:
+        self._transport, self._protocol = transport, protocol
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+    def close(self) -> None:
+        p, t = self._protocol, self._transport
+        if t.is_closing() or getattr(p, "lingering", False) or p.conn.their_state is not h11.SEND_BODY \
+                or not t.can_write_eof():
+            t.close()
+            return
+        p.lingering = True
+        t.write_eof()  # after what is buffered: the answer goes out first
+        t.resume_reading()
+        p.loop.call_later(p.linger_s, t.close)
+
+
 MAX_LOGGED_TARGET = 256
 """Characters of a request target the access log keeps."""
 
@@ -153,7 +187,8 @@ class AccessLogLimit(logging.Filter):
 
 
 def bind_protocol(head_timeout_s: float, max_connections: int,
-                  write_timeout_s: float = GuardedH11.write_timeout_s) -> type[GuardedH11]:
+                  write_timeout_s: float = GuardedH11.write_timeout_s,
+                  linger_s: float = GuardedH11.linger_s) -> type[GuardedH11]:
     """A `GuardedH11` subclass with these limits; ``max_connections`` is lowered to what this
     process's descriptor limit allows (raised to its hard limit first)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -168,7 +203,7 @@ def bind_protocol(head_timeout_s: float, max_connections: int,
     if cap < max_connections:
         log.warning("connection cap lowered to %d by the descriptor limit (%d)", cap, soft)
     return type("BoundGuardedH11", (GuardedH11,), {"head_timeout_s": head_timeout_s, "max_connections": cap,
-                                                   "write_timeout_s": write_timeout_s})
+                                                   "write_timeout_s": write_timeout_s, "linger_s": linger_s})
 
 
 def listen(host: str, port: int) -> socket.socket:
