@@ -78,7 +78,10 @@ def walls(device: str, out: str | None) -> int:
                               limits=CANDIDATE_LIMITS, gpu=True))
     os.close(writer)
     os.close(null)
-    print(f"runner {runner.name} as_root={getattr(runner, 'as_root', None)} uid={os.getuid()}", flush=True)
+    from drkernel.gym.candidate.zygote import landlock_abi
+
+    print(f"runner {runner.name} as_root={getattr(runner, 'as_root', None)} uid={os.getuid()} "
+          f"kernel={os.uname().release} landlock_abi={landlock_abi()}", flush=True)
     probes: dict[str, dict] = {}
     with os.fdopen(reader, errors="replace") as f:
         for line in f:
@@ -136,6 +139,8 @@ def walls_child() -> None:
         _report("+".join(STEPS[:i]), _probe(STEPS[:i]))
     _report("+".join(STEPS) + "+dumpable", _probe((*STEPS, "dumpable")))
     _report("+".join(STEPS) + "+exec", _probe((*STEPS, "exec")))
+    for flags in SPLIT:  # which of A's namespaces alone loses CUDA
+        _report("only " + flags, _probe(("only " + flags,)))
 
 
 def _report(label: str, report: dict) -> None:
@@ -167,6 +172,8 @@ def _in_probe(steps: tuple[str, ...], writer: int) -> None:
 
     out: dict = {"steps": list(steps)}
     try:
+        if steps[0].startswith("only "):
+            _enter_only(steps[0][len("only "):].split("+"), writer)
         if "namespaces" in steps:
             zygote.enter_namespaces()
             b = os.fork()
@@ -194,6 +201,36 @@ def _in_probe(steps: tuple[str, ...], writer: int) -> None:
     while data:
         data = data[os.write(writer, data):]
     os._exit(0)
+
+
+SPLIT = ("user", "user+mnt", "user+ipc", "user+net", "user+uts", "user+pid", "user+pid+mnt", "user+cgroup")
+"""A's namespaces one at a time after a new user namespace (pid: the probe forks and is pid 1 of it)."""
+_NS_FLAGS = {"mnt": 0x00020000, "uts": 0x04000000, "ipc": 0x08000000, "user": 0x10000000, "pid": 0x20000000,
+             "net": 0x40000000, "cgroup": 0x02000000}
+
+
+def _enter_only(names: list[str], writer: int) -> None:
+    """unshare() just ``names`` (the uid and gid mapped onto themselves, as A does); for a new pid
+    namespace fork and go on as its pid 1, the parent waiting."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    uid, gid = os.getuid(), os.getgid()
+    flags = 0
+    for name in names:
+        flags |= _NS_FLAGS[name]
+    if libc.unshare(flags) != 0:
+        raise OSError(ctypes.get_errno(), f"unshare({names})")
+    libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+    for path, text in (("/proc/self/setgroups", "deny"), ("/proc/self/uid_map", f"{uid} {uid} 1"),
+                       ("/proc/self/gid_map", f"{gid} {gid} 1")):
+        with open(path, "w") as f:
+            f.write(text)
+    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    if "pid" in names:
+        b = os.fork()
+        if b:
+            os.close(writer)
+            os.waitpid(b, 0)
+            os._exit(0)
 
 
 def cuda_init() -> dict:

@@ -130,3 +130,15 @@ def test_index_of_another_environment_is_not_read(tmp_path):
     assert module_index._read(path, key) == index
     path.write_text(json.dumps({"key": key}))           # damaged: rebuilt, not read
     assert module_index._read(path, key) is None
+
+
+def test_child_imports_this_drkernel_whatever_the_working_directory(tmp_path, monkeypatch):
+    """The child runs in an empty folder: a relative ``PYTHONPATH=src`` (as `scripts/gpu_check.sh` sets)
+    must still name the caller's folder, and the folder this drkernel comes from goes first."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "src").mkdir()
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(["src", "", "/opt/x"]))
+    entries = module_index._child_env()["PYTHONPATH"].split(os.pathsep)
+    assert (Path(entries[0]) / "drkernel" / "gym" / "verdict" / "module_index.py").is_file()
+    assert entries[1:] == [str(tmp_path / "src"), "/opt/x"]
+    assert module_index.__file__.startswith(entries[0])

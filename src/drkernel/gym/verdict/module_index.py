@@ -209,13 +209,22 @@ def _write(path: Path, data: dict[str, Any]) -> None:
         log.warning("module index not cached at %s: %s", path, e)
 
 
+def _child_env() -> dict[str, str]:
+    """Our environment with PYTHONPATH's relative entries made absolute (``PYTHONPATH=src`` means the
+    caller's ``src``, not one under the child's empty folder) and the folder drkernel is imported from
+    first, so the child imports the very package this process runs."""
+    root = str(Path(__file__).resolve().parents[3])
+    entries = [os.path.abspath(e) for e in os.environ.get("PYTHONPATH", "").split(os.pathsep) if e]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(dict.fromkeys([root, *entries]))}
+
+
 def _build_in_child(key: dict[str, str | None]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="drkernel-module-index-") as tmp:
         out = Path(tmp) / "index.json"
         cmd = [sys.executable, "-m", "drkernel.gym.verdict.module_index", str(out)]
         try:  # run in the empty folder: `-m` puts the working directory first on the child's path
             proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S,
-                                  cwd=tmp)
+                                  cwd=tmp, env=_child_env())
         except subprocess.TimeoutExpired as e:
             raise InfrastructureError(f"the module index took over {BUILD_TIMEOUT_S} s to build") from e
         try:
