@@ -60,8 +60,19 @@ def facts():
     open("/tmp/cache/tmp.1/k", "w").write("kernel")
     os.replace("/tmp/cache/tmp.1/k", "/tmp/cache/k")
     f["renamed"] = open("/tmp/cache/k").read()
-    me = int(f["status"]["NSpid"].split()[-2])
+    nspid = f["status"]["NSpid"].split()
+    f["fresh_proc"] = len(nspid) == 1  # /proc of its own pid namespace: its pid there is all it shows
+    me = int(nspid[-2]) if len(nspid) > 1 else os.getpid()
     f["others"] = {p: reach(int(p)) for p in os.listdir("/proc") if p.isdigit() and int(p) != me}
+    f["addressable"] = []  # any pid but its own that a signal reaches (the zygote's, a sibling's, ...)
+    for pid in range(2, 1 << 15):
+        try:
+            os.kill(pid, 0)
+            f["addressable"].append(pid)
+        except PermissionError:
+            f["addressable"].append(pid)
+        except ProcessLookupError:
+            pass
     f["umount"] = libc.umount2(b"/tmp", 2)
     if libc.unshare(0x10000000) == 0 and libc.unshare(0x00020000) == 0:
         f["umount_nested"] = libc.umount2(b"/tmp", 2)
@@ -108,7 +119,10 @@ def forking():
 def test_a_fork_is_pid_1_of_its_own_namespace_without_capabilities(forking):
     f = probe(forking)
     s = f["status"]
-    assert f["pid"] == 1 and len(s["NSpid"].split()) >= 2  # nested below the zygote's namespace
+    assert f["pid"] == 1
+    # a fresh /proc of its own pid namespace (with the zygote's, cuInit fails in the fork: 304); as
+    # root, the boot unmounted bwrap's covers over /proc, which made the kernel refuse that mount
+    assert f["fresh_proc"], s["NSpid"]
     assert int(s["CapEff"], 16) == int(s["CapPrm"], 16) == int(s["CapBnd"], 16) == 0
     assert s["NoNewPrivs"] == "1"
     # a fresh tmpfs: nothing of the zygote or of another candidate, only the read-only binds of a
@@ -122,19 +136,9 @@ def test_a_fork_reaches_neither_the_zygote_nor_a_warm_sibling(forking):
     first, second = probe(forking), probe(forking)
     assert "mark" not in second["tmp"]  # the first candidate's file went with its tmpfs
     for f in (first, second):
-        assert f["others"], "the zygote and the warm sibling are listed in /proc, so the probe ran"
-        for pid, r in f["others"].items():
-            # no pid outside its namespace can be addressed (1 there is the sandbox's init; here, itself)
-            assert r["kill"] == errno.ESRCH or pid == "1", (pid, r)
-            for what in ("environ", "mem", "root/tmp", "fd/3"):
-                # ESRCH/ENOENT: the process exited between the listing and the read (an earlier
-                # candidate finishing, a refill's fork): nothing of it was read either
-                assert r[what] in (errno.EACCES, errno.EPERM, errno.ENOENT, errno.ESRCH), (pid, what, r)
-        # and the processes that stayed (the zygote, the warm sibling) were there and refused the reads
-        refused = [pid for pid, r in f["others"].items()
-                   if r["environ"] in (errno.EACCES, errno.EPERM) and r["mem"] in (errno.EACCES, errno.EPERM)]
-        assert refused, f["others"]
-        assert f["umount"] != 0  # without capabilities its /tmp stays
+        assert f["addressable"] == [], f["addressable"]  # no pid outside its namespace can be signalled
+        assert f["others"] == {}, f["others"]  # its /proc lists no process but itself
+        assert f["umount"] != 0  # without capabilities its /tmp stays (nor can it uncover the zygote's /proc)
         if "umount_nested" in f:  # a nested user namespace gets capabilities, but the mount is locked
             assert f["umount_nested"] != 0 and "mark" in f["tmp_nested"]
 

@@ -17,9 +17,9 @@ bubblewrap sandbox (which stays the wall against the host):
 
 B cannot signal the zygote or a sibling (their pids are outside its namespace), cannot read their
 files (its /tmp is its own tmpfs; without capabilities it cannot unmount it, and the mounts it
-inherited are locked to a less privileged user namespace), cannot open their /proc entries (the
-/proc it sees is the zygote's, as bubblewrap's covered /proc refuses a fresh mount, but Landlock
-denies ptrace access outside its domain), shares no SysV IPC, abstract socket or loopback with
+inherited are locked to a less privileged user namespace), cannot see them in its /proc (a fresh
+one, of its own pid namespace; CUDA needs it: with the zygote's /proc cuInit fails with 304) nor open
+their /proc entries (Landlock denies ptrace access outside its domain), shares no SysV IPC, abstract socket or loopback with
 them, and nothing of a job ever reaches the zygote: the orchestrator sends the job on B's own
 channel. A kernel without Landlock gets no zygote (fresh processes, as before). The zygote never initialises CUDA (a CUDA context does not survive ``fork``); B
 creates its own.
@@ -135,8 +135,9 @@ def landlock_ptrace() -> None:
 
 def wall_off(tmp_bytes: int, shm_bytes: int, private_tmp: bool = True) -> list[str]:
     """In B (pid 1 of the new pid namespace): private mounts, then drop every capability. Returns
-    what could not be done (a fresh /proc can be refused where the outer /proc has covered parts,
-    as bubblewrap's has; B then keeps the zygote's /proc, in which it cannot address any process)."""
+    what could not be done (a fresh /proc is refused where the outer /proc has covered parts, as
+    bubblewrap's has when it runs as root and the boot did not uncover it: B then keeps the zygote's
+    /proc, in which it cannot address any process, but CUDA fails to initialise)."""
     notes = []
     _mount("none", "/", "", MS_REC | MS_PRIVATE)
     if private_tmp:

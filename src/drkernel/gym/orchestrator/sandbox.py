@@ -78,6 +78,7 @@ UNSAFE_WARNING = ("RUNNING WITHOUT THE SANDBOX (--unsafe-no-sandbox): solution a
 CLONE_NEWUSER = 0x10000000
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_SET_NO_NEW_PRIVS = 1, 4, 38
 CAP_V3 = 0x20080522
+MNT_DETACH = 2
 
 
 class SandboxUnavailable(InfrastructureError):
@@ -280,7 +281,8 @@ class BwrapRunner:
         """The bubblewrap command line: the one place it is built."""
         if self.as_root:  # bwrap would map the sandbox uid onto root: the boot switches to 65534 instead
             cmd = [self.binary, "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
-                   "--unshare-cgroup-try", "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+                   "--unshare-cgroup-try", "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
+                   "--cap-add", "CAP_SYS_ADMIN"]  # the boot's only: it uncovers /proc (`drop_identity`)
         else:
             cmd = [self.binary, "--unshare-all", "--unshare-user", "--uid", str(SANDBOX_UID), "--gid",
                    str(SANDBOX_UID), "--cap-drop", "ALL"]
@@ -495,6 +497,25 @@ def set_limits(limits: Limits) -> None:
     lim(resource.RLIMIT_NICE, 0)  # no priority raised again: a CPU-share demotion (memory.py) holds
 
 
+def uncover_proc(libc: "ctypes.CDLL") -> None:  # noqa: F821 - ctypes is imported by the boot only
+    """As host root in bwrap's namespaces: unmount what bwrap bound over parts of our /proc.
+
+    bwrap covers /proc/sys, /proc/sysrq-trigger, /proc/irq and /proc/bus read-only where the caller
+    may write them, that is only when it runs as root; the uid the boot drops to may not write them
+    anyway. A /proc with covered parts is not "fully visible", so a process in a nested user namespace
+    (a zygote's fork, pid 1 of its own pid namespace) is refused a fresh /proc mount; with the
+    zygote's /proc, whose pids are not its own, cuInit fails with 304 (measured on an H100,
+    `scripts/gpu_diag_sandbox.py --walls`), and every candidate started fresh."""
+    with open("/proc/self/mountinfo") as f:
+        points = [line.split()[4] for line in f]
+    for point in sorted((p for p in points if p.startswith("/proc/")), key=len, reverse=True):
+        if libc.umount2(point.encode(), MNT_DETACH) != 0:
+            import ctypes
+
+            err = ctypes.get_errno()
+            raise OSError(err, f"sandbox identity: umount {point}: {os.strerror(err)}")
+
+
 def drop_identity(identity: Identity | None) -> None:
     """Become ``identity`` for good, as host root in bwrap's namespaces (`Identity`; None: nothing to do).
 
@@ -515,6 +536,7 @@ def drop_identity(identity: Identity | None) -> None:
             err = ctypes.get_errno()
             raise OSError(err, f"sandbox identity: {name}: {os.strerror(err)}")
 
+    uncover_proc(libc)
     os.setgroups(list(identity.groups))
     os.setresgid(identity.gid, identity.gid, identity.gid)
     os.setresuid(identity.uid, identity.uid, identity.uid)
