@@ -4,15 +4,16 @@ input distributions it encodes in trial seeds."""
 from __future__ import annotations
 
 import types
+from dataclasses import asdict, replace
 
 import pytest
 import torch
 
 from drkernel.gym.harness import inputs as harness
 from drkernel.gym.harness.perturb import TimedVariation, pair_count
-from drkernel.gym.seeds import (INTEGRITY_RUNS, PUBLIC_SEED, Distribution, across_rows, distribution_of,
-                                perturbation_of, perturbed, plan_seeds, timed_step, torch_seed, with_across,
-                                with_distribution)
+from drkernel.gym.seeds import (INTEGRITY_RUNS, PUBLIC_SEED, Distribution, SeedPlan, across_rows,
+                                distribution_of, perturbation_of, perturbed, plan_seeds, replayed_plan, timed_step,
+                                torch_seed, with_across, with_distribution)
 
 
 def test_secret_plans_differ_and_never_count_up_from_a_base():
@@ -297,3 +298,53 @@ def test_a_swap_keeps_the_structure_get_inputs_built():
         args = [x.clone() for x in base]
         timed(args, i)
         assert all(torch.equal(a, d) for a, d in zip(args, harness.draw_inputs(STRUCTURED, steps[2 + i], cpu)))
+
+
+@pytest.mark.parametrize("allowed", [None, [0, 1, 2, 3, 4, 5, 6], [0, 1, 4], [1, 3, 5], [0]])
+@pytest.mark.parametrize("trials,second", [(5, False), (5, True), (3, False), (9, True), (1, False)])
+def test_every_drawn_plan_is_accepted_for_replay(allowed, trials, second):
+    for across in (False, True):
+        for _ in range(20):
+            plan = plan_seeds(None, trials, second, allowed, across=across)
+            assert replayed_plan(plan, trials, second, allowed, across=across) is plan
+
+
+def test_a_supplied_plan_that_weakens_the_trials_is_refused():
+    """A replayed plan may only be one the judge could have drawn: no plain-only trials, no plain
+    timed calls where plain is excluded, every integrity run, the judge's perturbation mode."""
+    allowed = [1, 2, 3, 4, 5, 6]  # plain degenerate: every trial and call on a variant
+    plan = plan_seeds(None, 5, False, allowed)
+    replayed_plan(plan, 5, False, allowed)
+    plain = lambda s: with_distribution(s, Distribution.PLAIN)  # noqa: E731
+    bad = {
+        "plain trials": replace(plan, trials=tuple(map(plain, plan.trials))),
+        "one variant only": replace(plan, trials=tuple(with_distribution(s, Distribution.WIDE) for s in plan.trials)),
+        "plain timed calls": replace(plan, timing=plain(plan.timing)),
+        "a trial fewer": replace(plan, trials=plan.trials[:-1]),
+        "an integrity run dropped": replace(plan, integrity_order=plan.integrity_order[:-1], decoys=plan.decoys[:-1]),
+        "another perturbation mode": replace(plan, coverage=with_across(plan.coverage, True)),
+    }
+    for name, tampered in bad.items():
+        with pytest.raises(ValueError, match="could draw"):
+            replayed_plan(tampered, 5, False, allowed)
+    with pytest.raises(ValueError, match="not a seed plan"):
+        SeedPlan.from_dict({"weight": 0})
+    assert SeedPlan.from_dict(asdict(plan)) == plan
+
+
+def test_a_replay_request_evaluates_on_the_revealed_inputs_again(evaluator):
+    """A result's revealed seeds, supplied back, give the very same plan: the same trial, timing and
+    coverage seeds in the new result; a tampered plan is refused as a configuration error."""
+    from drkernel.errors import ConfigError
+    from drkernel.gym.config import EvalRequest
+    from gym_cases import RELU_SOLUTION, request
+
+    first = evaluator.evaluate(request(RELU_SOLUTION))
+    plan = SeedPlan.from_dict(first.provenance.seeds)
+    again = evaluator.evaluate(replace(request(RELU_SOLUTION), seed_plan=plan))
+    assert again.provenance.seeds == first.provenance.seeds and again.valid
+    wire = replace(request(RELU_SOLUTION), seed_plan=plan).to_dict()
+    assert EvalRequest.from_dict(wire).seed_plan == plan
+    assert replace(request(RELU_SOLUTION), seed_plan=plan).content_hash() != request(RELU_SOLUTION).content_hash()
+    with pytest.raises(ConfigError):
+        evaluator.evaluate(replace(request(RELU_SOLUTION), seed_plan=replace(plan, trials=plan.trials[:1])))

@@ -384,11 +384,14 @@ def replay_cmd(
     limit: int = typer.Option(0, "--limit", min=0, help="only the first N results (0: all)"),
     concurrency: int = typer.Option(2, "--concurrency", min=1, help="candidates in flight"),
     as_json: bool = typer.Option(False, "--json", help="print the agreements as JSON"),
+    fresh_seeds: bool = typer.Option(False, "--fresh-seeds",
+                                     help="draw new inputs instead of the ones each result's revealed seeds name"),
     unsafe_no_sandbox: bool = typer.Option(False, "--unsafe-no-sandbox",
                                            help="run solutions WITHOUT the OS sandbox (trusted code only)"),
 ) -> None:
-    """Evaluate again what results name and report agreement: verdict class, speedup within its
-    interval, the provenance fields that differ. Exit 0 when every result agrees, 1 otherwise."""
+    """Evaluate again what results name, on the same inputs (their revealed seeds), and report
+    agreement: verdict class, speedup within its interval, the provenance fields that differ. Exit 0
+    when every result agrees, 1 otherwise."""
     import asyncio
     from dataclasses import replace as _replace
 
@@ -407,7 +410,7 @@ def replay_cmd(
     try:
         with InProcessEvaluator(device=records[0].request.config.device, concurrency=concurrency,
                                 pool_size=concurrency, unsafe_no_sandbox=_unsafe(unsafe_no_sandbox)) as ev:
-            agreements = asyncio.run(rp.replay(records, ev))
+            agreements = asyncio.run(rp.replay(records, ev, same_inputs=not fresh_seeds))
     except InfrastructureError as e:
         console.print(f"[red]infrastructure failure:[/] {e}")
         raise typer.Exit(3)

@@ -11,6 +11,7 @@ from typing import Any, Mapping
 from drkernel.config import from_mapping
 from drkernel.devices import Device
 from drkernel.errors import ConfigError
+from drkernel.gym.seeds import SeedPlan
 from drkernel.problems.problem import Problem
 
 TOLERANCE_PROFILES: dict[str, dict[str, tuple[float, float]]] = {
@@ -158,6 +159,11 @@ class EvalRequest:
     """What the solution is written in: ``triton`` (own ``@triton.jit`` kernels) or ``cuda`` (own
     ``__global__`` kernels built by ``load_inline`` from its source; `drkernel.gym.cuda`)."""
 
+    seed_plan: SeedPlan | None = None
+    """None: the judge draws the seeds (`EvalConfig.seed`). A plan: a result's revealed seeds
+    (``provenance.seeds``), evaluated again on the very inputs (`drkernel.gym.replay`); the judge uses
+    it only if it could have drawn it (`drkernel.gym.seeds.replayed_plan`)."""
+
     def __post_init__(self) -> None:
         if self.language not in LANGUAGES:
             raise ConfigError(f"invalid EvalRequest: language={self.language!r} (one of {LANGUAGES})")
@@ -171,14 +177,29 @@ class EvalRequest:
             h.update(b"\0")
         if self.language != "triton":  # triton keys stay as they were before languages existed
             h.update(self.language.encode())
+        if self.seed_plan is not None:  # a replay is evaluated again, never answered from the cache
+            h.update(json.dumps(asdict(self.seed_plan), sort_keys=True).encode())
         return h.hexdigest()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"problem": self.problem.to_dict(), "solution": self.solution,
-                "config": self.config.to_dict(), "request_id": self.request_id, "language": self.language}
+        out = {"problem": self.problem.to_dict(), "solution": self.solution,
+               "config": self.config.to_dict(), "request_id": self.request_id, "language": self.language}
+        return out if self.seed_plan is None else {**out, "seed_plan": asdict(self.seed_plan)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "EvalRequest":
         return cls(problem=Problem.from_dict(d["problem"]), solution=str(d["solution"]),
                    config=EvalConfig.from_dict(d.get("config") or {}),
-                   request_id=str(d.get("request_id", "")), language=str(d.get("language", "triton")))
+                   request_id=str(d.get("request_id", "")), language=str(d.get("language", "triton")),
+                   seed_plan=_seed_plan(d.get("seed_plan")))
+
+
+def _seed_plan(raw: Any) -> SeedPlan | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping):
+        raise ConfigError("invalid EvalRequest: seed_plan must be an object (a result's provenance.seeds)")
+    try:
+        return SeedPlan.from_dict(dict(raw))
+    except ValueError as e:
+        raise ConfigError(f"invalid EvalRequest: seed_plan: {e}") from e

@@ -3,8 +3,8 @@
 A result is replayable with the request that made it: a JSON file ``{"request": EvalRequest,
 "result": EvalResult}`` (`record_json`, or a list of such), or a benchmark's run folder (or its
 ``trajectories.jsonl``/``.parquet``), whose every evaluated turn holds its problem, code, config
-and result. Each request is evaluated again with the config its result records, and compared
-(`agreement`):
+and result. Each request is evaluated again with the config its result records, on the inputs its
+result's revealed seeds name (fresh ones with ``same_inputs=False``), and compared (`agreement`):
 
     same class   `verdict_class` equal: the status, and for a correct solution valid or hacked
     speedup      when both runs timed it: their intervals overlap (each is an interval for the same
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from drkernel.gym.config import EvalConfig, EvalRequest
 from drkernel.gym.protocol import Evaluator
 from drkernel.gym.provenance import differences
 from drkernel.gym.result import EvalResult, Status
+from drkernel.gym.seeds import SeedPlan
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,18 @@ def agreement(key: str, original: EvalResult, replayed: EvalResult) -> Agreement
                      speedups_agree(original, replayed), tuple(differences(original.provenance, replayed.provenance)))
 
 
-async def replay(records: Sequence[Record], evaluator: Evaluator) -> list[Agreement]:
+def replayed_request(record: Record, same_inputs: bool = True) -> EvalRequest:
+    """The record's request, on the inputs its result's revealed seeds name (``same_inputs``) or on
+    fresh ones: the timed calls' secret distribution is one of several, and a speedup can move with it
+    (measured on an H100: a cumsum kernel 2.20x on one draw, 1.67x on another), which is the inputs,
+    not the measurement."""
+    seeds = record.result.provenance.seeds if record.result.provenance is not None else None
+    if not same_inputs or not seeds:
+        return record.request
+    return replace(record.request, seed_plan=SeedPlan.from_dict(dict(seeds)))
+
+
+async def replay(records: Sequence[Record], evaluator: Evaluator, same_inputs: bool = True) -> list[Agreement]:
     """Evaluate every record's request again and compare, in record order."""
-    results = await evaluator.evaluate_batch([r.request for r in records])
+    results = await evaluator.evaluate_batch([replayed_request(r, same_inputs) for r in records])
     return [agreement(rec.key, rec.result, new) for rec, new in zip(records, results)]

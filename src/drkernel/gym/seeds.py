@@ -173,6 +173,17 @@ class SeedPlan:
         """The public seed the reference is timed at: the timed calls' distribution, public values."""
         return with_distribution(self.reference, distribution_of(self.timing))
 
+    @classmethod
+    def from_dict(cls, d: dict[str, object]) -> "SeedPlan":
+        """A plan as `dataclasses.asdict` wrote it (a result's ``provenance.seeds``)."""
+        try:
+            return cls(weight=int(d["weight"]), trials=tuple(int(t) for t in d["trials"]),  # type: ignore[union-attr]
+                       timing=int(d["timing"]), coverage=int(d["coverage"]), reference=int(d["reference"]),
+                       integrity_order=tuple(str(r) for r in d["integrity_order"]),  # type: ignore[union-attr]
+                       decoys=tuple(int(x) for x in d["decoys"]))  # type: ignore[union-attr]
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError(f"not a seed plan: {e}") from e
+
     def to_job(self) -> dict[str, object]:
         return {"coverage_seed": self.coverage, "order": list(self.integrity_order),
                 "decoys": list(self.decoys)}
@@ -227,6 +238,55 @@ def plan_seeds(explicit: int | None, trials: int, second: bool,
     return SeedPlan(weight=public_seed(explicit), trials=tuple(map(mark, primary + extra)), timing=mark(timing),
                     coverage=mark(coverage), reference=public_seed(explicit),
                     integrity_order=tuple(order), decoys=tuple(rng.randrange(0, 3) for _ in order))
+
+
+def replayed_plan(plan: SeedPlan, trials: int, second: bool, allowed: Iterable[int] | None = None,
+                  across: bool = False) -> SeedPlan:
+    """``plan`` (a result's revealed seeds, `drkernel.gym.replay`) if it is one `plan_seeds` could have
+    drawn for this evaluation, else `ValueError`: as many trials, trial 0 plain where plain is allowed
+    and every other a variant of ``allowed``, distinct while they last, WIDE and SHIFTED among them
+    where allowed; timed calls and coverage run on distributions of `call_pool`; every integrity run
+    once; every seed in ``across``'s perturbation mode. So a supplied plan weakens no check: like an
+    explicit seed, it only makes the inputs known in advance to whoever supplied it."""
+    pool = [d for d in VARIANTS if allowed is None or int(d) in {int(a) for a in allowed}]
+    plain_ok = allowed is None or int(Distribution.PLAIN) in {int(a) for a in allowed} or not pool
+    first = 1 if plain_ok else 0
+    primary = [distribution_of(t) for t in plan.trials[:trials]]
+    variants = primary[first:]
+    problems = []
+    if len(plan.trials) != trials + (1 if second else 0):
+        problems.append(f"{len(plan.trials)} trial seeds for {trials} trials{' and a second size' if second else ''}")
+    if first and primary[:1] != [Distribution.PLAIN]:
+        problems.append("trial 0 is not plain")
+    if second and plan.trials and distribution_of(plan.trials[-1]) not in ([Distribution.PLAIN] if plain_ok else pool):
+        problems.append("the second size's trial is not on a distribution the judge allows")
+    if not _drawable(variants, pool):
+        problems.append(f"trial distributions {[d.name for d in variants]} are not a draw from {[d.name for d in pool]}")
+    calls = call_pool(allowed)
+    if distribution_of(plan.timing) not in calls or distribution_of(plan.coverage) not in calls:
+        problems.append("the timed or coverage distribution is not one the judge allows")
+    if sorted(plan.integrity_order) != sorted(INTEGRITY_RUNS) or len(plan.decoys) != len(plan.integrity_order) \
+            or any(not 0 <= int(d) < 3 for d in plan.decoys):
+        problems.append("the integrity runs are not each planned once")
+    if any(across_rows(x) != across for x in (*plan.trials, plan.timing, plan.coverage)):
+        problems.append("a seed's perturbation mode differs from the judge's")
+    if problems:
+        raise ValueError("the supplied seed plan is not one the judge could draw: " + "; ".join(problems))
+    return plan
+
+
+def _drawable(variants: list[Distribution], pool: list[Distribution]) -> bool:
+    """Could `_variant_order` have given ``variants`` (in some order)? Every one of ``pool``, each
+    q or q + 1 times for ``divmod(n, len(pool)) = (q, r)``, the r extra ones WIDE and SHIFTED first."""
+    if not pool:  # nothing to vary: every trial plain
+        return all(d is Distribution.PLAIN for d in variants)
+    q, r = divmod(len(variants), len(pool))
+    counts = {d: variants.count(d) for d in pool}
+    if sum(counts.values()) != len(variants) or any(c not in (q, q + 1) for c in counts.values()):
+        return False
+    extra = {d for d, c in counts.items() if c == q + 1}
+    front = {d for d in pool if d in (Distribution.WIDE, Distribution.SHIFTED)}
+    return len(extra) == r and (extra <= front if r <= len(front) else front <= extra)
 
 
 def _variant_order(rng: random.Random, pool: list[Distribution], n: int) -> list[Distribution]:

@@ -35,7 +35,7 @@ from drkernel.gym.provenance import read_clocks
 from drkernel.gym.result import EvalResult, Hack, KernelStat, Provenance, Status, TimingStats, TrialResult
 from drkernel.gym.roofline import work_of
 from drkernel.gym.orchestrator.runtime import DeviceRuntime, JudgeLost, JudgeOutOfMemory
-from drkernel.gym.seeds import SeedPlan, call_pool, plan_seeds, public_seed, with_distribution
+from drkernel.gym.seeds import SeedPlan, call_pool, plan_seeds, public_seed, replayed_plan, with_distribution
 from drkernel.gym.verdict.assemble import (CandidateFacts, CheckFacts, ErrorReport, Facts, RequestFacts,
                                            TimingFacts, assemble)
 from drkernel.gym.orchestrator.sandbox import SECCOMP_ENV, make_runner
@@ -308,8 +308,15 @@ class InProcessEvaluator:
     def _job(self, request: EvalRequest, prepared: Prepared, rt: DeviceRuntime,
              native: tuple[NativeBuild, ...] = ()) -> tuple[dict[str, Any], SeedPlan]:
         cfg = request.config
-        plan = plan_seeds(cfg.seed, cfg.trials, bool(prepared.second_code), prepared.distributions,
-                          across=prepared.perturb_across)
+        if request.seed_plan is None:
+            plan = plan_seeds(cfg.seed, cfg.trials, bool(prepared.second_code), prepared.distributions,
+                              across=prepared.perturb_across)
+        else:  # a replay: the very inputs again, if the plan is one the judge could have drawn
+            try:
+                plan = replayed_plan(request.seed_plan, cfg.trials, bool(prepared.second_code),
+                                     prepared.distributions, across=prepared.perturb_across)
+            except ValueError as e:
+                raise ConfigError(str(e)) from e
         trials = [{"seed": plan.trials[k], "code": prepared.code, "size": "primary"} for k in range(cfg.trials)]
         if prepared.second_code:
             trials.append({"seed": plan.trials[-1], "code": prepared.second_code, "size": "second"})
