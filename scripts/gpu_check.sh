@@ -4,7 +4,7 @@
 # and writes JSON under ${OUT:-out}. Exit status 1 if any section failed.
 # Arguments select sections by tag (default: all), e.g. `bash scripts/gpu_check.sh gym-cost`, so a
 # caller with a per-command time limit can run them one by one.
-# Tags: env sandbox sandbox-zygote gym-checks timing gym-cost integrity-hacks integrity-honest integrity-redteam timed-variation suite replay start judge-compare
+# Tags: env sandbox sandbox-zygote gym-checks timing gym-cost integrity-hacks integrity-honest integrity-redteam timed-variation timed-distributions suite replay start judge-compare
 # oneshot compile-cache sustained sustained-cc sustained-ab service service-processes newcomer cuda agent train multi-train multi-service multi-kill multi-ray organism-probe organism-claims-sft
 # organism-claims, and verl (only when named: it needs a venv with verl and vLLM,
 # $VERL_PYTHON, default .venv-verl/bin/python).
@@ -59,6 +59,8 @@ section integrity-redteam "integrity: issue 12 red team (attacks and honest solu
 # timed calls that each see their own content: a whole-content memo gains nothing, sampled timed calls pass
 section timed-variation "integrity: no two timed calls alike (a whole-content memo gains nothing)" "$PY" scripts/gpu_timed_variation.py --out "$OUT"
 # --- end reward integrity ---
+# a built-in gold per problem timed on each distribution its timed calls may draw (is a speedup the inputs?)
+section timed-distributions "integrity: one gold's speedup on each distribution the timed calls may draw" "$PY" scripts/timed_distributions_gpu.py --device cuda:0 --out "$OUT"
 section suite "suite: every built-in solution at full size, eager vs solution" "$PY" scripts/suite_gpu_bench.py --labels gold,lazy,slow --out "$OUT/suite_gpu.json"
 section replay "replay: a bench run of the built-in suite replayed in a second process (verdict classes, speedups within their intervals), a changed TF32 flag named, the golds' sol_fraction" "$PY" scripts/replay_gpu.py --device cuda:0 --out "$OUT"
 section start "throughput: where a candidate's start-up goes (imports, CUDA context, warm-up, seeded cache, fork)" "$PY" benchmarks/candidate_start.py --device cuda:0 --out "$OUT/candidate_start.json"
