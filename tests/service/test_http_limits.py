@@ -121,3 +121,19 @@ def test_a_refused_body_still_gets_its_answer_not_a_reset():
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+def test_a_remote_peer_pays_per_network_not_per_address():
+    """Addresses a remote host can vary share one bucket: an IPv4 /24, an IPv6 /64 (IPv4-mapped counts
+    as IPv4); loopback addresses stay apart (the tests' clients), different networks too."""
+    from drkernel.service.gate import RateLimiter, _peer
+
+    key = lambda host: _peer({"client": (host, 5000)})  # noqa: E731
+    assert key("203.0.113.7") == key("203.0.113.200") == key("::ffff:203.0.113.9") == "203.0.113.0/24"
+    assert key("203.0.114.7") != key("203.0.113.7")
+    assert key("2001:db8:1:2::1") == key("2001:db8:1:2:ffff::9") != key("2001:db8:1:3::1")
+    assert key("127.0.0.2") != key("127.0.0.3") and key("::1") == "::1"
+    assert _peer({}) == "unknown"
+    limiter = RateLimiter(rate=0.001, burst=3)
+    passed = [limiter.take(key(f"198.51.100.{i}")) == 0 for i in range(1, 101)]  # 100 addresses, one /24
+    assert passed.count(True) == 3

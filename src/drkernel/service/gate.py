@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import ipaddress
 import math
 import threading
 import time
@@ -206,10 +207,28 @@ def _bearer(scope) -> str:
     return given.strip()
 
 
+PEER_PREFIX_V4, PEER_PREFIX_V6 = 24, 64
+"""The networks one peer bucket covers: a remote host owns many addresses (an IPv6 /64, often a /24
+behind one NAT), so a bucket per address is a bucket per address the client cares to use. Loopback
+addresses keep a bucket each: a client on the server's own host is not whom these limits stop (it
+shares the disk, the CPU and the GPU already), and tests tell clients apart by them."""
+
+
 def _peer(scope) -> str:
-    """The peer address of a request (its host, without the port)."""
+    """The peer network a request comes from (`PEER_PREFIX_V4`/`_V6`; a loopback address alone)."""
     peer = scope.get("client")
-    return str(peer[0]) if peer else "unknown"
+    if not peer:
+        return "unknown"
+    try:
+        address = ipaddress.ip_address(str(peer[0]))
+    except ValueError:  # a Unix socket's path, a test client's name
+        return str(peer[0])
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    if address.is_loopback:
+        return str(address)
+    prefix = PEER_PREFIX_V4 if address.version == 4 else PEER_PREFIX_V6
+    return str(ipaddress.ip_network(f"{address}/{prefix}", strict=False))
 
 
 BODILESS = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
