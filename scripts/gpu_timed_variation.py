@@ -1,4 +1,4 @@
-"""Timed calls that each see their own content (`drkernel.gym.harness.perturb.TimedVariation`), on a GPU:
+"""Timed calls that each see their own content (`drkernel.gym.harness.inputs.TimedDraws`), on a GPU:
 a GEMM whose ``forward`` keys a memo on a checksum of the bits of all of its inputs (an integer
 reduction kernel and one ``.item()``) must gain nothing over the same GEMM without the memo (every timed call misses), and
 both must stay valid (their sampled timed calls judged at their own variation). Prints PASS / FAIL

@@ -106,6 +106,16 @@ def torch_seed(seed: int) -> int:
     return int(seed) & ((1 << SEED_BITS) - 1)
 
 
+def drawing_seed(seed: int) -> int:
+    """The seed a draw of inputs hands to ``torch.manual_seed``: `torch_seed`, except at a timed
+    call's step (`TIMED_FIRST_STEP` on), where the step gives the call a draw of its own."""
+    step = perturbation_of(seed)
+    if step < TIMED_FIRST_STEP:
+        return torch_seed(seed)
+    digest = hashlib.sha256(f"drkernel-timed-draw:{torch_seed(seed)}:{step}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") & ((1 << SEED_BITS) - 1)
+
+
 def perturbed(seed: int, step: int) -> int:
     """The seed of ``seed``'s inputs with perturbation ``step`` (1 to 2047) applied; 0 removes it."""
     if not 0 <= int(step) <= PERTURB_MASK:
@@ -136,8 +146,10 @@ the trial's inputs at perturbation step i + 1. Two independent steps: a fingerpr
 positions sees one step's change with probability about ``s * changed / n``, both only with its square."""
 
 TIMED_FIRST_STEP = 16
-"""Perturbation steps from here on vary the timed calls' inputs: timed call i is drawn at `timed_step`
-(i), one swapped pair per tensor (`drkernel.gym.harness.perturb.TimedVariation`)."""
+"""Perturbation steps from here on are the timed calls': timed call i gets a fresh draw of its own at
+`timed_step` (i) (`drawing_seed`; `drkernel.gym.harness.inputs.TimedDraws`). Nothing of one timed
+call's inputs is in the next, so neither a cache keyed by their content nor an incremental update
+from the last call's (a few swapped values are a low-rank change of a GEMM) saves work."""
 TIMED_TAG_PREFIX = "timed_call_"
 """A sampled timed call's comparison is tagged with this prefix and the call's index."""
 

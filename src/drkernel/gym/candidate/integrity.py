@@ -28,7 +28,7 @@ on inputs it has not seen before, which the coverage run's are): every observed 
 ops, and the reported coverage profile holds, per op, the most any call after the first ran (the
 first may do one-time set-up). The timed calls on the GPU run unobserved (a dispatch mode would distort the
 time); their outputs are sampled for the judge instead, and each
-sees its own content (`drkernel.gym.harness.perturb.TimedVariation`).
+sees its own content (`drkernel.gym.harness.inputs.TimedDraws`).
 
 On the GPU it adds a profiler pass (kernels, streams, device times: time coverage) and the event /
 wall-clock cross-check of `drkernel.gym.candidate.profiling` (hack 7).

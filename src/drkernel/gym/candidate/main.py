@@ -301,13 +301,12 @@ class Candidate:
                       inputs: list[Any] | None) -> None:
         """Time inside the exclusive region; re-measure with device-wide synchronisation when the
         orchestrator finds the time implausible; then send the sampled timed outputs to the judge."""
-        from drkernel.gym.harness.perturb import TimedVariation
-        from drkernel.gym.harness.timing import call_limit, time_cuda, time_synchronized, timing_options
+        from drkernel.gym.harness.timing import time_cuda, time_synchronized, timing_options
 
         if inputs is None:
             inputs = harness.draw_inputs(ref, int(job["timing_seed"]), self.device)
         cfg, plan = job["config"], job["timing_plan"]
-        vary = TimedVariation(inputs, int(job["timing_seed"]), call_limit(cfg))  # no two timed calls alike
+        draw = harness.TimedDraws(ref, int(job["timing_seed"]), self.device)  # each timed call its own inputs
         keep = set(plan["keep"])
         if 2 * self.out_bytes > int(job["input_budget_bytes"]):
             keep = {max(keep)}  # large outputs: only the last call's, which costs no memory to keep
@@ -319,11 +318,11 @@ class Candidate:
         try:
             stats = time_cuda(model, inputs, warmup=int(cfg["warmup_calls"]) + int(plan["extra_warmup"]),
                               calls=int(cfg["timed_calls"]), l2_flush=bool(cfg["l2_flush"]), device=self.device,
-                              keep=keep, kept=kept, vary=vary, **timing_options(cfg))
+                              keep=keep, kept=kept, draw=draw, **timing_options(cfg))
             self.channel.send(Timing(Op.TIMING, stats).to_header())
             if self.channel.recv().op == Op.REMEASURE:
                 stats = time_synchronized(model, inputs, calls=int(plan["remeasure_calls"]),
-                                          l2_flush=bool(cfg["l2_flush"]), device=self.device, vary=vary)
+                                          l2_flush=bool(cfg["l2_flush"]), device=self.device, draw=draw)
                 self.channel.send(Timing(Op.TIMING_SYNC, stats).to_header())
                 self.channel.recv()  # continue: the orchestrator holds the device shared again
         except BaseException as e:
@@ -332,7 +331,7 @@ class Candidate:
         t = self.stage("timing", t)
         del inputs
         for index in sorted(kept):
-            ctx.compare(kept.pop(index), "timing", f"{TIMED_TAG_PREFIX}{index}")  # judged at its variation
+            ctx.compare(kept.pop(index), "timing", f"{TIMED_TAG_PREFIX}{index}")  # judged on its own draw
         self.stage("timing_samples", t)
 
     def report(self) -> dict[str, Any]:

@@ -16,7 +16,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from drkernel.gym.harness.perturb import perturb
-from drkernel.gym.seeds import Distribution, distribution_of, perturbation_of, torch_seed
+from drkernel.gym.seeds import (TIMED_FIRST_STEP, Distribution, distribution_of, drawing_seed, perturbation_of,
+                                perturbed, timed_step, torch_seed)
 
 PROBLEM_MODULE = "drkernel_reference"
 VARIANTS: dict[Distribution, dict[torch.dtype, tuple[float, float]]] = {
@@ -120,14 +121,29 @@ def to_device(value: Any, device: torch.device) -> Any:
 def draw_inputs(reference: types.ModuleType, seed: int, device: torch.device) -> list[Any]:
     """``get_inputs()`` under the device context with ``seed``; stray host tensors are moved; the
     seed's distribution bits (`drkernel.gym.seeds`) select plain or spread inputs, its perturbation
-    bits a few swapped values (`drkernel.gym.harness.perturb`)."""
-    seed_all(seed)
+    bits a few swapped values (`drkernel.gym.harness.perturb`) or, at a timed call's step, a draw of
+    the call's own (`drkernel.gym.seeds.drawing_seed`)."""
+    torch.manual_seed(drawing_seed(seed))  # seeds the CPU and every CUDA generator
     dist = distribution_of(seed)
     varied = dist is not Distribution.PLAIN and getattr(reference, "INPUT_VARIANTS", True)
     with torch.device(device), (VariedDraws(dist) if varied else contextlib.nullcontext()):
         inputs = list(reference.get_inputs())
     inputs = [to_device(x, device) for x in inputs]
-    return perturb(inputs, seed) if perturbation_of(seed) else inputs
+    step = perturbation_of(seed)
+    return perturb(inputs, seed) if 0 < step < TIMED_FIRST_STEP else inputs
+
+
+class TimedDraws:
+    """Timed call ``i``'s inputs: a fresh draw at `drkernel.gym.seeds.timed_step` (i) of the timing
+    seed (`drkernel.gym.harness.timing`), the one the judge compares a sampled timed call's outputs
+    against. A draw is ``get_inputs()`` on the device, queued before the call's L2 flush and start
+    event, so it is not in the call's time."""
+
+    def __init__(self, reference: types.ModuleType, seed: int, device: torch.device) -> None:
+        self.reference, self.seed, self.device = reference, int(seed), device
+
+    def __call__(self, call: int) -> list[Any]:
+        return draw_inputs(self.reference, perturbed(self.seed, timed_step(call)), self.device)
 
 
 def init_inputs(reference: types.ModuleType, seed: int, device: torch.device) -> list[Any]:

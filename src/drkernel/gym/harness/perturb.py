@@ -22,7 +22,8 @@ the diagonal (off it), so the matrix stays symmetric. Pairs whose values are equ
 over; where no candidate qualifies, the tensor is left as it is. Judge and candidate run this code on
 the same draw with the same seed, so they agree.
 Steps 1 and 2 are the ``sparse_perturb`` integrity run's; from `drkernel.gym.seeds.TIMED_FIRST_STEP`
-on, one pair per tensor varies each timed call on the GPU (`TimedVariation`).
+on, a step names a timed call, which gets a fresh draw instead (`drkernel.gym.harness.inputs.TimedDraws`:
+a few swapped values would let a GEMM update the last call's answer by a low-rank correction).
 
 Some outputs cannot see a swap within a row: a mean over the last dimension, a scalar loss over all
 values. For those problems the judge sets the seeds' perturbation mode (`drkernel.gym.seeds.across_rows`,
@@ -43,7 +44,7 @@ from typing import Any
 
 import torch
 
-from drkernel.gym.seeds import TIMED_FIRST_STEP, across_rows, perturbation_of, perturbed, timed_step
+from drkernel.gym.seeds import TIMED_FIRST_STEP, across_rows, perturbation_of
 
 PAIR_SPACING = 8192
 """One swapped pair per this many elements (a density of 1/4096 changed values)."""
@@ -64,12 +65,10 @@ CANDIDATES = 8
 
 def pair_count(n: int, step: int = 1, across: bool = False) -> int:
     """Pairs swapped in a tensor of ``n`` elements at perturbation ``step`` (0 when it has fewer than
-    two elements; one at a timed call's step, `drkernel.gym.seeds.TIMED_FIRST_STEP` on; denser in the
-    across-rows mode, ``across``)."""
-    if n < 2:
+    two elements, or at a timed call's step, `drkernel.gym.seeds.TIMED_FIRST_STEP` on, which draws
+    afresh instead; denser in the across-rows mode, ``across``)."""
+    if n < 2 or step >= TIMED_FIRST_STEP:
         return 0
-    if step >= TIMED_FIRST_STEP:
-        return 1
     if across:
         return max(1, min(MAX_ACROSS_PAIRS, n // ACROSS_SPACING))
     return max(1, min(MAX_PAIRS, n // PAIR_SPACING))
@@ -206,56 +205,3 @@ def swap_some(x: torch.Tensor, seed: int, index: int) -> torch.Tensor:
 def perturb(inputs: list[Any], seed: int) -> list[Any]:
     """Every tensor of ``inputs`` (a drawn input list) with a few pairs swapped (`swap_some`)."""
     return [swap_some(v, seed, i) if isinstance(v, torch.Tensor) else v for i, v in enumerate(inputs)]
-
-
-class TimedVariation:
-    """One swapped pair per tensor in each timed call's inputs (`drkernel.gym.harness.timing`): no two
-    timed calls see the same content, so a cache keyed by all of it never hits while timed, and the
-    outputs the judge samples are compared against the reference on that call's inputs
-    (`drkernel.gym.seeds.timed_step`). Equal to `perturb` at the call's step; the pairs are chosen
-    before timing (one host read per tensor), so a timed call costs a few index kernels on the
-    stream, issued before its start event, and no host wait."""
-
-    def __init__(self, inputs: list[Any], seed: int, calls: int) -> None:
-        self.calls = calls
-        self.amplify = across_rows(seed)  # the across-rows mode scales what it swaps (`_amplify`)
-        self.index: list[torch.Tensor | None] = []  # per input: (calls, swaps, 2, ndim) positions, or None
-        self.real: list[list[list[bool]]] = []  # per input, call and swap: not a (0, 0) placeholder (host)
-        for j, x in enumerate(inputs):
-            n = x.numel() if isinstance(x, torch.Tensor) else 0
-            if n < 2 or calls <= 0:
-                self.index.append(None)
-                self.real.append([])
-                continue
-            index, real = self._positions(x, seed, j, calls)
-            self.index.append(index)
-            self.real.append(real)
-
-    @staticmethod
-    def _positions(x: torch.Tensor, seed: int, j: int, calls: int) -> tuple[torch.Tensor, list[list[bool]]]:
-        """Each call's swaps of input ``j`` (one pair, and its mirror in a symmetric matrix; a pair
-        (0, 0) where none qualifies: no swap), as one index tensor on the device, and per call and
-        swap whether it is a real one."""
-        sym, shape = symmetric(x), tuple(x.shape)
-        per_call = [_candidates(shape, perturbed(seed, timed_step(i)), j, sym) for i in range(calls)]
-        flat = [pair for pairs in per_call for pair in pairs]
-        differ = _differ(x, *_sides(flat, x)) if flat else []
-        swaps, real, at, width = [], [], 0, 2 if sym else 1
-        for pairs in per_call:
-            chosen = _with_mirrors(_chosen(pairs, differ[at:at + len(pairs)], 1), shape, sym)
-            swaps += chosen + [(0, 0)] * (width - len(chosen))
-            real.append([True] * len(chosen) + [False] * (width - len(chosen)))
-            at += len(pairs)
-        p, q = _sides(swaps, x)
-        return torch.stack([torch.stack(p, 1), torch.stack(q, 1)], 1).reshape(calls, width, 2, x.dim()), real
-
-    def __call__(self, args: list[Any], call: int) -> None:
-        """Swap call ``call``'s pairs in ``args`` (that call's fresh clones of the inputs), in place."""
-        for x, index, real in zip(args, self.index, self.real):
-            if index is None or call >= self.calls:
-                continue
-            for swap, is_real in zip(index[call], real[call]):  # (2, ndim) views on the device
-                sides = tuple(tuple(swap[side, d:d + 1] for d in range(x.dim())) for side in (0, 1))
-                _swap(x, *sides)
-                if self.amplify and is_real:  # a placeholder swaps nothing and is not scaled
-                    _amplify(x, *sides)

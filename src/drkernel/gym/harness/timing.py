@@ -1,11 +1,11 @@
 """GPU timing, the same method for reference (in the judge) and solution (in the candidate).
 
-Per timed call: clone the inputs (and, where ``vary`` is given, swap one secret pair of values per
-tensor, so that no two timed calls see the same content and a cache keyed by all of it never hits:
-`drkernel.gym.harness.perturb.TimedVariation`), flush L2 (write a buffer twice the L2 size), give
+Per timed call: clone the inputs (or, where ``draw`` is given, draw the call's own, so that nothing of
+one timed call's content is in the next and neither a cache nor an incremental update from the last
+call saves work: `drkernel.gym.harness.inputs.TimedDraws`), flush L2 (write a buffer twice the L2 size), give
 the device a head start, record the start event, call, record the end event. All events are read
 after one synchronisation at the end, so the host never waits between calls. A synchronised wall
-clock around the whole timed loop is kept as a cross-check (it includes the clones, swaps, flushes
+clock around the whole timed loop is kept as a cross-check (it includes the clones, draws, flushes
 and head starts, so it is an upper bound per call).
 
 The head start: before the start event the stream sleeps on the device (``torch.cuda._sleep``) for
@@ -179,14 +179,14 @@ def time_cuda(fn: Callable[..., Any], inputs: Sequence[Any], *, warmup: int, cal
               kept: dict[int, Any] | None = None, head_start_max_ms: float = 0.0,
               max_calls: int | None = None, target_rse: float = 0.0, budget_ms: float = 0.0,
               min_calls: int = 10, rule: str = "fixed", precision: float = 0.0,
-              vary: Callable[[list[Any], int], None] | None = None) -> dict[str, Any]:
+              draw: Callable[[int], list[Any]] | None = None) -> dict[str, Any]:
     """Per-call device times of ``fn(*clone(inputs))`` (see the module docstring).
 
     ``keep``: indices of timed calls whose outputs are stored into ``kept`` (index -> output), so the
     judge can check that timed calls compute the right thing, not only the calls it saw before.
     ``head_start_max_ms``: cap of the head start (0: none). ``rule``, ``precision``, ``max_calls``,
-    ``target_rse``: when the timed calls stop (module docstring). ``vary(args, i)``: changes timed call
-    ``i``'s clones in place before its flush (at most `call_limit` calls). ``budget_ms``/``min_calls``: fewer
+    ``target_rse``: when the timed calls stop (module docstring). ``draw(i)``: timed call ``i``'s own
+    inputs, drawn before its flush, in place of a clone of ``inputs``. ``budget_ms``/``min_calls``: fewer
     timed calls (not below ``min_calls``) where the warm-up's wall per call says ``calls`` of them would
     take longer than ``budget_ms``; ``keep`` is then mapped by `drkernel.gym.seeds.kept_timed_calls`.
 
@@ -211,7 +211,7 @@ def time_cuda(fn: Callable[..., Any], inputs: Sequence[Any], *, warmup: int, cal
         while block > 0:
             t0 = time.perf_counter()
             pairs = _timed_block(fn, inputs, block, flush, sleep_cycles, host, keep, kept, keep_last=adaptive,
-                                 vary=vary)
+                                 draw=draw)
             torch.cuda.synchronize(device)
             wall_ms += (time.perf_counter() - t0) * 1e3
             times.extend(s.elapsed_time(e) for s, e in pairs)
@@ -254,7 +254,7 @@ def _warm_up(fn: Callable[..., Any], inputs: Sequence[Any], warmup: int, device:
 
 def _timed_block(fn: Callable[..., Any], inputs: Sequence[Any], block: int, flush: L2Flusher | None,
                  sleep_cycles: int, host: list[float], keep: Collection[int], kept: dict[int, Any] | None,
-                 keep_last: bool, vary: Callable[[list[Any], int], None] | None = None) -> list[tuple[Any, Any]]:
+                 keep_last: bool, draw: Callable[[int], list[Any]] | None = None) -> list[tuple[Any, Any]]:
     """Issue ``block`` timed calls (their indices follow ``host``'s length), append each one's host
     issue time to ``host``, store the outputs of ``keep`` (and, with ``keep_last``, the block's last)
     into ``kept``; returns the calls' (start, end) events, unsynchronised."""
@@ -263,9 +263,7 @@ def _timed_block(fn: Callable[..., Any], inputs: Sequence[Any], block: int, flus
     last = len(host) + block - 1
     for start, end in pairs:
         i = len(host)
-        args = clone_args(inputs)
-        if vary is not None:
-            vary(args, i)
+        args = clone_args(inputs) if draw is None else draw(i)
         if flush is not None:
             flush()
         if sleep_cycles:
@@ -293,11 +291,6 @@ def timing_options(cfg: dict[str, Any]) -> dict[str, Any]:
             "precision": float(cfg.get("timing_precision", 0.0))}
 
 
-def call_limit(cfg: dict[str, Any]) -> int:
-    """The most timed calls `time_cuda` can make under an `EvalConfig` dict's options."""
-    return max(int(cfg.get("timed_calls", 0)), int(cfg.get("timed_calls_max") or 0))
-
-
 def budgeted_calls(calls: int, per_call_ms: float, budget_ms: float, min_calls: int) -> int:
     """How many of ``calls`` timed calls fit ``budget_ms`` at ``per_call_ms`` each, never fewer than
     ``min(min_calls, calls)`` (0 budget, or an unmeasured call: all of them)."""
@@ -308,7 +301,7 @@ def budgeted_calls(calls: int, per_call_ms: float, budget_ms: float, min_calls: 
 
 def time_synchronized(fn: Callable[..., Any], inputs: Sequence[Any], *, calls: int, l2_flush: bool,
                       device: torch.device, flusher: L2Flusher | None = None,
-                      vary: Callable[[list[Any], int], None] | None = None) -> dict[str, Any]:
+                      draw: Callable[[int], list[Any]] | None = None) -> dict[str, Any]:
     """Per-call wall times of ``fn(*clone(inputs))`` between two device-wide synchronisations.
 
     The re-measurement of an implausibly fast solution: whatever stream or thread does the work,
@@ -318,9 +311,7 @@ def time_synchronized(fn: Callable[..., Any], inputs: Sequence[Any], *, calls: i
     with torch.no_grad():
         fn(*clone_args(inputs))
         for i in range(calls):
-            args = clone_args(inputs)
-            if vary is not None:
-                vary(args, i)
+            args = clone_args(inputs) if draw is None else draw(i)
             if flush is not None:
                 flush()
             torch.cuda.synchronize()

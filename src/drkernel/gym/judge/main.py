@@ -259,7 +259,7 @@ class Judge:
         return slack
 
     def compare(self, h: CompareRequest, blob: bytes, fds: list[int]) -> Verdict:
-        step = step_of_tag(h.tag)  # sparse_perturb's and the timed calls' inputs: a few values swapped
+        step = step_of_tag(h.tag)  # sparse_perturb's inputs (a few values swapped), a timed call's own draw
         if step:
             h = dataclasses.replace(h, seed=perturbed(h.seed, step))
         job, trial = h.job, (h.trial, h.seed)  # a trial's index (or "timing") and its seed
