@@ -143,3 +143,18 @@ def test_every_observed_call_after_the_first_counts_not_only_the_costliest():
     profile = hook.coverage_profile
     assert profile["aten::mm.default"][0] == 1
     assert profile["aten::_local_scalar_dense.default"][0] == 64  # the host-read call is counted too
+
+
+def test_a_gemm_spelt_as_a_gather_or_a_pairwise_distance_costs_its_arithmetic():
+    """A weighted ``embedding_bag`` whose indices walk the table once per row of A is A @ B; pdist of
+    [A; B^T] holds every A-row/B-column pair: both do (at least) the GEMM's multiply-adds, and are
+    priced so, not as one pass over their operands."""
+    a, b = torch.randn(64, 32), torch.randn(32, 48)
+    idx, offsets = torch.arange(32).repeat(64), torch.arange(0, 64 * 32, 32)
+    with OpRecorder() as r:
+        out = F.embedding_bag(idx, b, offsets, mode="sum", per_sample_weights=a.reshape(-1))
+        F.pdist(torch.cat([a, b.T]))
+    assert torch.allclose(out, a @ b, atol=1e-4)
+    gemm = 2 * 64 * 32 * 48
+    flops = {name.split("::")[1].split(".")[0]: v[2] for name, v in r.profile.to_dict().items()}
+    assert flops["_embedding_bag_forward_only"] >= gemm and flops["_pdist_forward"] >= gemm

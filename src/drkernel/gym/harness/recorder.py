@@ -127,6 +127,26 @@ def _cdist_flops(args: tuple, kwargs: Mapping[str, Any], out: Any) -> float:
     return 3.0 * float(out.numel()) * x1.shape[-1]
 
 
+def _embedding_bag_flops(args: tuple, kwargs: Mapping[str, Any], out: Any) -> float:
+    """``_embedding_bag(weight, indices, offsets, ..., per_sample_weights)``: every index reads a row
+    of the table and adds it, scaled, to its bag: a contraction (one-hot indices times the table)."""
+    weight, indices = args[0], args[1]
+    return 2.0 * indices.numel() * (weight.shape[-1] if weight.dim() else 1)
+
+
+def _pdist_flops(args: tuple, kwargs: Mapping[str, Any], out: Any) -> float:
+    """``_pdist_forward(x (n, d), p)``: a difference, a power and an add per pair and feature."""
+    x = args[0]
+    return 3.0 * float(_first_out(out).numel()) * (x.shape[-1] if x.dim() > 1 else 1)
+
+
+def _multilabel_margin_flops(args: tuple, kwargs: Mapping[str, Any], out: Any) -> float:
+    """``multilabel_margin_loss_forward(x (N, C), target, reduction)``: each target class meets every class."""
+    x = args[0]
+    c = x.shape[-1] if x.dim() else 1
+    return 2.0 * x.numel() * c
+
+
 def _cubic_flops(args: tuple, kwargs: Mapping[str, Any], out: Any) -> float:
     """Dense factorisations, inverses and solves: about n^3 per n-by-n matrix."""
     a = next(t for t in _tensors(args))
@@ -194,6 +214,8 @@ def _attention_score_bytes(args: tuple) -> int:
 
 _OWN_FORMULAS: dict[str, Formula] = {
     "_trilinear": _trilinear_flops, "_cdist_forward": _cdist_flops, "cdist": _cdist_flops,
+    "_pdist_forward": _pdist_flops, "multilabel_margin_loss_forward": _multilabel_margin_flops,
+    **{name: _embedding_bag_flops for name in ("_embedding_bag", "embedding_bag", "_embedding_bag_forward_only")},
     **{name: _cubic_flops for name in (
         "linalg_inv_ex", "inverse", "linalg_solve_ex", "_linalg_solve_ex", "linalg_cholesky_ex", "cholesky",
         "cholesky_solve", "linalg_lu_factor_ex", "linalg_lu", "linalg_qr", "_linalg_svd", "_linalg_eigh",
@@ -277,7 +299,7 @@ MEMORY_BOUND = _tagged_memory_bound() | frozenset((
     "cat", "stack", "index", "_index_put_impl_", "index_put", "index_select", "index_add", "index_copy",
     "index_fill", "index_reduce", "gather", "scatter", "scatter_add", "scatter_reduce", "masked_fill",
     "masked_scatter", "masked_select", "nonzero", "nonzero_static", "take", "put", "embedding",
-    "_embedding_bag", "embedding_bag", "constant_pad_nd", "reflection_pad1d", "reflection_pad2d",
+    "constant_pad_nd", "reflection_pad1d", "reflection_pad2d",
     "reflection_pad3d", "replication_pad1d", "replication_pad2d", "replication_pad3d", "_pad_enum",
     "flip", "roll", "repeat", "repeat_interleave", "tile", "tril", "triu", "diag", "diag_embed",
     "pixel_shuffle", "pixel_unshuffle", "channel_shuffle", "native_channel_shuffle", "im2col", "col2im",
@@ -296,9 +318,8 @@ MEMORY_BOUND = _tagged_memory_bound() | frozenset((
     # losses and activations torch does not tag
     "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
     "binary_cross_entropy_with_logits", "nll_loss", "nll_loss_forward", "nll_loss2d_forward", "nll_loss_nd",
-    "kl_div", "soft_margin_loss", "multilabel_margin_loss_forward", "multi_margin_loss", "glu",
+    "kl_div", "soft_margin_loss", "multi_margin_loss", "glu",
     "hardswish", "log_sigmoid_forward", "_prelu_kernel", "prelu", "rrelu_with_noise", "softplus",
-    "_pdist_forward",
     # random numbers
     "bernoulli", "normal", "uniform", "exponential", "cauchy", "geometric", "log_normal", "random",
     "rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "randperm", "multinomial",
