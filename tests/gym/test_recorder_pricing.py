@@ -158,3 +158,20 @@ def test_a_gemm_spelt_as_a_gather_or_a_pairwise_distance_costs_its_arithmetic():
     gemm = 2 * 64 * 32 * 48
     flops = {name.split("::")[1].split(".")[0]: v[2] for name, v in r.profile.to_dict().items()}
     assert flops["_embedding_bag_forward_only"] >= gemm and flops["_pdist_forward"] >= gemm
+
+
+def test_a_solution_op_is_priced_no_faster_than_its_reference_contracts():
+    """An fp32 GEMM's reference sets the cap: the same GEMM cast to half precision and run by torch
+    costs what the reference's fp32 one does, not the tensor-core price (a fifteenth)."""
+    from drkernel.gym.roofline import NOMINAL_BANDWIDTH
+
+    a, b = torch.empty(4096, 4096, device="meta"), torch.empty(4096, 4096, device="meta")  # shapes only
+    _, reference = record_ops(torch.mm, a, b)
+    cap = reference.contraction_rate(NOMINAL_BANDWIDTH)
+    assert cap is not None and cap == pytest.approx(67e12)
+    with OpRecorder() as free, torch.no_grad():
+        torch.mm(a.half(), b.half())
+    with OpRecorder(rate_cap=cap) as capped, torch.no_grad():
+        torch.mm(a.half(), b.half())
+    cost = lambda p: sum(v[1] for k, v in p.to_dict().items() if "mm" in k)  # noqa: E731
+    assert cost(capped.profile) >= 0.99 * reference.cost > 10 * cost(free.profile) > 0

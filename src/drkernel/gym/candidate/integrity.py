@@ -164,6 +164,7 @@ class IntegrityHook:
 
     def __init__(self) -> None:
         self.solution_path = ""
+        self.rate_cap: float | None = None  # the reference's contraction rate (`OpRecorder`), from the job
         self.guard: AuditGuard | None = None
         self.host_reads: HostReads | None = None
         self.watch: LaunchWatch | None = None
@@ -192,6 +193,7 @@ class IntegrityHook:
         from drkernel.gym.harness import inputs as harness
 
         self.solution_path = os.path.realpath(ctx.solution_path)
+        self.rate_cap = getattr(ctx, "contraction_rate", None)
         self.watch = launch_watch(ctx.solution_path, ctx.cpu_mode)
         harness.pin_backend_flags()  # idempotent; the candidate pins again after this hook
         self.frames_before = dynamo_frames()
@@ -235,7 +237,7 @@ class IntegrityHook:
         its ops; the profile coverage and host reads read holds, per op, the most any call after the
         first ran (`OpProfile.worst`), so a solution honest in some calls is judged by its worst."""
         self.calls += 1
-        recorder = recorder if recorder is not None else OpRecorder()
+        recorder = recorder if recorder is not None else OpRecorder(rate_cap=self.rate_cap)
         watch = DispatcherWatch()  # a second observer, below dispatch modes
         with watch.watching(), Observed(recorder):
             yield
@@ -308,7 +310,7 @@ class IntegrityHook:
         args = (harness.draw_inputs(r.ctx.reference, int(seed), r.ctx.device) if seed is not None
                 else r.make_inputs(0))
         before = self.own_launches
-        self._call(r, args, OpRecorder())  # its profile joins every call's (`observe`)
+        self._call(r, args, OpRecorder(rate_cap=self.rate_cap))  # its profile joins every call's (`observe`)
         self.coverage_own_launches = self.own_launches - before
 
     def _skip_own(self, r: _Runs, plan: dict[str, Any]) -> None:

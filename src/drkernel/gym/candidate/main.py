@@ -81,6 +81,8 @@ class Context:
         self.config = job["config"]
         self.seeds = [t["seed"] for t in job["trials"]]
         self.integrity_plan = dict(job.get("integrity") or {})  # order of the integrity runs, coverage seed
+        rate = job.get("contraction_rate")  # no op of the solution is priced faster (`OpRecorder`)
+        self.contraction_rate = float(rate) if isinstance(rate, (int, float)) and rate > 0 else None
         self.hooks: list[Any] = []
         self.staging = StagingBuffer(device) if self.device.type == "cuda" else None  # None: host bytes
         self.native_loader: Any = None  # a CUDA solution's load_inline (`install_native`), else None

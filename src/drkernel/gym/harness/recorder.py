@@ -384,9 +384,12 @@ def _bytes(tensors: list[torch.Tensor]) -> int:
     return total
 
 def op_cost(func: Any, args: tuple, kwargs: Mapping[str, Any], out: Any,
-            roof: Roof = NOMINAL) -> tuple[float, float, int]:
+            roof: Roof = NOMINAL, rate_cap: float | None = None) -> tuple[float, float, int]:
     """(roofline seconds, flops, bytes) of one aten op call. Raises `Unpriced` for an op with no
-    formula that is not known to be memory-bound (and whatever a formula raises on odd operands)."""
+    formula that is not known to be memory-bound (and whatever a formula raises on odd operands).
+    ``rate_cap``: no op's FLOPs are priced faster than this (a solution's ops: its reference's
+    contraction rate, so a GEMM cast to half precision in an fp32 problem costs what the reference's
+    does, not a fifteenth of it)."""
     if getattr(func, "namespace", None) != "aten":
         raise Unpriced(str(func))
     base = func.overloadpacket.__name__
@@ -400,7 +403,10 @@ def op_cost(func: Any, args: tuple, kwargs: Mapping[str, Any], out: Any,
     else:
         flops = float(max([t.numel() for t in ins + outs] or [0]))
     dtype = (ins or outs)[0].dtype if (ins or outs) else torch.float32
-    return max(flops / roof.peak(dtype, formula is not None), nbytes / roof.bandwidth), flops, nbytes
+    peak = roof.peak(dtype, formula is not None)
+    if rate_cap is not None:
+        peak = min(peak, max(rate_cap, roof.fp32_flops))
+    return max(flops / peak, nbytes / roof.bandwidth), flops, nbytes
 
 
 def elementwise_cost(args: tuple, kwargs: Mapping[str, Any], out: Any,
@@ -443,11 +449,13 @@ class OpRecorder(TorchDispatchMode):
     def _should_skip_dynamo(cls) -> bool:
         return False  # True would import torch._dynamo (~10 s) on the first call
 
-    def __init__(self, profile: OpProfile | None = None, roof: Roof = NOMINAL, trusted: bool = False) -> None:
+    def __init__(self, profile: OpProfile | None = None, roof: Roof = NOMINAL, trusted: bool = False,
+                 rate_cap: float | None = None) -> None:
         super().__init__()
         self.profile = profile if profile is not None else OpProfile()
         self.roof = roof
         self.trusted = trusted
+        self.rate_cap = rate_cap  # `op_cost`: the reference's contraction rate, for a solution's ops
         self.results: set[int] = set()  # storages written by priced ops (the `out=` idiom's sources)
         self.handled = 0  # ops this mode saw; each ran inside a `marked` scope
 
@@ -490,7 +498,7 @@ class OpRecorder(TorchDispatchMode):
         if base in MATERIALISING and (host := device_to_host_elements(args, out)):
             self.profile.add(HOST_COPY, 0.0, 0.0, float(host))  # data read on the host (GPU only)
         if base not in ALWAYS_ALLOWED:
-            cost = op_cost(func, args, kwargs, out, self.roof)
+            cost = op_cost(func, args, kwargs, out, self.roof, self.rate_cap)
             self.results.update(t.untyped_storage().data_ptr() for t in _tensors(out) if t.device.type != "meta")
             self.profile.add(name, *cost)
         elif base in MATERIALISING and not in_launch() and (extra := materialised_bytes(args, out)):

@@ -33,11 +33,12 @@ from drkernel.gym.orchestrator.own_judge import OwnJudge, is_request_reference
 from drkernel.gym.orchestrator.refcache import TIMING_FIELDS, ReferenceTimingCache, reference_key
 from drkernel.gym.provenance import read_clocks
 from drkernel.gym.result import EvalResult, Hack, KernelStat, Provenance, Status, TimingStats, TrialResult
-from drkernel.gym.roofline import work_of
+from drkernel.gym.roofline import NOMINAL_BANDWIDTH, work_of
 from drkernel.gym.orchestrator.runtime import DeviceRuntime, JudgeLost, JudgeOutOfMemory
 from drkernel.gym.seeds import SeedPlan, call_pool, plan_seeds, public_seed, replayed_plan, with_distribution
 from drkernel.gym.verdict.assemble import (CandidateFacts, CheckFacts, ErrorReport, Facts, RequestFacts,
                                            TimingFacts, assemble)
+from drkernel.gym.verdict.coverage import OpProfile
 from drkernel.gym.orchestrator.sandbox import SECCOMP_ENV, make_runner
 from drkernel.gym.orchestrator.session import CandidateSession, SessionOutcome
 
@@ -327,7 +328,7 @@ class InProcessEvaluator:
                 "trials": trials, "weight_seed": plan.weight, "config": cfg.to_dict(),
                 "hooks": list(self.checks.candidate_hooks), "timing": bool(cfg.timing and rt.is_cuda),
                 "timing_seed": plan.timing, "input_budget_bytes": budget, "integrity": plan.to_job(),
-                "reference_seed": plan.reference_timing,
+                "reference_seed": plan.reference_timing, "contraction_rate": contraction_rate(prepared.op_profile),
                 "timing_plan": timing_plan(cfg), "roofline_ms": prepared.roofline_ms}, native).to_header(), plan
 
     def _timing(self, status: Status, out: SessionOutcome, rt: DeviceRuntime, job: dict[str, Any],
@@ -455,6 +456,14 @@ def candidate_facts(out: SessionOutcome, job: dict[str, Any]) -> CandidateFacts:
         rss_limit_mb=int(job["config"]["rss_limit_mb"]), kernels=_kernels(done),
         solution_flags=done.get("backend_flags"),
         warnings=(f"outputs were copied through the host: {out.ipc_fallback}",) if out.ipc_fallback else ())
+
+
+def contraction_rate(op_profile: dict[str, Any] | None) -> float | None:
+    """The rate the reference's contractions are priced at (`OpProfile.contraction_rate` on the
+    recorder's nominal device): the candidate prices no op of the solution faster."""
+    if not op_profile:
+        return None
+    return OpProfile.from_dict(op_profile).contraction_rate(NOMINAL_BANDWIDTH)
 
 
 def _kernels(done: dict[str, Any]) -> tuple[KernelStat, ...]:

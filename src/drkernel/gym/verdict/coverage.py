@@ -66,6 +66,12 @@ class OpProfile:
             ops[k] = [max(a, b) for a, b in zip(ops.get(k, [0, 0.0, 0.0, 0.0]), v)]
         return OpProfile(ops)
 
+    def contraction_rate(self, bandwidth: float) -> float | None:
+        """The fastest FLOP rate any compute-bound op of this profile was priced at (None: none is
+        compute-bound at ``bandwidth``): for a reference, the rate its contractions run at."""
+        rates = [v[2] / v[1] for v in self.compute_ops().values() if v[1] > 0 and v[1] > v[3] / bandwidth * (1 + 1e-9)]
+        return max(rates) if rates else None
+
     def compute_ops(self) -> dict[str, list[float]]:
         """The ops that are compute (not allocation, views or dtype/contiguity changes)."""
         return {k: v for k, v in self.ops.items() if base_name(k) not in ALWAYS_ALLOWED}
