@@ -79,6 +79,15 @@ def test_decoy_and_pure_pytorch():
     assert 2 in codes(IntegrityVerdict().check(request(no_kernel), cand, judge))
 
 
+def test_a_candidate_that_reported_nothing_is_no_decoy():
+    """Trials passed, then the candidate timed out before its report: no launch count is known, so
+    nothing says forward launched none of its kernels."""
+    cand, judge = reports()
+    assert 1 not in codes(IntegrityVerdict().check(request(), {}, judge))
+    cand["launches"]["kernels"], cand["integrity"] = [], {"hacks": []}
+    assert 1 not in codes(IntegrityVerdict().check(request(), cand, judge))
+
+
 def test_launches_dropping_on_repeated_calls_is_hack_10():
     cand, judge = reports(per_call=[1, 1, 0, 0])
     assert codes(IntegrityVerdict().check(request(), cand, judge)) == [10]

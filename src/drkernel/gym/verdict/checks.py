@@ -62,11 +62,16 @@ def _judged(judge_report: Mapping[str, Any], tag: str) -> bool | None:
     return bool(entry.get("passed"))
 
 
-def _own_launches(candidate_report: Mapping[str, Any]) -> int:
+def _own_launches(candidate_report: Mapping[str, Any]) -> int | None:
+    """Own launches the candidate reported; None when it reported none at all (it timed out or died
+    before its report), which says nothing about what ``forward`` launched."""
     kernels = (candidate_report.get("launches") or {}).get("kernels") or []
     if kernels:
         return sum(int(k.get("total_launches", k.get("launches", 0))) for k in kernels if k.get("own"))
-    return int((candidate_report.get("integrity") or {}).get("own_launches", 0))
+    integrity = candidate_report.get("integrity")
+    if not integrity or "own_launches" not in integrity:
+        return None
+    return int(integrity["own_launches"])
 
 
 def _static_tf32(source: str) -> list[str]:
@@ -178,13 +183,13 @@ class IntegrityVerdict:
 
     @staticmethod
     def op_coverage(candidate_report: Mapping[str, Any], judge_report: Mapping[str, Any],
-                    launches: int) -> float | None:
+                    launches: int | None) -> float | None:
         report = candidate_report.get("integrity") or {}
         ref, sol = judge_report.get("op_profile"), report.get("coverage_profile")
         if ref is None or sol is None:
             return None
         return op_coverage(OpProfile.from_dict(ref), OpProfile.from_dict(sol),
-                           int(report.get("coverage_own_launches", launches)))
+                           int(report.get("coverage_own_launches", launches or 0)))
 
     @staticmethod
     def strict(request: Any, report: Mapping[str, Any], static: Any) -> list[Hack]:
