@@ -243,7 +243,7 @@ def test_one_analysis_per_source():
     "f = torch.os.system",
     "data = F.np.load('weights.npy')",                      # torch.nn.functional's numpy
     "im = F.importlib.import_module('o' + 's')",
-    "import typing\ng = typing.operator.attrgetter('weight')",
+    "import logging\nw = logging.weakref.ref",                # logging imports weakref
     "from typing import sys",
     "import collections\ns = collections.abc.sys",             # through a submodule too
 ])
@@ -396,3 +396,41 @@ def test_honest_code_is_not_refused_by_the_spelling_rule(snippet):
 ])
 def test_format_strings_must_be_readable_statically(snippet, clean):
     assert (codes(snippet) == set()) == clean, snippet
+
+
+REAL_WORLD_HEADERS = """
+import logging
+import operator
+from packaging.version import Version
+import torch
+import triton
+
+logger = logging.getLogger(__name__)
+NEW_TRITON = operator.ge(Version(triton.__version__), Version("3.0"))
+
+
+class Fn(torch.autograd.Function):
+    @staticmethod
+    @torch.amp.custom_fwd(device_type="cuda", cast_inputs=None)
+    def forward(ctx, x):
+        logger.debug("forward %s", x.shape)
+        return x
+"""
+
+
+def test_what_real_kernels_import_for_logging_and_version_checks_is_clean():
+    """FlagGems and xformers log through ``logging``; Liger compares ``triton.__version__`` with
+    ``operator.ge``; xformers wraps forward in ``custom_fwd`` without a cast."""
+    assert codes(REAL_WORLD_HEADERS) == set()
+
+
+@pytest.mark.parametrize("line", [
+    "import operator\nget = operator.attrgetter('_getframe')",
+    "import operator\ncall = operator.methodcaller('__subclasses__')",
+    "import logging.config\nlogging.config.dictConfig({})",
+    "import logging\nlogging.FileHandler('/tmp/x')",
+    "import logging\nlogging.basicConfig(filename='/tmp/x')",
+    "import logging\nsys = logging.sys",
+])
+def test_the_reach_of_logging_and_operator_stays_closed(line):
+    assert 14 in codes(line)

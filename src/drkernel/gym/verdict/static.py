@@ -56,7 +56,11 @@ FORBIDDEN: dict[str, tuple[int, str]] = {
         "types.FunctionType", "weakref")},
     **{m: (14, "evaluates strings as code") for m in (
         "typing.get_type_hints", "typing.ForwardRef", "typing.get_overloads", "dataclasses.make_dataclass",
-        "functools.singledispatch", "functools.singledispatchmethod")},
+        "functools.singledispatch", "functools.singledispatchmethod", "logging.config")},
+    **{m: (14, "attributes by computed name") for m in ("operator.attrgetter", "operator.methodcaller")},
+    **{m: (14, "file or network output") for m in (
+        "logging.handlers", "logging.FileHandler", "logging.basicConfig", "logging.setLoggerClass",
+        "logging.setLogRecordFactory", "logging.captureWarnings")},
     **{m: (14, "the Triton cache, its settings or the interpreter's internals") for m in (
         "triton.runtime.cache", "triton.runtime.interpreter", "triton.knobs", "triton.runtime.jit.get_cache_manager")},
     **{m: (7, "work outside the calling thread or current stream") for m in (
@@ -103,6 +107,9 @@ ALLOWED_REFERENCES = (
     "triton.runtime.driver.active.get_active_torch_device", "triton.runtime.driver.active.utils.get_device_properties",
     # Host-side tensor descriptors (TMA): a plain record of a tensor's base, shape and strides.
     "triton.tools.tensor_descriptor.TensorDescriptor",
+    # autograd.Function decorators: they cast only with a `cast_inputs` dtype, which the kernelbench
+    # profile's half-type rule names like any other cast (kernelgym allows it, as it allows fp16 tiles)
+    "torch.amp.custom_fwd", "torch.amp.custom_bwd", "torch.cuda.amp.custom_fwd", "torch.cuda.amp.custom_bwd",
 )
 # Roots whose attributes must never be assigned (monkey-patching, hack 8).
 PATCH_ROOTS = ("torch", "triton", "time", "numpy", "builtins", "sys", "os", "math", "random",
@@ -688,11 +695,14 @@ ALLOWED_IMPORTS = (
     "triton.language.extra", "triton.language.extra.libdevice", "triton.language.extra.cuda",
     "triton.language.extra.cuda.libdevice", "triton.language.extra.hip", "triton.language.extra.hip.libdevice",
     "triton.language.math", "triton.runtime", "triton.tools.tensor_descriptor", "math", "typing", "functools",
-    "dataclasses", "itertools", "collections", "enum", "numbers", "contextlib", "__future__",
+    "dataclasses", "itertools", "collections", "enum", "numbers", "contextlib", "logging", "operator",
+    "packaging", "packaging.version", "__future__",
 )
 """The only modules a solution may import (``import x`` / ``from x import y``)."""
-ALLOWED_DUNDERS = frozenset(("__init__", "__name__", "__qualname__", "__doc__", "__future__", "__main__"))
-"""The only dunder names a solution may read (``super().__init__()``, ``__name__``)."""
+ALLOWED_DUNDERS = frozenset(("__init__", "__name__", "__qualname__", "__doc__", "__future__", "__main__",
+                             "__version__"))
+"""The only dunder names a solution may read (``super().__init__()``, ``__name__``, a library's
+``__version__`` string, which real kernels compare to pick an import path)."""
 FORBIDDEN_BUILTINS = frozenset((
     "open", "eval", "exec", "compile", "__import__", "globals", "locals", "vars", "dir", "breakpoint",
     "input", "memoryview", "help", "exit", "quit", "delattr"))
