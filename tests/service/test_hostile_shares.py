@@ -77,6 +77,7 @@ def _metric(srv, name: str) -> float:
     (1, {"a": 1}, {"b"}, None),             # one slot never preempts
     (2, {"a": 2}, {"a"}, None),             # nobody else waits
     (4, {"a": 3, "b": 1}, {"c"}, "a"),      # share 4/3: c under 1, a over 2
+    (2, {}, set(), None),                   # a full worker whose jobs were all cancelled: nobody
 ])
 def test_fair_share_worked_cases(slots, running, waiting, gives_back):
     assert fair_share_excess(slots, running, waiting) == gives_back
@@ -102,6 +103,23 @@ def test_a_client_filling_every_slot_gives_one_back_to_a_waiting_client(shares):
                "the preempted job running again")
         for j in long_jobs:
             assert alice.delete(f"/v1/jobs/{j}").json()["status"] == "cancelled"
+
+
+def test_cancelling_every_job_of_a_full_worker_leaves_dispatch_running(shares):
+    """alice fills both slots and cancels both at once; bob's job, submitted after, still runs. (The
+    fair-share arithmetic divided by the zero clients left and the dispatch loop died with it, for
+    good, while health said ok.)"""
+    srv, tokens = shares
+    with _http(srv, tokens["alice"]) as alice, _http(srv, tokens["bob"]) as bob:
+        jobs = [alice.post("/v1/jobs", json=_job(f"class ModelNew: pass\n# sleep: 300\n# c{i}")).json()["id"]
+                for i in range(2)]
+        _until(lambda: all(alice.get(f"/v1/jobs/{j}").json()["status"] == "running" for j in jobs),
+               "both of alice's jobs running")
+        for j in jobs:
+            assert alice.delete(f"/v1/jobs/{j}").json()["status"] == "cancelled"
+        for k in range(2):
+            short = bob.post("/v1/jobs", json=_job(f"class ModelNew: pass\n# sleep: 0.1\n# after{k}")).json()["id"]
+            assert bob.get(f"/v1/jobs/{short}/wait?timeout=50").json()["status"] == "done"
 
 
 def test_floods_without_a_verified_token_are_limited_per_address(shares):

@@ -46,7 +46,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any, Sequence
+from typing import Any, Awaitable, Callable, Sequence
 
 from drkernel.errors import InfrastructureError
 from drkernel.gym.config import EvalRequest
@@ -83,8 +83,8 @@ def fair_share_excess(slots: int, running: dict[str, int], waiting: set[str]) ->
     back while a waiting client holds fewer than ``max(1, floor(slots / n))``. Worked cases:
     2 slots, A runs 2, B waits -> A (then 1 and 1: nobody). 3 slots, A 3, B waits -> A (then A 2,
     B 1: nobody). 2 slots, A 2, B and C wait -> A (then A 1, B 1, C waits: nobody over 1).
-    1 slot -> never."""
-    if slots < 2:
+    1 slot -> never; nobody waiting (a full worker whose jobs were all cancelled) -> nobody."""
+    if slots < 2 or not waiting:
         return None
     n = len(set(running) | waiting)
     low, high = max(1, slots // n), -(-slots // n)
@@ -93,6 +93,9 @@ def fair_share_excess(slots: int, running: dict[str, int], waiting: set[str]) ->
     over = [c for c, k in running.items() if k > high]
     return max(over, key=lambda c: (running[c], c)) if over else None
 
+
+LOOP_RESTART_S = 0.5
+"""Pause before a scheduler loop that raised starts again (`Scheduler._supervised`)."""
 
 MAX_REMEMBERED_PREEMPTIONS = 65536
 """Preempted jobs remembered (so that none is preempted twice) until they finish; past it, the oldest."""
@@ -195,6 +198,7 @@ class Scheduler:
         self._waiters: dict[str, set[asyncio.Future]] = {}
         self._tasks: set[asyncio.Task] = set()
         self._stopping = False
+        self.loop_restarts = 0  # times a scheduler loop raised and was started again (`_supervised`)
         self._preempted_once: OrderedDict[str, None] = OrderedDict()  # jobs given back once: never again
         self._cancelled_since_result: set[str] = set()  # clients who preempt no one until a result
 
@@ -207,9 +211,8 @@ class Scheduler:
             log.warning("re-queued %d job(s) left running by a previous server", len(recovered))
             self.metrics.errors.inc(len(recovered), error_class="server_restart")
         await asyncio.gather(*(self._bring_up(w) for w in self.workers))
-        self._spawn(self._dispatch_loop())
-        self._spawn(self._lease_loop())
-        self._spawn(self._watch_loop())
+        for loop in (self._dispatch_loop, self._lease_loop, self._watch_loop):
+            self._spawn(self._supervised(loop))
 
     async def stop(self) -> None:
         self._stopping = True
@@ -228,6 +231,22 @@ class Scheduler:
         await asyncio.gather(*(w.handle.stop() for w in self.workers), return_exceptions=True)
         for w in self.workers:
             w.state = WorkerState.STOPPED
+
+    async def _supervised(self, loop: Callable[[], Awaitable[None]]) -> None:
+        """Run one of the scheduler's loops for the server's life: an exception it did not expect is
+        logged and counted (``error_class="scheduler_loop"``) and the loop starts again, so no bug in
+        one tick stops dispatch for every client while health still answers ok."""
+        while not self._stopping:
+            try:
+                await loop()
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - the loop goes on; the traceback is in the log
+                log.exception("scheduler loop %s failed; restarting it", loop.__name__)
+                self.metrics.errors.inc(error_class="scheduler_loop")
+                self.loop_restarts += 1
+                await asyncio.sleep(LOOP_RESTART_S)
 
     def _spawn(self, coro) -> asyncio.Task:
         task = asyncio.get_running_loop().create_task(coro)
