@@ -116,6 +116,29 @@ def test_a_body_that_never_arrives_is_answered_408(hostile):
         assert s.recv(4096).split(b"\r\n", 1)[0].endswith(b"408 Request Timeout")
 
 
+def test_bodies_held_open_are_bounded_per_client(hostile):
+    """alice announces three bodies just under the 200 kB limit and sends 150 kB of each, then holds
+    them: two fit her budget of two bodies and end in 408 at the body deadline; the third is refused
+    with 503 as it arrives, before it is held. bob's own request meanwhile is served."""
+    srv, tokens = hostile
+    head = (f"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {tokens['alice']}\r\n"
+            "Content-Type: application/json\r\nContent-Length: 190000\r\n\r\n").encode()
+    conns = [socket.create_connection(("127.0.0.1", srv.port)) for _ in range(3)]
+    try:
+        for c in conns:
+            c.sendall(head + b"{" + b" " * 150_000)
+        with _http(srv, tokens["bob"]) as bob:
+            assert bob.post("/v1/jobs", json=_custom("class ModelNew: pass\n# bodies")).status_code in (200, 202, 403)
+        lines = []
+        for c in conns:
+            c.settimeout(60)
+            lines.append(c.recv(4096).split(b"\r\n", 1)[0])
+        assert sorted(line.split(b" ")[1] for line in lines) == [b"408", b"408", b"503"], lines
+    finally:
+        for c in conns:
+            c.close()
+
+
 def test_a_body_on_a_route_that_takes_none_is_refused_at_once(hostile):
     """A slow body on the open /v1/health holds no connection: the head announcing it is answered."""
     srv, _ = hostile

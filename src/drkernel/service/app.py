@@ -158,7 +158,7 @@ def create_app(config: ServiceConfig, handles: Sequence[WorkerHandle] | None = N
     app.add_middleware(Gate, lookup=lookup, limiter=RateLimiter(config.rate_per_client, config.rate_burst),
                        max_body=config.max_body_bytes, body_timeout_s=config.body_timeout_s,
                        peers=RateLimiter(config.rate_per_peer, config.peer_burst),
-                       token_ttl_s=config.token_ttl_s,
+                       token_ttl_s=config.token_ttl_s, bodies_in_flight=config.max_body_bytes_in_flight,
                        body_routes=[r for r in routes if getattr(r, "body_field", None) is not None])
     app.add_middleware(_Timed, metrics=metrics, routes=routes)
     return app

@@ -67,6 +67,9 @@ class ServiceConfig:
     `drkernel gym token add`). Every /v1 route except health needs a client's token."""
     max_body_bytes: int = 32 * 1024 * 1024
     """Largest accepted request body."""
+    max_body_bytes_in_flight: int = 256 * 1024 * 1024
+    """Request bodies held in memory at once, all clients together (each client at most two bodies of
+    ``max_body_bytes``): past it a body is refused with 503 as it arrives, before it is held."""
     max_batch: int = 4096
     """Most requests in one batch submission."""
     max_wait_s: float = 300.0
@@ -157,6 +160,7 @@ class ServiceConfig:
             "max_waits_per_client",
             "max_stored_bytes_per_client",
             "max_connections",
+            "max_body_bytes_in_flight",
         ):
             if getattr(self, name) < 1:
                 problems.append(f"{name}={getattr(self, name)} (at least 1)")

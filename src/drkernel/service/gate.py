@@ -107,6 +107,35 @@ class TokenCache:
         return client
 
 
+class BodyBudget:
+    """Bytes of request bodies held in memory: at most ``total`` for all clients, ``per_client`` for
+    one. A body takes its bytes as they arrive and gives them back when its request is answered, so
+    connections that announce big bodies and then trickle them hold no more than the budget."""
+
+    def __init__(self, total: int, per_client: int) -> None:
+        self.total, self.per_client = total, per_client
+        self.held = 0
+        self.by_client: dict[str, int] = {}
+
+    def take(self, client: str, n: int) -> str | None:
+        """Take ``n`` bytes for ``client``; None when taken, else which limit refused them."""
+        if self.by_client.get(client, 0) + n > self.per_client:
+            return "client"
+        if self.held + n > self.total:
+            return "server"
+        self.held += n
+        self.by_client[client] = self.by_client.get(client, 0) + n
+        return None
+
+    def give_back(self, client: str, n: int) -> None:
+        self.held -= n
+        left = self.by_client.get(client, 0) - n
+        if left > 0:
+            self.by_client[client] = left
+        else:
+            self.by_client.pop(client, None)
+
+
 class Gate:
     """ASGI middleware: authentication, rate limits and body size (see the module docstring).
     ``lookup(token)`` names the client of a token (None: unknown); ``limiter`` is per client,
@@ -115,8 +144,10 @@ class Gate:
 
     def __init__(self, app, lookup: Callable[[str], str | None], limiter: RateLimiter, max_body: int,
                  body_timeout_s: float = 60.0, peers: RateLimiter | None = None,
-                 token_ttl_s: float = TOKEN_TTL_S, body_routes: Sequence[BaseRoute] = ()):
+                 token_ttl_s: float = TOKEN_TTL_S, body_routes: Sequence[BaseRoute] = (),
+                 bodies_in_flight: int | None = None):
         self.app, self.limiter, self.max_body = app, limiter, max_body
+        self.budget = BodyBudget(bodies_in_flight or 8 * max_body, 2 * max_body)
         self.body_routes = tuple(body_routes)
         self.tokens = TokenCache(lookup, token_ttl_s)
         self.body_timeout_s = body_timeout_s
@@ -150,13 +181,25 @@ class Gate:
             if _declares_body(scope):
                 return await _refuse(scope, send, 413, "request_too_large", "this route takes no request body")
             return await self.app(scope, receive, send)
+        held = [0]
+        try:
+            await self._answer_with_body(scope, receive, send, held)
+        finally:
+            self.budget.give_back(scope.get(CLIENT_SCOPE_KEY, ""), held[0])
+
+    async def _answer_with_body(self, scope, receive, send, held: list[int]) -> None:
+        """Read the body within its deadline and the budget, then hand it to the app."""
         try:
             async with asyncio.timeout(self.body_timeout_s):
-                body = await self._read_body(scope, receive)
+                body = await self._read_body(scope, receive, held)
         except TimeoutError:
             return await _reply(send, 408, "request_timeout",
                                 f"the request body did not arrive within {self.body_timeout_s:g} s",
                                 {"Connection": "close"})
+        if isinstance(body, str):
+            who = "this client's" if body == "client" else "the server's"
+            return await _reply(send, 503, "bodies_in_flight", f"request bodies in memory exceed {who} budget; "
+                                "retry later", {"Connection": "close", "Retry-After": "1"})
         if body is None:
             return await _reply(send, 413, "request_too_large", f"request body exceeds {self.max_body} bytes",
                                 {"Connection": "close"})
@@ -175,12 +218,13 @@ class Gate:
         """Does a route that reads a request body match this path and method?"""
         return any(r.matches(scope)[0] is Match.FULL for r in self.body_routes)
 
-    async def _read_body(self, scope, receive) -> bytes | None:
-        """The whole body, or None once it passes the limit (declared or counted)."""
+    async def _read_body(self, scope, receive, held: list[int]) -> bytes | str | None:
+        """The whole body; None once it passes the limit (declared or counted); ``"client"`` or
+        ``"server"`` when a chunk would pass that `BodyBudget` (``held``: the bytes taken from it)."""
         for name, value in scope.get("headers", ()):
             if name == b"content-length" and value.isdigit() and int(value) > self.max_body:
                 return None
-        chunks, seen = [], 0
+        chunks, seen, client = [], 0, scope.get(CLIENT_SCOPE_KEY, "")
         while True:
             message = await receive()
             if message["type"] != "http.request":
@@ -189,6 +233,10 @@ class Gate:
             seen += len(chunk)
             if seen > self.max_body:
                 return None
+            refused = self.budget.take(client, len(chunk))
+            if refused:
+                return refused
+            held[0] += len(chunk)
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return b"".join(chunks)
