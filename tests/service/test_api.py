@@ -97,6 +97,9 @@ def test_batch_order_duplicates_and_cache(http, small_problem):
     for i, j in enumerate(done["jobs"]):
         assert j["result"]["solution_hash"] == done["jobs"][i % 3]["result"]["solution_hash"]
     assert sum(not j["cached"] for j in done["jobs"]) == 3  # three evaluations for three distinct solutions
+    many = http.post("/v1/jobs/wait", json={"ids": ids * 5 + ["no-such-job"], "timeout": 5}).json()
+    assert many["jobs"] == done["jobs"] * 5 and many["missing"] == ["no-such-job"]
+    assert many["jobs"][0] == http.get(f"/v1/jobs/{ids[0]}").json()
     again = http.post("/v1/jobs", json=_body(small_problem, sols[0])).json()
     assert again["status"] == "done" and again["cached"]
 
@@ -199,3 +202,43 @@ def test_client_retries_then_reports_unreachable():
         with pytest.raises(ServiceError, match="unreachable"):
             c.health()
         assert time.monotonic() - t0 < 5
+
+
+def test_a_long_poll_answer_is_encoded_in_steps_and_gives_its_slot_back(monkeypatch):
+    """`JobsOut` streamed `WAIT_CHUNK` jobs at a time is the JSON the model gives; the client's
+    long-poll slot is held until the last byte, and given back if the reader leaves early."""
+    import asyncio
+    import json
+    import types
+
+    from drkernel.service import app as service_app
+    from drkernel.service.schemas import JobOut, JobsOut
+
+    monkeypatch.setattr(service_app, "WAIT_CHUNK", 2)
+    jobs = [types.SimpleNamespace(id=f"j{i}", status=types.SimpleNamespace(value="done"), attempts=1, cached=False,
+                                  worker="w", created=1.0, started=2.0, finished=3.0, error=None, error_class=None,
+                                  request_id=f"r{i}", result_json=None, result=None) for i in range(5)]
+    monkeypatch.setattr(service_app, "JobOut", types.SimpleNamespace(
+        from_job=lambda j: JobOut(id=j.id, status="done", attempts=1, cached=False, worker="w", created_at=1.0,
+                                  started_at=2.0, finished_at=3.0, error=None, error_class=None,
+                                  request_id=j.request_id, result=None)))
+    waits = service_app.WaitSlots(limit=1)
+
+    async def read(limit=None):
+        hold = waits.hold("alice")
+        hold.__enter__()
+        parts, stream = [], service_app._jobs_json(jobs, ["x"], hold)
+        async for part in stream:
+            parts.append(part)
+            assert waits.total == 1  # held while the answer is being sent
+            if limit and len(parts) == limit:
+                await stream.aclose()  # the reader went away
+                break
+        return b"".join(parts)
+
+    body = asyncio.run(read())
+    assert waits.total == 0
+    expected = JobsOut(jobs=[service_app.JobOut.from_job(j) for j in jobs], missing=["x"]).model_dump(mode="json")
+    assert json.loads(body) == expected
+    asyncio.run(read(limit=2))
+    assert waits.total == 0

@@ -11,6 +11,7 @@ long polls at once.
 """
 
 import html
+import json
 import logging
 import math
 import os
@@ -18,11 +19,11 @@ import secrets
 import time
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Sequence
+from typing import AsyncIterator, Sequence
 
 from fastapi import APIRouter, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
@@ -416,16 +417,20 @@ def _job_routes(r: APIRouter, config: ServiceConfig, waits: "WaitSlots") -> None
 
     @r.post("/jobs/wait", response_model=JobsOut,
             summary="Long poll on many jobs: returns when all are terminal or after `timeout` seconds")
-    async def wait_many(body: WaitIn, request: Request) -> JobsOut:
+    async def wait_many(body: WaitIn, request: Request):
         if len(body.ids) > config.max_batch:
             raise HTTPException(413, f"{len(body.ids)} ids exceed max_batch={config.max_batch}")
         client = client_of(request.scope)
-        with waits.hold(client):
+        hold = waits.hold(client)
+        hold.__enter__()  # held until the answer is sent: one slot per answer a reader has yet to take
+        try:
             jobs = await sched(request).wait(body.ids, min(body.timeout, config.max_wait_s), client)
-        return JobsOut(
-            jobs=[JobOut.from_job(jobs[i]) for i in body.ids if i in jobs],
-            missing=[i for i in body.ids if i not in jobs],
-        )
+        except BaseException:
+            hold.__exit__(None, None, None)
+            raise
+        found = [jobs[i] for i in body.ids if i in jobs]
+        missing = [i for i in body.ids if i not in jobs]
+        return StreamingResponse(_jobs_json(found, missing, hold), media_type="application/json")
 
     @r.delete("/jobs/{job_id}", response_model=JobOut,
               summary="Cancel a job that is not terminal yet (a running candidate is killed)")
@@ -434,6 +439,28 @@ def _job_routes(r: APIRouter, config: ServiceConfig, waits: "WaitSlots") -> None
         if job is None:
             raise HTTPException(404, "no such job")
         return JobOut.from_job(job)
+
+
+WAIT_CHUNK = 128
+"""Jobs serialised per step of a long poll's answer (`_jobs_json`)."""
+
+
+async def _jobs_json(found: list, missing: list[str], hold) -> AsyncIterator[bytes]:
+    """`JobsOut` as JSON, ``WAIT_CHUNK`` jobs at a time in a worker thread, so 4,096 results (about
+    20 MB) never hold the event loop for the second their encoding takes; ``hold`` (the client's
+    long-poll slot) is given back once the answer is sent or its reader is gone."""
+    try:
+        yield b'{"jobs":['
+        for start in range(0, len(found), WAIT_CHUNK):
+            part = await run_in_threadpool(_encode_jobs, found[start:start + WAIT_CHUNK])
+            yield (b"," if start else b"") + part
+        yield b'],"missing":' + json.dumps(missing).encode() + b"}"
+    finally:
+        hold.__exit__(None, None, None)
+
+
+def _encode_jobs(jobs: list) -> bytes:
+    return b",".join(JobOut.from_job(j).model_dump_json().encode() for j in jobs)
 
 
 def _status_routes(r: APIRouter, config: ServiceConfig) -> None:
