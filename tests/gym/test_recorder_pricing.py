@@ -175,3 +175,12 @@ def test_a_solution_op_is_priced_no_faster_than_its_reference_contracts():
         torch.mm(a.half(), b.half())
     cost = lambda p: sum(v[1] for k, v in p.to_dict().items() if "mm" in k)  # noqa: E731
     assert cost(capped.profile) >= 0.99 * reference.cost > 10 * cost(free.profile) > 0
+
+
+def test_a_complex_contraction_costs_its_real_arithmetic():
+    """(A_top + i A_bot) @ B is both halves of a real GEMM in one complex mm: four real multiply-adds
+    per complex one, priced so."""
+    a, b = torch.randn(64, 32), torch.randn(32, 48)
+    _, real = record_ops(torch.mm, torch.cat([a, a]), b)
+    _, packed = record_ops(torch.mm, torch.complex(a, a), torch.complex(b, torch.zeros_like(b)))
+    assert packed.flops >= real.flops

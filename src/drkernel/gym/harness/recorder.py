@@ -400,6 +400,8 @@ def op_cost(func: Any, args: tuple, kwargs: Mapping[str, Any], out: Any,
     nbytes = _bytes(ins + outs) + (_attention_score_bytes(args) if base in ATTENTION else 0)
     if formula is not None:  # a contraction: tensor cores could run it in half types
         flops = float(formula(args, kwargs, out))
+        if any(t.dtype.is_complex for t in ins + outs):
+            flops *= 4.0  # a complex multiply-add is four real ones (a packed pair of real GEMMs is one)
     else:
         flops = float(max([t.numel() for t in ins + outs] or [0]))
     dtype = (ins or outs)[0].dtype if (ins or outs) else torch.float32
