@@ -10,7 +10,9 @@ leader (the sandbox's processes) ten times a second, and:
   that no resident size shows), and kills the group when the sum passes the limit (killing bwrap,
   the leader, takes its whole pid namespace along). A tmpfs file the child also maps counts twice
   (once resident, once stored): the count errs against the child, never for it;
-* **CPU share**: a child whose threads wanted more than ``CPU_SHARE_CORES`` cores over a window of
+* **CPU share** (``cpu_share``; off for a GPU candidate, whose timed calls a demotion would slow:
+  its launches wait behind every normal-priority process, past what the head start hides, and no
+  H100 run has measured what demotion costs there): a child whose threads wanted more than ``CPU_SHARE_CORES`` cores over a window of
   ``CPU_WINDOW_S`` is demoted for the rest of its life (`cpushare.demote`): it then gets only CPU
   time no normal-priority process wants, so eight busy processes of one request cannot take a core
   from another request's single one, while on an idle host it still runs at full speed. "Wanted" is
@@ -145,9 +147,10 @@ class RssWatch:
     """Kill process group ``pgid`` once its host memory (resident plus private tmpfs) exceeds
     ``limit_bytes``; move it to ``SCHED_IDLE`` once it uses more than its CPU share (module docstring)."""
 
-    def __init__(self, pgid: int, limit_bytes: int, interval_s: float = 0.1) -> None:
+    def __init__(self, pgid: int, limit_bytes: int, interval_s: float = 0.1, cpu_share: bool = True) -> None:
         self.pgid = pgid
         self.limit = limit_bytes
+        self.cpu_share = cpu_share  # demote past the CPU share (False: memory only)
         self.interval = interval_s
         self.fired = False
         self.demoted = False
@@ -179,6 +182,8 @@ class RssWatch:
                 except ProcessLookupError:
                     pass
                 return
+            if not self.cpu_share:
+                continue
             if self.demoted:
                 bounded = bounded and demote(pids)  # threads and processes started since
                 continue

@@ -223,7 +223,7 @@ class CandidateSession:
         self.rt.rw.join()
         self.hold = "shared"
         try:
-            with RssWatch(child.pid, self.rss_limit) as watch:
+            with RssWatch(child.pid, self.rss_limit, cpu_share=not self.rt.is_cuda) as watch:
                 self._converse(child, started)
             self.out.oom = watch.fired
         finally:
