@@ -81,6 +81,7 @@ def test_trim_tail_drops_harness_frames_and_keeps_the_solutions():
     ("forward", "RuntimeError", "boom", False, Status.RUNTIME_ERROR),
     ("forward", "NotImplementedError", "inline_asm not supported in interpreter mode", True, Status.UNSUPPORTED_ON_CPU),
     ("forward", "NotImplementedError", "inline_asm not supported in interpreter mode", False, Status.RUNTIME_ERROR),
+    ("forward", "AttributeError", "'dtype' object has no attribute 'value'", True, Status.UNSUPPORTED_ON_CPU),
     ("signature", "TypeError", "too many", False, Status.SIGNATURE_MISMATCH),
     ("output", "TypeError", "dict", False, Status.INCORRECT),
 ])

@@ -24,7 +24,10 @@ _CRASH_MARKERS = (
 _OOM_MARKERS = ("OutOfMemoryError", "out of memory", "CUDA_ERROR_OUT_OF_MEMORY", "MemoryError")
 _COMPILE_TYPES = ("CompilationError", "CompileTimeAssertionFailure", "UnsupportedLanguageConstruct",
                   "PTXASError", "MLIRCompilationError")
-_INTERPRETER_ONLY = ("not supported in interpreter mode", "is not supported by the Triton interpreter")
+_INTERPRETER_ONLY = ("not supported in interpreter mode", "is not supported by the Triton interpreter",
+                     # compiled Triton hands a kernel a dtype argument as a constexpr (its `.value` the
+                     # dtype); the interpreter hands over the bare dtype (FlagGems' `dtype.value`)
+                     "'dtype' object has no attribute 'value'")
 # A solution that uses these and then fails under the interpreter is not blamed for it.
 _GPU_ONLY_SOURCE = ("libdevice", "tl.extra.cuda", "language.extra.cuda", "inline_asm_elementwise")
 _DOT_SIZE = "tl.dot needs every dimension >= 16 on GPU"
