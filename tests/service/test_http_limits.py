@@ -4,6 +4,7 @@ of a real server stays small under a flood of refused requests with long targets
 
 from __future__ import annotations
 
+import logging
 import socket
 import threading
 import time
@@ -87,6 +88,34 @@ def test_refused_requests_with_long_targets_cost_one_log_line(chatty):
     assert max(len(line) for line in lines) < http_server.MAX_LOGGED_TARGET + 200
 
 
+def test_unknown_tokens_cost_one_log_line(chatty):
+    """From 127.0.0.6, 60 requests with made-up tokens: 5 are 401s (the peer's burst), 55 are 429s.
+    The log holds one line for each status."""
+    with httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.6"), timeout=30) as c:
+        codes = [c.get(f"{chatty.url}/v1/queue", headers={"Authorization": f"Bearer guess-{i:04d}"}).status_code
+                 for i in range(60)]
+    assert (codes.count(401), codes.count(429)) == (5, 55)
+    lines = [line for line in chatty.log.read_text().splitlines() if "127.0.0.6:" in line]
+    assert (sum(" 401" in line for line in lines), sum(" 429" in line for line in lines)) == (1, 1), lines[-3:]
+
+
+def test_refusals_are_logged_once_per_status_and_peer_network():
+    """The filter on records as uvicorn writes them: 401s from 50 addresses of one /24 (and ports) are
+    one line, a 429 from there another, a 401 from the next /24 a third; a 200 is always logged."""
+    limit = http_server.AccessLogLimit(interval_s=3600)
+
+    def logged(addr: str, status: int) -> bool:
+        record = logging.LogRecord("uvicorn.access", logging.INFO, __file__, 0, '%s - "%s %s HTTP/%s" %d',
+                                   (addr, "GET", "/v1/queue", "1.1", status), None)
+        return limit.filter(record)
+
+    assert [logged(f"203.0.113.{i}:{4000 + i}", 401) for i in range(1, 51)] == [True] + [False] * 49
+    assert logged("203.0.113.9:5000", 429) and not logged("203.0.113.10:5000", 429)
+    assert logged("203.0.114.1:5000", 401)
+    assert logged("2001:db8:0:1::1:5000", 401) and not logged("2001:db8:0:1::ffff:5001", 401)  # one /64
+    assert all(logged("203.0.113.1:5000", 200) for _ in range(3))
+
+
 def test_a_refused_body_still_gets_its_answer_not_a_reset():
     """An app that answers 413 (Connection: close, as the gate does) without reading a 32 MiB body: the server sends the answer, then drops
     what still arrives (lingers) instead of closing on unread data, which resets the connection and
@@ -137,3 +166,69 @@ def test_a_remote_peer_pays_per_network_not_per_address():
     limiter = RateLimiter(rate=0.001, burst=3)
     passed = [limiter.take(key(f"198.51.100.{i}")) == 0 for i in range(1, 101)]  # 100 addresses, one /24
     assert passed.count(True) == 3
+
+
+@pytest.fixture(scope="module")
+def plain_server():
+    """`GuardedH11` in front of an app that answers every request 200 with its method and path."""
+
+    async def app(scope, receive, send):
+        if scope["type"] != "http":
+            return
+        while (await receive()).get("more_body"):
+            pass
+        body = f"{scope['method']} {scope['path']}".encode()
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+    sock = http_server.listen("127.0.0.1", 0)
+    server = Server(Config(app, http=http_server.bind_protocol(10.0, 100, linger_s=60.0),
+                           lifespan="off", log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+    yield sock.getsockname()[1]
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+def _exchange(port: int, data: bytes) -> bytes:
+    """Send ``data`` in one write, then read until the server closes (the client closes no side)."""
+    with socket.create_connection(("127.0.0.1", port)) as c:
+        c.settimeout(60)
+        c.sendall(data)
+        answer = b""
+        try:
+            while chunk := c.recv(65536):
+                answer += chunk
+        except ConnectionResetError:
+            pass
+    return answer
+
+
+def test_a_request_with_both_content_length_and_transfer_encoding_is_refused_and_closed(plain_server):
+    """A POST framed both ways, followed by a GET that a proxy framing by Content-Length would see as
+    part of the body (RFC 9112 6.1): one 400, the connection closed, the GET never served."""
+    smuggled = b"GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
+    answer = _exchange(plain_server, b"POST /jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n"
+                                     b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + smuggled)
+    assert answer.startswith(b"HTTP/1.1 400") and answer.count(b"HTTP/1.1") == 1, answer
+    assert b"/smuggled" not in answer
+    control = _exchange(plain_server, b"POST /jobs HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                                      b"0\r\n\r\n" + smuggled.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n"))
+    assert control.count(b"HTTP/1.1 200") == 2 and control.endswith(b"GET /smuggled"), control
+
+
+@pytest.mark.parametrize("padding", [60 * 1024, 200 * 1024])
+def test_a_request_head_over_the_cap_is_refused_even_in_one_write(plain_server, padding):
+    """A head of 60 KiB or 200 KiB sent in one write (h11 alone refused only heads still incomplete at
+    its cap): 400 and closed, the request not served; a head just under the cap is served."""
+    def head(size: int) -> bytes:
+        start = b"GET /big HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Pad: "
+        return start + b"a" * (size - len(start) - 4) + b"\r\n\r\n"
+
+    answer = _exchange(plain_server, head(padding))
+    assert answer.startswith(b"HTTP/1.1 400") and b"GET /big" not in answer, answer[:200]
+    assert _exchange(plain_server, head(http_server.MAX_HEAD_BYTES)).startswith(b"HTTP/1.1 200")

@@ -10,7 +10,10 @@ What a client that never finishes a request can hold, before any token is read:
   whose body is still arriving (never one whose request is complete and being served), and is
   itself refused when there is none. So half-sent requests, with or without a token, cannot lock
   others out: a client that sends its request at once is served;
-* a request head is at most ``MAX_HEAD_BYTES`` (h11 answers 400 beyond);
+* a request head is at most ``MAX_HEAD_BYTES``, however it arrives (one write or many), and a request
+  that frames its body twice (both Content-Length and Transfer-Encoding, which a proxy in front may
+  read the other way: RFC 9112 6.1) is refused: either is a 400 and the connection closes
+  (`_StrictHeads`);
 * a request refused from its head (401, 413) whose body was never read is answered, then its
   connection lingers (what still arrives is dropped) for at most ``linger_s`` before it closes, so
   the client reads the answer instead of a reset (`_Lingering`);
@@ -18,8 +21,9 @@ What a client that never finishes a request can hold, before any token is read:
   dropped with its connection: a client that never reads holds no answer in the server's memory.
 
 The access log is bounded too (`AccessLogLimit`): a request target is logged to ``MAX_LOGGED_TARGET``
-characters, and a refusal for rate (429) at most once per peer address per ``interval_s``, so a flood
-of refused requests costs no disk.
+characters, and a refusal for a token (401) or for rate (429) at most once per status per peer network
+(the rate limiter's: `gate._peer`) per ``interval_s``, so a flood of refused requests costs no disk,
+from however many addresses of one network it comes.
 
 The listening socket is bound before the app starts, so a busy port fails before any device
 worker is started.
@@ -40,6 +44,8 @@ from uvicorn.config import Config
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import Server
 
+from drkernel.service.gate import _peer
+
 log = logging.getLogger(__name__)
 
 MAX_HEAD_BYTES = 16 * 1024
@@ -56,6 +62,10 @@ class GuardedH11(H11Protocol):
     write_timeout_s: float = 30.0
 
     linger_s: float = 2.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.conn = _StrictHeads(h11.SERVER, MAX_HEAD_BYTES)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(_Lingering(transport, self))
@@ -124,6 +134,36 @@ class GuardedH11(H11Protocol):
         victim.transport.close()
 
 
+class _StrictHeads(h11.Connection):
+    """h11's server side with two refusals of a request from its head, which uvicorn answers (as any
+    `h11.RemoteProtocolError`) with a 400 and a closed connection:
+
+    * a head over ``max_incomplete_event_size`` bytes: h11 measures only a head still incomplete, so
+      one that arrived in a single write passed at any size the socket delivered at once;
+    * a request with both Content-Length and Transfer-Encoding: h11 frames it by Transfer-Encoding,
+      a proxy in front may frame it by Content-Length and read what follows as another request
+      (RFC 9112 6.1: such a request is refused, or its connection closed after the answer).
+
+    After a refusal every later event is refused too: nothing more is read from the connection."""
+
+    refused: str = ""
+
+    def next_event(self) -> Any:
+        if self.refused:
+            raise h11.RemoteProtocolError(self.refused)
+        buffered = len(self._receive_buffer)  # h11 keeps no size of a parsed head: its buffer shrinks by it
+        event = super().next_event()
+        if isinstance(event, h11.Request):
+            names = {name for name, _ in event.headers}  # lowercased by h11
+            if buffered - len(self._receive_buffer) > self._max_incomplete_event_size:
+                self.refused = "request head too large"
+            elif b"content-length" in names and b"transfer-encoding" in names:
+                self.refused = "both Content-Length and Transfer-Encoding"
+            if self.refused:
+                raise h11.RemoteProtocolError(self.refused)
+        return event
+
+
 class _Lingering:
     """The protocol's transport, whose ``close`` lingers where the request's body was never read (a
     refusal from the head: 401, 413): the answer is sent, the writing side shut, and what the client
@@ -153,10 +193,15 @@ MAX_LOGGED_TARGET = 256
 """Characters of a request target the access log keeps."""
 
 
+LOGGED_ONCE_PER_INTERVAL = frozenset({401, 429})
+"""Refusals that cost the client nothing to repeat (a guessed token, a request over its rate): the
+access log keeps one per status per peer network per interval."""
+
+
 class AccessLogLimit(logging.Filter):
-    """A filter for uvicorn's access log: targets cut to `MAX_LOGGED_TARGET`; a 429 logged at most
-    once per peer address per ``interval_s`` (the addresses remembered are bounded, least recently
-    seen dropped first)."""
+    """A filter for uvicorn's access log: targets cut to `MAX_LOGGED_TARGET`; a status of
+    `LOGGED_ONCE_PER_INTERVAL` logged at most once per peer network per ``interval_s`` (the networks
+    remembered are bounded, least recently seen dropped first)."""
 
     def __init__(self, interval_s: float = 60.0, max_addresses: int = 65536):
         super().__init__()
@@ -168,19 +213,21 @@ class AccessLogLimit(logging.Filter):
         if not (isinstance(args, tuple) and len(args) == 5):
             return True
         addr, method, target, version, status = args
-        if status == 429 and not self._first_in_interval(str(addr).rsplit(":", 1)[0]):
-            return False
+        if status in LOGGED_ONCE_PER_INTERVAL:
+            network = _peer({"client": (str(addr).rsplit(":", 1)[0], 0)})
+            if not self._first_in_interval(f"{status} {network}"):
+                return False
         if isinstance(target, str) and len(target) > MAX_LOGGED_TARGET:
             record.args = (addr, method, target[:MAX_LOGGED_TARGET] + "...", version, status)
         return True
 
-    def _first_in_interval(self, host: str) -> bool:
+    def _first_in_interval(self, key: str) -> bool:
         now = time.monotonic()
-        last = self._last.pop(host, None)
+        last = self._last.pop(key, None)
         if last is not None and now - last < self.interval_s:
-            self._last[host] = last
+            self._last[key] = last
             return False
-        self._last[host] = now
+        self._last[key] = now
         if len(self._last) > self.max_addresses:
             self._last.popitem(last=False)
         return True
@@ -229,7 +276,6 @@ def run(app: Any, sock: socket.socket, head_timeout_s: float, max_connections: i
         http=bind_protocol(head_timeout_s, max_connections, write_timeout_s),
         log_level=log_level.lower(),
         timeout_keep_alive=5,
-        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
         ws="none",
         lifespan="on",
     )
