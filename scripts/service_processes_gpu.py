@@ -100,7 +100,7 @@ async def _cancel_case(sched, worker, problem, config, solution: str) -> dict:
     (tag,) = _children_tags(worker.pid) or {""}
     spinning = await _until(lambda: _burning(tag), 120) if tag else False
     t0 = time.monotonic()
-    sched.cancel(job.id)
+    await sched.cancel(job.id)
     quiet = await _until(lambda: _not(_burning(tag)), 60)
     return {"spinning_seen": spinning, "quiet_after_cancel": quiet, "cancel_to_quiet_s": time.monotonic() - t0,
             "worker_pid_kept": worker.pid is not None and worker.alive}
@@ -126,7 +126,7 @@ async def _kill_case(sched, worker, problem, config, solution: str) -> dict:
         return tag not in _tagged().values()
 
     orphans_gone = await _until(gone, 30)
-    sched.cancel(job.id)
+    await sched.cancel(job.id)
 
     async def ready() -> bool:
         return sched.workers_view()[0]["state"] == "ready" and worker.pid != pid

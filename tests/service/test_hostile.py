@@ -516,3 +516,53 @@ def test_a_custom_reference_is_marked_for_a_judge_of_its_own():
         assert is_request_reference(to_request(body, catalog, True, ["cpu"]).problem)
     body = models.request.model_validate({"problem_key": loaded.key, "solution": "class ModelNew: pass"})
     assert not is_request_reference(to_request(body, catalog, True, ["cpu"]).problem)
+
+
+def test_a_cancel_waits_for_the_store_off_the_event_loop(tmp_path):
+    """A cancel while another thread holds the store's write lock (as a batch submit's transaction
+    does): meanwhile the event loop serves others (the job's state is read, still queued) and the
+    cancel is pending. The holder lets go only when the loop tells it to, so a cancel that waited
+    for the lock on the loop would never see it freed. Once the lock is free the job is cancelled,
+    and by the time the cancel returns, the long poll on the job has been woken."""
+    import asyncio
+    import threading
+
+    from drkernel.service.config import ServiceConfig
+    from drkernel.service.scheduler import Scheduler
+    from drkernel.service.store import JobStatus, JobStore, NewJob
+
+    store = JobStore(tmp_path / "jobs.sqlite")
+    ((job, _),) = store.submit([NewJob(request_json="{}", req_hash="h", est_bytes=0, client="alice")])
+    sched = Scheduler(store, [], ServiceConfig(db_path=str(tmp_path / "jobs.sqlite")))
+    held, release, freed_by_loop = threading.Event(), threading.Event(), []
+
+    def hold() -> None:
+        with store._lock:  # the store's write lock, as a batch submit's transaction holds it
+            held.set()
+            freed_by_loop.append(release.wait(60))
+
+    async def main() -> tuple[dict, JobStatus, bool]:
+        waiter = asyncio.create_task(sched.wait([job.id], 60, "alice"))
+        deadline = time.monotonic() + 60
+        while job.id not in sched._waiters:  # the long poll registered
+            assert time.monotonic() < deadline and not waiter.done()
+            await asyncio.sleep(0)
+        polls = set(sched._waiters[job.id])
+        holder = threading.Thread(target=hold)
+        holder.start()
+        await asyncio.to_thread(held.wait)
+        cancel = asyncio.create_task(sched.cancel(job.id, "alice"))
+        seen = await asyncio.to_thread(store.states, [job.id], "alice")  # the loop goes on meanwhile
+        pending = not cancel.done()
+        release.set()
+        cancelled = await cancel
+        woken = all(f.done() for f in polls)
+        await waiter
+        await asyncio.to_thread(holder.join)
+        return seen, cancelled.status, pending and woken
+
+    seen, status, pending_then_woken = asyncio.run(main())
+    assert freed_by_loop == [True] and seen == {job.id: JobStatus.QUEUED}
+    assert status is JobStatus.CANCELLED and pending_then_woken
+    assert store.get(job.id).status is JobStatus.CANCELLED
+    store.close()

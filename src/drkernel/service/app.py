@@ -437,7 +437,7 @@ def _job_routes(r: APIRouter, config: ServiceConfig, waits: "WaitSlots") -> None
     @r.delete("/jobs/{job_id}", response_model=JobOut,
               summary="Cancel a job that is not terminal yet (a running candidate is killed)")
     async def cancel(job_id: str, request: Request) -> JobOut:
-        job = sched(request).cancel(job_id, client_of(request.scope))  # on the loop: it wakes waiters
+        job = await sched(request).cancel(job_id, client_of(request.scope))  # the store's part in a thread
         if job is None:
             raise HTTPException(404, "no such job")
         return JobOut.from_job(job)

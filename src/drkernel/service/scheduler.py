@@ -314,17 +314,31 @@ class Scheduler:
             self._notify(hits)
         self.wake()
 
-    def cancel(self, job_id: str, client: str | None = None) -> Job | None:
-        """Cancel a job of ``client`` (None: any); a running one has its candidate killed."""
-        job = self.store.cancel(job_id, client)
-        if job is not None and job.status is JobStatus.CANCELLED:
-            self._cancelled_since_result.add(job.client)
-            for w in self.workers:
-                if job_id in w.in_flight:
-                    w.cancelled.add(job_id)
-                    self._spawn(self._cancel_running(w, job_id))
-            self._notify([job_id])
-        return job
+    async def cancel(self, job_id: str, client: str | None = None) -> Job | None:
+        """Cancel a job of ``client`` (None: any); a running one has its candidate killed.
+
+        The store's write runs in a thread: it waits for the store's write lock (a batch submit's
+        transaction, say) without holding the event loop. What follows it (`_after_cancel`) runs on
+        the loop as soon as the write is done, even when the caller is no longer waiting for it."""
+        stored = asyncio.ensure_future(asyncio.to_thread(self.store.cancel, job_id, client))
+        stored.add_done_callback(self._after_cancel)
+        return await asyncio.shield(stored)
+
+    def _after_cancel(self, stored: asyncio.Future) -> None:
+        """A cancel reached the store: kill the job's candidate where it is in flight and wake its
+        waiters. A job claimed in the meantime but not yet in flight here is killed by the lease
+        loop (`_drop_lost`: its claim is gone); one that ended first is left alone (not cancelled)."""
+        if stored.cancelled() or stored.exception() is not None:
+            return
+        job: Job | None = stored.result()
+        if job is None or job.status is not JobStatus.CANCELLED:
+            return
+        self._cancelled_since_result.add(job.client)
+        for w in self.workers:
+            if job.id in w.in_flight and job.id not in w.cancelled:
+                w.cancelled.add(job.id)
+                self._spawn(self._cancel_running(w, job.id))
+        self._notify([job.id])
 
     async def _cancel_running(self, w: Worker, job_id: str) -> None:
         try:
