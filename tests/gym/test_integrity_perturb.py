@@ -123,3 +123,30 @@ def test_the_judge_compares_a_timed_call_on_its_own_draw():
     tag = f"{TIMED_TAG_PREFIX}5"
     assert judge.compare(*_request(SEEDS[2], torch.softmax(varied, dim=1), tag), []).passed
     assert not judge.compare(*_request(SEEDS[2], torch.softmax(plain, dim=1), tag), []).passed
+
+
+def test_the_profiler_pass_runs_on_a_draw_no_other_call_sees(monkeypatch):
+    """The profiler pass and the wall-clock cross-check (GPU only) run unobserved, like the timed calls,
+    on inputs of their own: not trial 0's (a solution recognising those ran honestly there alone), not
+    the coverage run's; the output's size comes from an observed call on trial 0's inputs."""
+    from drkernel.gym.candidate import integrity
+
+    ref = types.SimpleNamespace(get_inputs=lambda: [torch.randn(32, 64)])
+    trial0 = harness.draw_inputs(ref, SEEDS[0], CPU)
+    runs = types.SimpleNamespace(ctx=types.SimpleNamespace(reference=ref, device=CPU, native_kernels=()),
+                                 model=lambda x: x * 2, make_inputs=lambda i: harness.draw_inputs(ref, SEEDS[i], CPU))
+    plan = {"coverage_seed": SEEDS[2]}
+    fresh = integrity.profiled_inputs(runs, plan)
+    assert not torch.equal(fresh[0], trial0[0])
+    assert not torch.equal(fresh[0], harness.draw_inputs(ref, SEEDS[2], CPU)[0])
+    assert torch.equal(fresh[0], integrity.profiled_inputs(runs, plan)[0])  # reproducible from the seed
+
+    seen = {}
+    monkeypatch.setattr(integrity, "profile_forward", lambda fn, args, own, native: seen.setdefault(
+        "profiled", args) and {"kernels": [], "off_stream": []})
+    monkeypatch.setattr(integrity, "hidden_work", lambda fn, args: seen.setdefault("hidden", args) and {})
+    hook = integrity.IntegrityHook()
+    monkeypatch.setattr(hook, "_call", lambda r, args: seen.setdefault("observed", args)[0])
+    hook._gpu_checks(runs, trial0, fresh)
+    assert seen["observed"] is trial0 and seen["profiled"] is fresh and seen["hidden"] is fresh
+    assert hook.gpu["out_bytes"] == trial0[0].numel() * 4

@@ -59,7 +59,7 @@ from drkernel.gym.candidate.guards import (AuditGuard, GlobalState, HostReads, I
 from drkernel.gym.verdict.hacks import dedupe, make_hack
 from drkernel.gym.candidate.launches import LaunchWatch, launch_watch
 from drkernel.gym.candidate.profiling import hidden_work, output_bytes, profile_forward
-from drkernel.gym.seeds import INTEGRITY_RUNS, PERTURB_TAGS, Distribution, distribution_of, perturbed
+from drkernel.gym.seeds import INTEGRITY_RUNS, PERTURB_TAGS, Distribution, distribution_of, perturbed, timed_step
 
 CALL_COUNT_CPU = 6
 """Calls of the call-count run under the interpreter."""
@@ -157,6 +157,18 @@ class _Runs:
     model: Any
     make_inputs: Callable[[int], list[Any]]
     trials: int
+
+
+def profiled_inputs(r: _Runs, plan: dict[str, Any]) -> list[Any]:
+    """The profiler pass's inputs: a draw of their own (the coverage seed at a timed call's step, a
+    seed nothing else draws at), so a solution that recognises a trial's inputs (say, trial 0's, which
+    the pass once used) cannot run honestly there alone while the timed calls take another path."""
+    from drkernel.gym.harness import inputs as harness
+
+    seed = plan.get("coverage_seed")
+    if seed is None:
+        return r.make_inputs(0)
+    return harness.draw_inputs(r.ctx.reference, perturbed(int(seed), timed_step(0)), r.ctx.device)
 
 
 class IntegrityHook:
@@ -294,7 +306,7 @@ class IntegrityHook:
             runs[name](r, plan)
             self._lap(name)
         if not ctx.cpu_mode:
-            self._gpu_checks(r, make_inputs(0))
+            self._gpu_checks(r, make_inputs(0), profiled_inputs(r, plan))
             self._lap("profiler_and_hidden_work")
         self._check_state()
         self.own_before_timing = self.own_launches  # the timed calls' own launches are the rest
@@ -385,10 +397,13 @@ class IntegrityHook:
         del args
         self._judged(r, "call_count_last", trial, out)
 
-    def _gpu_checks(self, r: _Runs, args: list[Any]) -> None:
-        """Profiler pass (kernels, streams, time coverage) and the event / wall-clock cross-check."""
+    def _gpu_checks(self, r: _Runs, args: list[Any], fresh: list[Any]) -> None:
+        """Profiler pass (kernels, streams, time coverage) and the event / wall-clock cross-check, on
+        ``fresh`` inputs no earlier call saw (`profiled_inputs`): unobserved like the timed calls,
+        and not recognisable as a trial's; the output's size comes from an observed call on ``args``."""
         model = r.model
         out_bytes = output_bytes(self._call(r, args))
+        args = fresh
         own_names = set(self.watch.own_names) if self.watch is not None else set()
         native = tuple(getattr(r.ctx, "native_kernels", ()))  # a CUDA solution's __global__ functions
         prof = profile_forward(lambda *a: model(*a), args, own_names, native)
