@@ -269,7 +269,7 @@ def test_the_verdict_reads_a_cuda_solution_by_its_global_kernels():
 
     req = EvalRequest(problem=RELU, solution=SOLUTION, config=FAST, language="cuda")
     judge = {"trials": [{"trial": i, "passed": True} for i in range(FAST.trials)], "extra": {}}
-    no_launch = IntegrityVerdict().check(req, {"launches": {"kernels": []}, "integrity": {}}, judge)
+    no_launch = IntegrityVerdict().check(req, {"launches": {"kernels": []}, "integrity": {"own_launches": 0}}, judge)
     assert [h.code for h in no_launch] == [1] and "relu_kernel" in no_launch[0].evidence  # the decoy rule
     launched = {"launches": {"kernels": [{"name": "relu_ext.relu_forward", "own": True, "launches": 1}]},
                 "integrity": {}}
