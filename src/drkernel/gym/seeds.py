@@ -260,8 +260,9 @@ def replayed_plan(plan: SeedPlan, trials: int, second: bool, allowed: Iterable[i
     where allowed; timed calls and coverage run on distributions of `call_pool`; every integrity run
     once; every seed in ``across``'s perturbation mode. So a supplied plan weakens no check: like an
     explicit seed, it only makes the inputs known in advance to whoever supplied it."""
-    pool = [d for d in VARIANTS if allowed is None or int(d) in {int(a) for a in allowed}]
-    plain_ok = allowed is None or int(Distribution.PLAIN) in {int(a) for a in allowed} or not pool
+    ok = None if allowed is None else {int(a) for a in allowed}
+    pool = [d for d in VARIANTS if ok is None or int(d) in ok]
+    plain_ok = ok is None or int(Distribution.PLAIN) in ok or not pool
     first = 1 if plain_ok else 0
     primary = [distribution_of(t) for t in plan.trials[:trials]]
     variants = primary[first:]

@@ -403,17 +403,16 @@ class IntegrityHook:
         and not recognisable as a trial's; the output's size comes from an observed call on ``args``."""
         model = r.model
         out_bytes = output_bytes(self._call(r, args))
-        args = fresh
         own_names = set(self.watch.own_names) if self.watch is not None else set()
         native = tuple(getattr(r.ctx, "native_kernels", ()))  # a CUDA solution's __global__ functions
-        prof = profile_forward(lambda *a: model(*a), args, own_names, native)
+        prof = profile_forward(lambda *a: model(*a), fresh, own_names, native)
         decoy = native_decoy(prof["kernels"], native)
         if decoy:
             self.hacks.append(make_hack(1, decoy))
         if prof["off_stream"]:
             self.hacks.append(make_hack(7, f"kernels {', '.join(prof['off_stream'][:4])} ran on another "
                                            f"stream than forward's caller"))
-        measure = hidden_work(lambda *a: model(*a), args)  # judged by the verdict (`hidden_work_hacks`)
+        measure = hidden_work(lambda *a: model(*a), fresh)  # judged by the verdict (`hidden_work_hacks`)
         self.gpu = {"kernels": prof["kernels"], **measure, "out_bytes": out_bytes}
 
     def report(self) -> dict[str, Any]:

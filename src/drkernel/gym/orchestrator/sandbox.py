@@ -497,7 +497,7 @@ def set_limits(limits: Limits) -> None:
     lim(resource.RLIMIT_NICE, 0)  # no priority raised again: a CPU-share demotion (memory.py) holds
 
 
-def uncover_proc(libc: "ctypes.CDLL") -> None:  # noqa: F821 - ctypes is imported by the boot only
+def uncover_proc() -> None:
     """As host root in bwrap's namespaces: unmount what bwrap bound over parts of our /proc.
 
     bwrap covers /proc/sys, /proc/sysrq-trigger, /proc/irq and /proc/bus read-only where the caller
@@ -506,12 +506,13 @@ def uncover_proc(libc: "ctypes.CDLL") -> None:  # noqa: F821 - ctypes is importe
     (a zygote's fork, pid 1 of its own pid namespace) is refused a fresh /proc mount; with the
     zygote's /proc, whose pids are not its own, cuInit fails with 304 (measured on an H100,
     `scripts/gpu_diag_sandbox.py --walls`), and every candidate started fresh."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
     with open("/proc/self/mountinfo") as f:
         points = [line.split()[4] for line in f]
     for point in sorted((p for p in points if p.startswith("/proc/")), key=len, reverse=True):
         if libc.umount2(point.encode(), MNT_DETACH) != 0:
-            import ctypes
-
             err = ctypes.get_errno()
             raise OSError(err, f"sandbox identity: umount {point}: {os.strerror(err)}")
 
@@ -536,7 +537,7 @@ def drop_identity(identity: Identity | None) -> None:
             err = ctypes.get_errno()
             raise OSError(err, f"sandbox identity: {name}: {os.strerror(err)}")
 
-    uncover_proc(libc)
+    uncover_proc()
     os.setgroups(list(identity.groups))
     os.setresgid(identity.gid, identity.gid, identity.gid)
     os.setresuid(identity.uid, identity.uid, identity.uid)
