@@ -340,6 +340,20 @@ def test_a_failing_reference_fails_its_job_once_without_a_canary(hostile):
     assert _metric(srv, "kernelgym_canary_total", outcome="passed") == canaries
 
 
+def test_a_job_cancelled_again_is_counted_finished_once(hostile):
+    """Alice cancels her queued job three times and a done job once: every answer is the job as it
+    stands, and only the cancel that ended it counts in ``kernelgym_jobs_finished_total``."""
+    srv, tokens = hostile
+    with _http(srv, tokens["alice"]) as alice:
+        before = _metric(srv, "kernelgym_jobs_finished_total", outcome="cancelled")
+        done = _done(alice, alice.post("/v1/jobs", json=_custom("class ModelNew: pass\n# cancel-done")).json()["id"])
+        job = alice.post("/v1/jobs", json=_custom(f"class ModelNew: pass\n# sleep: 300\n# {secrets.token_hex(4)}"))
+        answers = [alice.delete(f"/v1/jobs/{job.json()['id']}").json()["status"] for _ in range(3)]
+        late = alice.delete(f"/v1/jobs/{done['id']}").json()["status"]
+        assert answers == ["cancelled"] * 3 and late == "done"
+        assert _metric(srv, "kernelgym_jobs_finished_total", outcome="cancelled") == before + 1
+
+
 def test_a_client_registered_under_a_removed_name_sees_none_of_its_jobs(hostile):
     srv, tokens = hostile
     with _http(srv, tokens["dave"]) as dave:

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from drkernel.service.store import IdempotencyConflict, JobStatus, JobStore, NewJob
+from drkernel.service.store import Cancel, IdempotencyConflict, JobStatus, JobStore, NewJob
 
 
 def _job(n: int, est: int = 10, key: str | None = None, cache_keys=(), req: str | None = None) -> NewJob:
@@ -155,11 +155,16 @@ def test_repeated_restarts_never_fail_a_job(tmp_path):
 def test_cancel(store):
     (q, _), (r, _) = store.submit([_job(1), _job(2)])
     (running,) = store.claim("w", 1, 100, True, 30)
-    assert store.cancel(q.id if running.id != q.id else r.id).status is JobStatus.CANCELLED
-    assert store.cancel(running.id).status is JobStatus.CANCELLED
+    queued = q.id if running.id != q.id else r.id
+    first = store.cancel(queued)
+    assert first.job.status is JobStatus.CANCELLED and first.now
+    again = store.cancel(queued)  # already cancelled: the job as it stands, and no change made
+    assert again.job.status is JobStatus.CANCELLED and not again.now
+    assert store.cancel(running.id).now
     assert not store.complete(running.id, running.claim, "{}", None).current
     assert store.get(running.id).status is JobStatus.CANCELLED
-    assert store.cancel("nope") is None
+    assert store.cancel("nope") == Cancel(None, False)
+    assert store.cancel(running.id, client="someone else") == Cancel(None, False)
 
 
 def _claimer(path: str, worker: str, out) -> None:

@@ -55,7 +55,7 @@ from drkernel.service.admission import estimate_device_bytes
 from drkernel.service.canary import canary_passed, canary_request
 from drkernel.service.config import ServiceConfig
 from drkernel.service.metrics import ServiceMetrics
-from drkernel.service.store import Job, JobStatus, JobStore, NewJob, Quota, StoreError
+from drkernel.service.store import Cancel, Job, JobStatus, JobStore, NewJob, Quota, StoreError
 from drkernel.service.workers import ReferenceFailed, WorkerHandle, WorkerUnavailable
 
 log = logging.getLogger(__name__)
@@ -322,16 +322,18 @@ class Scheduler:
         the loop as soon as the write is done, even when the caller is no longer waiting for it."""
         stored = asyncio.ensure_future(asyncio.to_thread(self.store.cancel, job_id, client))
         stored.add_done_callback(self._after_cancel)
-        return await asyncio.shield(stored)
+        return (await asyncio.shield(stored)).job
 
     def _after_cancel(self, stored: asyncio.Future) -> None:
-        """A cancel reached the store: kill the job's candidate where it is in flight and wake its
-        waiters. A job claimed in the meantime but not yet in flight here is killed by the lease
-        loop (`_drop_lost`: its claim is gone); one that ended first is left alone (not cancelled)."""
+        """A cancel reached the store: kill the job's candidate where it is in flight, count the job
+        finished and wake its waiters, once, by the cancel that made the change. A job claimed in
+        the meantime but not yet in flight here is killed by the lease loop (`_drop_lost`: its claim
+        is gone); one that ended first, or was cancelled before, is left alone."""
         if stored.cancelled() or stored.exception() is not None:
             return
-        job: Job | None = stored.result()
-        if job is None or job.status is not JobStatus.CANCELLED:
+        outcome: Cancel = stored.result()
+        job = outcome.job
+        if job is None or not outcome.now:
             return
         self._cancelled_since_result.add(job.client)
         for w in self.workers:

@@ -211,6 +211,15 @@ class Finished:
     current: bool
 
 
+@dataclass(frozen=True)
+class Cancel:
+    """Outcome of `JobStore.cancel`: the job as it now stands (None: unknown, or another client's),
+    and whether this call cancelled it (False for a job already terminal, cancelled included)."""
+
+    job: Job | None
+    now: bool
+
+
 class JobStore:
     """SQLite job store. Thread-safe: writes go through one connection behind a lock, each method one
     transaction; reads that change nothing (statuses, jobs, counts, token lookups) go through a
@@ -602,20 +611,20 @@ class JobStore:
 
         return self._tx(fn) if claims else 0
 
-    def cancel(self, job_id: str, client: str | None = None) -> Job | None:
-        """Cancel a job that is not terminal yet; returns the job (None when unknown, or owned by
-        another client than ``client``)."""
+    def cancel(self, job_id: str, client: str | None = None) -> Cancel:
+        """Cancel a job that is not terminal yet (see `Cancel`; a job of another client than
+        ``client`` reads as unknown). Of concurrent cancels of one job, one alone reports ``now``."""
 
         def fn(db):
             job = self._get(db, job_id)
             if job is None or (client is not None and job.client != client):
-                return None
-            db.execute(
+                return Cancel(None, False)
+            changed = db.execute(
                 "UPDATE jobs SET status = 'cancelled', claim = NULL, lease_until = NULL, finished = ? "
                 "WHERE id = ? AND status IN ('queued', 'running')",
                 (time.time(), job_id),
-            )
-            return self._get(db, job_id)
+            ).rowcount == 1
+            return Cancel(self._get(db, job_id), changed)
 
         return self._tx(fn)
 
