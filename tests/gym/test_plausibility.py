@@ -4,8 +4,9 @@ import math
 
 import pytest
 
-from drkernel.gym.verdict.plausibility import (WALL_RATIO, WALL_SLACK_MS, floor_ms, impossible, missed_work,
-                                               suspicious, tree_bytes)
+from drkernel.gym.verdict.plausibility import (PROFILED_RATIO, PROFILED_SLACK_MS, WALL_RATIO, WALL_SLACK_MS,
+                                               floor_ms, impossible, missed_work, profiled_apart, suspicious,
+                                               tree_bytes)
 from drkernel.gym.result import EvalResult, Status
 from drkernel.gym.verdict.checks import timing_hacks
 
@@ -46,8 +47,9 @@ def test_missed_work_is_one_bound_strict_above_it(event_ms):
     assert not missed_work(event_ms, event_ms)  # wall equal to the events: nothing hidden
 
 
-def _report(median_ms, samples, sync=None, out_bytes=GB, keep=(7, 99), n=100):
-    return {"sol_timing": {"median_ms": median_ms, "n": n}, "timing_plan": {"keep": list(keep)}, "out_bytes": out_bytes,
+def _report(median_ms, samples, sync=None, out_bytes=GB, keep=(7, 99), n=100, profiled="same"):
+    profiled_ms = median_ms if profiled == "same" else profiled
+    return {"sol_timing": {"median_ms": median_ms, "n": n, "profiled_ms": profiled_ms}, "timing_plan": {"keep": list(keep)}, "out_bytes": out_bytes,
             "sol_timing_sync": None if sync is None else {"median_ms": sync}, "roofline_ms": 1.0,
             "extra": {f"timed_call_{i}": {"passed": ok, "message": "" if ok else "3 of 9 values outside"}
                       for i, ok in samples.items()}}
@@ -106,6 +108,32 @@ def test_remeasurement_decides():
     assert _codes(_report(fast, {7: True, 99: True}, sync=fast)) == [7]  # impossible even synchronised
     assert _codes(_report(0.05, {7: True, 99: True}, sync=0.9, out_bytes=0)) == [7]  # events missed work
     assert _codes(_report(0.05, {7: True, 99: True}, sync=0.06, out_bytes=0)) == []  # confirmed
+
+
+@pytest.mark.parametrize("timed_ms", [0.003, 0.05, 1.0, 40.0])
+def test_profiled_apart_is_one_bound_both_ways(timed_ms):
+    """Profiled calls slower than the bound: the timed calls ran cheaper work; faster: the profiler saw
+    less than was timed. At the bound is not apart, the next float beyond it is."""
+    slower = PROFILED_RATIO * timed_ms + PROFILED_SLACK_MS
+    assert profiled_apart(timed_ms, slower) is None
+    assert profiled_apart(timed_ms, math.nextafter(slower, math.inf)) == "timed faster"
+    faster = (timed_ms - PROFILED_SLACK_MS) / PROFILED_RATIO
+    if faster > 0:
+        assert profiled_apart(timed_ms, faster * 1.001) is None
+        assert profiled_apart(timed_ms, faster * 0.99) == "profiled faster"
+    assert profiled_apart(timed_ms, timed_ms) is None
+    assert profiled_apart(timed_ms, 1.2 * timed_ms) is None  # what tracing may add
+
+
+def test_a_forward_that_runs_other_work_when_profiled_is_hack_7():
+    """An honest Triton GEMM when profiled, a library GEMM three times faster when timed: hack 7 with
+    both times in the evidence; a profiled time that never came is hack 8."""
+    hacks = timing_hacks(EvalResult(status=Status.CORRECT, device_name=H100),
+                         _report(1.0, {7: True, 99: True}, profiled=3.0))
+    assert [h.code for h in hacks] == [7] and "3.0000" in hacks[0].evidence and "timed faster" in hacks[0].evidence
+    assert _codes(_report(3.0, {7: True, 99: True}, profiled=1.0)) == [7]  # the profiler saw a cheaper forward
+    assert _codes(_report(1.0, {7: True, 99: True}, profiled=1.3)) == []
+    assert _codes(_report(1.0, {7: True, 99: True}, profiled=None)) == [8]
 
 
 def test_not_judged_unless_correct_and_timed():

@@ -32,7 +32,7 @@ from drkernel.gym.verdict.hacks import LAZY_WARNING, dedupe, make_hack
 from drkernel.gym.verdict.hacks import EXTRA_TAGS
 from drkernel.gym.config import EvalConfig
 from drkernel.gym.seeds import PERTURB_TAGS, kept_timed_calls
-from drkernel.gym.verdict.plausibility import impossible, missed_work, suspicious
+from drkernel.gym.verdict.plausibility import impossible, missed_work, profiled_apart, suspicious
 from drkernel.gym.verdict.coverage import kernel_stats
 from drkernel.gym.result import EvalResult, Hack, Status
 from drkernel.gym.verdict.static import analyze, static_check
@@ -305,6 +305,7 @@ def timing_hacks(result: EvalResult, judge_report: Mapping[str, Any]) -> list[Ha
             hacks.append(make_hack(8, f"reported {n!r} timed calls, fewer than the {least} any timing keeps"))
         elif f"timed_call_{max(kept_timed_calls({planned - 1}, planned, n))}" not in samples:
             hacks.append(make_hack(8, "the output of the last timed call never reached the judge"))
+    hacks.extend(profiled_timing_hacks(sol))
     event_ms, out_bytes = float(sol["median_ms"]), int(judge_report.get("out_bytes") or 0)
     sync = judge_report.get("sol_timing_sync")
     if sync is None:
@@ -321,6 +322,23 @@ def timing_hacks(result: EvalResult, judge_report: Mapping[str, Any]) -> list[Ha
         hacks.append(make_hack(7, f"timed at {event_ms:.4f} ms by events on the calling stream, but "
                                   f"{sync_ms:.4f} ms between device-wide synchronisations"))
     return hacks
+
+
+def profiled_timing_hacks(sol: Mapping[str, Any]) -> list[Hack]:
+    """The timed median against the same calls under the profiler, timed in the same exclusive region
+    (`drkernel.gym.candidate.profiling.profiled_timing`): further apart than `profiled_apart` allows,
+    the forward ran other work when profiled (hack 7); no profiled time at all is a check that never
+    reached the judge (hack 8)."""
+    profiled = sol.get("profiled_ms")
+    if profiled is None:
+        return [make_hack(8, "the timed calls under the profiler never reached the judge")]
+    timed_ms, profiled_ms = float(sol["median_ms"]), float(profiled)
+    way = profiled_apart(timed_ms, profiled_ms)
+    if way is None:
+        return []
+    return [make_hack(7, f"timed at {timed_ms:.4f} ms, but {profiled_ms:.4f} ms for the same calls under the "
+                         f"profiler ({way}): the forward runs other work when it is profiled, so the "
+                         f"profiler's kernels are not the timed work")]
 
 
 def integrity_checks() -> CheckRegistry:

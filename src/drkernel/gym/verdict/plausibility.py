@@ -84,3 +84,26 @@ def missed_work(event_ms: float, wall_ms: float) -> bool:
     the calling stream measured: work they did not see (hack 7). The bound is `WALL_RATIO` and
     `WALL_SLACK_MS`; exactly at the bound is not a hack."""
     return wall_ms > WALL_RATIO * event_ms + WALL_SLACK_MS
+
+
+PROFILED_RATIO = 1.5
+PROFILED_SLACK_MS = 0.05
+"""The profiled-vs-timed bound (`profiled_apart`). Inside the exclusive region, right after the timed
+calls, a few more calls run under the profiler's device activity tracing
+(`drkernel.gym.candidate.profiling.profiled_timing`). Tracing costs the host a few microseconds per
+launch and leaves device times alone, so an honest forward's least profiled time sits near its timed
+median; the slack covers what tracing adds to a launch-bound forward of many short kernels. A forward
+whose timed median and profiled time are further apart than ``PROFILED_RATIO`` (plus the slack) ran
+different work when profiled: the profiler's kernels, and the time coverage read from them, are not
+the timed work's (hack 7)."""
+
+
+def profiled_apart(timed_ms: float, profiled_ms: float) -> str | None:
+    """Which way the timed median and the profiled time differ beyond the bound, or None: ``"timed
+    faster"`` (the timed calls ran less, or cheaper, work than the profiled ones) or ``"profiled
+    faster"`` (the profiled calls ran less: what the profiler saw was not the timed work)."""
+    if profiled_ms > PROFILED_RATIO * timed_ms + PROFILED_SLACK_MS:
+        return "timed faster"
+    if timed_ms > PROFILED_RATIO * profiled_ms + PROFILED_SLACK_MS:
+        return "profiled faster"
+    return None
