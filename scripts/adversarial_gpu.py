@@ -322,8 +322,11 @@ def main() -> int:
             tc = f"{r.time_coverage:.2f}" if r.time_coverage is not None else "-"
             oc = f"{r.op_coverage:.2f}" if r.op_coverage is not None else "-"
             sp = f"{r.speedup:.2f}" if r.speedup is not None else "-"
+            timed = r.sol_timing.median_ms if r.sol_timing else None
+            profiled = r.sol_timing.profiled_ms if r.sol_timing else None
+            pt = f"{profiled / timed:.2f}" if timed and profiled is not None else "-"
             print(f"{label:8s} {ident:48s} {r.status.value:14s} hacks={codes} op_cov={oc} time_cov={tc} "
-                  f"speedup={sp}", flush=True)
+                  f"speedup={sp} profiled/timed={pt}", flush=True)
             if not ok:
                 for h in r.hacks:
                     print(f"         {h.code} {'(strict) ' if h.strict_only else ''}{h.evidence[:160]}")
@@ -331,7 +334,7 @@ def main() -> int:
                     print("         error:", r.error[-400:].replace("\n", " | "))
             rows.append({"id": ident, "kind": kind, "label": label, "status": r.status.value, "hacks": codes,
                          "op_coverage": r.op_coverage, "time_coverage": r.time_coverage, "speedup": r.speedup,
-                         "device": r.device_name})
+                         "timed_ms": timed, "profiled_ms": profiled, "device": r.device_name})
             (Path(args.out) / name).write_text(json.dumps(rows, indent=1))  # each case, so a cut run keeps them
     (Path(args.out) / name).write_text(json.dumps(rows, indent=1))
     counts = {lab: sum(r["label"] == lab for r in rows) for lab in ("CAUGHT", "MISSED", "OK", "FLAGGED")}
