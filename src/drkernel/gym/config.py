@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
@@ -22,6 +23,8 @@ TOLERANCE_PROFILES: dict[str, dict[str, tuple[float, float]]] = {
 VERDICT_MODES = ("lenient", "strict")
 REFERENCE_MODES = ("eager", "compile")
 TIMING_RULES = ("adaptive", "fixed")
+TIMED_PREDRAW_ENV = "DRKERNEL_TIMED_PREDRAW"
+"""``0``: `EvalConfig.timed_predraw` defaults to False in this process."""
 LANGUAGES = ("triton", "cuda")
 """What a solution may be written in (`EvalRequest.language`)."""
 
@@ -81,6 +84,12 @@ class EvalConfig:
     timing_precision: float = 0.005
     """Adaptive rule: the largest distance from the median to either end of its 95 % order-statistic
     confidence interval, relative to the median, at which timing stops."""
+    timed_predraw: bool = os.environ.get(TIMED_PREDRAW_ENV, "1") != "0"
+    """Draw the first timed calls' inputs (`drkernel.gym.harness.timing.ahead_calls`) before the device's
+    exclusive timed region, within the candidate's input budget, instead of each at its call inside the
+    region: the same tensors in the same order, the region shorter by the host's time to draw them (the
+    draws' seconds are the candidate's ``timed_inputs`` stage). The default is True unless the
+    environment sets ``DRKERNEL_TIMED_PREDRAW=0`` when this module is imported (for side-by-side runs)."""
     reference: str = "eager"
     """Reference for speedup: ``eager`` PyTorch or ``compile`` (torch.compile of the reference)."""
     profile: bool = True

@@ -53,6 +53,7 @@ def _config_bounds(limits: ServiceConfig) -> dict[str, dict[str, Any]]:
         "timed_calls_min": dict(ge=1, le=calls),
         "timing_rule": dict(choices=TIMING_RULES),
         "timing_precision": dict(gt=0.0, lt=1.0),
+        "timed_predraw": {},
         "reference": dict(choices=REFERENCE_MODES),
         "profile": {},
         "timeout_s": dict(gt=0.0, le=limits.max_timeout_s),

@@ -55,6 +55,8 @@ class Failure(Exception):
         self.stage, self.exc, self.message = stage, exc, message
 
 
+AHEAD_FREE_FRACTION = 0.5
+"""The most of the device's free memory the timed calls' inputs drawn before the exclusive region may take."""
 CACHED_KEEP = 1 << 30
 """Bytes of cached, unallocated device memory a candidate keeps while the judge works on an export."""
 
@@ -303,17 +305,20 @@ class Candidate:
                       inputs: list[Any] | None) -> None:
         """Time inside the exclusive region; re-measure with device-wide synchronisation when the
         orchestrator finds the time implausible; then send the sampled timed outputs to the judge."""
-        from drkernel.gym.harness.timing import time_cuda, time_synchronized, timing_options
+        from drkernel.gym.candidate.profiling import profiled_timing
+        from drkernel.gym.harness.timing import L2Flusher, time_cuda, time_synchronized, timing_options
 
+        t = time.perf_counter()
         if inputs is None:
             inputs = harness.draw_inputs(ref, int(job["timing_seed"]), self.device)
         cfg, plan = job["config"], job["timing_plan"]
-        draw = harness.TimedDraws(ref, int(job["timing_seed"]), self.device)  # each timed call its own inputs
+        draw = self.timed_draws(job, ref, inputs)
         keep = set(plan["keep"])
         if 2 * self.out_bytes > int(job["input_budget_bytes"]):
             keep = {max(keep)}  # large outputs: only the last call's, which costs no memory to keep
         kept: dict[int, Any] = {}
         torch.cuda.synchronize(self.device)  # nothing queued here runs on into another candidate's region
+        self.stage("timed_inputs", t)
         self.channel.send(Signal(Op.LOCK).to_header())
         self.channel.recv()
         t = time.perf_counter()
@@ -321,6 +326,8 @@ class Candidate:
             stats = time_cuda(model, inputs, warmup=int(cfg["warmup_calls"]) + int(plan["extra_warmup"]),
                               calls=int(cfg["timed_calls"]), l2_flush=bool(cfg["l2_flush"]), device=self.device,
                               keep=keep, kept=kept, draw=draw, **timing_options(cfg))
+            stats["profiled_ms"] = profiled_timing(model, draw, int(stats["n"]), self.device,
+                                                   L2Flusher(self.device) if cfg["l2_flush"] else None)
             self.channel.send(Timing(Op.TIMING, stats).to_header())
             if self.channel.recv().op == Op.REMEASURE:
                 stats = time_synchronized(model, inputs, calls=int(plan["remeasure_calls"]),
@@ -331,10 +338,26 @@ class Candidate:
             self.channel.send(Signal(Op.UNLOCK).to_header())
             raise Failure("timing", e) from e
         t = self.stage("timing", t)
+        draw.clear()
         del inputs
         for index in sorted(kept):
             ctx.compare(kept.pop(index), "timing", f"{TIMED_TAG_PREFIX}{index}")  # judged on its own draw
         self.stage("timing_samples", t)
+
+    def timed_draws(self, job: dict[str, Any], ref: Any, inputs: list[Any]) -> harness.TimedDraws:
+        """Each timed call's own inputs; with ``timed_predraw``, the first calls' (`ahead_calls`) drawn
+        now, before the exclusive region, within the job's input budget less ``inputs`` and within
+        `AHEAD_FREE_FRACTION` of the device's free memory."""
+        from drkernel.gym.harness.timing import ahead_calls, timing_options
+
+        cfg = job["config"]
+        draw = harness.TimedDraws(ref, int(job["timing_seed"]), self.device)
+        if cfg.get("timed_predraw", False):
+            free, _ = torch.cuda.mem_get_info(self.device)
+            budget = min(int(job["input_budget_bytes"]) - harness.tensor_bytes(inputs),
+                         int(free * AHEAD_FREE_FRACTION))
+            draw.ahead(ahead_calls(int(cfg["timed_calls"]), timing_options(cfg)), budget)
+        return draw
 
     def report(self) -> dict[str, Any]:
         reports = {}

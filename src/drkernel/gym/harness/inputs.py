@@ -133,17 +133,76 @@ def draw_inputs(reference: types.ModuleType, seed: int, device: torch.device) ->
     return perturb(inputs, seed) if 0 < step < TIMED_FIRST_STEP else inputs
 
 
+RngState = tuple[torch.Tensor, list[torch.Tensor] | None]
+"""The host generator's state and, on a CUDA device, every CUDA generator's (`torch.manual_seed` seeds all)."""
+
+
+def rng_state(device: torch.device) -> RngState:
+    return torch.get_rng_state(), (torch.cuda.get_rng_state_all() if device.type == "cuda" else None)
+
+
+def set_rng_state(state: RngState) -> None:
+    host, cuda = state
+    torch.set_rng_state(host)
+    if cuda is not None:
+        torch.cuda.set_rng_state_all(cuda)
+
+
 class TimedDraws:
     """Timed call ``i``'s inputs: a fresh draw at `drkernel.gym.seeds.timed_step` (i) of the timing
     seed (`drkernel.gym.harness.timing`), the one the judge compares a sampled timed call's outputs
     against. A draw is ``get_inputs()`` on the device, queued before the call's L2 flush and start
-    event, so it is not in the call's time."""
+    event, so it is not in the call's time.
+
+    `ahead` draws the first calls' inputs before the device's exclusive timed region is taken, so the
+    region holds only the timed calls (a draw in it costs the region the host's time to draw). A call
+    drawn ahead gets the very tensors a draw at its call would give, in the same order, and the
+    generators are left as that draw would leave them, so a solution that draws random numbers sees
+    the same state either way. The draws ahead are held here, in the harness's own object, never in
+    anything passed to the solution; each is handed over at its own call and then dropped, so a
+    call's arguments reach no later call's inputs."""
 
     def __init__(self, reference: types.ModuleType, seed: int, device: torch.device) -> None:
         self.reference, self.seed, self.device = reference, int(seed), device
+        self._ahead: dict[int, tuple[list[Any], RngState]] = {}
+
+    def _draw(self, call: int) -> list[Any]:
+        return draw_inputs(self.reference, perturbed(self.seed, timed_step(call)), self.device)
+
+    def ahead(self, calls: int, budget_bytes: int) -> int:
+        """Draw calls ``0 .. calls - 1`` now while their bytes together stay within ``budget_bytes``
+        (a draw that would pass it is dropped, and the calls from it on are drawn at their call; the
+        device out of memory: none is held); returns how many are held. The generators are left as
+        they were."""
+        before, used = rng_state(self.device), 0
+        try:
+            for call in range(calls):
+                values = self._draw(call)
+                used += tensor_bytes(values)
+                if used > budget_bytes:
+                    break
+                self._ahead[call] = (values, rng_state(self.device))
+        except torch.cuda.OutOfMemoryError:
+            self._ahead.clear()
+        finally:
+            set_rng_state(before)
+        return len(self._ahead)
+
+    def held(self) -> list[int]:
+        """The calls whose inputs are drawn ahead and not yet handed over."""
+        return sorted(self._ahead)
+
+    def clear(self) -> None:
+        """Drop the draws ahead no call took (the timed calls stopped before them)."""
+        self._ahead.clear()
 
     def __call__(self, call: int) -> list[Any]:
-        return draw_inputs(self.reference, perturbed(self.seed, timed_step(call)), self.device)
+        held = self._ahead.pop(call, None)
+        if held is None:
+            return self._draw(call)
+        values, state = held
+        set_rng_state(state)
+        return values
 
 
 def init_inputs(reference: types.ModuleType, seed: int, device: torch.device) -> list[Any]:

@@ -2,7 +2,8 @@
 
 Per timed call: clone the inputs (or, where ``draw`` is given, draw the call's own, so that nothing of
 one timed call's content is in the next and neither a cache nor an incremental update from the last
-call saves work: `drkernel.gym.harness.inputs.TimedDraws`), flush L2 (write a buffer twice the L2 size), give
+call saves work: `drkernel.gym.harness.inputs.TimedDraws`; the first calls' draws are made before the
+exclusive region where memory allows, `ahead_calls`), flush L2 (write a buffer twice the L2 size), give
 the device a head start, record the start event, call, record the end event. All events are read
 after one synchronisation at the end, so the host never waits between calls. A synchronised wall
 clock around the whole timed loop is kept as a cross-check (it includes the clones, draws, flushes
@@ -57,6 +58,8 @@ HEAD_START_SLACK_MS = 0.02
 SLEEP_CALIBRATION_CYCLES = 1_000_000
 MEDIAN_CI_Z = 1.96
 """The normal quantile of the adaptive rule's confidence interval on the median (95 %)."""
+AHEAD_BLOCKS = 2
+"""The adaptive rule's blocks whose inputs are drawn before the exclusive region (`ahead_calls`)."""
 _sleep_cycles_per_ms: dict[int, float] = {}
 
 
@@ -186,7 +189,7 @@ def time_cuda(fn: Callable[..., Any], inputs: Sequence[Any], *, warmup: int, cal
     judge can check that timed calls compute the right thing, not only the calls it saw before.
     ``head_start_max_ms``: cap of the head start (0: none). ``rule``, ``precision``, ``max_calls``,
     ``target_rse``: when the timed calls stop (module docstring). ``draw(i)``: timed call ``i``'s own
-    inputs, drawn before its flush, in place of a clone of ``inputs``. ``budget_ms``/``min_calls``: fewer
+    inputs, drawn before its flush (or handed over, drawn before the region), in place of a clone of ``inputs``. ``budget_ms``/``min_calls``: fewer
     timed calls (not below ``min_calls``) where the warm-up's wall per call says ``calls`` of them would
     take longer than ``budget_ms``; ``keep`` is then mapped by `drkernel.gym.seeds.kept_timed_calls`.
 
@@ -289,6 +292,17 @@ def timing_options(cfg: dict[str, Any]) -> dict[str, Any]:
             "min_calls": int(cfg.get("timed_calls_min", 10)),
             "rule": str(cfg.get("timing_rule", "fixed")),
             "precision": float(cfg.get("timing_precision", 0.0))}
+
+
+def ahead_calls(calls: int, options: dict[str, Any]) -> int:
+    """How many timed calls' inputs to draw before the exclusive region (`time_cuda`'s ``draw``,
+    `drkernel.gym.harness.inputs.TimedDraws.ahead`), of ``calls`` planned, with `timing_options`'
+    ``options``: the adaptive rule's first `AHEAD_BLOCKS` blocks (a steady kernel stops after one or
+    two; a later call's inputs are drawn in the region, at its call), every call the fixed rule may time.
+    100 calls, blocks of 10: 20 adaptive; 100 fixed, 150 with ``max_calls`` 150."""
+    if options["rule"] == "adaptive":
+        return min(calls, AHEAD_BLOCKS * min(options["min_calls"], calls))
+    return max(calls, options["max_calls"] or calls)
 
 
 def budgeted_calls(calls: int, per_call_ms: float, budget_ms: float, min_calls: int) -> int:
