@@ -347,16 +347,18 @@ class Candidate:
     def timed_draws(self, job: dict[str, Any], ref: Any, inputs: list[Any]) -> harness.TimedDraws:
         """Each timed call's own inputs; with ``timed_predraw``, the first calls' (`ahead_calls`) drawn
         now, before the exclusive region, within the job's input budget less ``inputs`` and within
-        `AHEAD_FREE_FRACTION` of the device's free memory."""
+        `AHEAD_FREE_FRACTION` of the device's free memory (``inputs``, a draw of the same reference,
+        tells how many fit, so no draw is made only to be dropped)."""
         from drkernel.gym.harness.timing import ahead_calls, timing_options
 
         cfg = job["config"]
         draw = harness.TimedDraws(ref, int(job["timing_seed"]), self.device)
         if cfg.get("timed_predraw", False):
             free, _ = torch.cuda.mem_get_info(self.device)
-            budget = min(int(job["input_budget_bytes"]) - harness.tensor_bytes(inputs),
-                         int(free * AHEAD_FREE_FRACTION))
-            draw.ahead(ahead_calls(int(cfg["timed_calls"]), timing_options(cfg)), budget)
+            size = harness.tensor_bytes(inputs)
+            budget = min(int(job["input_budget_bytes"]) - size, int(free * AHEAD_FREE_FRACTION))
+            calls = ahead_calls(int(cfg["timed_calls"]), timing_options(cfg))
+            draw.ahead(min(calls, max(0, budget) // size) if size else calls, budget)
         return draw
 
     def report(self) -> dict[str, Any]:
