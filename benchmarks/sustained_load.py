@@ -266,8 +266,8 @@ def run(args, arm: Arm | None = None) -> dict:
 ORCHESTRATOR_STAGES = ("static_checks", "prepare", "child_wait", "candidate", "child_exit", "judge_release",
                        "reference_lock_wait", "reference_timing")
 """Stages on an evaluation's critical path, one after the other (``candidate`` is split below)."""
-CANDIDATE_STAGES = ("inputs", "import", "compile", "correctness", "extra_runs", "timing", "timing_samples",
-                    "timing_lock_wait")
+CANDIDATE_STAGES = ("inputs", "import", "compile", "correctness", "extra_runs", "timed_inputs", "timing",
+                    "timing_samples", "timing_lock_wait")
 """The candidate's own stages, inside ``candidate``; ``integrity.*`` are inside ``extra_runs`` and
 ``child_start`` (a warm child starting in the background) is off the critical path.
 ``timing_lock_wait`` (the candidate waiting for the exclusive timed region) is measured by the
