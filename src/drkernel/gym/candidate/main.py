@@ -11,8 +11,8 @@ CPU), reports ``ready`` and waits for one job. For that job it
    checks that constructor and forward accept the reference's arguments;
 4. runs each trial, synchronises, and exports outputs and post-run inputs (CUDA IPC handles or
    host bytes) for the judge to copy and compare; stops at the first failing trial;
-5. runs the hooks' extra runs, then (GPU) times the solution inside the exclusive region the
-   orchestrator grants, and reports.
+5. runs the hooks' extra runs, then (GPU) draws the first timed calls' inputs (``timed_predraw``)
+   and times the solution inside the exclusive region the orchestrator grants, and reports.
 
 Everything it sends is a claim; the orchestrator decides the status from the judge's comparisons.
 """
@@ -55,8 +55,11 @@ class Failure(Exception):
         self.stage, self.exc, self.message = stage, exc, message
 
 
-AHEAD_FREE_FRACTION = 0.5
-"""The most of the device's free memory the timed calls' inputs drawn before the exclusive region may take."""
+AHEAD_FREE_FRACTION = 0.02
+"""The most of the device's free memory the timed calls' inputs drawn before the exclusive region may
+take. A candidate holds them while it waits for the region, and several may wait at once: eight take
+at most 15 % of what was free (1 - 0.98 ** 8). Inputs of a few megabytes, whose draws cost the region
+the most host time per byte, fit many times over."""
 CACHED_KEEP = 1 << 30
 """Bytes of cached, unallocated device memory a candidate keeps while the judge works on an export."""
 
