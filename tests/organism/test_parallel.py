@@ -6,16 +6,19 @@ import fcntl
 import json
 import random
 import sys
+import threading
 
 import pytest
 
 from drkernel.gym import EvalConfig
+from drkernel.gym.config import EvalRequest
+from drkernel.gym.orchestrator.runtime import RWLock
 from drkernel.gym.result import EvalResult, Status
-from drkernel.organism.env import EvalCache
-from drkernel.organism.families import generate, to_problem
 from drkernel.organism.arms import SCALES
+from drkernel.organism.env import EvalCache, _Claims
+from drkernel.organism.families import generate, to_problem
 from drkernel.organism.parallel import Deadline, Job, arm_jobs, draw_seeds, run_pool, seeds_for, sft_jobs
-from drkernel.organism.run import sft_folder
+from drkernel.organism.run import sft_folder, stage_breakdown
 from drkernel.organism.turns import DeviceTurns
 
 
@@ -64,6 +67,7 @@ def test_arm_jobs_share_the_cache_and_the_turns_and_name_their_run_file(tmp_path
     argv = jobs[1].argv
     assert argv[argv.index("--turns") + 1] == str(tmp_path / "cache" / "device.lock")
     assert argv[argv.index("--budget-s") + 1] == "90.0"
+    assert argv[argv.index("--gym-concurrency") + 1] == "2"
     assert jobs[1].done == tmp_path / "runs" / "full-s7" / "full-s7" / "organism_run.json"
     (sft,) = sft_jobs([7], "dry", "cpu", tmp_path / "cache")  # done when the policy's info exists
     assert sft.done == sft_folder(SCALES["dry"], 7, tmp_path / "cache") / "organism_sft.json"
@@ -91,6 +95,31 @@ def test_exclusive_turns_shut_out_everyone_and_shared_turns_only_the_exclusive(t
     a.close()
 
 
+def test_a_gyms_timed_regions_take_the_runs_turn_exclusively_and_give_it_back(tmp_path):
+    """The gym's own lock with the runs' turns as its outer lock: sessions change nothing, a timed region
+    (a member's, or a reference timing's drain) shuts every other run out and then the run's shared hold
+    is back."""
+    turns = DeviceTurns(tmp_path / "device.lock")
+    rw = RWLock(outer=turns)
+    with turns.shared():  # the run's batch of evaluations
+        rw.join()  # a candidate session: compile, correctness, integrity runs
+        assert not _blocked(turns, fcntl.LOCK_SH) and _blocked(turns, fcntl.LOCK_EX)
+        rw.enter_region()
+        assert _blocked(turns, fcntl.LOCK_SH)
+        rw.leave_region()
+        assert not _blocked(turns, fcntl.LOCK_SH) and _blocked(turns, fcntl.LOCK_EX)
+        rw.leave()
+        with rw.exclusive(drain=True):  # a reference timing
+            assert _blocked(turns, fcntl.LOCK_SH)
+        assert not _blocked(turns, fcntl.LOCK_SH) and _blocked(turns, fcntl.LOCK_EX)
+        with turns.released():  # waiting for another run: nothing held
+            assert not _blocked(turns, fcntl.LOCK_EX)
+        assert _blocked(turns, fcntl.LOCK_EX)
+    assert not _blocked(turns, fcntl.LOCK_EX)
+    assert turns.stats.exclusive_turns == 2
+    turns.close()
+
+
 class _Judge:
     def __init__(self):
         self.requests = 0
@@ -98,6 +127,59 @@ class _Judge:
     async def evaluate_batch(self, requests):
         self.requests += len(requests)
         return [EvalResult(status=Status.CORRECT, op_coverage=1.0).finalize() for _ in requests]
+
+
+class _Incorrect(_Judge):
+    async def evaluate_batch(self, requests):
+        self.requests += len(requests)
+        return [EvalResult(status=Status.INCORRECT).finalize() for _ in requests]
+
+
+def _request(source):
+    problem = to_problem(generate("train", 1, seed=2, families=("ew2",))[0])
+    config = EvalConfig(device="cpu", trials=1, second_size=False, timing=False)
+    request = EvalRequest(problem, source, config)
+    return problem, config, request, request.content_hash()
+
+
+def test_the_first_verdict_written_wins(tmp_path):
+    """Two runs that judged one program at once both use the verdict written first; the file keeps one."""
+    path = tmp_path / "verdicts.jsonl"
+    first, second = EvalCache(path), EvalCache(path)
+    problem, config, request, key = _request("source a")
+    asyncio.run(first.judge(_Judge(), config, [(problem, "source a")]))
+    asyncio.run(second._evaluate(_Incorrect(), {key: request}))  # judged before it read the first's line
+    assert second.results[key].correct and second.evaluations == 1
+    assert len(path.read_text().splitlines()) == 1
+
+
+def test_a_program_another_run_claimed_is_waited_for_and_read_not_judged_again(tmp_path):
+    path = tmp_path / "verdicts.jsonl"
+    problem, config, request, key = _request("source a")
+    other = _Claims(path.with_name(path.name + ".claims"))
+    assert other.take([key]) == set()  # another run is judging it
+    assert _Claims(other.folder).take([key]) == {key}
+    waiter = EvalCache(path, DeviceTurns(tmp_path / "device.lock"))
+    judge, got = _Judge(), []
+    thread = threading.Thread(target=lambda: got.extend(
+        asyncio.run(waiter.judge(judge, config, [(problem, "source a")]))))
+    thread.start()
+    asyncio.run(EvalCache(path)._evaluate(_Judge(), {key: request}))  # the other run writes its verdict
+    other.drop()  # then drops its claim (and its file)
+    thread.join(timeout=120)
+    assert not thread.is_alive() and judge.requests == 0 and got[0].correct
+    assert not (other.folder / key).exists()
+
+
+def test_a_runs_stage_breakdown_sums_its_steps_and_differences_its_counters():
+    steps = [{"perf/step_s": 10.0, "gym/org/sample_s": 2.0, "gym/org/eval_s": 5.0, "gym/org/eval_wait_s": 1.0,
+              "perf/score_s": 0.5, "perf/update_s": 1.5}] * 2
+    before = {"evaluations_n": 4.0, "turns/exclusive_wait_s": 1.0, "gym/exclusive": 0.5, "gym/other": 9.0}
+    after = {"evaluations_n": 10.0, "turns/exclusive_wait_s": 4.0, "gym/exclusive": 2.0, "gym/other": 20.0}
+    st = stage_breakdown({"seconds": 100.0}, 7.0, {"heldout_before": 3.0}, steps, before, after, 40.0)
+    assert st == {"sft": 100.0, "gym_start": 7.0, "heldout_before": 3.0, "rl": 20.0, "sampling": 4.0,
+                  "evaluations": 10.0, "wait_others": 2.0, "training": 4.0, "wall": 40.0,
+                  "evaluations_n": 6.0, "turns/exclusive_wait_s": 3.0, "gym/exclusive": 1.5}
 
 
 def test_two_runs_judge_a_program_once_through_the_shared_file(tmp_path):
@@ -131,3 +213,7 @@ def test_the_claims_command_runs_fresh_seeds_in_parallel_on_cpu(tmp_path):
     summary = json.loads((tmp_path / "report" / "organism_summary.json").read_text())
     assert sorted(summary["seeds"]["full"]) == sorted(seeds)
     assert summary["claims"][2]["verdict"] == "UNDECIDED"  # 2 seeds: never the registered protocol
+    stages = [line for line in lines if line.startswith("SUMMARY organism stages")]
+    assert len(stages) == 4 and all("sampling" in line and "evaluations" in line for line in stages)
+    run = json.loads(next((tmp_path / "runs").glob("*/*/organism_run.json")).read_text())
+    assert run["stages"]["evaluations_n"] >= 0 and run["stages"]["wall"] > run["stages"]["sampling"]

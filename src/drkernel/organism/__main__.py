@@ -42,7 +42,7 @@ def _ints(text: str) -> list[int]:
 
 def suite(arms: str, seeds: str, out: str, device: str, scale_name: str, report: bool,
           cache: str | None = None, bundle: str | None = None, budget_s: float | None = None,
-          turns: str | None = None) -> list[str]:
+          turns: str | None = None, gym_concurrency: int | None = None) -> list[str]:
     """Run the (arm, seed) pairs; return SUMMARY lines (and write the report when asked; copy the
     suite's JSON to ``bundle``, the one file a caller with a small file budget keeps)."""
     import dataclasses
@@ -57,7 +57,7 @@ def suite(arms: str, seeds: str, out: str, device: str, scale_name: str, report:
         sc = dataclasses.replace(sc, budget_s=budget_s)
     runs = run_suite(chosen, _ints(seeds), sc, Path(out), device,
                      Path(cache) if cache else None, Path(bundle) if bundle else None,
-                     Path(turns) if turns else None)
+                     Path(turns) if turns else None, gym_concurrency)
     lines = [f"SUMMARY organism run {r['arm']} seed {r['seed']}: {r['steps_done']} steps in "
              f"{r['wall_seconds']:.0f} s; last reward {r['steps'][-1].get('gym/org/reward_mean', 0):.3f} "
              f"hack {r['steps'][-1].get('gym/org/hack_rate', 0):.2f} "
@@ -135,6 +135,8 @@ def parser() -> argparse.ArgumentParser:
                             "default: the scale's)")
         s.add_argument("--turns", default=None,
                        help="lock file of runs sharing the GPU from other processes (drkernel.organism.turns)")
+        s.add_argument("--gym-concurrency", type=int, default=None,
+                       help="evaluations at once per gym (default 8 on a GPU, 2 on CPU)")
     c = sub.add_parser("claims", help="the registered claims: fresh seeds, arms x seeds in parallel, report")
     c.add_argument("--seeds", type=int, default=8, help="how many seeds per arm (drawn at run time)")
     c.add_argument("--arms", default="nocheck,nopr,full")
@@ -174,10 +176,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "run":
             lines = suite(args.arm, args.seed, args.out, args.device, args.scale, args.report, args.cache,
-                          args.bundle, args.budget_s, args.turns)
+                          args.bundle, args.budget_s, args.turns, args.gym_concurrency)
         elif args.command == "suite":
             lines = suite(args.arms, args.seeds, args.out, args.device, args.scale, args.report, args.cache,
-                          args.bundle, args.budget_s, args.turns)
+                          args.bundle, args.budget_s, args.turns, args.gym_concurrency)
         elif args.command == "claims":
             from drkernel.organism.parallel import claims
 

@@ -146,18 +146,43 @@ def sft_jobs(seeds: Sequence[int], scale: str, device: str, cache: Path) -> list
 
 
 def arm_jobs(arms: Sequence[str], seeds: Sequence[int], scale: str, device: str, out: Path,
-             budget_s: float | None) -> list[Job]:
-    """One job per (arm, seed), seeds outermost (the first runs to finish span the arms)."""
+             budget_s: float | None, gym_concurrency: int = 2) -> list[Job]:
+    """One job per (arm, seed), seeds outermost (the first runs to finish span the arms); each gym
+    judges ``gym_concurrency`` programs at once (a process's share of the cores)."""
     jobs = []
     for s in seeds:
         for a in arms:
             folder = out / "runs" / f"{a}-s{s}"
             argv = ["run", "--arm", a, "--seed", str(s), "--scale", scale, "--device", device,
-                    "--out", str(folder), "--cache", str(out / "cache"), "--turns", str(out / "cache" / "device.lock")]
+                    "--out", str(folder), "--cache", str(out / "cache"),
+                    "--turns", str(out / "cache" / "device.lock"), "--gym-concurrency", str(gym_concurrency)]
             if budget_s is not None:
                 argv += ["--budget-s", str(budget_s)]
             jobs.append(Job(f"{a}-s{s}", _cli(*argv), folder / f"{a}-s{s}" / "organism_run.json"))
     return jobs
+
+
+STAGE_NAMES = (("gym_start", "gym start"), ("heldout_before", "held-out before"), ("sampling", "sampling"),
+               ("evaluations", "evaluations"), ("wait_others", "waiting for other runs' verdicts"),
+               ("training", "training"), ("heldout_after", "held-out after"),
+               ("turns/exclusive_wait_s", "timed-region turns waited"),
+               ("turns/exclusive_hold_s", "held"), ("turns/shared_wait_s", "shared turns waited"))
+
+
+def stage_lines(run_files: Sequence[Path]) -> list[str]:
+    """A SUMMARY line per finished run: where its wall time went (`run.stage_breakdown`)."""
+    lines = []
+    for path in run_files:
+        if not path.exists():
+            continue
+        run = json.loads(path.read_text())
+        st = run.get("stages", {})
+        parts = ", ".join(f"{label} {st[key]:.0f}" for key, label in STAGE_NAMES if key in st)
+        lines.append(f"SUMMARY organism stages {run['arm']}-s{run['seed']} (s): wall {st.get('wall', 0):.0f} "
+                     f"({run['steps_done']} steps, {st.get('evaluations_n', 0):.0f} programs judged): "
+                     f"sft {st.get('sft', 0):.0f} (its own phase), {parts}; "
+                     f"{int(st.get('turns/exclusive_turns', 0))} timed-region turns")
+    return lines
 
 
 def claims(arms: Sequence[str], n_seeds: int, scale: str, device: str, out: Path, parallel: int,
@@ -174,7 +199,7 @@ def claims(arms: Sequence[str], n_seeds: int, scale: str, device: str, out: Path
     t0 = time.monotonic()
     sft = run_pool(sft_jobs(seeds, scale, device, out / "cache"), parallel, out / "logs", threads)
     t_sft = time.monotonic() - t0
-    jobs = [] if sft_only else arm_jobs(arms, seeds, scale, device, out, budget_s)
+    jobs = [] if sft_only else arm_jobs(arms, seeds, scale, device, out, budget_s, max(2, threads))
     deadline = Deadline(t0 + deadline_s, run_estimate_s) if deadline_s else None
     runs = run_pool(jobs, parallel, out / "logs", threads, deadline)
     t_runs = time.monotonic() - t0 - t_sft
@@ -182,6 +207,8 @@ def claims(arms: Sequence[str], n_seeds: int, scale: str, device: str, out: Path
              (f"SUMMARY organism claims: {len(seeds)} SFTs in {t_sft:.0f} s, {len(runs)} runs in {t_runs:.0f} s "
               f"wall ({parallel} at once, {threads} threads each)")]
     lines += [f"SUMMARY organism job {r.label}: {r.text()}" for r in sft + runs]
+    ran = [j.done for j, r in zip(jobs, runs) if j.done is not None and not (r.skipped or r.postponed)]
+    lines += stage_lines(ran)
     postponed = sum(r.postponed for r in runs)
     if postponed:
         lines.append(f"SUMMARY organism claims: {postponed} runs postponed: call again with the same --out")

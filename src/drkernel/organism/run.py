@@ -110,9 +110,18 @@ def eval_config(scale: Scale, device: str) -> EvalConfig:
     return EvalConfig(device=Device.parse(device, "--device").guess(), **scale.gym)
 
 
-def _heldout(env: OrganismEnv, trainer: Any, scale: Scale, seed: int) -> dict[str, float]:
+def _heldout(env: OrganismEnv, trainer: Any, scale: Scale, seed: int, stages: dict[str, float],
+             name: str) -> dict[str, float]:
     if not scale.n_heldout:
         return {}
+    t0 = time.monotonic()
+    try:
+        return _heldout_metrics(env, trainer, scale, seed)
+    finally:
+        stages[name] = time.monotonic() - t0
+
+
+def _heldout_metrics(env: OrganismEnv, trainer: Any, scale: Scale, seed: int) -> dict[str, float]:
     from drkernel.agent.policies.hf_local import HFLocalPolicy
 
     policy = HFLocalPolicy(trainer.model, trainer.tokenizer, batch_size=256)
@@ -121,16 +130,19 @@ def _heldout(env: OrganismEnv, trainer: Any, scale: Scale, seed: int) -> dict[st
 
 
 def run_arm(arm: Arm, scale: Scale, seed: int, out_dir: Path, device: str, evaluator: Any,
-            cache: EvalCache, cache_dir: Path, core_evaluator: Any = None) -> dict[str, Any]:
+            cache: EvalCache, cache_dir: Path, core_evaluator: Any = None,
+            gym_start_s: float = 0.0) -> dict[str, Any]:
     """One (arm, seed) run; returns and writes ``<out_dir>/<arm>-s<seed>/organism_run.json``.
     ``evaluator`` runs the gym's full checks; ``core_evaluator`` only its core checks (the reward of an
-    arm with the hack checks off)."""
+    arm with the hack checks off); ``gym_start_s``: what starting them took (`stage_breakdown`)."""
     from drkernel.agent.policies.base import SamplingParams
     from drkernel.devices import resolve
     from drkernel.rl.trainer import Trainer
 
     t_start = time.monotonic()
     p0 = prepare_policy(scale, seed, cache_dir, resolve(device, "--device"))
+    stages = {"policy_load": time.monotonic() - t_start}
+    before = _counters(cache)
     run_dir = out_dir / f"{arm.name}-s{seed}"
     cfg = train_config(arm, scale, seed, p0.path, run_dir, device)
     problems = load_split(cfg.task.problems, scale.problems_of(seed))
@@ -145,7 +157,7 @@ def run_arm(arm: Arm, scale: Scale, seed: int, out_dir: Path, device: str, evalu
     device_turn = cache.turns.shared if cache.turns is not None else nullcontext
     try:
         with device_turn():
-            heldout_before = _heldout(env, trainer, scale, seed)
+            heldout_before = _heldout(env, trainer, scale, seed, stages, "heldout_before")
         history, t0 = [], time.monotonic()
         while trainer.step < scale.steps:
             with device_turn():  # sampling and training share the device; the gym's turns are exclusive
@@ -157,7 +169,7 @@ def run_arm(arm: Arm, scale: Scale, seed: int, out_dir: Path, device: str, evalu
                 break
         rl_s = time.monotonic() - t0
         with device_turn():
-            heldout_after = _heldout(env, trainer, scale, seed)
+            heldout_after = _heldout(env, trainer, scale, seed, stages, "heldout_after")
     finally:
         trainer.close()
     result = {"schema": SCHEMA, "arm": arm.name, "arm_description": arm.description, "expect": arm.expect,
@@ -166,10 +178,48 @@ def run_arm(arm: Arm, scale: Scale, seed: int, out_dir: Path, device: str, evalu
               "problems": [p.name for p in problems], "steps": history, "steps_done": len(history),
               "stopped_early": len(history) < scale.steps, "rl_seconds": rl_s,
               "wall_seconds": time.monotonic() - t_start, "heldout_before": heldout_before,
-              "heldout_after": heldout_after, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+              "heldout_after": heldout_after, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+              "stages": stage_breakdown(p0.info, gym_start_s, stages, history, before, _counters(cache),
+                                        time.monotonic() - t_start)}
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "organism_run.json").write_text(json.dumps(result, indent=1))
     return result
+
+
+def _counters(cache: EvalCache) -> dict[str, float]:
+    """The cumulative counters a run's stage breakdown is the difference of."""
+    turns = cache.turns.stats.to_dict() if cache.turns is not None else {}
+    return ({"evaluations_n": float(cache.evaluations), "evaluate_s": cache.seconds,
+             "wait_others_s": cache.waited_s}
+            | {f"turns/{k}": v for k, v in turns.items()}
+            | {f"gym/{k}": v for k, v in cache.stage_seconds.items()})
+
+
+GYM_STAGES = ("candidate", "child_wait", "judge_compare", "timing_lock_wait", "exclusive", "reference_timing")
+"""The gym's stage seconds (summed over a run's evaluations) its breakdown keeps."""
+
+
+def stage_breakdown(sft: dict[str, Any], gym_start_s: float, stages: dict[str, float],
+                    history: Sequence[dict[str, float]], before: dict[str, float], after: dict[str, float],
+                    wall_s: float) -> dict[str, float]:
+    """Where a run's wall time went, in seconds (the run's JSON ``stages``; the claims SUMMARY prints it).
+
+    ``sft``: the seed's SFT (made once per seed, before its runs: not part of ``wall``); ``gym_start``:
+    starting the process's evaluators; per RL step ``sampling`` (the policy writing turns), ``evaluations``
+    (the gym judging new programs, this run's share of every run's turns included), ``wait_others``
+    (programs other runs were judging), ``training`` (log-probs, advantages, update); ``heldout_*``;
+    ``turns/*``: this process's waits for and holds of the device's turns (`DeviceTurns`); ``gym/*``:
+    the gym's own stage seconds summed over the evaluations (they overlap: the gym runs several at once)."""
+    def total(key: str) -> float:
+        return float(sum(h.get(key, 0.0) for h in history))
+
+    out = {"sft": float(sft.get("seconds", 0.0)), "gym_start": gym_start_s, **stages,
+           "rl": total("perf/step_s"), "sampling": total("gym/org/sample_s"),
+           "evaluations": total("gym/org/eval_s"), "wait_others": total("gym/org/eval_wait_s"),
+           "training": total("perf/score_s") + total("perf/update_s"), "wall": wall_s}
+    keep = {k for k in after if not k.startswith("gym/")} | {f"gym/{k}" for k in GYM_STAGES}
+    out |= {k: after.get(k, 0.0) - before.get(k, 0.0) for k in sorted(keep) if k in after}
+    return {k: round(v, 3) for k, v in out.items()}
 
 
 def _device_name(cache: EvalCache) -> str:
@@ -181,12 +231,14 @@ def _device_name(cache: EvalCache) -> str:
 
 def run_suite(arms: Sequence[Arm], seeds: Sequence[int], scale: Scale, out_dir: Path, device: str,
               cache_dir: Path | None = None, bundle: Path | None = None,
-              turns: Path | None = None) -> list[dict[str, Any]]:
+              turns: Path | None = None, gym_concurrency: int | None = None) -> list[dict[str, Any]]:
     """Every (seed, arm) pair with one verdict cache and one evaluator per checks setting (the full
     checks; the core checks only when an arm turns the hack checks off). ``organism_suite.json`` (and
     its copy ``bundle``) is rewritten after every run (`write_bundle`), so a suite killed at a time
     limit keeps its finished runs. ``turns``: the lock file of runs sharing the device from other
-    processes (`drkernel.organism.turns`; the warm candidate pool is then smaller)."""
+    processes (`drkernel.organism.turns`): the evaluators then take it around their timed regions
+    (``device_lock``), share reference timings through ``cache_dir``, and keep one warm candidate.
+    ``gym_concurrency``: evaluations at once per evaluator (default 8 on a GPU, 2 on CPU)."""
     from contextlib import ExitStack
 
     from drkernel.gym import InProcessEvaluator
@@ -203,15 +255,24 @@ def run_suite(arms: Sequence[Arm], seeds: Sequence[int], scale: Scale, out_dir: 
     if scale.torch_threads:
         torch.set_num_threads(scale.torch_threads)
     # runs in parallel processes each start a gym: one warm candidate each keeps 8 gyms in memory
-    sizes = {"concurrency": 8 if cuda else 2, "pool_size": 1 if turns else (4 if cuda else 2)}
+    sizes: dict[str, Any] = {"concurrency": gym_concurrency or (8 if cuda else 2),
+                             "pool_size": 1 if turns else (4 if cuda else 2)}
+    if device_turns is not None:
+        sizes |= {"device_lock": device_turns, "reference_cache_dir": str(cache_dir / "reference-timings")}
     try:
         with ExitStack() as stack:
+            t0 = time.monotonic()
             ev = stack.enter_context(InProcessEvaluator(device=gym.device, **sizes))
             core = (stack.enter_context(InProcessEvaluator(device=gym.device, checks=core_checks(), **sizes))
                     if any(not a.integrity for a in arms) else None)
+            for evaluator in (ev, core) if core is not None else (ev,):
+                evaluator.device_info()  # waits until the gym has started
+            gym_start_s = time.monotonic() - t0
             for seed in seeds:
                 for a in arms:
-                    runs.append(run_arm(a, scale, seed, out_dir, device, ev, cache, cache_dir, core))
+                    runs.append(run_arm(a, scale, seed, out_dir, device, ev, cache, cache_dir, core,
+                                        gym_start_s))
+                    gym_start_s = 0.0  # the next run of this process found the gym started
                     log.info("%s seed %d done in %.0f s (%d steps)", a.name, seed, runs[-1]["wall_seconds"],
                              runs[-1]["steps_done"])
                     paths = [out_dir / "organism_suite.json"] + ([bundle] if bundle else [])

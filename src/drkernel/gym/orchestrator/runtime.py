@@ -18,7 +18,7 @@ import contextlib
 import logging
 import threading
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Protocol
 
 from drkernel.devices import Device
 from drkernel.errors import InfrastructureError, JudgeError
@@ -96,6 +96,17 @@ class MemoryBudget:
                 self._cond.notify_all()
 
 
+class OuterLock(Protocol):
+    """The same device's lock among processes (e.g. `drkernel.organism.turns.DeviceTurns`, where runs in
+    separate processes share one GPU): `RWLock` takes it exclusively after its own exclusive hold (a
+    timed region, a reference timing's drain) and releases it before giving its own back, so a timed
+    region also waits for what other processes hold on the device."""
+
+    def acquire_exclusive(self) -> None: ...
+
+    def release_exclusive(self) -> None: ...
+
+
 class RWLock:
     """The device's lock: many shared holders or one exclusive holder, and two kinds of writer.
 
@@ -115,9 +126,12 @@ class RWLock:
     already in flight; when due, the device drains once for all the regions waiting. A region's candidate
     waiting for its region calls ``park`` first (`Slots.park`: its slot goes to the next evaluation).
     Nothing runs beside a region either way: a region still waits for every shared holder to release.
+    With ``outer`` (`OuterLock`) every exclusive hold also holds the other processes' lock, taken after
+    this lock's own (so in one order only) and released before it.
     """
 
-    def __init__(self, batch: tuple[int, float] | None = None, park: Callable[[], None] | None = None) -> None:
+    def __init__(self, batch: tuple[int, float] | None = None, park: Callable[[], None] | None = None,
+                 outer: OuterLock | None = None) -> None:
         self._cond = threading.Condition()
         self._readers = 0
         self._writer = False
@@ -128,6 +142,7 @@ class RWLock:
         self._park = park
         self._region_since: list[float] = []  # when each waiting region started to wait
         self._batch_due = False
+        self._outer = outer
 
     def _due_in(self) -> float | None:
         """With the condition held: 0 when waiting regions block new holders now, the seconds until they
@@ -185,6 +200,8 @@ class RWLock:
         with self._cond:
             self._readers -= 1
             self._take_exclusive(drain=False)
+        if self._outer is not None:
+            self._outer.acquire_exclusive()
 
     def leave_region(self) -> None:
         """A member's region ends: it holds shared again once the regions waiting meanwhile are done (not
@@ -197,6 +214,8 @@ class RWLock:
     def acquire_exclusive(self, drain: bool = False) -> None:
         with self._cond:
             self._take_exclusive(drain)
+        if self._outer is not None:
+            self._outer.acquire_exclusive()
 
     def _take_exclusive(self, drain: bool) -> None:
         """With the condition held: wait as a writer of that kind (counted, so shared holders see it),
@@ -222,6 +241,8 @@ class RWLock:
         self._release()
 
     def _release(self) -> None:
+        if self._outer is not None:
+            self._outer.release_exclusive()
         with self._cond:
             self._writer = False
             self._cond.notify_all()
@@ -352,7 +373,7 @@ class DeviceRuntime:
     def __init__(self, device: str, *, pool_size: int, concurrency: int, env: dict[str, str],
                  runner: Runner, zygote: bool = True, judges: int = 0,
                  compile_cache: CompileCache | None = None, judge_routing: str = "sticky",
-                 region_batch: tuple[int, float] | None = None) -> None:
+                 region_batch: tuple[int, float] | None = None, outer_lock: OuterLock | None = None) -> None:
         if judge_routing not in JUDGE_ROUTINGS:
             raise ValueError(f"judge_routing {judge_routing!r}: one of {JUDGE_ROUTINGS}")
         self.requested = device
@@ -367,7 +388,7 @@ class DeviceRuntime:
         self.env = env
         self.slots = Slots(concurrency)
         self.region_batch = region_batch
-        self.rw = RWLock(region_batch, self.slots.park if region_batch else None)
+        self.rw = RWLock(region_batch, self.slots.park if region_batch else None, outer_lock)
         self.warm_up_gate = WarmUpGate(self.rw)
         self.in_flight = 0
         self.hello: dict[str, Any] = {}
