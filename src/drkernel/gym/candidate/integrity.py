@@ -192,6 +192,7 @@ class IntegrityHook:
         self.calls = 0  # observed forward calls (trials, ordinary and integrity calls)
         self.own_before_timing: int | None = None
         self.gpu: dict[str, Any] = {}
+        self.timed_profile: dict[str, Any] | None = None  # kernels of the profiled timed calls (main.py)
         self.seconds: dict[str, float] = {}  # wall time of each extra run (cost accounting)
         self._clock = 0.0
 
@@ -429,5 +430,6 @@ class IntegrityHook:
             "call_count_launches": self.call_count_launches,
             "calls": self.calls,
             "gpu": self.gpu,
+            "timed_profile": self.timed_profile,
             "seconds": self.seconds,
         }

@@ -308,8 +308,7 @@ class Candidate:
                       inputs: list[Any] | None) -> None:
         """Time inside the exclusive region; re-measure with device-wide synchronisation when the
         orchestrator finds the time implausible; then send the sampled timed outputs to the judge."""
-        from drkernel.gym.candidate.profiling import profiled_timing
-        from drkernel.gym.harness.timing import L2Flusher, time_cuda, time_synchronized, timing_options
+        from drkernel.gym.harness.timing import time_cuda, time_synchronized, timing_options
 
         t = time.perf_counter()
         if inputs is None:
@@ -329,8 +328,7 @@ class Candidate:
             stats = time_cuda(model, inputs, warmup=int(cfg["warmup_calls"]) + int(plan["extra_warmup"]),
                               calls=int(cfg["timed_calls"]), l2_flush=bool(cfg["l2_flush"]), device=self.device,
                               keep=keep, kept=kept, draw=draw, **timing_options(cfg))
-            stats["profiled_ms"] = profiled_timing(model, draw, int(stats["n"]), self.device,
-                                                   L2Flusher(self.device) if cfg["l2_flush"] else None)
+            self.profile_timed(ctx, model, draw, stats)
             self.channel.send(Timing(Op.TIMING, stats).to_header())
             if self.channel.recv().op == Op.REMEASURE:
                 stats = time_synchronized(model, inputs, calls=int(plan["remeasure_calls"]),
@@ -363,6 +361,20 @@ class Candidate:
             calls = ahead_calls(int(cfg["timed_calls"]), timing_options(cfg))
             draw.ahead(min(calls, max(0, budget) // size) if size else calls, budget)
         return draw
+
+    def profile_timed(self, ctx: Context, model: Any, draw: Any, stats: dict[str, Any]) -> None:
+        """With the integrity hook on: a few more timed calls under the profiler, still in the exclusive
+        region (`drkernel.gym.candidate.profiling.profiled_timing`); their least time joins the timing
+        stats, their kernels the hook's report (time coverage is read from them)."""
+        from drkernel.gym.candidate.profiling import profiled_timing
+
+        hook = next((h for h in self.hooks if h.name == "integrity" and getattr(h, "watch", None)), None)
+        if hook is None:
+            return
+        profile = profiled_timing(model, draw, int(stats["n"]), self.device, set(hook.watch.own_names),
+                                  tuple(getattr(ctx, "native_kernels", ())))
+        stats["profiled_ms"] = profile.pop("profiled_ms")
+        hook.timed_profile = profile
 
     def report(self) -> dict[str, Any]:
         reports = {}

@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from drkernel.gym.verdict.plausibility import PROFILED_CALLS
 
 
 def output_bytes(out: Any) -> int:
@@ -36,7 +37,6 @@ def profile_forward(fn: Callable[..., Any], args: Sequence[Any], own_names: set[
     stream just before ``fn`` tells which profiler stream id that stream has; it is not counted.
     ``own_kernels``: a CUDA solution's ``__global__`` functions, matched by a record's base name
     (`drkernel.gym.cuda.attribution.base_name`: no return type, namespace, template or parameters)."""
-    from drkernel.gym.cuda.attribution import base_name
 
     # The autograd profiler drives Kineto directly; ``torch.profiler.profile`` would import
     # torch._inductor and torch._dynamo on entry (seconds, and those imports are what hack 16 looks for).
@@ -48,6 +48,18 @@ def profile_forward(fn: Callable[..., Any], args: Sequence[Any], own_names: set[
         marker.add_(1)
         fn(*args)
         torch.cuda.synchronize()
+    return device_kernels(prof, own_names, own_kernels)
+
+
+
+
+def device_kernels(prof: Any, own_names: set[str], own_kernels: Sequence[str] = (), calls: int = 1) -> dict[str, Any]:
+    """The kernels a profile saw after its first device event (the harness's marker, whose stream is
+    the caller's), per call of ``calls``: name, own, launches (rounded up), device time (ms), streams;
+    and the kernels that ran off the caller's stream. Copies and fills the runtime issues (memcpy,
+    memset) are left out."""
+    from drkernel.gym.cuda.attribution import base_name
+
     events = sorted((e for e in prof.kineto_results.events()
                      if e.device_type() == torch.autograd.DeviceType.CUDA
                      and not any(w in e.name().lower() for w in ("memcpy", "memset"))),
@@ -68,34 +80,36 @@ def profile_forward(fn: Callable[..., Any], args: Sequence[Any], own_names: set[
             off_stream.add(e.name())
     for k in kernels.values():
         k["streams"] = sorted(k["streams"])
+        k["launches"] = -(-k["launches"] // calls)
+        k["device_time_ms"] /= calls
     return {"kernels": list(kernels.values()), "off_stream": sorted(off_stream)}
 
 
 
 
-PROFILED_CALLS = 3
-"""Timed calls under the profiler inside the exclusive region (`profiled_timing`); the least is reported."""
-
-
 def profiled_timing(fn: Callable[..., Any], draw: Callable[[int], list[Any]], first: int, device: torch.device,
-                    flush: Callable[[], None] | None = None, calls: int = PROFILED_CALLS) -> float:
-    """The least device time (ms, CUDA events) of ``calls`` more timed calls, each on its own draw
-    ``draw(first + k)``, run exactly as `drkernel.gym.harness.timing.time_cuda` runs one (L2 flush, events
-    on the calling stream) but under the profiler's device activity tracing.
+                    own_names: set[str], own_kernels: Sequence[str] = (), calls: int = PROFILED_CALLS) -> dict[str, Any]:
+    """``calls`` more timed calls under the profiler's device activity tracing, each on its own draw
+    ``draw(first + k)``, run as `drkernel.gym.harness.timing.time_cuda` runs one (events on the calling
+    stream) save the L2 flush, whose kernels would count as the forward's: ``profiled_ms``, the least
+    device time of a call, and the kernels of a call (`device_kernels`, time coverage's source).
 
     Called inside the exclusive region right after the timed calls: the profiled calls and the timed
     ones share the device's conditions, so an honest forward takes about as long in both, whatever
-    profiling costs the host. A forward that recognises being profiled (the profiler's state, the
-    latency it adds, anything else) and runs other work there than in the timed calls is timed twice:
-    the verdict compares the two (`drkernel.gym.verdict.checks.profiled_timing_hacks`)."""
+    profiling costs the host (an L2 left warm changes little: a working set that fits the L2 takes
+    less time than the verdict's slack). A forward that recognises being profiled (the profiler's
+    state, the latency it adds, anything else) and runs other work there than in the timed calls is
+    timed twice: the verdict compares the two (`drkernel.gym.verdict.checks.profiled_timing_hacks`),
+    and the kernels it reads time coverage from are the ones that ran in this region."""
     from torch.autograd.profiler import profile
 
     times = []
-    with torch.no_grad(), profile(use_device="cuda", use_kineto=True, use_cpu=False):
+    marker = torch.zeros(1, device=device)
+    torch.cuda.synchronize(device)
+    with torch.no_grad(), profile(use_device="cuda", use_kineto=True, use_cpu=False) as prof:
+        marker.add_(1)
         for k in range(calls):
             args = draw(first + k)
-            if flush is not None:
-                flush()
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
             fn(*args)
@@ -104,7 +118,7 @@ def profiled_timing(fn: Callable[..., Any], draw: Callable[[int], list[Any]], fi
             times.append(start.elapsed_time(end))
             del args
         torch.cuda.synchronize(device)
-    return min(times)
+    return {"profiled_ms": min(times), **device_kernels(prof, own_names, own_kernels, calls)}
 
 
 BATCHES = 3

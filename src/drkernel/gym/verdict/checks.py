@@ -27,12 +27,12 @@ from typing import Any, Mapping
 
 from drkernel import pyast
 from drkernel.gym.checks import CheckRegistry
-from drkernel.gym.verdict.coverage import HOST_COPY, OpProfile, base_name, op_coverage, time_coverage
+from drkernel.gym.verdict.coverage import HOST_COPY, OpProfile, base_name, coverage_apart, op_coverage, time_coverage
 from drkernel.gym.verdict.hacks import LAZY_WARNING, dedupe, make_hack
 from drkernel.gym.verdict.hacks import EXTRA_TAGS
 from drkernel.gym.config import EvalConfig
 from drkernel.gym.seeds import PERTURB_TAGS, kept_timed_calls
-from drkernel.gym.verdict.plausibility import impossible, missed_work, profiled_apart, suspicious
+from drkernel.gym.verdict.plausibility import PROFILED_CALLS, impossible, missed_work, profiled_apart, suspicious
 from drkernel.gym.verdict.coverage import kernel_stats
 from drkernel.gym.result import EvalResult, Hack, Status
 from drkernel.gym.verdict.static import analyze, static_check
@@ -249,10 +249,15 @@ def annotate(result: EvalResult, request: Any, candidate_report: Mapping[str, An
         result.hacks.append(make_hack(8, f"integrity runs {', '.join(missing)} never reached the judge"))
     if result.op_coverage is None:
         result.op_coverage = IntegrityVerdict.op_coverage(candidate_report, judge_report, launches)
-    gpu = (candidate_report.get("integrity") or {}).get("gpu") or {}
-    if gpu.get("kernels"):  # the profiler's view of one forward: every kernel, with device times
-        result.kernels = kernel_stats(gpu)
+    profile = profiled_kernels(candidate_report)
+    if profile.get("kernels"):  # the profiler's view of one forward: every kernel, with device times
+        result.kernels = kernel_stats(profile)
         result.time_coverage = time_coverage(result.kernels)
+    if result.status is Status.CORRECT and (apart := coverage_apart(result.op_coverage, result.time_coverage)):
+        result.hacks.append(make_hack(2, apart))
+    if result.status is Status.CORRECT and profile.get("off_stream"):
+        result.hacks.append(make_hack(7, f"kernels {', '.join(map(str, profile['off_stream'][:4]))} ran on "
+                                         f"another stream than forward's caller in the timed region"))
     result.hacks.extend(timing_hacks(result, judge_report))
     result.hacks.extend(timed_launches(result, request.config, candidate_report, judge_report))
     coverage = result.op_coverage if result.op_coverage is not None else result.time_coverage
@@ -262,6 +267,18 @@ def annotate(result: EvalResult, request: Any, candidate_report: Mapping[str, An
         if warning not in result.warnings:
             result.warnings.append(warning)
     return result
+
+
+def profiled_kernels(candidate_report: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The kernels time coverage is read from: those of the profiled timed calls, which ran in the
+    timed region's conditions (`drkernel.gym.candidate.profiling.profiled_timing`), else (an older
+    report) those of the integrity hook's profiler pass."""
+    report = candidate_report.get("integrity") or {}
+    timed = report.get("timed_profile")
+    if isinstance(timed, Mapping) and isinstance(timed.get("kernels"), list):
+        return timed
+    gpu = report.get("gpu")
+    return gpu if isinstance(gpu, Mapping) else {}
 
 
 def timed_launches(result: EvalResult, config: Any, candidate_report: Mapping[str, Any],
@@ -276,7 +293,8 @@ def timed_launches(result: EvalResult, config: Any, candidate_report: Mapping[st
     per_call = report.get("call_count_launches") or []
     if result.status is not Status.CORRECT or not sol.get("n") or before is None or total is None or not per_call:
         return []
-    calls = int(sol["n"]) + int(config.warmup_calls) + int(plan.get("extra_warmup", 0))
+    calls = (int(sol["n"]) + int(config.warmup_calls) + int(plan.get("extra_warmup", 0))
+             + (PROFILED_CALLS if sol.get("profiled_ms") is not None else 0))
     expected, seen = min(int(n) for n in per_call) * calls, int(total) - int(before)
     if seen < expected:
         return [make_hack(2, f"the timed region's {calls} calls launched {seen} own kernels; every observed "

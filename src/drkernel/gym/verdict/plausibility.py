@@ -86,6 +86,8 @@ def missed_work(event_ms: float, wall_ms: float) -> bool:
     return wall_ms > WALL_RATIO * event_ms + WALL_SLACK_MS
 
 
+PROFILED_CALLS = 3
+"""Timed calls under the profiler after the timed ones (`drkernel.gym.candidate.profiling.profiled_timing`)."""
 PROFILED_RATIO = 1.5
 PROFILED_SLACK_MS = 0.05
 """The profiled-vs-timed bound (`profiled_apart`). Inside the exclusive region, right after the timed

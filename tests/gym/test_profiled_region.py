@@ -1,0 +1,70 @@
+"""The timed region profiled: the verdict's reading of the profiled timed calls (kernels, streams,
+their time against the timed median) and of how the observed calls' op coverage agrees with them."""
+
+from types import SimpleNamespace
+
+from drkernel.gym.config import EvalConfig
+from drkernel.gym.result import EvalResult, Status
+from drkernel.gym.verdict.checks import annotate, profiled_kernels, timed_launches
+from drkernel.gym.verdict.coverage import COVERAGE_AGREEMENT, coverage_apart
+from drkernel.gym.verdict.hacks import EXTRA_TAGS
+from drkernel.gym.verdict.plausibility import PROFILED_CALLS
+
+OWN = {"name": "mm_kernel", "own": True, "launches": 1, "device_time_ms": 1.0, "streams": [7]}
+CUBLAS = {"name": "nvjet_sm90_tst_bf16", "own": False, "launches": 1, "device_time_ms": 0.3, "streams": [7]}
+
+
+def _candidate(timed_kernels, gpu_kernels=(OWN,), off_stream=()):
+    return {"integrity": {"gpu": {"kernels": list(gpu_kernels), "event_ms": 1.0, "wall_ms": 1.0},
+                          "timed_profile": {"kernels": list(timed_kernels), "off_stream": list(off_stream)}}}
+
+
+def _annotated(candidate, op_coverage=0.97):
+    result = EvalResult(status=Status.CORRECT, device_name="NVIDIA H100 80GB HBM3", op_coverage=op_coverage)
+    request = SimpleNamespace(config=EvalConfig(device="cuda"))
+    judge = {"sol_timing": {"median_ms": 1.0, "n": 100, "profiled_ms": 1.0}, "timing_plan": {"keep": [99]},
+             "extra": {"timed_call_99": {"passed": True}, **{t: {"passed": True} for t in EXTRA_TAGS}}}
+    annotate(result, request, candidate, judge)
+    return result
+
+
+def test_time_coverage_is_read_from_the_profiled_timed_calls():
+    """The integrity hook's own profiler pass saw the honest kernel; the timed region's profile saw a
+    library GEMM next to a marker launch: time coverage, and the hack, come from the timed region."""
+    result = _annotated(_candidate([{**OWN, "device_time_ms": 0.001}, CUBLAS]))
+    assert result.time_coverage is not None and result.time_coverage < 0.01
+    assert [h.code for h in result.hacks] == [2] and "not observed" in result.hacks[0].evidence
+    honest = _annotated(_candidate([OWN]))
+    assert honest.time_coverage == 1.0 and honest.hacks == []
+
+
+def test_an_older_report_without_a_timed_profile_reads_the_profiler_pass():
+    report = {"integrity": {"gpu": {"kernels": [OWN, CUBLAS]}}}
+    assert profiled_kernels(report)["kernels"] == [OWN, CUBLAS]
+    assert profiled_kernels({}) == {}
+
+
+def test_a_kernel_off_the_callers_stream_in_the_timed_region_is_hack_7():
+    result = _annotated(_candidate([OWN], off_stream=["mm_kernel"]))
+    assert [h.code for h in result.hacks] == [7] and "timed region" in result.hacks[0].evidence
+
+
+def test_coverages_must_agree_where_the_observed_calls_did_most_of_the_work():
+    assert coverage_apart(0.95, 0.9) is None and coverage_apart(0.95, 0.3) is None
+    assert coverage_apart(0.95, COVERAGE_AGREEMENT * 0.95 * 0.99) is not None
+    assert coverage_apart(0.4, 0.01) is None  # lazy when observed too: the lazy warning's business
+    assert coverage_apart(None, 0.01) is None and coverage_apart(0.9, None) is None
+
+
+def test_the_profiled_calls_count_in_the_timed_regions_launches():
+    config = SimpleNamespace(warmup_calls=10)
+    judge = {"sol_timing": {"n": 100, "median_ms": 0.1, "profiled_ms": 0.1}, "timing_plan": {"extra_warmup": 3}}
+    calls = 100 + 10 + 3 + PROFILED_CALLS
+
+    def report(seen):
+        return {"integrity": {"own_launches_before_timing": 50, "own_launches": 50 + seen,
+                              "call_count_launches": [1, 1]}}
+
+    result = EvalResult(status=Status.CORRECT)
+    assert timed_launches(result, config, report(calls), judge) == []
+    assert [h.code for h in timed_launches(result, config, report(calls - 1), judge)] == [2]
