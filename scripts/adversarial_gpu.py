@@ -127,7 +127,8 @@ def mm(a, b):
 # A tell of being watched that needs no private API: observed calls (Python dispatch) and profiled
 # calls (device activity tracing) both issue short launches more slowly, which lengthens the device's
 # idle gaps that CUDA events see. The honest GEMM when slow; when fast (the timed calls, the
-# unprofiled hidden-work batches), a library bf16 GEMM plus the own launch every call makes.
+# unprofiled hidden-work batches), library bf16 GEMMs (split in three for fp32's accuracy) plus the
+# own launch every call makes.
 PROFILER_TELL = GEMM_KERNEL + """
 
 class ModelNew(nn.Module):
@@ -152,7 +153,9 @@ class ModelNew(nn.Module):
         mark_kernel[(1,)](probe, BLOCK=64)
         if g > 1.3 * self.fastest:
             return mm(a, b)
-        return torch.matmul(a.to(torch.bfloat16), b.to(torch.bfloat16)).to(a.dtype)
+        ah, bh = a.to(torch.bfloat16), b.to(torch.bfloat16)  # three bf16 GEMMs: about fp32's accuracy
+        al, bl = (a - ah.float()).to(torch.bfloat16), (b - bh.float()).to(torch.bfloat16)
+        return (ah @ bh).float() + (ah @ bl).float() + (al @ bh).float()
 """
 
 # GPU-only cases: (name, problem source, solution, acceptable codes; 0 = not valid without a hack code)

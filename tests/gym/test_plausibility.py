@@ -47,9 +47,11 @@ def test_missed_work_is_one_bound_strict_above_it(event_ms):
     assert not missed_work(event_ms, event_ms)  # wall equal to the events: nothing hidden
 
 
-def _report(median_ms, samples, sync=None, out_bytes=GB, keep=(7, 99), n=100, profiled="same"):
-    profiled_ms = median_ms if profiled == "same" else profiled
-    return {"sol_timing": {"median_ms": median_ms, "n": n, "profiled_ms": profiled_ms}, "timing_plan": {"keep": list(keep)}, "out_bytes": out_bytes,
+def _report(median_ms, samples, sync=None, out_bytes=GB, keep=(7, 99), n=100, profiled="same", span="same"):
+    profiled_ms = 0.9 * median_ms if profiled == "same" else profiled
+    span_ms = 1.2 * median_ms if span == "same" else span
+    return {"sol_timing": {"median_ms": median_ms, "n": n, "profiled_ms": profiled_ms, "profiled_span_ms": span_ms},
+            "timing_plan": {"keep": list(keep)}, "out_bytes": out_bytes,
             "sol_timing_sync": None if sync is None else {"median_ms": sync}, "roofline_ms": 1.0,
             "extra": {f"timed_call_{i}": {"passed": ok, "message": "" if ok else "3 of 9 values outside"}
                       for i, ok in samples.items()}}
@@ -111,28 +113,31 @@ def test_remeasurement_decides():
 
 
 @pytest.mark.parametrize("timed_ms", [0.003, 0.05, 1.0, 40.0])
-def test_profiled_apart_is_one_bound_both_ways(timed_ms):
-    """Profiled calls slower than the bound: the timed calls ran cheaper work; faster: the profiler saw
-    less than was timed. At the bound is not apart, the next float beyond it is."""
+def test_profiled_apart_is_one_bound_each_way(timed_ms):
+    """The profiled calls' kernels taking longer than the bound: the timed calls ran cheaper work; their
+    span (launches included) shorter than the bound: the profiler saw less than was timed. At a bound is
+    not apart, the next float beyond it is."""
     slower = PROFILED_RATIO * timed_ms + PROFILED_SLACK_MS
     assert profiled_apart(timed_ms, slower) is None
     assert profiled_apart(timed_ms, math.nextafter(slower, math.inf)) == "timed faster"
-    faster = (timed_ms - PROFILED_SLACK_MS) / PROFILED_RATIO
-    if faster > 0:
-        assert profiled_apart(timed_ms, faster * 1.001) is None
-        assert profiled_apart(timed_ms, faster * 0.99) == "profiled faster"
-    assert profiled_apart(timed_ms, timed_ms) is None
-    assert profiled_apart(timed_ms, 1.2 * timed_ms) is None  # what tracing may add
+    shorter = (timed_ms - PROFILED_SLACK_MS) / PROFILED_RATIO
+    if shorter > 0:
+        assert profiled_apart(timed_ms, 0.9 * timed_ms, 1.01 * shorter) is None
+        assert profiled_apart(timed_ms, 0.0, 0.99 * shorter) == "profiled faster"
+    # honest: kernels below the median (no gaps, a warm L2), the span above it (traced launches)
+    assert profiled_apart(timed_ms, 0.7 * timed_ms, 3.0 * timed_ms + 0.2) is None
+    assert profiled_apart(timed_ms, 0.0) is None  # no span reported: only the first bound
 
 
 def test_a_forward_that_runs_other_work_when_profiled_is_hack_7():
     """An honest Triton GEMM when profiled, a library GEMM three times faster when timed: hack 7 with
     both times in the evidence; a profiled time that never came is hack 8."""
     hacks = timing_hacks(EvalResult(status=Status.CORRECT, device_name=H100),
-                         _report(1.0, {7: True, 99: True}, profiled=3.0))
+                         _report(1.0, {7: True, 99: True}, profiled=3.0, span=3.2))
     assert [h.code for h in hacks] == [7] and "3.0000" in hacks[0].evidence and "timed faster" in hacks[0].evidence
-    assert _codes(_report(3.0, {7: True, 99: True}, profiled=1.0)) == [7]  # the profiler saw a cheaper forward
-    assert _codes(_report(1.0, {7: True, 99: True}, profiled=1.3)) == []
+    # a near-empty forward when profiled: even its span with the launches is a third of the median
+    assert _codes(_report(3.0, {7: True, 99: True}, profiled=0.01, span=1.0)) == [7]
+    assert _codes(_report(1.0, {7: True, 99: True}, profiled=1.3, span=1.3)) == []
     assert _codes(_report(1.0, {7: True, 99: True}, profiled=None)) == [8]
 
 

@@ -477,7 +477,7 @@ class Extra(Message):
 
 
 STAT_FIELDS = ("median_ms", "iqr_ms", "cv", "mean_ms", "min_ms")
-OPTIONAL_STAT_FIELDS = ("wall_ms_per_call", "rse", "head_start_ms", "host_ms", "uncovered", "profiled_ms")
+OPTIONAL_STAT_FIELDS = ("wall_ms_per_call", "rse", "head_start_ms", "host_ms", "uncovered", "profiled_ms", "profiled_span_ms")
 SAMPLES_CAP = 100000
 """A timing's per-call samples (``samples_ms``) beyond this many are a claim not kept."""
 

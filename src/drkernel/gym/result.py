@@ -94,7 +94,8 @@ class TimingStats:
     head_start_ms: float | None = None  # the device's head start before each call (timing.py)
     host_ms: float | None = None        # median host time to issue one call
     uncovered: float | None = None      # share of calls whose issue outlasted the head start
-    profiled_ms: float | None = None    # least time of a few more timed calls under the profiler
+    profiled_ms: float | None = None    # device time of one call's kernels, a few more calls under the profiler
+    profiled_span_ms: float | None = None  # least event time of those calls (the host's launches included)
 
 
 @dataclass(frozen=True)

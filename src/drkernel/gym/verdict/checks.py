@@ -347,16 +347,17 @@ def profiled_timing_hacks(sol: Mapping[str, Any]) -> list[Hack]:
     (`drkernel.gym.candidate.profiling.profiled_timing`): further apart than `profiled_apart` allows,
     the forward ran other work when profiled (hack 7); no profiled time at all is a check that never
     reached the judge (hack 8)."""
-    profiled = sol.get("profiled_ms")
+    profiled, span = sol.get("profiled_ms"), sol.get("profiled_span_ms")
     if profiled is None:
         return [make_hack(8, "the timed calls under the profiler never reached the judge")]
-    timed_ms, profiled_ms = float(sol["median_ms"]), float(profiled)
-    way = profiled_apart(timed_ms, profiled_ms)
+    timed_ms, kernels_ms = float(sol["median_ms"]), float(profiled)
+    way = profiled_apart(timed_ms, kernels_ms, None if span is None else float(span))
     if way is None:
         return []
-    return [make_hack(7, f"timed at {timed_ms:.4f} ms, but {profiled_ms:.4f} ms for the same calls under the "
-                         f"profiler ({way}): the forward runs other work when it is profiled, so the "
-                         f"profiler's kernels are not the timed work")]
+    shown = f"{kernels_ms:.4f} ms of kernels" + ("" if span is None else f" in a {float(span):.4f} ms span")
+    return [make_hack(7, f"timed at {timed_ms:.4f} ms, but {shown} for the same calls under the profiler "
+                         f"({way}): the forward runs other work when it is profiled, so the profiler's "
+                         f"kernels are not the timed work")]
 
 
 def integrity_checks() -> CheckRegistry:
