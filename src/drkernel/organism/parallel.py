@@ -162,9 +162,10 @@ def arm_jobs(arms: Sequence[str], seeds: Sequence[int], scale: str, device: str,
     return jobs
 
 
-STAGE_NAMES = (("gym_start", "gym start"), ("heldout_before", "held-out before"), ("sampling", "sampling"),
+STAGE_NAMES = (("gym_start", "gym start"), ("setup", "setup"), ("heldout_before", "held-out before"),
+               ("sampling", "sampling"),
                ("evaluations", "evaluations"), ("wait_others", "waiting for other runs' verdicts"),
-               ("training", "training"), ("heldout_after", "held-out after"),
+               ("training", "training"), ("heldout_after", "held-out after"), ("close", "close"),
                ("turns/exclusive_wait_s", "timed-region turns waited"),
                ("turns/exclusive_hold_s", "held"), ("turns/shared_wait_s", "shared turns waited"))
 
@@ -177,10 +178,11 @@ def stage_lines(run_files: Sequence[Path]) -> list[str]:
             continue
         run = json.loads(path.read_text())
         st = run.get("stages", {})
-        parts = ", ".join(f"{label} {st[key]:.0f}" for key, label in STAGE_NAMES if key in st)
-        lines.append(f"SUMMARY organism stages {run['arm']}-s{run['seed']} (s): wall {st.get('wall', 0):.0f} "
+        parts = ", ".join(f"{label} {st[key]:.1f}" for key, label in STAGE_NAMES if key in st)
+        gym = ", ".join(f"{k[4:]} {v:.1f}" for k, v in st.items() if k.startswith("gym/"))
+        lines.append(f"SUMMARY organism stages {run['arm']}-s{run['seed']} (s): wall {st.get('wall', 0):.1f} "
                      f"({run['steps_done']} steps, {st.get('evaluations_n', 0):.0f} programs judged): "
-                     f"sft {st.get('sft', 0):.0f} (its own phase), {parts}; "
+                     f"sft {st.get('sft', 0):.1f} (its own phase), {parts}; gym stages summed: {gym}; "
                      f"{int(st.get('turns/exclusive_turns', 0))} timed-region turns")
     return lines
 

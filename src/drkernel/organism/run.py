@@ -141,7 +141,7 @@ def run_arm(arm: Arm, scale: Scale, seed: int, out_dir: Path, device: str, evalu
 
     t_start = time.monotonic()
     p0 = prepare_policy(scale, seed, cache_dir, resolve(device, "--device"))
-    stages = {"policy_load": time.monotonic() - t_start}
+    stages: dict[str, float] = {}
     before = _counters(cache)
     run_dir = out_dir / f"{arm.name}-s{seed}"
     cfg = train_config(arm, scale, seed, p0.path, run_dir, device)
@@ -153,8 +153,10 @@ def run_arm(arm: Arm, scale: Scale, seed: int, out_dir: Path, device: str, evalu
                            eval_config=gym, seed=seed, corpus=p0.corpus, stop_p=scale.stop_p)
     sampling = SamplingParams(temperature=1.0, top_p=1.0, max_tokens=scale.max_tokens)
     env = OrganismEnv(problems, evaluator, settings, sampling, cache, core_evaluator=core_evaluator)
-    trainer = Trainer(cfg, env=env)
     device_turn = cache.turns.shared if cache.turns is not None else nullcontext
+    with device_turn():  # the policy moves to the device
+        trainer = Trainer(cfg, env=env)
+    stages["setup"] = time.monotonic() - t_start
     try:
         with device_turn():
             heldout_before = _heldout(env, trainer, scale, seed, stages, "heldout_before")
@@ -171,7 +173,9 @@ def run_arm(arm: Arm, scale: Scale, seed: int, out_dir: Path, device: str, evalu
         with device_turn():
             heldout_after = _heldout(env, trainer, scale, seed, stages, "heldout_after")
     finally:
+        t_close = time.monotonic()
         trainer.close()
+        stages["close"] = time.monotonic() - t_close
     result = {"schema": SCHEMA, "arm": arm.name, "arm_description": arm.description, "expect": arm.expect,
               "seed": seed, "scale": scale.to_dict(), "device": device,
               "gym_device": gym.device, "device_name": _device_name(cache), "sft": p0.info,
@@ -205,7 +209,8 @@ def stage_breakdown(sft: dict[str, Any], gym_start_s: float, stages: dict[str, f
     """Where a run's wall time went, in seconds (the run's JSON ``stages``; the claims SUMMARY prints it).
 
     ``sft``: the seed's SFT (made once per seed, before its runs: not part of ``wall``); ``gym_start``:
-    starting the process's evaluators; per RL step ``sampling`` (the policy writing turns), ``evaluations``
+    starting the process's evaluators (before ``wall``); ``setup``: loading the policy and building the
+    trainer; ``close``: the trainer's last checkpoint; over the RL steps ``sampling`` (the policy writing turns), ``evaluations``
     (the gym judging new programs, this run's share of every run's turns included), ``wait_others``
     (programs other runs were judging), ``training`` (log-probs, advantages, update); ``heldout_*``;
     ``turns/*``: this process's waits for and holds of the device's turns (`DeviceTurns`); ``gym/*``:
