@@ -1,6 +1,7 @@
 """The service under hostile clients, where the defence is the gym's: a real server on loopback
-whose one CPU worker (two slots) runs the real gym in its sandbox. What a request's code holds of
-the host (memory its resident size does not show, CPU share) is bounded per evaluation."""
+whose one CPU worker (two slots, 2 GiB of host memory for request code: 1 GiB a slot) runs the real
+gym in its sandbox. What a request's code holds of the host (memory, resident or in its tmpfs; CPU
+share) is bounded per evaluation, whatever the request asks."""
 
 from __future__ import annotations
 
@@ -18,16 +19,29 @@ HOG = ("import subprocess as _sp, sys as _sys\n"
        "_hogs = [_sp.Popen([_sys.executable, '-c', 'while True: pass  # {mark}']) for _ in range(4)]\n")
 
 
+HOST_MEMORY = 2 << 30
+SLOT_MEMORY = HOST_MEMORY // 2
+FORWARD = "import torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n{body}        return x * 2\n"
+GOLD = FORWARD.format(body="")
+
+
+def _holding(mb: int, indent: str = "") -> str:
+    """Lines that make the process they run in hold ``mb`` MiB more (written, so resident) and keep
+    writing it: only a kill ends them before the job's timeout (no race with the watch's sampling)."""
+    return "".join(f"{indent}{line}\n" for line in (
+        "import torch as _t", f"_held = _t.ones({mb} << 18)", "while True:", "    _held.add_(1)"))
+
+
 @pytest.fixture(scope="module")
 def gym(tmp_path_factory):
     srv = ServerProcess(tmp_path_factory.mktemp("gym-hostile") / "jobs.sqlite", "--devices", "cpu:1",
-                        "--slots", "2").start(timeout_s=300)
+                        "--slots", "2", "--host-memory-bytes", str(HOST_MEMORY)).start(timeout_s=300)
     yield srv
     srv.stop()
 
 
 def _http(srv) -> httpx.Client:
-    return httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {srv.token}"}, timeout=60)
+    return httpx.Client(base_url=srv.url, headers={"Authorization": f"Bearer {srv.token}"}, timeout=300)
 
 
 def _job(solution: str, code: str = SMALL_REFERENCE, name: str = "double", **config) -> dict:
@@ -57,9 +71,10 @@ def _idle(pid: int) -> bool:
 
 def test_a_request_reference_cannot_hold_host_memory_in_its_tmpfs_beyond_the_limit(gym):
     """A custom reference writes 1.5 GiB into its judge's private /tmp in 8 MiB pieces (its resident
-    size stays small) under rss_limit_mb=1024: the memory watch counts the tmpfs and kills the judge,
-    and the job fails as the reference's fault. (A candidate's tmpfs is counted by the same watch;
-    the static contract already refuses the file access a solution would need.)"""
+    size stays small) under rss_limit_mb=1024 (and the judge's half of the slot's share, 512 MiB):
+    the memory watch counts the tmpfs and kills the judge, and the job fails as the reference's
+    fault. (A candidate's tmpfs is counted by the same watch; the static contract already refuses
+    the file access a solution would need.)"""
     fill = ("with open('/tmp/fill', 'wb') as _f:\n    for _ in range(192):\n"
             "        _f.write(b'\\1' * (8 << 20))\n        _f.flush()\n")
     with _http(gym) as c:
@@ -68,6 +83,40 @@ def test_a_request_reference_cannot_hold_host_memory_in_its_tmpfs_beyond_the_lim
         out = c.get(f"/v1/jobs/{job}/wait?timeout=240").json()
     assert (out["status"], out["error_class"]) == ("failed", "reference_error"), out
     assert "memory limit" in out["error"], out["error"]
+
+
+def test_a_solution_holds_at_most_its_share_of_the_workers_host_memory_whatever_it_asks(gym):
+    """Under the request's default rss_limit_mb (16384), a solution whose forward holds 400 MiB
+    more and waits: its candidate (half the 1 GiB slot share beside the custom reference's own judge, 512 MiB)
+    is killed, and the result, out_of_memory, names the limit that applied and what set it. The
+    config recorded is the one asked (so its replay and cache key are unchanged). The same problem
+    with a solution that holds nothing is correct (the control: the share leaves room for a plain job)."""
+    hog = FORWARD.format(body=_holding(400, indent=" " * 8))
+    with _http(gym) as c:
+        assert [w["slot_memory_bytes"] for w in c.get("/v1/workers").json()] == [SLOT_MEMORY]
+        ids = [c.post("/v1/jobs", json=_job(s + f"# {secrets.token_hex(4)}", second_size=False,
+                                            timeout_s=60)).json()["id"] for s in (GOLD, hog)]
+        plain, held = (c.get(f"/v1/jobs/{i}/wait?timeout=240").json() for i in ids)
+    assert plain["result"]["status"] == "correct", plain
+    result = held["result"]
+    assert (held["status"], result["status"]) == ("done", "out_of_memory"), held
+    assert f"exceeded {SLOT_MEMORY >> 21} MB" in result["error"], result["error"]
+    assert any("host memory share" in w and "asked 16384 MB" in w for w in result["warnings"]), result
+    assert result["config"]["rss_limit_mb"] == 16384
+
+
+def test_a_custom_reference_holds_at_most_its_half_of_the_slot_share(gym):
+    """A custom reference that holds 400 MiB more as it loads, and waits, under
+    rss_limit_mb=32768 (the most a client may ask): its own judge is killed at 512 MiB (not at its
+    60-s timeout) and the job fails as the reference's fault, naming the limit and what set it."""
+    # plain bytes: resident whatever device torch builds tensors on while the judge sizes a reference
+    code = "import time\n_held = b'\\1' * (400 << 20)\nwhile True:\n    time.sleep(1)\n" + SMALL_REFERENCE
+    with _http(gym) as c:
+        job = c.post("/v1/jobs", json=_job(GOLD, code=code, name="heldref", rss_limit_mb=32768,
+                                           timeout_s=60)).json()["id"]
+        out = c.get(f"/v1/jobs/{job}/wait?timeout=240").json()
+    assert (out["status"], out["error_class"]) == ("failed", "reference_error"), out
+    assert f"memory limit ({SLOT_MEMORY >> 21} MiB: the worker's host memory share" in out["error"], out["error"]
 
 
 @pytest.mark.skipif(not hasattr(os, "SCHED_IDLE"), reason="SCHED_IDLE is Linux's")

@@ -61,7 +61,8 @@ def _make_handles(config: ServiceConfig) -> list[WorkerHandle]:
         from drkernel.service.ray_backend import ray_workers
 
         return ray_workers(config)
-    return local_workers(config.devices, config.evaluator, config.evaluator_kwargs, config.slots_per_worker)
+    return local_workers(config.devices, config.evaluator, config.evaluator_kwargs, config.slots_per_worker,
+                         config.host_memory_bytes, config.device_memory_bytes)
 
 
 MAX_ERRORS_SHOWN = 50

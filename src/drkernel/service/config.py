@@ -50,6 +50,13 @@ class ServiceConfig:
     device_memory_bytes: int | None = None
     """Device memory a worker may commit to admitted jobs; None: 90 % of what the device reports
     (CPU workers: 4 GiB each)."""
+    host_memory_bytes: int | None = None
+    """Host memory the request code on one worker may hold, all its slots together. Each slot gets an
+    equal share, and the processes of an evaluation that run request code (its candidate; with a
+    custom reference also that reference's own judge, half the share each) are killed past it,
+    whatever ``rss_limit_mb`` a request asks: the smaller of the two applies. None: a CPU worker's
+    ``device_memory_bytes`` (4 GiB when unset); a GPU worker 90 % of the host's physical memory
+    divided among the host's GPUs."""
     max_attempts: int = 2
     """Attempts per job on infrastructure failure (a lost worker, a store error, a server restart).
     A bad solution is a result and is never retried."""
@@ -164,6 +171,8 @@ class ServiceConfig:
         ):
             if getattr(self, name) < 1:
                 problems.append(f"{name}={getattr(self, name)} (at least 1)")
+        if self.host_memory_bytes is not None and self.host_memory_bytes < 1:
+            problems.append(f"host_memory_bytes={self.host_memory_bytes} (at least 1, or None)")
         for name in ("lease_s", "max_wait_s", "max_timeout_s", "rate_per_client", "retention_s",
                      "head_timeout_s", "body_timeout_s", "write_timeout_s", "rate_per_peer", "submit_rate_per_client",
                      "token_ttl_s"):

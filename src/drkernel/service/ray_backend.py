@@ -14,20 +14,29 @@ from typing import Any, Mapping
 
 from drkernel.errors import ConfigError, InfrastructureError
 from drkernel.service.config import ServiceConfig
-from drkernel.service.workers import JobThreads, WorkerUnavailable, answer_error, build_evaluator, evaluator_info
+from drkernel.service.workers import (
+    JobThreads,
+    WorkerUnavailable,
+    answer_error,
+    start_evaluator,
+    worker_host_memory,
+)
 
 
 class _EvaluatorActor:
-    """The actor body (wrapped with ``ray.remote`` at placement time)."""
+    """The actor body (wrapped with ``ray.remote`` at placement time). Its host memory
+    (`worker_host_memory`) is read on the node it runs on."""
 
-    def __init__(self, spec: str, device: str, kwargs: Mapping[str, Any] | None):
-        self.evaluator = build_evaluator(spec, device, kwargs)
+    def __init__(self, spec: str, device: str, kwargs: Mapping[str, Any] | None, slots: int,
+                 memory: tuple[int | None, int | None]):
+        host_memory = worker_host_memory(device, *memory)
+        self.evaluator, self._info = start_evaluator(spec, device, kwargs, slots, host_memory)
         self.device = device
         self.threads = JobThreads()
 
     def info(self) -> dict[str, Any]:
         return {
-            **evaluator_info(self.evaluator, self.device),
+            **self._info,
             "pid": os.getpid(),
             "host": socket.gethostname(),
         }
@@ -42,8 +51,10 @@ class _EvaluatorActor:
 class RayWorker:
     """A `WorkerHandle` backed by a Ray actor (``gpu``: one whole GPU, else one CPU)."""
 
-    def __init__(self, name: str, gpu: bool, spec: str, kwargs: Mapping[str, Any] | None, slots: int):
+    def __init__(self, name: str, gpu: bool, spec: str, kwargs: Mapping[str, Any] | None, slots: int,
+                 memory: tuple[int | None, int | None] = (None, None)):
         self.name, self.gpu, self.spec, self.slots = name, gpu, spec, slots
+        self.memory = memory  # (ServiceConfig.host_memory_bytes, device_memory_bytes): `worker_host_memory`
         self.device = "cuda:0" if gpu else "cpu"  # Ray narrows CUDA_VISIBLE_DEVICES to the actor's GPU
         self.kwargs = dict(kwargs or {})
         self._actor = None
@@ -56,7 +67,7 @@ class RayWorker:
         options = {"num_gpus": 1, "num_cpus": 1} if self.gpu else {"num_cpus": 1}
         # one thread more than slots: a cancel never waits behind the jobs it is meant to stop
         actor_cls = ray.remote(**options, max_concurrency=self.slots + 1)(_EvaluatorActor)
-        self._actor = actor_cls.remote(self.spec, self.device, self.kwargs)
+        self._actor = actor_cls.remote(self.spec, self.device, self.kwargs, self.slots, self.memory)
         self._dead = False
         try:
             self._info = await self._actor.info.remote()
@@ -113,12 +124,15 @@ def ray_workers(config: ServiceConfig) -> list[RayWorker]:
         address = None if config.ray_address == "local" else config.ray_address
         ray.init(address=address, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
     gpus = int(ray.cluster_resources().get("GPU", 0))
+    memory = (config.host_memory_bytes, config.device_memory_bytes)
     workers = [
-        RayWorker(f"ray-gpu-{i}", True, config.evaluator, config.evaluator_kwargs, config.slots_per_worker)
+        RayWorker(f"ray-gpu-{i}", True, config.evaluator, config.evaluator_kwargs, config.slots_per_worker,
+                  memory)
         for i in range(gpus)
     ]
     workers += [
-        RayWorker(f"ray-cpu-{i}", False, config.evaluator, config.evaluator_kwargs, config.slots_per_worker)
+        RayWorker(f"ray-cpu-{i}", False, config.evaluator, config.evaluator_kwargs, config.slots_per_worker,
+                  memory)
         for i in range(config.ray_cpu_workers)
     ]
     if not workers:

@@ -168,6 +168,7 @@ class Worker:
             "in_flight": len(self.in_flight),
             "used_bytes": self.used_bytes,
             "budget_bytes": self.budget_bytes,
+            "slot_memory_bytes": self.info.get("slot_memory_bytes"),
             "completed": self.completed,
             "infra_failures": self.infra_failures,
             "restarts": self.restarts,

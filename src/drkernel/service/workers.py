@@ -30,6 +30,9 @@ from drkernel.errors import ConfigError, DrKernelError, InfrastructureError, Jud
 log = logging.getLogger(__name__)
 
 CPU_BUDGET_BYTES = 4 << 30
+HOST_MEMORY_FRACTION = 0.9
+"""Share of a GPU host's physical memory its workers' request code may hold (the rest: the server,
+the workers' own processes, the system)."""
 
 
 class WorkerHandle(Protocol):
@@ -146,6 +149,38 @@ def evaluator_info(evaluator, device: str) -> dict[str, Any]:
     return info
 
 
+def worker_host_memory(device: str, configured: int | None = None,
+                       device_memory_bytes: int | None = None) -> int:
+    """Host memory the request code on one worker may hold, all its slots together
+    (`ServiceConfig.host_memory_bytes`): ``configured``; else a CPU worker's device budget
+    (``device_memory_bytes``, else `CPU_BUDGET_BYTES`); else a GPU worker's part of this host:
+    `HOST_MEMORY_FRACTION` of its physical memory divided among its GPUs."""
+    if configured:
+        return int(configured)
+    if device == "cpu":
+        return int(device_memory_bytes or CPU_BUDGET_BYTES)
+    physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return int(HOST_MEMORY_FRACTION * physical) // max(1, _gpus_on_host())
+
+
+def start_evaluator(spec: str, device: str, kwargs: Mapping[str, Any] | None, slots: int,
+                    host_memory_bytes: int) -> tuple[Any, dict[str, Any]]:
+    """Build a worker's evaluator and give each of its ``slots`` an equal share of
+    ``host_memory_bytes`` for the request code of one evaluation (the evaluator's
+    ``limit_host_memory``); returns it with its info, ``slot_memory_bytes`` included (None for an
+    evaluator that cannot bound memory: the requests' ``rss_limit_mb`` alone then applies)."""
+    evaluator = build_evaluator(spec, device, kwargs)
+    share: int | None = max(1, host_memory_bytes // max(1, slots))
+    limit = getattr(evaluator, "limit_host_memory", None)
+    if limit is None:
+        log.warning("evaluator %s cannot bound the host memory of request code (no limit_host_memory): "
+                    "each request's rss_limit_mb alone applies on %s", spec, device)
+        share = None
+    else:
+        limit(share)
+    return evaluator, {**evaluator_info(evaluator, device), "slot_memory_bytes": share}
+
+
 def run_one(evaluator, request_json: str) -> tuple[str, str]:
     """Evaluate one request inside a worker: ``("result", EvalResult JSON)``, ``("reference_error",
     text)`` when the judge could not run the problem's reference (`JudgeError`), or ``("error",
@@ -171,15 +206,16 @@ def public_first_line(e: BaseException) -> str:
 
 
 def _worker_main(
-    conn, spec: str, device: str, kwargs: Mapping[str, Any] | None, slots: int, tag: str = ""
+    conn, spec: str, device: str, kwargs: Mapping[str, Any] | None, slots: int, tag: str,
+    host_memory_bytes: int,
 ) -> None:
-    """Entry point of a worker process: build the evaluator, then serve ``(key, request)`` messages.
-    ``tag`` goes into the environment that its candidate children inherit, so the server can find
-    and kill them if this process dies (`kill_tagged`)."""
+    """Entry point of a worker process: build the evaluator (`start_evaluator`), then serve ``(key,
+    request)`` messages. ``tag`` goes into the environment that its candidate children inherit, so
+    the server can find and kill them if this process dies (`kill_tagged`)."""
     os.environ[WORKER_TAG_ENV] = tag
     try:
-        evaluator = build_evaluator(spec, device, kwargs)
-        conn.send(("ready", evaluator_info(evaluator, device)))
+        evaluator, info = start_evaluator(spec, device, kwargs, slots, host_memory_bytes)
+        conn.send(("ready", info))
     except Exception as e:  # noqa: BLE001 - reported to the parent, which marks the device down
         conn.send(("start_failed", f"{type(e).__name__}: {e}"))
         return
@@ -246,8 +282,10 @@ class LocalWorker:
         kwargs: Mapping[str, Any] | None = None,
         slots: int = 2,
         start_timeout_s: float = 600.0,
+        host_memory_bytes: int | None = None,
     ):
         self.name, self.device, self.spec, self.slots = name, device, spec, slots
+        self.host_memory_bytes = host_memory_bytes or worker_host_memory(device)  # all slots together
         self.kwargs = dict(kwargs or {})
         self.start_timeout_s = start_timeout_s
         self._proc: mp.process.BaseProcess | None = None
@@ -263,7 +301,7 @@ class LocalWorker:
         self._tag = uuid.uuid4().hex
         self._proc = ctx.Process(
             target=_worker_main,
-            args=(child, self.spec, self.device, self.kwargs, self.slots, self._tag),
+            args=(child, self.spec, self.device, self.kwargs, self.slots, self._tag, self.host_memory_bytes),
             name=f"kernelgym-{self.name}",
             daemon=True,
         )
@@ -404,12 +442,25 @@ def local_devices(spec: str) -> list[str]:
     return devices
 
 
-def local_workers(devices: str, spec: str, kwargs: Mapping[str, Any] | None, slots: int) -> list[LocalWorker]:
-    """One `LocalWorker` per device of ``devices`` (see `local_devices`)."""
+def local_workers(
+    devices: str, spec: str, kwargs: Mapping[str, Any] | None, slots: int,
+    host_memory_bytes: int | None = None, device_memory_bytes: int | None = None,
+) -> list[LocalWorker]:
+    """One `LocalWorker` per device of ``devices`` (see `local_devices`), each with its host memory
+    (`worker_host_memory`)."""
     return [
-        LocalWorker(f"{d.replace(':', '')}-{i}", d, spec, kwargs, slots)
+        LocalWorker(f"{d.replace(':', '')}-{i}", d, spec, kwargs, slots,
+                    host_memory_bytes=worker_host_memory(d, host_memory_bytes, device_memory_bytes))
         for i, d in enumerate(local_devices(devices))
     ]
+
+
+def _gpus_on_host() -> int:
+    """GPUs on this host, whatever this process is allowed to see (``/dev/nvidiaN``); 1 when none."""
+    try:
+        return max(1, len([d for d in os.listdir("/dev") if d.startswith("nvidia") and d[6:].isdigit()]))
+    except OSError:
+        return 1
 
 
 def _visible_gpus() -> int:

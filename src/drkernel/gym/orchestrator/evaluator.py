@@ -134,6 +134,7 @@ class InProcessEvaluator:
         self._closed = False
         self._sessions: dict[int, CandidateSession] = {}  # thread ident -> its running session
         self.default_device = device
+        self.memory_share: int | None = None  # `limit_host_memory`
         self._runtimes: dict[str, DeviceRuntime] = {device: self._new_runtime(device)}
 
     # -- Evaluator protocol --------------------------------------------------------------------
@@ -173,6 +174,14 @@ class InProcessEvaluator:
         """The default device: name, in-flight candidates, pool size (for the workers endpoint)."""
         rt = self._runtime(self.default_device)
         return rt.info()
+
+    def limit_host_memory(self, per_evaluation_bytes: int) -> None:
+        """Bound the host memory of each evaluation's request code by ``per_evaluation_bytes``, whatever
+        ``rss_limit_mb`` a request asks (a service gives each of a worker's slots its share of the
+        host): the candidate gets the smaller of the two; where a request's reference runs in a
+        judge of its own, the candidate and that judge get half the share each. The request itself
+        is not changed; a result that hit the share says so."""
+        self.memory_share = max(1, int(per_evaluation_bytes))
 
     def cancel_thread(self, ident: int) -> bool:
         """Kill the candidate that the evaluation on thread ``ident`` runs (a service job that was
@@ -235,7 +244,8 @@ class InProcessEvaluator:
             return self._done(replace(facts, checks=CheckFacts(tuple(hacks), blocked=True)), stages, t0)
 
         rt = self._runtime(cfg.device)
-        with _judge_of(request, rt) as judge:
+        judge_limit = memory_limit(cfg.rss_limit_mb, self.memory_share, own_judge=True)
+        with _judge_of(request, rt, *judge_limit) as judge:
             return self._run_job(request, facts, hacks, stages, t0, rt, judge, native)
 
     def _run_job(self, request: EvalRequest, facts: Facts, hacks: list, stages: dict[str, float], t0: float,
@@ -255,12 +265,13 @@ class InProcessEvaluator:
         _announce(request, f"running the solution in a fresh candidate process ({cfg.trials} trials, "
                            f"limit {cfg.timeout_s:g} s)")
         clocks_start = read_clocks(rt.device) if job["timing"] else None
+        limit = memory_limit(cfg.rss_limit_mb, self.memory_share, own_judge=judge is not None)
         with rt.slot(prepared.input_bytes):  # the memory claim is empty on CPU
             session = CandidateSession(rt, job, job_id, cfg.tolerance, job["weight_seed"], cfg.timeout_s,
-                                       cfg.rss_limit_mb << 20, judge, b"".join(lib for _, lib in native))
+                                       limit[0], judge, b"".join(lib for _, lib in native))
             out = self._run_cancellable(session)
         _session_stages(stages, out)
-        candidate = candidate_facts(out, job)
+        candidate = candidate_facts(out, job, limit)
         checks = self._verdict_checks(request, replace(facts, candidate=candidate, checks=CheckFacts(tuple(hacks))),
                                       out, job, prepared, stages)
         timing = self._timing(assemble(replace(facts, candidate=candidate)).status, out, rt, job, cfg, stages, judge)
@@ -414,14 +425,29 @@ class InProcessEvaluator:
         return assemble(replace(facts, stage_seconds=dict(stages), elapsed_s=time.monotonic() - t0))
 
 
+def memory_limit(rss_limit_mb: int, share: int | None, own_judge: bool) -> tuple[int, str]:
+    """The host memory limit in bytes of one process that runs request code, and what set it: the
+    request's ``rss_limit_mb``, or the evaluation's ``share`` of the host
+    (`InProcessEvaluator.limit_host_memory`; halved where a request's reference has a judge of its
+    own, since that judge runs request code too) where that is smaller. E.g. 16384 MB asked, a
+    2 GiB share, an own judge: 1 GiB each."""
+    asked = rss_limit_mb << 20
+    part = None if share is None else share // 2 if own_judge else share
+    if part is None or part >= asked:
+        return asked, "the request's rss_limit_mb"
+    half = ", halved between the candidate and the reference's own judge" if own_judge else ""
+    return part, f"the worker's host memory share per evaluation{half}; the request asked {rss_limit_mb} MB"
+
+
 @contextlib.contextmanager
-def _judge_of(request: EvalRequest, rt: DeviceRuntime) -> Iterator[OwnJudge | None]:
+def _judge_of(request: EvalRequest, rt: DeviceRuntime, rss_limit_bytes: int,
+              limit_source: str) -> Iterator[OwnJudge | None]:
     """A judge of the evaluation's own when its reference came with the request (`own_judge`), else
     None (the device's shared judges)."""
     if not is_request_reference(request.problem):
         yield None
         return
-    judge = OwnJudge(rt, request.config.timeout_s, request.config.rss_limit_mb << 20)
+    judge = OwnJudge(rt, request.config.timeout_s, rss_limit_bytes, limit_source)
     try:
         yield judge
     finally:
@@ -440,9 +466,10 @@ def _session_stages(stages: dict[str, float], out: SessionOutcome) -> None:
             stages[str(name)[:40]] = float(seconds)
 
 
-def candidate_facts(out: SessionOutcome, job: dict[str, Any]) -> CandidateFacts:
+def candidate_facts(out: SessionOutcome, job: dict[str, Any], limit: tuple[int, str]) -> CandidateFacts:
     """What one candidate run established, read once from its session: the judge's verdict on each
-    trial (with the job's seed and size), how the run ended, its kernels and backend flags."""
+    trial (with the job's seed and size), how the run ended, its kernels and backend flags.
+    ``limit``: the candidate's host memory limit and what set it (`memory_limit`)."""
     trials = tuple(TrialResult(trial=v["trial"], seed=job["trials"][v["trial"]]["seed"], passed=bool(v.get("passed")),
                                max_abs_err=v.get("max_abs_err"), max_rel_err=v.get("max_rel_err"),
                                message=str(v.get("message", "")), size=job["trials"][v["trial"]]["size"],
@@ -457,9 +484,11 @@ def candidate_facts(out: SessionOutcome, job: dict[str, Any]) -> CandidateFacts:
         error=None if e is None else ErrorReport(e["stage"], e["type"], e["message"], e["traceback"]),
         died=out.died, finished=out.done is not None, returncode=out.returncode, log_tail=out.log_tail,
         solution_path=out.solution_path, timeout_s=float(job["config"]["timeout_s"]),
-        rss_limit_mb=int(job["config"]["rss_limit_mb"]), kernels=_kernels(done),
+        rss_limit_mb=limit[0] >> 20, kernels=_kernels(done),
         solution_flags=done.get("backend_flags"),
-        warnings=(f"outputs were copied through the host: {out.ipc_fallback}",) if out.ipc_fallback else ())
+        warnings=tuple(w for w in (
+            out.ipc_fallback and f"outputs were copied through the host: {out.ipc_fallback}",
+            out.oom and f"memory limit {limit[0] >> 20} MB: {limit[1]}") if w))
 
 
 def contraction_rate(op_profile: dict[str, Any] | None) -> float | None:

@@ -6,7 +6,8 @@ there; a reference a client sent is request code, like a solution, and in a shar
 rebind the judge's comparison for other clients' solutions, read their references from memory, hang
 the judge, or hold its memory. So such a reference gets a judge process of its own for one
 evaluation (`OwnJudge`): the candidate's sandbox and limits (`CANDIDATE_LIMITS`: CPU time,
-processes), its host memory watched against the request's ``rss_limit_mb``, every call bounded by the
+processes), its host memory watched against the request's ``rss_limit_mb`` (or, where smaller, its
+half of the worker's share per evaluation: `InProcessEvaluator.limit_host_memory`), every call bounded by the
 request's ``timeout_s``, discarded when the evaluation ends. What goes wrong in it (it died, hung past
 the timeout, passed the memory limit) is the reference's failure, a `JudgeError`, never retried as
 ours. The price is one judge start per such evaluation (an interpreter with torch, and on a GPU a
@@ -43,10 +44,12 @@ def mark_request_reference(metadata: Mapping[str, Any]) -> dict[str, Any]:
 class OwnJudge(JudgeSlot):
     """A fresh judge for one evaluation of a request's reference; `close` when the evaluation ends."""
 
-    def __init__(self, runtime: Any, timeout_s: float, rss_limit_bytes: int) -> None:
+    def __init__(self, runtime: Any, timeout_s: float, rss_limit_bytes: int,
+                 limit_source: str = "the request's rss_limit_mb") -> None:
         super().__init__(-1, lambda: Child(JUDGE_MODULE, runtime.device, runtime.env, runtime.runner,
                                            CANDIDATE_LIMITS))
         self.timeout_s = timeout_s
+        self.limit_source = limit_source  # what set the memory limit, for the error that names it
         try:
             self.child.wait_ready()
         except BaseException:
@@ -58,8 +61,8 @@ class OwnJudge(JudgeSlot):
         try:
             return super().call(header, blob, min(timeout_s, self.timeout_s), fds)
         except JudgeLost as e:
-            why = (f"passed the memory limit ({self.watch.limit >> 20} MiB)" if self.watch.fired
-                   else f"died or did not answer within {self.timeout_s:g} s")
+            why = (f"passed its memory limit ({self.watch.limit >> 20} MiB: {self.limit_source})"
+                   if self.watch.fired else f"died or did not answer within {self.timeout_s:g} s")
             raise JudgeError(f"the request's reference {why} in its own judge: {e}") from e
 
     def restart(self) -> None:
