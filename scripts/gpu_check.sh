@@ -127,17 +127,22 @@ fi
 #                        the gym's timings): ~1-3 min
 #   organism-claims-sft  draws $ORGANISM_CLAIM_SEEDS fresh seeds (os.urandom; recorded in
 #                        $ORGANISM_RUNS/claims/seeds.json) and SFTs them, $ORGANISM_PARALLEL at once
-#                        (4 at once took 119 s on the H100): ~3-4 min
+#                        (8 at once took 215 s on the H100, 2026-11-27): ~4 min
 #   organism-claims      $ORGANISM_CLAIM_ARMS x the seeds as $ORGANISM_PARALLEL processes sharing the
-#                        GPU (sampling and training together, the gym's evaluations one run at a time,
-#                        one verdict file), then the report (the registered tests, per-seed values, the
-#                        per-turn GRPO shrinkage) into $OUT/organism_claims. 24 runs in waves of 8. No run
-#                        is started that would likely end after $ORGANISM_DEADLINE_S s (the longest
-#                        finished run's time, $ORGANISM_RUN_ESTIMATE_S before one finished), so every
-#                        finished run did all its steps; the section then prints "postponed: call
+#                        GPU (all device work shared; only each gym's timed regions and reference
+#                        timings exclusive; one verdict file, a program claimed and judged once for all
+#                        runs; shared reference timings), then the report (the registered tests, per-seed
+#                        values, the per-turn GRPO shrinkage) into $OUT/organism_claims, and a SUMMARY
+#                        "organism stages" line per finished run (where its time went). 24 runs in waves
+#                        of 8. No run is started that would likely end after $ORGANISM_DEADLINE_S s
+#                        (the longest finished run's time, $ORGANISM_RUN_ESTIMATE_S before one
+#                        finished), so every finished run did all its steps; the section then prints "postponed: call
 #                        again": run it again (same seeds, finished runs skipped) until none is. The
 #                        RL budget ($ORGANISM_BUDGET_S per run) is a guard only; the report names runs
-#                        it cut. Expect 1-3 calls (not measured on a GPU yet).
+#                        it cut. First H100 call (2026-11-27, before only the timed regions took turns):
+#                        8 of 24 runs finished, each cut by the 300 s guard after 1-2 of 12 steps (~150 s
+#                        per step, 8 runs at once). The target: ~25 s per step, 2 calls; not measured
+#                        since the change (CPU dry run: docs/ORGANISM.md "Time on the GPU").
 # SFT policies, runs and the verdict file persist under $ORGANISM_RUNS between calls on a warm
 # machine; on a fresh machine run organism-claims-sft first again (the seeds file must be carried
 # over or the seeds are drawn anew, which is fine before any run finished, not after).
@@ -150,7 +155,7 @@ ORGANISM_RUNS="${ORGANISM_RUNS:-runs/organism-gpu}"
 ORGANISM_CLAIM_SEEDS="${ORGANISM_CLAIM_SEEDS:-8}"       # seeds per arm, drawn at run time (>= 8: the protocol)
 ORGANISM_CLAIM_ARMS="${ORGANISM_CLAIM_ARMS:-nocheck,nopr,full}"  # add grpo for the exploratory TRLOO claim
 ORGANISM_PARALLEL="${ORGANISM_PARALLEL:-8}"             # runs at once (each gets 16/8 = 2 CPU threads)
-ORGANISM_BUDGET_S="${ORGANISM_BUDGET_S:-300}"           # RL seconds per run: a guard, not a plan
+ORGANISM_BUDGET_S="${ORGANISM_BUDGET_S:-420}"           # RL seconds per run: a guard (start + held-out fit the call)
 ORGANISM_DEADLINE_S="${ORGANISM_DEADLINE_S:-$((SECTION_TIMEOUT - 40))}"  # start no run likely to end later
 ORGANISM_RUN_ESTIMATE_S="${ORGANISM_RUN_ESTIMATE_S:-150}"  # a run's wall time, until one has finished
 section organism-probe "organism: what each arm pays each writer's program (full vs core checks), the lazy trap" \

@@ -15,11 +15,11 @@ from drkernel.gym.config import EvalRequest
 from drkernel.gym.orchestrator.runtime import RWLock
 from drkernel.gym.result import EvalResult, Status
 from drkernel.organism.arms import SCALES
-from drkernel.organism.env import EvalCache, _Claims
 from drkernel.organism.families import generate, to_problem
 from drkernel.organism.parallel import Deadline, Job, arm_jobs, draw_seeds, run_pool, seeds_for, sft_jobs
 from drkernel.organism.run import sft_folder, stage_breakdown
 from drkernel.organism.turns import DeviceTurns
+from drkernel.organism.verdicts import EvalCache, _Claims
 
 
 def test_seeds_are_drawn_once_recorded_and_extended(tmp_path):

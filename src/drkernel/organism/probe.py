@@ -25,11 +25,12 @@ from typing import Any
 
 from drkernel.gym.result import EvalResult
 from drkernel.organism.arms import ARMS, Scale
-from drkernel.organism.env import Checks, EvalCache, TurnOutcome, judge_outcome
+from drkernel.organism.env import TurnOutcome, judge_outcome
 from drkernel.organism.families import Kind, Spec, from_problem, load_split
 from drkernel.organism.program import HackStyle, Program, SolutionKind, hack, parse, write
 from drkernel.organism.render import render
 from drkernel.organism.trap import predicted_result, reachable_honest, reading
+from drkernel.organism.verdicts import Checks, EvalCache
 from drkernel.reward import RewardConfig
 
 WRITERS = ("gold", "per_op", "lazy", "tuned", "decoy", "stream")

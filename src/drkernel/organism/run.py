@@ -25,9 +25,10 @@ from drkernel.devices import Device
 from drkernel.gym.config import EvalConfig
 from drkernel.organism.arms import Arm, Scale
 from drkernel.organism.corpus import build_corpus
-from drkernel.organism.env import EnvSettings, EvalCache, OrganismEnv
+from drkernel.organism.env import EnvSettings, OrganismEnv
 from drkernel.organism.families import load_split
 from drkernel.organism.turns import DeviceTurns
+from drkernel.organism.verdicts import EvalCache
 
 log = logging.getLogger(__name__)
 SCHEMA = "organism-run/1"
@@ -242,7 +243,8 @@ def run_suite(arms: Sequence[Arm], seeds: Sequence[int], scale: Scale, out_dir: 
     its copy ``bundle``) is rewritten after every run (`write_bundle`), so a suite killed at a time
     limit keeps its finished runs. ``turns``: the lock file of runs sharing the device from other
     processes (`drkernel.organism.turns`): the evaluators then take it around their timed regions
-    (``device_lock``), share reference timings through ``cache_dir``, and keep one warm candidate.
+    (``device_lock``), share reference timings through ``cache_dir``, and keep one judge and one warm
+    candidate each.
     ``gym_concurrency``: evaluations at once per evaluator (default 8 on a GPU, 2 on CPU)."""
     from contextlib import ExitStack
 
@@ -263,7 +265,9 @@ def run_suite(arms: Sequence[Arm], seeds: Sequence[int], scale: Scale, out_dir: 
     sizes: dict[str, Any] = {"concurrency": gym_concurrency or (8 if cuda else 2),
                              "pool_size": 1 if turns else (4 if cuda else 2)}
     if device_turns is not None:
-        sizes |= {"device_lock": device_turns, "reference_cache_dir": str(cache_dir / "reference-timings")}
+        # one judge each: a gym judging 2 programs at once does not queue on it (CUDA_JUDGES is for 8)
+        sizes |= {"device_lock": device_turns, "reference_cache_dir": str(cache_dir / "reference-timings"),
+                  "judges": 1}
     try:
         with ExitStack() as stack:
             t0 = time.monotonic()
