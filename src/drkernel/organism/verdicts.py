@@ -10,11 +10,12 @@ import logging
 import time
 from enum import Enum
 from pathlib import Path
-from typing import IO, Any, Iterable, Sequence
+from typing import IO, Iterable, Sequence
 
 from drkernel.gym.config import EvalConfig, EvalRequest
 from drkernel.gym.protocol import Evaluator
 from drkernel.gym.result import EvalResult
+from drkernel.organism.turns import DeviceTurns
 from drkernel.problems.problem import Problem
 
 log = logging.getLogger(__name__)
@@ -44,7 +45,7 @@ class EvalCache:
     runs and every run uses the first verdict written for it; a claim of a killed run lapses with it.
     """
 
-    def __init__(self, path: Path | None = None, turns: Any = None) -> None:
+    def __init__(self, path: Path | None = None, turns: DeviceTurns | None = None) -> None:
         self.results: dict[str, EvalResult] = {}
         self.evaluations = 0
         self.seconds = 0.0
@@ -86,10 +87,11 @@ class EvalCache:
             if self.turns is None:
                 await self._evaluate(evaluator, todo)
             else:
-                await self._evaluate_claimed(evaluator, todo)
+                await self._evaluate_claimed(evaluator, todo, self.turns)
         return [self.results[k] for k in keys]
 
-    async def _evaluate_claimed(self, evaluator: Evaluator, todo: dict[str, EvalRequest]) -> None:
+    async def _evaluate_claimed(self, evaluator: Evaluator, todo: dict[str, EvalRequest],
+                                turns: DeviceTurns) -> None:
         """Judge what this run can claim, then wait for the rest (see the class docstring); again for a
         program whose claimer died before writing its verdict."""
         while todo:
@@ -97,14 +99,14 @@ class EvalCache:
             try:
                 theirs = claims.take(todo)
                 self._refresh()  # a claim taken after its verdict was written: nothing to do
-                with self.turns.shared():
+                with turns.shared():
                     await self._evaluate(evaluator, {k: r for k, r in todo.items()
                                                      if k not in theirs and k not in self.results})
             finally:
                 claims.drop()
             if theirs:
                 t0 = time.monotonic()
-                with self.turns.released():
+                with turns.released():
                     _Claims.wait(claims.folder, theirs)
                 self.waited_s += time.monotonic() - t0
                 self._refresh()
