@@ -121,11 +121,12 @@ def test_ahead_calls():
     assert ahead_calls(100, opts(timing_rule="fixed", timed_calls_max=150)) == 150
 
 
-def test_the_switch_is_a_config_field_the_environment_can_default_off():
-    assert EvalConfig.from_dict({"timed_predraw": False}).timed_predraw is False
+def test_the_switch_is_a_config_field_off_unless_the_environment_turns_it_on():
+    assert EvalConfig.from_dict({"timed_predraw": True}).timed_predraw is True
     assert "timed_predraw" in EvalConfig().to_dict()  # it reaches the candidate's job
     code = "from drkernel.gym.config import EvalConfig; print(EvalConfig().timed_predraw)"
-    for value, expected in (("0", "False"), ("1", "True")):
-        env = {**os.environ, TIMED_PREDRAW_ENV: value}
+    for value, expected in (("0", "False"), ("1", "True"), (None, "False")):
+        env = {k: v for k, v in os.environ.items() if k != TIMED_PREDRAW_ENV}
+        env.update({TIMED_PREDRAW_ENV: value} if value is not None else {})
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
         assert out.stdout.strip() == expected

@@ -24,7 +24,7 @@ VERDICT_MODES = ("lenient", "strict")
 REFERENCE_MODES = ("eager", "compile")
 TIMING_RULES = ("adaptive", "fixed")
 TIMED_PREDRAW_ENV = "DRKERNEL_TIMED_PREDRAW"
-"""``0``: `EvalConfig.timed_predraw` defaults to False in this process."""
+"""``1``: `EvalConfig.timed_predraw` defaults to True in this process (side-by-side runs)."""
 LANGUAGES = ("triton", "cuda")
 """What a solution may be written in (`EvalRequest.language`)."""
 
@@ -84,12 +84,14 @@ class EvalConfig:
     timing_precision: float = 0.005
     """Adaptive rule: the largest distance from the median to either end of its 95 % order-statistic
     confidence interval, relative to the median, at which timing stops."""
-    timed_predraw: bool = os.environ.get(TIMED_PREDRAW_ENV, "1") != "0"
+    timed_predraw: bool = os.environ.get(TIMED_PREDRAW_ENV, "0") == "1"
     """Draw the first timed calls' inputs (`drkernel.gym.harness.timing.ahead_calls`) before the device's
     exclusive timed region, within the candidate's input budget, instead of each at its call inside the
     region: the same tensors in the same order, the region shorter by the host's time to draw them (the
-    draws' seconds are the candidate's ``timed_inputs`` stage). The default is True unless the
-    environment sets ``DRKERNEL_TIMED_PREDRAW=0`` when this module is imported (for side-by-side runs)."""
+    draws' seconds are the candidate's ``timed_inputs`` stage). Off by default: on an H100 (2026-11-27,
+    sustained mix, 45 s each on one warm machine) it ran 0.756 evaluations/s against 0.692 with the
+    same exclusive seconds per evaluation (0.153 vs 0.150), one run each, not a proven win. The
+    environment's ``DRKERNEL_TIMED_PREDRAW=1`` at this module's import turns the default on."""
     reference: str = "eager"
     """Reference for speedup: ``eager`` PyTorch or ``compile`` (torch.compile of the reference)."""
     profile: bool = True
