@@ -97,6 +97,50 @@ def test_out_of_bounds_store_is_caught(evaluator):
     assert r.status is Status.RUNTIME_ERROR and "out-of-bounds store" in r.error
 
 
+POINTER_ARRAY_RELU = """
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def relu_kernel(addrs, n, BLOCK: tl.constexpr):
+    x_ptr = tl.load(addrs).to(tl.pointer_type(tl.float32))
+    y_ptr = tl.load(addrs + 1).to(tl.pointer_type(tl.float32))
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=mask), 0.0), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        y = torch.empty_like(x)
+        addrs = torch.tensor([x.data_ptr(), y.data_ptr() + SHIFT], dtype=torch.int64, device=x.device)
+        relu_kernel[(triton.cdiv(x.numel(), 256),)](addrs, x.numel(), BLOCK=256)
+        return y
+"""
+
+
+def test_addresses_loaded_from_a_tensor_reach_the_tensors_they_were_taken_from(evaluator):
+    """A kernel that loads its matrices' addresses from a tensor (Triton's grouped GEMM) is checked
+    against the storages whose address the solution took: those pass, an address past them is still
+    an out-of-bounds access, as on a GPU."""
+    ok = evaluator.evaluate(request(POINTER_ARRAY_RELU.replace("SHIFT", "0")))
+    assert ok.status is Status.CORRECT and ok.valid, ok.error
+    stray = evaluator.evaluate(request(POINTER_ARRAY_RELU.replace("SHIFT", "(1 << 24)")))
+    assert stray.status is Status.RUNTIME_ERROR and "out-of-bounds store" in stray.error
+
+
+def test_a_forward_failing_only_at_the_second_size_says_so(evaluator):
+    """Correct at (8, 96), a hard-coded shape fails at the hidden second size: the error names it."""
+    r = evaluator.evaluate(request(mutate("y = torch.empty_like(x)",
+                                          "y = torch.empty_like(x)\n        assert x.shape == (8, 96), 'tiles of 8 x 96'"),
+                                   second_size=True))
+    assert r.status is Status.RUNTIME_ERROR and [t.passed for t in r.trials] == [True, True]
+    assert "tiles of 8 x 96" in r.error and "(the forward failed at the second problem size (inputs (" in r.error
+
+
 def test_timeout(evaluator):
     r = evaluator.evaluate(request(mutate("y = torch.empty_like(x)", "while True:\n            pass"),
                                    timeout_s=4.0))

@@ -6,7 +6,9 @@ The interpreter (``TRITON_INTERPRET=1``) runs kernels with numpy on the host. It
 - multi-config ``@triton.autotune`` would benchmark on a device: only the first config is used;
 - an unmasked out-of-bounds load or store is not caught and corrupts the process: every masked-in
   address of a load, store or atomic is checked against the storages of the launch's tensor
-  arguments, and a stray access raises ``IndexError`` (-> ``runtime_error``);
+  arguments and of the live tensors whose address the solution took with ``Tensor.data_ptr()``
+  (kernels that load their matrices' addresses from a tensor, as Triton's grouped GEMM does), and a
+  stray access raises ``IndexError`` (-> ``runtime_error``);
 - ``tl.dot`` with a dimension below 16 runs here but does not compile on GPU: rejected as a
   compile error; bf16 ``tl.dot`` gives wrong values here: reported as unsupported on CPU;
 - Python float arguments, libdevice and the driver's device queries: see `interpreter_compat`;
@@ -17,6 +19,8 @@ The interpreter (``TRITON_INTERPRET=1``) runs kernels with numpy on the host. It
 from __future__ import annotations
 
 import threading
+import weakref
+from typing import Any, Callable
 
 import numpy as np
 
@@ -44,8 +48,38 @@ def _collect_ranges(args, kwargs) -> tuple[np.ndarray, np.ndarray]:
 
     visit(list(args))
     visit(list(kwargs.values()))
+    spans.extend(_pointed_spans())
     spans.sort()
     return (np.array([s for s, _ in spans], dtype=np.uint64), np.array([e for _, e in spans], dtype=np.uint64))
+
+
+_POINTED: dict[int, tuple[int, weakref.ref]] = {}
+"""Storages whose address the solution took (``Tensor.data_ptr()``): start -> (end, the storage, weakly)."""
+
+
+def _pointed_spans() -> list[tuple[int, int]]:
+    """The live storages of `_POINTED` (dead ones dropped): an address a kernel loads from a tensor of
+    addresses lands in one of them, as it would in device memory the solution allocated on a GPU."""
+    live = []
+    for start, (end, ref) in list(_POINTED.items()):
+        if ref() is None:
+            del _POINTED[start]
+        else:
+            live.append((start, end))
+    return live
+
+
+def _recording_data_ptr(original: Callable[[Any], int]) -> Callable[[Any], int]:
+    def data_ptr(self: Any) -> int:
+        ptr = original(self)
+        storage = self.untyped_storage()
+        start = storage.data_ptr()
+        if start and storage.nbytes():
+            _POINTED[start] = (start + storage.nbytes(), weakref.ref(storage))
+        return ptr
+
+    data_ptr.__doc__ = original.__doc__
+    return data_ptr
 
 
 def _check(ptrs, mask, what: str) -> None:
@@ -102,6 +136,9 @@ def install() -> None:
         return args_hst, kwargs_hst
 
     interpreter.GridExecutor._init_args_hst = init_args_hst
+    import torch
+
+    torch.Tensor.data_ptr = _recording_data_ptr(torch.Tensor.data_ptr)
 
     builder = interpreter.InterpreterBuilder
     load, store = builder.create_masked_load, builder.create_masked_store

@@ -40,7 +40,7 @@ from drkernel.gym import compile_cache  # noqa: E402
 from drkernel.gym.candidate import seccomp  # noqa: E402
 from drkernel.gym.checks import load_hook  # noqa: E402
 from drkernel.gym.ipc import Channel, StagingBuffer, child_channel, encode_tree, staged_fds  # noqa: E402
-from drkernel.gym.messages import (Compare, Done, Error, Extra, Job, NativeBuild, Op, Outputs, Ready,  # noqa: E402
+from drkernel.gym.messages import (SECOND_SIZE_NOTE, Compare, Done, Error, Extra, Job, NativeBuild, Op, Outputs, Ready,  # noqa: E402
                                    Signal, SolutionPath, Timing)
 from drkernel.gym.seeds import TIMED_TAG_PREFIX  # noqa: E402
 
@@ -288,7 +288,7 @@ class Candidate:
                 if self.device.type == "cuda":
                     torch.cuda.synchronize(self.device)
             except BaseException as e:
-                raise Failure("forward", e) from e
+                raise Failure("forward", e, _second_size_note(job, i, args, e)) from e
             for hook in self.hooks:
                 hook.after_trial(ctx, i, args, out)
             if i == 0:
@@ -407,6 +407,15 @@ def _arglist(args: list[Any]) -> str:
         return repr(a)[:40]
 
     return ", ".join(show(a) for a in args)
+
+
+def _second_size_note(job: dict[str, Any], trial: int, args: list[Any], exc: BaseException) -> str:
+    """For a forward that failed at the hidden second problem size: the sizes it failed at, before the
+    error (a kernel that assumes full tiles or power-of-two sizes fails only there). Else empty."""
+    if trial < int(job["config"]["trials"]):
+        return ""
+    shapes = ", ".join(str(tuple(a.shape)) for a in args if isinstance(a, torch.Tensor))
+    return f"{SECOND_SIZE_NOTE} (inputs {shapes}): {type(exc).__name__}: {exc}"
 
 
 def _error_header(f: Failure) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from drkernel.gym.speedup import across_runs, speedup_interval
 from drkernel.gym.verdict.classify import classify_error, classify_exit, killed_by_seccomp, trim_tail
 from drkernel.gym.verdict.coverage import time_coverage_hack
 from drkernel.gym.verdict.hacks import forbidden_syscall_hack, make_hack
+from drkernel.gym.messages import SECOND_SIZE_NOTE
 
 TF32_PROFILE = "kernelgym"
 """The tolerance profile under which TF32 arithmetic is allowed (docs/DESIGN.md): fp32 matmuls' speed of
@@ -140,6 +141,8 @@ def status_of(c: CandidateFacts, request: RequestFacts) -> tuple[Status, str | N
         status = classify_error(e.stage, e.type, e.message, e.traceback, cpu_mode=request.cpu_mode,
                                 source=request.solution)
         text = e.traceback if e.stage not in ("signature", "no_modelnew") else e.message
+        if e.stage == "forward" and e.message.startswith(SECOND_SIZE_NOTE) and text:
+            text = f"{text.rstrip()}\n(the forward failed {e.message.split(': ', 1)[0]})"
         return status, trim_tail(text or f"{e.type}: {e.message}", c.solution_path)
     if failed is not None:
         return Status.INCORRECT, f"trial {failed.trial} ({failed.size} size, seed {failed.seed}): {failed.message}"
