@@ -68,3 +68,37 @@ def test_the_profiled_calls_count_in_the_timed_regions_launches():
     result = EvalResult(status=Status.CORRECT)
     assert timed_launches(result, config, report(calls), judge) == []
     assert [h.code for h in timed_launches(result, config, report(calls - 1), judge)] == [2]
+
+
+def test_fewer_profiled_calls_where_inputs_are_large_count_as_fewer():
+    config = SimpleNamespace(warmup_calls=10)
+    judge = {"sol_timing": {"n": 100, "median_ms": 0.1, "profiled_ms": 0.1, "profiled_calls": 1},
+             "timing_plan": {"extra_warmup": 3}}
+    report = {"integrity": {"own_launches_before_timing": 0, "own_launches": 114, "call_count_launches": [1]}}
+    assert timed_launches(EvalResult(status=Status.CORRECT), config, report, judge) == []
+    judge["sol_timing"]["profiled_calls"] = 99  # a claim: never read above the calls the harness makes
+    assert [h.code for h in timed_launches(EvalResult(status=Status.CORRECT), config, report, judge)] == [2]
+
+
+def test_the_profiled_calls_draw_as_many_as_the_budget_holds():
+    import torch
+
+    from drkernel.gym.candidate.profiling import _profiled_draws
+
+    drawn = []
+
+    def draw(i):
+        drawn.append(i)
+        return [torch.zeros(256)]  # 1 KiB a draw
+
+    assert len(_profiled_draws(draw, 40, 3, 1 << 20)) == 3 and drawn == [40, 41, 42]
+    drawn.clear()
+    assert len(_profiled_draws(draw, 40, 3, 1500)) == 1 and drawn == [40]  # one always
+    drawn.clear()
+
+    def short_of_memory(i):
+        if i > 40:
+            raise torch.cuda.OutOfMemoryError("no room")
+        return draw(i)
+
+    assert len(_profiled_draws(short_of_memory, 40, 3, 1 << 20)) == 1

@@ -96,6 +96,7 @@ class TimingStats:
     uncovered: float | None = None      # share of calls whose issue outlasted the head start
     profiled_ms: float | None = None    # device time of one call's kernels, a few more calls under the profiler
     profiled_span_ms: float | None = None  # least event time of those calls (the host's launches included)
+    profiled_calls: float | None = None  # how many there were (fewer than three where inputs are large)
 
 
 @dataclass(frozen=True)

@@ -328,7 +328,7 @@ class Candidate:
             stats = time_cuda(model, inputs, warmup=int(cfg["warmup_calls"]) + int(plan["extra_warmup"]),
                               calls=int(cfg["timed_calls"]), l2_flush=bool(cfg["l2_flush"]), device=self.device,
                               keep=keep, kept=kept, draw=draw, **timing_options(cfg))
-            self.profile_timed(ctx, model, draw, stats)
+            self.profile_timed(ctx, model, draw, stats, int(job["input_budget_bytes"]))
             self.channel.send(Timing(Op.TIMING, stats).to_header())
             if self.channel.recv().op == Op.REMEASURE:
                 stats = time_synchronized(model, inputs, calls=int(plan["remeasure_calls"]),
@@ -362,7 +362,7 @@ class Candidate:
             draw.ahead(min(calls, max(0, budget) // size) if size else calls, budget)
         return draw
 
-    def profile_timed(self, ctx: Context, model: Any, draw: Any, stats: dict[str, Any]) -> None:
+    def profile_timed(self, ctx: Context, model: Any, draw: Any, stats: dict[str, Any], budget: int) -> None:
         """With the integrity hook on: a few more timed calls under the profiler, still in the exclusive
         region (`drkernel.gym.candidate.profiling.profiled_timing`); their least time joins the timing
         stats, their kernels the hook's report (time coverage is read from them)."""
@@ -372,8 +372,9 @@ class Candidate:
         if hook is None:
             return
         profile = profiled_timing(model, draw, int(stats["n"]), self.device, set(hook.watch.own_names),
-                                  tuple(getattr(ctx, "native_kernels", ())))
-        stats["profiled_ms"], stats["profiled_span_ms"] = profile.pop("profiled_ms"), profile.pop("profiled_span_ms")
+                                  tuple(getattr(ctx, "native_kernels", ())), budget_bytes=budget)
+        for key in ("profiled_ms", "profiled_span_ms", "profiled_calls"):
+            stats[key] = profile.pop(key)
         hook.timed_profile = profile
 
     def report(self) -> dict[str, Any]:

@@ -87,10 +87,27 @@ def device_kernels(prof: Any, own_names: set[str], own_kernels: Sequence[str] = 
 
 
 
+def _profiled_draws(draw: Callable[[int], list[Any]], first: int, calls: int, budget_bytes: int) -> list[list[Any]]:
+    """Up to ``calls`` draws made ahead, as many as ``budget_bytes`` holds (always the first: the timed
+    calls just drew its size), fewer where the device runs out of memory."""
+    from drkernel.gym.harness.inputs import tensor_bytes
+
+    draws = [draw(first)]
+    size = max(1, tensor_bytes(draws[0]))
+    try:
+        for k in range(1, min(calls, max(1, budget_bytes // size))):
+            draws.append(draw(first + k))
+    except torch.cuda.OutOfMemoryError:
+        pass
+    return draws
+
+
 def profiled_timing(fn: Callable[..., Any], draw: Callable[[int], list[Any]], first: int, device: torch.device,
-                    own_names: set[str], own_kernels: Sequence[str] = (), calls: int = PROFILED_CALLS) -> dict[str, Any]:
+                    own_names: set[str], own_kernels: Sequence[str] = (), calls: int = PROFILED_CALLS,
+                    budget_bytes: int = 1 << 62) -> dict[str, Any]:
     """``calls`` more timed calls under the profiler's device activity tracing, each on its own draw
-    ``draw(first + k)`` (drawn before tracing starts, so no draw's kernels count as the forward's):
+    ``draw(first + k)`` (drawn before tracing starts, so no draw's kernels count as the forward's; as
+    many as ``budget_bytes`` holds, at least one):
     ``profiled_ms``, the device time of one call's kernels (their durations summed, per call: what the
     call ran, whatever the host's launches cost), ``profiled_span_ms``, the least time of a call
     between CUDA events on the calling stream (what the host's launches under tracing cost included),
@@ -104,7 +121,8 @@ def profiled_timing(fn: Callable[..., Any], draw: Callable[[int], list[Any]], fi
     kernels time coverage is read from are the ones that ran in this region."""
     from torch.autograd.profiler import profile
 
-    draws = [draw(first + k) for k in range(calls)]
+    draws = _profiled_draws(draw, first, calls, budget_bytes)
+    calls = len(draws)
     spans = []
     marker = torch.zeros(1, device=device)
     torch.cuda.synchronize(device)
@@ -122,7 +140,7 @@ def profiled_timing(fn: Callable[..., Any], draw: Callable[[int], list[Any]], fi
         torch.cuda.synchronize(device)
     found = device_kernels(prof, own_names, own_kernels, calls)
     return {"profiled_ms": sum(k["device_time_ms"] for k in found["kernels"]), "profiled_span_ms": min(spans),
-            **found}
+            "profiled_calls": calls, **found}
 
 
 BATCHES = 3

@@ -294,12 +294,20 @@ def timed_launches(result: EvalResult, config: Any, candidate_report: Mapping[st
     if result.status is not Status.CORRECT or not sol.get("n") or before is None or total is None or not per_call:
         return []
     calls = (int(sol["n"]) + int(config.warmup_calls) + int(plan.get("extra_warmup", 0))
-             + (PROFILED_CALLS if sol.get("profiled_ms") is not None else 0))
+             + _profiled_calls(sol))
     expected, seen = min(int(n) for n in per_call) * calls, int(total) - int(before)
     if seen < expected:
         return [make_hack(2, f"the timed region's {calls} calls launched {seen} own kernels; every observed "
                              f"call launched at least {min(int(n) for n in per_call)}")]
     return []
+
+
+def _profiled_calls(sol: Mapping[str, Any]) -> int:
+    """The profiled timed calls after the timed ones (a claim, read within 1 .. `PROFILED_CALLS`)."""
+    if sol.get("profiled_ms") is None:
+        return 0
+    claimed = sol.get("profiled_calls")
+    return PROFILED_CALLS if claimed is None else max(1, min(PROFILED_CALLS, int(claimed)))
 
 
 def timing_hacks(result: EvalResult, judge_report: Mapping[str, Any]) -> list[Hack]:
