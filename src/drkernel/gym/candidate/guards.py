@@ -525,21 +525,95 @@ class IntegritySnapshot:
     def __init__(self, extra: Iterable[tuple[str, Any, str]] = ()) -> None:
         self.targets = _integrity_targets() + list(extra)
         self.saved: list[Any] = []
+        self.harness = HarnessState()
         self.registry: dict[Any, Any] = {}
 
     def take(self) -> "IntegritySnapshot":
         self.saved = [_raw_attr(owner, name) for _, owner, name in self.targets]
         self.registry = registry_entries()
+        self.harness = HarnessState().take()
         return self
 
     def changed(self) -> list[Hack]:
-        hacks = []
+        hacks = self.harness.changed()
         for (label, owner, name), before in zip(self.targets, self.saved):
             now = _raw_attr(owner, name)
             if now is not before and not (isinstance(before, (int, float, str)) and before == now) \
                     and not _torch_wrapped(now, before):
                 hacks.append(make_hack(8, f"{label}.{name} was replaced"))
         return hacks + registry_changes(self.registry, registry_entries())
+
+
+HARNESS_PACKAGE = "drkernel"
+
+
+def _is_method(value: Any) -> bool:
+    return isinstance(value, (types.FunctionType, staticmethod, classmethod, property)) or callable(value)
+
+
+def _constant_copy(name: str, value: Any) -> Any:
+    """A copy of a module-level constant container (a public upper-case name holding a set, list or
+    dict), to compare contents with later; None for anything else (compared by identity only: a
+    private registry such as the interpreter's ``_POINTED`` changes as the harness works)."""
+    if name.startswith("_") or not name.isupper() or not isinstance(value, (set, list, dict)):
+        return None
+    return type(value)(value)
+
+
+def _harness_attr(module_name: str, path: str) -> tuple[bool, Any]:
+    """(found, value) of ``module.path`` (``name`` or ``Class.name``, read from the class's own dict)."""
+    module = sys.modules.get(module_name)
+    if module is None:
+        return False, None
+    owner_name, _, attr = path.rpartition(".")
+    owner = vars(module).get(owner_name) if owner_name else module
+    table = vars(owner) if owner is not None else {}
+    return attr in table, table.get(attr)
+
+
+class HarnessState:
+    """Every harness module's globals (`HARNESS_PACKAGE` and below, as loaded at `take()`) and the
+    methods of the classes they define; `changed()` names each one rebound, deleted, or (an upper-case
+    constant set, list or dict) changed in content since. The harness's policy lives in these names
+    (the recorder's free ops, the launch watch, the timing and profiling functions), and a solution can
+    reach module dictionaries through objects it is given (a Triton function's capture scope, say)
+    without naming anything the contract refuses, so every rebinding counts, whatever reached it. A
+    private global that was None may be set (lazy initialisation)."""
+
+    def __init__(self) -> None:
+        self.saved: dict[tuple[str, str], tuple[Any, Any]] = {}
+        self.modules: dict[str, Any] = {}
+
+    def take(self) -> "HarnessState":
+        for name, module in list(sys.modules.items()):
+            if module is None or not (name == HARNESS_PACKAGE or name.startswith(HARNESS_PACKAGE + ".")):
+                continue
+            self.modules[name] = module
+            for attr, value in list(vars(module).items()):
+                if attr.startswith("__"):
+                    continue
+                self.saved[(name, attr)] = (value, _constant_copy(attr, value))
+                if isinstance(value, type) and getattr(value, "__module__", None) == name:
+                    for member, method in list(vars(value).items()):
+                        if _is_method(method) and not (member.startswith("__") and member != "__call__"):
+                            self.saved[(name, f"{attr}.{member}")] = (method, None)
+        return self
+
+    def changed(self) -> list[Hack]:
+        hacks = [make_hack(8, f"harness module {name} was replaced or removed")
+                 for name, module in self.modules.items() if sys.modules.get(name) is not module]
+        for (name, path), (before, copy) in self.saved.items():
+            if sys.modules.get(name) is not self.modules[name]:
+                continue
+            found, now = _harness_attr(name, path)
+            if found and now is before:
+                if copy is not None and now != copy:
+                    hacks.append(make_hack(8, f"{name}.{path} was changed in place"))
+                continue
+            if before is None and path.startswith("_") and found:
+                continue
+            hacks.append(make_hack(8, f"{name}.{path} was {'replaced' if found else 'deleted'}"))
+        return hacks
 
 
 TORCH_DIR = os.path.dirname(os.path.realpath(torch.__file__)) + "/"

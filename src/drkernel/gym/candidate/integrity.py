@@ -213,6 +213,8 @@ class IntegrityHook:
         self.guard = AuditGuard(os.path.dirname(self.solution_path), [self.solution_path])
         self.host_reads = HostReads(self.guard.is_solution_file, self.guard._quietly).install()  # before the snapshot
         self.state.take()
+        import drkernel.gym.candidate.profiling  # noqa: F401 - loaded now, so the snapshot covers them
+        import drkernel.gym.harness.timing  # noqa: F401
         self.integrity = IntegritySnapshot(extra=self._harness_targets()).take()
         self.modules_before = list(sys.modules)
         self.guard.install()

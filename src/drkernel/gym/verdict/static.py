@@ -23,8 +23,11 @@ the guards in `drkernel.gym.candidate.guards` catch them while the solution runs
 from __future__ import annotations
 
 import ast
+import codecs
 import functools
+import io
 import re
+import tokenize
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -345,6 +348,7 @@ def _analyze(source: str) -> StaticReport:
         return StaticReport(parse_error=f"{type(e).__name__}: {e}")
     names = _Names(tree)
     report = StaticReport()
+    report.hacks.extend(_declared_encoding(source))
     report.hacks.extend(_contract(tree, names))
     report.hacks.extend(_forbidden_references(tree, names))
     report.hacks.extend(_code_in_strings(tree, names))
@@ -761,6 +765,20 @@ def contract_text() -> str:
 
 def _import_allowed(module: str) -> bool:
     return module in ALLOWED_IMPORTS
+
+
+def _declared_encoding(source: str) -> list[Hack]:
+    """A source that declares an encoding other than UTF-8 (PEP 263): the checks read the text as
+    UTF-8, while Python importing the file would decode it by the declaration, so the checks and the
+    interpreter would read two different programs (hack 14)."""
+    try:
+        declared, _ = tokenize.detect_encoding(io.BytesIO(source.encode("utf-8", "surrogatepass")).readline)
+    except SyntaxError as e:
+        return [make_hack(14, f"the source's encoding declaration is not one Python reads: {e}")]
+    if codecs.lookup(declared).name in ("utf-8", "utf-8-sig"):
+        return []
+    return [make_hack(14, f"the source declares the {declared} encoding; a solution is UTF-8 text (the "
+                          f"checks would read another program than the one that runs)")]
 
 
 def _contract(tree: ast.Module, names: _Names) -> list[Hack]:
