@@ -184,3 +184,21 @@ def test_a_complex_contraction_costs_its_real_arithmetic():
     _, real = record_ops(torch.mm, torch.cat([a, a]), b)
     _, packed = record_ops(torch.mm, torch.complex(a, a), torch.complex(b, torch.zeros_like(b)))
     assert packed.flops >= real.flops
+
+
+def test_an_op_in_place_or_over_its_input_costs_what_it_costs_out_of_place():
+    """An in-place op, or one writing over its input through ``out=``, reads and writes the same memory:
+    priced by distinct operands it cost half the op out of place (red team 8: a Triton copy and an
+    in-place silu read as half the work)."""
+    import torch
+
+    from drkernel.gym.harness.recorder import op_cost
+
+    x = torch.randn(1024)
+    plain = op_cost(torch.ops.aten.silu.default, (x,), {}, torch.ops.aten.silu.default(x))[2]
+    assert plain == 2 * 1024 * 4
+    y = x.clone()
+    assert op_cost(torch.ops.aten.silu_.default, (y,), {}, y)[2] == plain
+    out = torch.empty(1024)
+    assert op_cost(torch.ops.aten.silu.out, (x,), {"out": out}, out)[2] == plain  # out= is written, not read
+    assert op_cost(torch.ops.aten.silu.out, (x,), {"out": x}, x)[2] == plain

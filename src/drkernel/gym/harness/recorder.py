@@ -373,6 +373,14 @@ def op_name(func: Any) -> str:
 def _tensors(tree: Any) -> list[torch.Tensor]:
     return [t for t in tree_flatten(tree)[0] if isinstance(t, torch.Tensor)]
 
+def _moved_bytes(args: tuple, kwargs: Mapping[str, Any], out: Any) -> int:
+    """Bytes an op reads plus bytes it writes: its operands (an ``out=`` buffer is written, not read) and
+    its results, each side counted once per view. An in-place op (or one writing over an input through
+    ``out=``) reads and writes the same memory: both count, as they do for the same op out of place."""
+    reads = _tensors((args, {k: v for k, v in kwargs.items() if k != "out"}))
+    return _bytes(reads) + _bytes(_tensors(out))
+
+
 def _bytes(tensors: list[torch.Tensor]) -> int:
     seen, total = set(), 0
     for t in tensors:
@@ -397,7 +405,7 @@ def op_cost(func: Any, args: tuple, kwargs: Mapping[str, Any], out: Any,
     if formula is None and not memory_bound(base):
         raise Unpriced(base)
     ins, outs = _tensors((args, kwargs)), _tensors(out)
-    nbytes = _bytes(ins + outs) + (_attention_score_bytes(args) if base in ATTENTION else 0)
+    nbytes = _moved_bytes(args, kwargs, out) + (_attention_score_bytes(args) if base in ATTENTION else 0)
     if formula is not None:  # a contraction: tensor cores could run it in half types
         flops = float(formula(args, kwargs, out))
         if any(t.dtype.is_complex for t in ins + outs):
@@ -415,7 +423,7 @@ def elementwise_cost(args: tuple, kwargs: Mapping[str, Any], out: Any,
                      roof: Roof = NOMINAL) -> tuple[float, float, int]:
     """The trusted reference's price for an op `op_cost` cannot price: one FLOP per element and its bytes."""
     tensors = _tensors((args, kwargs, out))
-    nbytes = _bytes(tensors)
+    nbytes = _moved_bytes(args, kwargs, out)
     flops = float(max([t.numel() for t in tensors] or [0]))
     return max(flops / roof.fp32_flops, nbytes / roof.bandwidth), flops, nbytes
 
