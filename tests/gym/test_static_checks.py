@@ -434,3 +434,17 @@ def test_what_real_kernels_import_for_logging_and_version_checks_is_clean():
 ])
 def test_the_reach_of_logging_and_operator_stays_closed(line):
     assert 14 in codes(line)
+
+
+def test_reading_the_tf32_flag_is_allowed_writing_it_is_not():
+    """Tutorials pick tl.dot's input precision from the TF32 flag: a read is fine (red team 8's false
+    positive); an assignment, a setattr or an alias written through are still precision lowering."""
+    from drkernel.gym.verdict.static import static_check
+
+    read = 'import torch\nPREC = "tf32" if torch.backends.cuda.matmul.allow_tf32 else "ieee"\n'
+    assert static_check(read) == []
+    for write in ("torch.backends.cuda.matmul.allow_tf32 = True",
+                  'setattr(torch.backends.cuda.matmul, "allow_tf32", True)',
+                  "m = torch.backends.cuda.matmul\nm.allow_tf32 = True",
+                  'torch.set_float32_matmul_precision("high")'):
+        assert 12 in {h.code for h in static_check(f"import torch\n{write}\n")}, write

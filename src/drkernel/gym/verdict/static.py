@@ -394,6 +394,15 @@ INTROSPECTION_ATTRS = frozenset((
 """Attributes that walk the object graph or frames whatever they are read from (hack 14)."""
 
 
+READABLE_FLAGS = frozenset((
+    "torch.backends.cuda.matmul.allow_tf32", "torch.backends.cudnn.allow_tf32",
+    "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction",
+    "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction"))
+"""Precision flags a solution may read (tutorials pick ``tl.dot``'s input precision from the TF32
+flag): a read changes nothing, and a write is caught where it happens (an assignment into torch is
+hack 8, ``setattr`` with the name is still refused here, and the flags are compared after every call)."""
+
+
 def _forbidden_references(tree: ast.Module, names: _Names) -> list[Hack]:
     hacks = []
     inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
@@ -415,7 +424,7 @@ def _forbidden_references(tree: ast.Module, names: _Names) -> list[Hack]:
         elif (isinstance(node, (ast.Attribute, ast.Name)) and id(node) not in inner
               and not isinstance(getattr(node, "ctx", None), ast.Store)):
             resolved = names.resolve(node)  # the whole chain: its prefixes are checked through it
-            found = [resolved] if resolved else []
+            found = [resolved] if resolved and resolved not in READABLE_FLAGS else []
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
               and node.func.id in ("getattr", "setattr", "delattr")):
             if (len(node.args) >= 2 and not isinstance(node.args[1], ast.Constant)
