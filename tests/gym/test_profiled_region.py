@@ -10,6 +10,16 @@ from drkernel.gym.verdict.coverage import COVERAGE_AGREEMENT, coverage_apart
 from drkernel.gym.verdict.hacks import EXTRA_TAGS
 from drkernel.gym.verdict.plausibility import PROFILED_CALLS
 
+SOLUTION = """
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def mm_kernel(a_ptr):
+    pass
+"""
 OWN = {"name": "mm_kernel", "own": True, "launches": 1, "device_time_ms": 1.0, "streams": [7]}
 CUBLAS = {"name": "nvjet_sm90_tst_bf16", "own": False, "launches": 1, "device_time_ms": 0.3, "streams": [7]}
 
@@ -21,7 +31,7 @@ def _candidate(timed_kernels, gpu_kernels=(OWN,), off_stream=()):
 
 def _annotated(candidate, op_coverage=0.97):
     result = EvalResult(status=Status.CORRECT, device_name="NVIDIA H100 80GB HBM3", op_coverage=op_coverage)
-    request = SimpleNamespace(config=EvalConfig(device="cuda"))
+    request = SimpleNamespace(config=EvalConfig(device="cuda"), solution=SOLUTION, language="triton")
     judge = {"sol_timing": {"median_ms": 1.0, "n": 100, "profiled_ms": 1.0}, "timing_plan": {"keep": [99]},
              "extra": {"timed_call_99": {"passed": True}, **{t: {"passed": True} for t in EXTRA_TAGS}}}
     annotate(result, request, candidate, judge)
@@ -102,3 +112,13 @@ def test_the_profiled_calls_draw_as_many_as_the_budget_holds():
         return draw(i)
 
     assert len(_profiled_draws(short_of_memory, 40, 3, 1 << 20)) == 1
+
+
+def test_a_kernel_is_own_only_where_the_source_defines_it():
+    """The launch watch's names live in the candidate's process: a library kernel's name added there
+    is still someone else's, since the source defines no Triton function of that name."""
+    result = _annotated(_candidate([OWN, {**CUBLAS, "own": True, "device_time_ms": 3.0}]))
+    assert [(k.name, k.own) for k in result.kernels] == [("mm_kernel", True), ("nvjet_sm90_tst_bf16", False)]
+    assert result.time_coverage == 0.25 and [h.code for h in result.hacks] == []
+    forged = _annotated(_candidate([{**OWN, "device_time_ms": 0.01}, {**CUBLAS, "own": True, "device_time_ms": 3.0}]))
+    assert forged.time_coverage < 0.01 and [h.code for h in forged.hacks] == [2]

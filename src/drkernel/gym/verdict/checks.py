@@ -251,7 +251,7 @@ def annotate(result: EvalResult, request: Any, candidate_report: Mapping[str, An
         result.op_coverage = IntegrityVerdict.op_coverage(candidate_report, judge_report, launches)
     profile = profiled_kernels(candidate_report)
     if profile.get("kernels"):  # the profiler's view of one forward: every kernel, with device times
-        result.kernels = kernel_stats(profile)
+        result.kernels = kernel_stats({"kernels": attributed(profile["kernels"], request)})
         result.time_coverage = time_coverage(result.kernels)
     if result.status is Status.CORRECT and (apart := coverage_apart(result.op_coverage, result.time_coverage)):
         result.hacks.append(make_hack(2, apart))
@@ -267,6 +267,19 @@ def annotate(result: EvalResult, request: Any, candidate_report: Mapping[str, An
         if warning not in result.warnings:
             result.warnings.append(warning)
     return result
+
+
+def attributed(kernels: list[Any], request: Any) -> list[Any]:
+    """The profiled kernels with ``own`` as the solution's source backs it: a Triton kernel is the
+    solution's own only when the candidate's launch watch saw it launched as such and its name is one
+    of the ``@triton.jit`` functions the source defines (`static.analyze`'s ``own_kernels``), so a name
+    added to the watch's set in the candidate's process (a library kernel's) counts as someone else's."""
+    _, own, language = static_view(request)
+    if language != "Triton":
+        return kernels
+    names = set(own)
+    return [{**k, "own": bool(k.get("own")) and str(k.get("name")) in names} for k in kernels
+            if isinstance(k, Mapping)]
 
 
 def profiled_kernels(candidate_report: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -582,14 +582,23 @@ def _decorator_name(dec: ast.AST, names: _Names) -> str | None:
     return names.resolve(dec.func if isinstance(dec, ast.Call) else dec)
 
 
+JIT_NAMES = ("triton.jit", "triton.runtime.jit.jit", "triton.runtime.jit")
+
+
 def _own_kernels(tree: ast.Module, names: _Names) -> list[str]:
+    """The solution's Triton kernels: functions decorated with ``triton.jit``, and functions of the
+    solution passed to it (``kernel = triton.jit(f)``)."""
     out = []
+    defined = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef):
             decs = [_decorator_name(d, names) for d in node.decorator_list]
-            if any(d in ("triton.jit", "triton.runtime.jit.jit", "triton.runtime.jit") for d in decs):
+            if any(d in JIT_NAMES for d in decs):
                 out.append(node.name)
-    return out
+        elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name)
+              and node.args[0].id in defined and names.resolve(node.func) in JIT_NAMES):
+            out.append(node.args[0].id)
+    return list(dict.fromkeys(out))
 
 
 class _Reach:
