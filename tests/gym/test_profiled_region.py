@@ -122,3 +122,29 @@ def test_a_kernel_is_own_only_where_the_source_defines_it():
     assert result.time_coverage == 0.25 and [h.code for h in result.hacks] == []
     forged = _annotated(_candidate([{**OWN, "device_time_ms": 0.01}, {**CUBLAS, "own": True, "device_time_ms": 3.0}]))
     assert forged.time_coverage < 0.01 and [h.code for h in forged.hacks] == [2]
+
+
+def test_device_kernels_per_call_from_the_profilers_records():
+    """The parse of the profiler's device records (`device_kernels`): the first record is the harness's
+    marker (its stream is the caller's) and is left out, memcpy/memset too; launches and device time
+    are per call over ``calls``; a kernel on another stream is named."""
+    import torch
+
+    from drkernel.gym.candidate.profiling import device_kernels
+
+    def event(name, start, ns, stream):
+        return SimpleNamespace(name=lambda: name, start_ns=lambda: start, duration_ns=lambda: ns,
+                               device_resource_id=lambda: stream, device_type=lambda: torch.autograd.DeviceType.CUDA)
+
+    records = [event("marker_add", 0, 10, 7)]
+    for call in range(3):
+        t = 100 * (call + 1)
+        records += [event("mm_kernel", t, 3_000_000, 7), event("Memcpy DtoD", t + 1, 50, 7),
+                    event("nvjet_gemm", t + 2, 1_000_000, 9)]
+    prof = SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: list(reversed(records))))
+    found = device_kernels(prof, {"mm_kernel"}, (), calls=3)
+    kernels = {k["name"]: k for k in found["kernels"]}
+    assert set(kernels) == {"mm_kernel", "nvjet_gemm"}
+    assert kernels["mm_kernel"]["own"] and kernels["mm_kernel"]["launches"] == 1
+    assert abs(kernels["mm_kernel"]["device_time_ms"] - 3.0) < 1e-9 and not kernels["nvjet_gemm"]["own"]
+    assert found["off_stream"] == ["nvjet_gemm"]
