@@ -134,6 +134,15 @@ class GuardedH11(H11Protocol):
         victim.transport.close()
 
 
+MANY_CHUNKS = 256
+MIN_CHUNK_BYTES = 256
+"""A body still coming after `MANY_CHUNKS` pieces that average under `MIN_CHUNK_BYTES` is refused (400, the
+connection closed): h11 parses each piece (a chunk, or what one read delivered) on the event loop however
+small, so one client streaming a body a byte per chunk slowed every other client's requests from 10 ms
+to 1.5-2.3 s. Clients send kilobytes per chunk (a network segment is about 1.4 kB), and a small body is
+a piece or two."""
+
+
 class _StrictHeads(h11.Connection):
     """h11's server side with two refusals of a request from its head, which uvicorn answers (as any
     `h11.RemoteProtocolError`) with a 400 and a closed connection:
@@ -142,18 +151,27 @@ class _StrictHeads(h11.Connection):
       one that arrived in a single write passed at any size the socket delivered at once;
     * a request with both Content-Length and Transfer-Encoding: h11 frames it by Transfer-Encoding,
       a proxy in front may frame it by Content-Length and read what follows as another request
-      (RFC 9112 6.1: such a request is refused, or its connection closed after the answer).
+      (RFC 9112 6.1: such a request is refused, or its connection closed after the answer);
+    * (and from its body) a body in many tiny pieces (`MANY_CHUNKS`).
 
     After a refusal every later event is refused too: nothing more is read from the connection."""
 
     refused: str = ""
+    data_events: int = 0
+    data_bytes: int = 0
 
     def next_event(self) -> Any:
         if self.refused:
             raise h11.RemoteProtocolError(self.refused)
         buffered = len(self._receive_buffer)  # h11 keeps no size of a parsed head: its buffer shrinks by it
         event = super().next_event()
+        if isinstance(event, h11.Data):
+            self.data_events, self.data_bytes = self.data_events + 1, self.data_bytes + len(event.data)
+            if self.data_events > MANY_CHUNKS and self.data_bytes < MIN_CHUNK_BYTES * self.data_events:
+                self.refused = "request body in too many small chunks"
+                raise h11.RemoteProtocolError(self.refused)
         if isinstance(event, h11.Request):
+            self.data_events = self.data_bytes = 0
             names = {name for name, _ in event.headers}  # lowercased by h11
             if buffered - len(self._receive_buffer) > self._max_incomplete_event_size:
                 self.refused = "request head too large"
