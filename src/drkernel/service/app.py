@@ -47,7 +47,8 @@ from drkernel.service.schemas import (
     WaitIn,
     request_models,
 )
-from drkernel.service.store import IdempotencyConflict, JobStore, Quota, QuotaExceeded, ServerLock, StoreError
+from drkernel.service.store import (ClientRemoved, IdempotencyConflict, JobStore, Quota, QuotaExceeded, ServerLock,
+                                    StoreError)
 from drkernel.service.workers import WorkerHandle, local_workers
 
 log = logging.getLogger(__name__)
@@ -260,6 +261,11 @@ def _install_handlers(app: FastAPI) -> None:
     async def over_quota(_: Request, exc: QuotaExceeded):
         return JSONResponse({"error": "quota_exceeded", "detail": str(exc)}, status_code=429,
                             headers={"Retry-After": "5"})
+
+    @app.exception_handler(ClientRemoved)
+    async def removed(_: Request, exc: ClientRemoved):
+        return JSONResponse({"error": "unauthorized", "detail": str(exc)}, status_code=401,
+                            headers={"WWW-Authenticate": "Bearer"})
 
     @app.exception_handler(IdempotencyConflict)
     async def conflict(_: Request, exc: IdempotencyConflict):

@@ -75,6 +75,10 @@ CREATE TABLE IF NOT EXISTS clients (
     token_hash TEXT NOT NULL UNIQUE,
     created REAL NOT NULL
 );
+CREATE TABLE IF NOT EXISTS removed_clients (
+    name TEXT PRIMARY KEY,
+    removed REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS cache (
     key TEXT PRIMARY KEY,
     result TEXT NOT NULL,
@@ -126,6 +130,11 @@ class IdempotencyConflict(ValueError):
 
 class QuotaExceeded(ValueError):
     """A submission would take its client past its `Quota` (nothing of it was stored)."""
+
+
+class ClientRemoved(PermissionError):
+    """A submission of a client that was removed and not registered again (a server that verified its
+    token before the removal still knows it for ``token_ttl_s``); nothing of it was stored."""
 
 
 @dataclass(frozen=True)
@@ -293,6 +302,7 @@ class JobStore:
         before anything costly is done for ``jobs``; `submit` checks again in its transaction."""
 
         def fn(db):
+            self._check_clients(db, jobs)
             if quota is not None:
                 self._check_quota(db, jobs, quota)
             for nj in jobs:
@@ -314,6 +324,14 @@ class JobStore:
         return row
 
     @staticmethod
+    def _check_clients(db: sqlite3.Connection, jobs: Sequence[NewJob]) -> None:
+        """`ClientRemoved` when a client of ``jobs`` was removed (checked in the transaction that
+        stores them, so a job is either stored before the removal, which cancels it, or not at all)."""
+        for client in {nj.client for nj in jobs}:
+            if db.execute("SELECT 1 FROM removed_clients WHERE name = ?", (client,)).fetchone():
+                raise ClientRemoved(f"client {client!r} was removed")
+
+    @staticmethod
     def _check_quota(db: sqlite3.Connection, jobs: Sequence[NewJob], quota: Quota) -> None:
         for client in {nj.client for nj in jobs}:
             mine = [nj for nj in jobs if nj.client == client]
@@ -330,6 +348,7 @@ class JobStore:
 
     def _submit(self, db: sqlite3.Connection, jobs: Sequence[NewJob], quota: Quota | None = None
                 ) -> list[tuple[Job, bool]]:
+        self._check_clients(db, jobs)
         if quota is not None:
             self._check_quota(db, jobs, quota)
         now = time.time()
@@ -660,6 +679,7 @@ class JobStore:
             if row is not None and not replace:
                 raise ValueError(f"client {name!r} exists (remove it first)")
             db.execute("DELETE FROM clients WHERE name = ?", (name,))
+            db.execute("DELETE FROM removed_clients WHERE name = ?", (name,))
             db.execute(
                 "INSERT INTO clients (name, token_hash, created) VALUES (?,?,?)",
                 (name, token_hash(token), time.time()),
@@ -674,11 +694,14 @@ class JobStore:
         """Remove client ``name``: its token stops working, its queued and running jobs are
         cancelled (a server kills the running ones at its next lease renewal), and its jobs (kept
         until the retention time) are retired under a name no client can take, so a client later
-        registered as ``name`` sees none of them. False when there is no such client."""
+        registered as ``name`` sees none of them. Until ``name`` is registered again, its submissions
+        are refused (`ClientRemoved`): a server that verified its token before the removal keeps it for
+        ``token_ttl_s``. False when there is no such client."""
 
         def fn(db):
             if db.execute("DELETE FROM clients WHERE name = ?", (name,)).rowcount != 1:
                 return False
+            db.execute("INSERT OR REPLACE INTO removed_clients (name, removed) VALUES (?,?)", (name, time.time()))
             db.execute("UPDATE jobs SET status = 'cancelled', claim = NULL, lease_until = NULL, finished = ? "
                        "WHERE client = ? AND status IN ('queued', 'running')", (time.time(), name))
             retired = f"{name}\0removed\0{uuid.uuid4().hex}"
