@@ -1,11 +1,14 @@
 """The memory watch's CPU share (`drkernel.gym.orchestrator.memory.RssWatch`) on real processes: a
 process group that wants three cores is moved to SCHED_IDLE when the share is on, and left at normal
 priority when it is off (a GPU candidate: a demotion would slow its timed calls). And the memory
-limit a watch is given for request code (`drkernel.gym.orchestrator.evaluator.memory_limit`)."""
+limit a watch is given for request code (`drkernel.gym.orchestrator.evaluator.memory_limit`). And its
+memory count of memfd files a process holds open or only mapped: each counted once, a holder past the
+limit killed, one under it left alone."""
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -13,7 +16,7 @@ import time
 import pytest
 
 from drkernel.gym.orchestrator.evaluator import memory_limit
-from drkernel.gym.orchestrator.memory import CPU_WINDOW_S, RssWatch
+from drkernel.gym.orchestrator.memory import CPU_WINDOW_S, RssWatch, group_memory_bytes, group_rss_bytes
 
 SPIN = "import multiprocessing as m, time\n" \
        "def spin():\n    t = time.time() + 60\n    while time.time() < t: pass\n" \
@@ -51,3 +54,61 @@ def test_the_limit_of_request_code_is_the_smaller_of_the_request_and_the_slot_sh
     assert ("rss_limit_mb" in source) is (set_by == "request")
     assert (f"the request asked {asked_mb} MB" in source) is (set_by == "share")
     assert ("halved" in source) is (set_by == "share" and own_judge)
+
+
+MEMFD = "import mmap, os, sys, time\n" \
+        "n = int(sys.argv[1]) << 20\n" \
+        "fd = os.memfd_create('held')\n" \
+        "for _ in range(n >> 20): os.write(fd, b'x' * (1 << 20))\n" \
+        "dup = os.dup(fd)\n" \
+        "m = mmap.mmap(fd, 4096)\n" \
+        "if sys.argv[2] == 'mapped': os.close(fd); os.close(dup)\n" \
+        "print('ready', flush=True)\n" \
+        "time.sleep(60)\n"
+
+
+def _holder(mib: int, how: str) -> subprocess.Popen:
+    """A real process holding a memfd of ``mib`` MiB, written (never resident in it) and mapped 4 KiB;
+    ``how``: "open" keeps two descriptors of it too, "mapped" closes them (the mapping keeps it)."""
+    child = subprocess.Popen([sys.executable, "-c", MEMFD, str(mib), how], stdout=subprocess.PIPE,
+                             start_new_session=True, text=True)
+    assert child.stdout.readline() == "ready\n"
+    return child
+
+
+@pytest.mark.skipif(not hasattr(os, "memfd_create") or not os.path.isdir("/proc"), reason="Linux's memfd")
+@pytest.mark.parametrize("how", ["open", "mapped"])
+def test_a_memfd_counts_once_against_the_limit_and_its_holder_is_killed_past_it(how):
+    child = _holder(256, how)
+    try:
+        rss = group_rss_bytes(child.pid)
+        held = group_memory_bytes(child.pid)
+        assert rss < 128 << 20  # the memfd's pages are not resident in its holder
+        if how == "open" or os.access(f"/proc/{child.pid}/map_files", os.R_OK):
+            # two descriptors and a mapping of one file: its 256 MiB once
+            assert 256 << 20 <= held - rss <= (256 << 20) + (1 << 20)
+        else:  # map_files unreadable: the 4 KiB mapping only
+            assert held - rss >= 4096
+        with RssWatch(child.pid, rss + (128 << 20), cpu_share=False) as watch:
+            assert child.wait(timeout=30) == -signal.SIGKILL
+        assert watch.fired and watch.peak >= 256 << 20
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
+
+
+@pytest.mark.skipif(not hasattr(os, "memfd_create") or not os.path.isdir("/proc"), reason="Linux's memfd")
+def test_a_memfd_under_the_limit_is_counted_and_its_holder_left_alone():
+    child = _holder(64, "open")
+    try:
+        limit = group_rss_bytes(child.pid) + (256 << 20)
+        with RssWatch(child.pid, limit, cpu_share=False) as watch:
+            deadline = time.monotonic() + 30
+            while watch.peak < 64 << 20 and time.monotonic() < deadline:  # until the watch read the memfd
+                time.sleep(0.05)
+        assert watch.peak >= 64 << 20
+        assert not watch.fired and child.poll() is None
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()

@@ -7,9 +7,17 @@ leader (the sandbox's processes) ten times a second, and:
 
 * **memory**: sums their resident size and the bytes stored in the tmpfs mounts of their own mount
   namespaces (the private ``/tmp`` and ``/dev/shm`` of the sandbox: tmpfs pages are host memory
-  that no resident size shows), and kills the group when the sum passes the limit (killing bwrap,
-  the leader, takes its whole pid namespace along). A tmpfs file the child also maps counts twice
-  (once resident, once stored): the count errs against the child, never for it;
+  that no resident size shows) and in the memory-backed files its processes hold open or mapped
+  (``memfd_create`` files, which live in the kernel's internal shm mount, and ``/dev/shm`` files
+  outside those mounts: `shared_file_bytes`, read every ``SHARED_EVERY`` looks), and kills the
+  group when the sum passes the limit (killing bwrap, the leader, takes its whole pid namespace
+  along). A file the child also maps counts twice (once resident, once stored): the count errs
+  against the child, never for it. The harness's own descriptors are not such files (a GPU
+  candidate's staging buffer is device memory that the CUDA driver exports, `harness.vmm`, a
+  descriptor of no memory-backed file; a CPU candidate's outputs travel as message bytes). Not counted: a memory-backed file reachable by
+  neither a descriptor nor a mapping of the group (one passed to a process outside it), and, where
+  ``/proc/<pid>/map_files`` is unreadable (no ``CAP_SYS_ADMIN``), the part of a mapped file beyond
+  its mappings;
 * **CPU share** (``cpu_share``; off for a GPU candidate, whose timed calls a demotion would slow:
   its launches wait behind every normal-priority process, past what the head start hides, and no
   H100 run has measured what demotion costs there): a child whose threads wanted more than ``CPU_SHARE_CORES`` cores over a window of
@@ -30,6 +38,7 @@ import re
 import signal
 import threading
 import time
+from collections.abc import Collection
 
 from drkernel.gym.orchestrator.cpushare import demote, wanted_ns
 
@@ -40,6 +49,9 @@ CPU_SHARE_CORES = 1.5
 """Cores a child may want (running or runnable) at normal priority, averaged over a window (one
 core, with room for a short-lived helper thread)."""
 CPU_WINDOW_S = 1.0
+SHARED_EVERY = 3
+"""The watch reads the group's descriptors and mappings (`shared_file_bytes`) every this many looks
+(resident size and tmpfs every look)."""
 _warned = False
 
 
@@ -90,10 +102,11 @@ def _mount_ns(pid: int | str) -> str | None:
         return None
 
 
-def tmpfs_bytes(pids: list[int]) -> int:
+def tmpfs_bytes(pids: list[int]) -> tuple[int, set[int]]:
     """Bytes stored in the writable tmpfs mounts that ``pids`` see in mount namespaces other than
-    ours (a sandbox's private ``/tmp`` and ``/dev/shm``), each mount counted once. Read through
-    ``/proc/<pid>/root``; a mount we may not read counts 0 (logged once)."""
+    ours (a sandbox's private ``/tmp`` and ``/dev/shm``), each mount counted once, and the devices
+    (``st_dev``) of those mounts. Read through ``/proc/<pid>/root``; a mount we may not read counts 0
+    (logged once)."""
     own, seen_ns, seen_dev, total = _mount_ns("self"), set(), set(), 0
     for pid in pids:
         ns = _mount_ns(pid)
@@ -121,6 +134,82 @@ def tmpfs_bytes(pids: list[int]) -> int:
                 _warn_tmpfs(point, e)
                 continue
             total += (st.f_blocks - st.f_bfree) * st.f_frsize
+    return total, {_dev(d) for d in seen_dev}
+
+
+def _dev(major_minor: str) -> int:
+    """``st_dev`` of a device written ``major:minor`` (``mountinfo``; hexadecimal in ``maps``: pass
+    it through `_hex_dev`)."""
+    major, _, minor = major_minor.partition(":")
+    return os.makedev(int(major), int(minor))
+
+
+def _hex_dev(major_minor: str) -> int:
+    major, _, minor = major_minor.partition(":")
+    return os.makedev(int(major, 16), int(minor, 16))
+
+
+def _shared_file(target: str) -> bool:
+    """A path of a memory-backed file that no mount of the child's shows: a ``memfd_create`` file
+    (the kernel's internal shm mount) or one in ``/dev/shm``."""
+    return target.startswith(("/memfd:", "/dev/shm/"))
+
+
+def shared_file_bytes(pids: list[int], counted_devs: Collection[int] = ()) -> int:
+    """Bytes allocated (``st_blocks * 512``) to the memory-backed files (`_shared_file`) that ``pids``
+    hold open (``/proc/<pid>/fd``) or mapped (``/proc/<pid>/maps``), each file (device, inode) once;
+    files on ``counted_devs`` (the tmpfs mounts `tmpfs_bytes` counted whole) are left out. Such a
+    file's pages are host memory that no resident size shows until mapped and touched. A process
+    whose ``/proc`` entries we may not read counts 0."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for pid in pids:
+        total += _open_files(pid, seen, counted_devs) + _mapped_files(pid, seen, counted_devs)
+    return total
+
+
+def _open_files(pid: int, seen: set[tuple[int, int]], counted_devs: Collection[int]) -> int:
+    total = 0
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return 0
+    for fd in fds:
+        path = f"/proc/{pid}/fd/{fd}"
+        try:
+            if not _shared_file(os.readlink(path)):
+                continue
+            st = os.stat(path)
+        except OSError:
+            continue
+        key = (st.st_dev, st.st_ino)
+        if key not in seen and st.st_dev not in counted_devs:
+            seen.add(key)
+            total += st.st_blocks * 512
+    return total
+
+
+def _mapped_files(pid: int, seen: set[tuple[int, int]], counted_devs: Collection[int]) -> int:
+    """Mapped files of `_shared_file` (a memfd whose descriptor was closed lives on in its mapping).
+    Sized through ``/proc/<pid>/map_files`` where we may read it, else by the mapping's length."""
+    total = 0
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            lines = [line.split(maxsplit=5) for line in f if "/memfd:" in line or "/dev/shm/" in line]
+    except OSError:
+        return 0
+    for fields in lines:
+        if len(fields) < 6 or not _shared_file(fields[5]):
+            continue
+        key = (_hex_dev(fields[3]), int(fields[4]))
+        if key in seen or key[0] in counted_devs:
+            continue
+        seen.add(key)
+        try:
+            total += os.stat(f"/proc/{pid}/map_files/{fields[0]}").st_blocks * 512
+        except OSError:
+            start, _, end = fields[0].partition("-")
+            total += int(end, 16) - int(start, 16)
     return total
 
 
@@ -138,13 +227,15 @@ def _warn_tmpfs(point: str, e: OSError) -> None:
 
 
 def group_memory_bytes(pgid: int) -> int:
-    """What the group holds of host memory: resident bytes plus its private tmpfs contents."""
+    """What the group holds of host memory: resident bytes, its private tmpfs contents, and the
+    memory-backed files it holds open or mapped (`shared_file_bytes`)."""
     rss = group_rss(pgid)
-    return sum(rss.values()) + tmpfs_bytes(list(rss))
+    stored, devs = tmpfs_bytes(list(rss))
+    return sum(rss.values()) + stored + shared_file_bytes(list(rss), devs)
 
 
 class RssWatch:
-    """Kill process group ``pgid`` once its host memory (resident plus private tmpfs) exceeds
+    """Kill process group ``pgid`` once its host memory (resident, private tmpfs, memory-backed files) exceeds
     ``limit_bytes``; move it to ``SCHED_IDLE`` once it uses more than its CPU share (module docstring)."""
 
     def __init__(self, pgid: int, limit_bytes: int, interval_s: float = 0.1, cpu_share: bool = True) -> None:
@@ -170,10 +261,15 @@ class RssWatch:
 
     def _run(self) -> None:
         window_t, wanted, used, bounded = time.monotonic(), None, 0, True
+        looks, shared = 0, 0
         while not self._stop.wait(self.interval):
             rss = group_rss(self.pgid)
             pids = list(rss)
-            held = sum(rss.values()) + tmpfs_bytes(pids)
+            stored, devs = tmpfs_bytes(pids)
+            if looks % SHARED_EVERY == 0:  # every descriptor and mapping: a slower look
+                shared = shared_file_bytes(pids, devs)
+            looks += 1
+            held = sum(rss.values()) + stored + shared
             self.peak = max(self.peak, held)
             if held > self.limit:
                 self.fired = True
