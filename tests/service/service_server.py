@@ -88,7 +88,7 @@ class ServerProcess:
         raise RuntimeError(f"{workers} worker(s) not ready in {timeout_s} s: {self.log.read_text()[-3000:]}")
 
     def kill9(self) -> None:
-        """kill -9 the server process alone (its orphaned workers see their pipe close and exit)."""
+        """kill -9 the server process alone (its workers die with it: `workers.die_with_parent`)."""
         self.proc.kill()
         self.proc.wait()
 

@@ -53,7 +53,8 @@ class WorkerHandle(Protocol):
         ...
 
     async def cancel(self, job_id: str) -> None:
-        """Kill the running candidate of ``job_id`` (its evaluation then ends at once)."""
+        """Stop the running evaluation of ``job_id``: its candidate and, for a request's reference,
+        its own judge (the evaluation then ends at once and its slot is free)."""
         ...
 
     @property
@@ -88,8 +89,8 @@ def answer_error(worker: str, kind: str, payload: str) -> Exception:
 
 
 class JobThreads:
-    """Which evaluator thread runs which job, so a cancel reaches the job's candidate: the
-    evaluator's ``cancel_thread(ident)`` (when it has one) kills the candidate that thread runs."""
+    """Which evaluator thread runs which job, so a cancel reaches the job's evaluation: the
+    evaluator's ``cancel_thread(ident)`` (when it has one) stops what that thread runs."""
 
     def __init__(self) -> None:
         self._threads: dict[str, int] = {}
@@ -105,9 +106,10 @@ class JobThreads:
                 self._threads.pop(job_id, None)
 
     def cancel(self, evaluator, job_id: str, patience_s: float = 30.0) -> None:
-        """Kill the candidate of ``job_id``, now or as soon as its evaluation has one (a cancel may
-        arrive while the job still compiles or waits for a slot): a daemon thread retries until the
-        kill lands, the job ends, or ``patience_s`` passes (the slot watchdog bounds the rest)."""
+        """Stop the evaluation of ``job_id`` (its candidate, and a request's reference in its own
+        judge), now or as soon as the evaluator has it: a daemon thread retries until the cancel
+        lands, the job ends, or ``patience_s`` passes (the slot watchdog bounds the rest). The
+        cancel is sent with the lock held, so the thread cannot have moved on to another job."""
         cancel_thread = getattr(evaluator, "cancel_thread", None)
         if cancel_thread is None:
             return
@@ -117,8 +119,8 @@ class JobThreads:
             while time.monotonic() < deadline:
                 with self._lock:
                     ident = self._threads.get(job_id)
-                if ident is None or cancel_thread(ident):
-                    return
+                    if ident is None or cancel_thread(ident):
+                        return
                 time.sleep(0.1)
 
         threading.Thread(target=keep_trying, daemon=True, name=f"cancel-{job_id[:8]}").start()
@@ -207,11 +209,13 @@ def public_first_line(e: BaseException) -> str:
 
 def _worker_main(
     conn, spec: str, device: str, kwargs: Mapping[str, Any] | None, slots: int, tag: str,
-    host_memory_bytes: int,
+    host_memory_bytes: int, parent: int,
 ) -> None:
     """Entry point of a worker process: build the evaluator (`start_evaluator`), then serve ``(key,
     request)`` messages. ``tag`` goes into the environment that its candidate children inherit, so
-    the server can find and kill them if this process dies (`kill_tagged`)."""
+    the server can find and kill them if this process dies (`kill_tagged`). ``parent``: the server's
+    pid; the worker dies with it (`die_with_parent`), and its sandboxed children with the worker."""
+    die_with_parent(parent)
     os.environ[WORKER_TAG_ENV] = tag
     try:
         evaluator, info = start_evaluator(spec, device, kwargs, slots, host_memory_bytes)
@@ -249,6 +253,21 @@ def _worker_main(
 
 
 WORKER_TAG_ENV = "KERNELGYM_WORKER_TAG"
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent: int) -> None:
+    """SIGKILL this process when the thread that started it (the server's event loop) ends, the
+    server killed -9 included: a worker left behind would go on running its jobs (up to their
+    timeout_s) beside the restarted server's. The server may have died before the request took
+    effect, so a parent other than ``parent`` (we were reparented) ends this process at once."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def kill_tagged(tag: str) -> int:
@@ -301,7 +320,8 @@ class LocalWorker:
         self._tag = uuid.uuid4().hex
         self._proc = ctx.Process(
             target=_worker_main,
-            args=(child, self.spec, self.device, self.kwargs, self.slots, self._tag, self.host_memory_bytes),
+            args=(child, self.spec, self.device, self.kwargs, self.slots, self._tag, self.host_memory_bytes,
+                  os.getpid()),
             name=f"kernelgym-{self.name}",
             daemon=True,
         )

@@ -132,7 +132,7 @@ class InProcessEvaluator:
         self._lock = threading.Lock()
         self._ids = itertools.count()
         self._closed = False
-        self._sessions: dict[int, CandidateSession] = {}  # thread ident -> its running session
+        self._running: dict[int, Cancellation] = {}  # thread ident -> its running evaluation's
         self.default_device = device
         self.memory_share: int | None = None  # `limit_host_memory`
         self._runtimes: dict[str, DeviceRuntime] = {device: self._new_runtime(device)}
@@ -143,15 +143,22 @@ class InProcessEvaluator:
         """Evaluate one solution; a bad solution is a result, never an exception. ``native``: a CUDA
         solution's builds with their libraries (from `drkernel.gym.cuda.evaluate`, which has checked
         its contract, so the Triton static checks do not run), handed to its candidate."""
-        for attempt in range(2):
-            try:
-                return self._evaluate(request, native)
-            except (JudgeLost, JudgeOutOfMemory) as e:  # the infrastructure's, not the solution's: once more
-                what = "lost" if isinstance(e, JudgeLost) else "out of device memory"
-                if attempt:
-                    raise InfrastructureError(f"the judge was {what} twice evaluating {request.problem.key}") from e
-                log.warning("judge %s, retrying %s once: %s", what, request.problem.key, str(e).splitlines()[0])
-        raise AssertionError("unreachable")
+        ident = threading.get_ident()
+        with self._lock:
+            self._running[ident] = Cancellation()
+        try:
+            for attempt in range(2):
+                try:
+                    return self._evaluate(request, native)
+                except (JudgeLost, JudgeOutOfMemory) as e:  # the infrastructure's, not the solution's: once more
+                    what = "lost" if isinstance(e, JudgeLost) else "out of device memory"
+                    if attempt:
+                        raise InfrastructureError(f"the judge was {what} twice evaluating {request.problem.key}") from e
+                    log.warning("judge %s, retrying %s once: %s", what, request.problem.key, str(e).splitlines()[0])
+            raise AssertionError("unreachable")
+        finally:
+            with self._lock:
+                self._running.pop(ident, None)
 
     async def evaluate_batch(self, requests: Sequence[EvalRequest]) -> list[EvalResult]:
         return list(await asyncio.gather(*(asyncio.to_thread(self.evaluate, r) for r in requests)))
@@ -184,24 +191,31 @@ class InProcessEvaluator:
         self.memory_share = max(1, int(per_evaluation_bytes))
 
     def cancel_thread(self, ident: int) -> bool:
-        """Kill the candidate that the evaluation on thread ``ident`` runs (a service job that was
-        cancelled); that evaluation returns a crash result at once. False when none runs there."""
+        """Stop the evaluation on thread ``ident`` (a service job that was cancelled): its candidate
+        and the judge of its own (a request's reference), now and whichever of them starts later;
+        the evaluation then ends at once (a crash result, or the reference's failure). False when
+        no evaluation runs there."""
         with self._lock:
-            session = self._sessions.get(ident)
-        if session is None:
+            running = self._running.get(ident)
+        if running is None:
             return False
-        session.cancel()
+        running.cancel()
         return True
 
-    def _run_cancellable(self, session: CandidateSession) -> SessionOutcome:
-        ident = threading.get_ident()
+    @contextlib.contextmanager
+    def _cancellable(self, part: Any) -> Iterator[Any]:
+        """``part`` (a `CandidateSession`, an `OwnJudge`) joins this thread's evaluation's cancellation."""
         with self._lock:
-            self._sessions[ident] = session
-        try:
+            running = self._running.get(threading.get_ident())
+        if running is None:  # evaluated outside `evaluate` (`warm`): nothing can cancel it
+            yield part
+            return
+        with running.joined(part):
+            yield part
+
+    def _run_cancellable(self, session: CandidateSession) -> SessionOutcome:
+        with self._cancellable(session):
             return session.run()
-        finally:
-            with self._lock:
-                self._sessions.pop(ident, None)
 
     # -- runtimes -----------------------------------------------------------------------------
 
@@ -245,7 +259,7 @@ class InProcessEvaluator:
 
         rt = self._runtime(cfg.device)
         judge_limit = memory_limit(cfg.rss_limit_mb, self.memory_share, own_judge=True)
-        with _judge_of(request, rt, *judge_limit) as judge:
+        with _judge_of(request, rt, *judge_limit, self._cancellable) as judge:
             return self._run_job(request, facts, hacks, stages, t0, rt, judge, native)
 
     def _run_job(self, request: EvalRequest, facts: Facts, hacks: list, stages: dict[str, float], t0: float,
@@ -440,18 +454,48 @@ def memory_limit(rss_limit_mb: int, share: int | None, own_judge: bool) -> tuple
 
 
 @contextlib.contextmanager
-def _judge_of(request: EvalRequest, rt: DeviceRuntime, rss_limit_bytes: int,
-              limit_source: str) -> Iterator[OwnJudge | None]:
+def _judge_of(request: EvalRequest, rt: DeviceRuntime, rss_limit_bytes: int, limit_source: str,
+              cancellable: Any) -> Iterator[OwnJudge | None]:
     """A judge of the evaluation's own when its reference came with the request (`own_judge`), else
-    None (the device's shared judges)."""
+    None (the device's shared judges); it joins the evaluation's cancellation (``cancellable``)."""
     if not is_request_reference(request.problem):
         yield None
         return
     judge = OwnJudge(rt, request.config.timeout_s, rss_limit_bytes, limit_source)
     try:
-        yield judge
+        with cancellable(judge):
+            yield judge
     finally:
         judge.close()
+
+
+class Cancellation:
+    """What one running evaluation has that a cancel must stop (its candidate session, the judge of
+    its own), each with a ``cancel()``. A cancel reaches every part joined, and every part that
+    joins later at once: an evaluation cancelled while its judge starts stops all the same."""
+
+    def __init__(self) -> None:
+        self.cancelled = False
+        self._parts: list[Any] = []
+        self._lock = threading.Lock()
+
+    def cancel(self) -> None:
+        with self._lock:  # held while cancelling: a part cannot leave (and be discarded) meanwhile
+            self.cancelled = True
+            for part in self._parts:
+                part.cancel()
+
+    @contextlib.contextmanager
+    def joined(self, part: Any) -> Iterator[None]:
+        with self._lock:
+            self._parts.append(part)
+            if self.cancelled:
+                part.cancel()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._parts.remove(part)
 
 
 def _session_stages(stages: dict[str, float], out: SessionOutcome) -> None:

@@ -19,6 +19,8 @@ intake): the mark is the problem's metadata, set after the client's fields, so a
 
 from __future__ import annotations
 
+import os
+import signal
 from typing import Any, Mapping
 
 from drkernel.errors import JudgeError
@@ -64,6 +66,16 @@ class OwnJudge(JudgeSlot):
             why = (f"passed its memory limit ({self.watch.limit >> 20} MiB: {self.limit_source})"
                    if self.watch.fired else f"died or did not answer within {self.timeout_s:g} s")
             raise JudgeError(f"the request's reference {why} in its own judge: {e}") from e
+
+    def cancel(self) -> None:
+        """Kill the judge now (its evaluation was cancelled): the call waiting on it, or the next one,
+        ends as the reference's failure at once. Only the process is signalled, never our end of
+        the channel, which the evaluation's thread may be reading; that thread discards the child."""
+        if self.child.alive():  # not yet reaped, so the pid (and its session's group) is still ours
+            try:
+                os.killpg(self.child.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
     def restart(self) -> None:
         """No second judge: the evaluation ends with the reference's failure."""
