@@ -15,8 +15,13 @@ import time
 
 import pytest
 
+from drkernel.errors import JudgeError
+from drkernel.gym import Status
 from drkernel.gym.orchestrator.evaluator import memory_limit
 from drkernel.gym.orchestrator.memory import CPU_WINDOW_S, RssWatch, group_memory_bytes, group_rss_bytes
+from drkernel.gym.orchestrator.own_judge import mark_request_reference
+from drkernel.problems.problem import Problem
+from gym_cases import RELU_REFERENCE, RELU_SOLUTION, request
 
 SPIN = "import multiprocessing as m, time\n" \
        "def spin():\n    t = time.time() + 60\n    while time.time() < t: pass\n" \
@@ -112,3 +117,23 @@ def test_a_memfd_under_the_limit_is_counted_and_its_holder_left_alone():
     finally:
         os.killpg(child.pid, signal.SIGKILL)
         child.wait()
+
+
+def _memfd_reference(mib: int) -> Problem:
+    """The relu problem as a request's reference (run in its own judge, watched) that writes ``mib``
+    MiB into a memfd it never maps and keeps."""
+    hold = f"import os\n_held = os.memfd_create('held')\nfor _ in range({mib}):\n" \
+           "    os.write(_held, b'x' * (1 << 20))\n"
+    return Problem(name=f"relu_memfd_{mib}", level=1, code=RELU_REFERENCE + hold, problem_id=f"relu_memfd_{mib}",
+                   source="request", metadata=mark_request_reference({}))
+
+
+@pytest.mark.skipif(not hasattr(os, "memfd_create") or not os.path.isdir("/proc"), reason="Linux's memfd")
+def test_a_request_reference_holding_a_memfd_is_held_to_its_limit(evaluator):
+    """A real evaluation whose reference holds 64 MiB in a memfd passes under a 1 GiB limit; one that
+    writes 1.5 GiB (none of it resident: the watch saw only its judge's resident size before) is
+    killed at the limit, and its failure names it."""
+    fits = evaluator.evaluate(request(RELU_SOLUTION, problem=_memfd_reference(64), rss_limit_mb=1024))
+    assert fits.status is Status.CORRECT, fits.error
+    with pytest.raises(JudgeError, match=r"passed its memory limit \(1024 MiB"):
+        evaluator.evaluate(request(RELU_SOLUTION, problem=_memfd_reference(1536), rss_limit_mb=1024, timeout_s=120))
