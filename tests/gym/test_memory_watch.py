@@ -14,6 +14,7 @@ import sys
 import time
 
 import pytest
+from gym_cases import RELU_REFERENCE, RELU_SOLUTION, request
 
 from drkernel.errors import JudgeError
 from drkernel.gym import Status
@@ -21,7 +22,6 @@ from drkernel.gym.orchestrator.evaluator import memory_limit
 from drkernel.gym.orchestrator.memory import CPU_WINDOW_S, RssWatch, group_memory_bytes, group_rss_bytes
 from drkernel.gym.orchestrator.own_judge import mark_request_reference
 from drkernel.problems.problem import Problem
-from gym_cases import RELU_REFERENCE, RELU_SOLUTION, request
 
 SPIN = "import multiprocessing as m, time\n" \
        "def spin():\n    t = time.time() + 60\n    while time.time() < t: pass\n" \
@@ -124,8 +124,9 @@ def _memfd_reference(mib: int) -> Problem:
     MiB into a memfd it never maps and keeps."""
     hold = f"import os\n_held = os.memfd_create('held')\nfor _ in range({mib}):\n" \
            "    os.write(_held, b'x' * (1 << 20))\n"
-    return Problem(name=f"relu_memfd_{mib}", level=1, code=RELU_REFERENCE + hold, problem_id=f"relu_memfd_{mib}",
-                   source="request", metadata=mark_request_reference({}))
+    name = f"relu_memfd_{mib}"
+    return Problem(name=name, level=1, code=RELU_REFERENCE + hold, problem_id=name, source="request",
+                   metadata=mark_request_reference({}))
 
 
 @pytest.mark.skipif(not hasattr(os, "memfd_create") or not os.path.isdir("/proc"), reason="Linux's memfd")
@@ -136,4 +137,5 @@ def test_a_request_reference_holding_a_memfd_is_held_to_its_limit(evaluator):
     fits = evaluator.evaluate(request(RELU_SOLUTION, problem=_memfd_reference(64), rss_limit_mb=1024))
     assert fits.status is Status.CORRECT, fits.error
     with pytest.raises(JudgeError, match=r"passed its memory limit \(1024 MiB"):
-        evaluator.evaluate(request(RELU_SOLUTION, problem=_memfd_reference(1536), rss_limit_mb=1024, timeout_s=120))
+        evaluator.evaluate(request(RELU_SOLUTION, problem=_memfd_reference(1536), rss_limit_mb=1024,
+                                   timeout_s=120))

@@ -47,8 +47,15 @@ from drkernel.service.schemas import (
     WaitIn,
     request_models,
 )
-from drkernel.service.store import (ClientRemoved, IdempotencyConflict, JobStore, Quota, QuotaExceeded, ServerLock,
-                                    StoreError)
+from drkernel.service.store import (
+    ClientRemoved,
+    IdempotencyConflict,
+    JobStore,
+    Quota,
+    QuotaExceeded,
+    ServerLock,
+    StoreError,
+)
 from drkernel.service.workers import WorkerHandle, local_workers
 
 log = logging.getLogger(__name__)

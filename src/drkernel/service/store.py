@@ -701,7 +701,8 @@ class JobStore:
         def fn(db):
             if db.execute("DELETE FROM clients WHERE name = ?", (name,)).rowcount != 1:
                 return False
-            db.execute("INSERT OR REPLACE INTO removed_clients (name, removed) VALUES (?,?)", (name, time.time()))
+            db.execute("INSERT OR REPLACE INTO removed_clients (name, removed) VALUES (?,?)",
+                       (name, time.time()))
             db.execute("UPDATE jobs SET status = 'cancelled', claim = NULL, lease_until = NULL, finished = ? "
                        "WHERE client = ? AND status IN ('queued', 'running')", (time.time(), name))
             retired = f"{name}\0removed\0{uuid.uuid4().hex}"

@@ -14,10 +14,10 @@ leader (the sandbox's processes) ten times a second, and:
   along). A file the child also maps counts twice (once resident, once stored): the count errs
   against the child, never for it. The harness's own descriptors are not such files (a GPU
   candidate's staging buffer is device memory that the CUDA driver exports, `harness.vmm`, a
-  descriptor of no memory-backed file; a CPU candidate's outputs travel as message bytes). Not counted: a memory-backed file reachable by
-  neither a descriptor nor a mapping of the group (one passed to a process outside it), and, where
-  ``/proc/<pid>/map_files`` is unreadable (no ``CAP_SYS_ADMIN``), the part of a mapped file beyond
-  its mappings;
+  descriptor of no memory-backed file; a CPU candidate's outputs travel as message bytes). Not
+  counted: a memory-backed file reachable by neither a descriptor nor a mapping of the group (one
+  passed to a process outside it), and, where ``/proc/<pid>/map_files`` is unreadable (no
+  ``CAP_SYS_ADMIN``), the part of a mapped file beyond its mappings;
 * **CPU share** (``cpu_share``; off for a GPU candidate, whose timed calls a demotion would slow:
   its launches wait behind every normal-priority process, past what the head start hides, and no
   H100 run has measured what demotion costs there): a child whose threads wanted more than ``CPU_SHARE_CORES`` cores over a window of
