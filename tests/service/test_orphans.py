@@ -14,6 +14,7 @@ import signal
 import time
 
 import httpx
+import pytest
 from service_server import SMALL_REFERENCE, ServerProcess
 
 from drkernel.gym.orchestrator.pool import descendants
@@ -104,20 +105,29 @@ def test_cancelling_jobs_stops_their_references_and_frees_the_slots_for_another_
         _kill_marked(marks)
 
 
-def test_a_server_killed_9_takes_its_worker_judges_and_candidates_along(tmp_path):
+@pytest.mark.parametrize("sandbox", ["bwrap", "none"])
+def test_a_server_killed_9_takes_its_worker_judges_and_candidates_along(tmp_path, sandbox):
     """A job whose custom reference sleeps in its own judge runs; kill -9 the server alone: the
-    worker (not in the server's session cleanup: only the server is signalled), every process below
-    it (judges, warm candidates, the bwrap around them) and the reference's marked process are gone
-    within `GONE_S`, not when the job's timeout_s (600 s) ends."""
-    srv = _server(tmp_path).start(timeout_s=300)
+    worker (not in the server's session cleanup: only the server is signalled) and every process
+    below it (judges, warm candidates, the bwrap around them) are gone within `GONE_S`, not when
+    the job's timeout_s (600 s) ends; in the sandbox, so is what the reference started (its pid
+    namespace ends with it). Unsandboxed, a process the request's code starts itself has no such
+    namespace, so there the reference only tells it sleeps (a file: it shares our file system)."""
+    srv = _server(tmp_path, *(["--unsafe-no-sandbox"] if sandbox == "none" else [])).start(timeout_s=300)
     mark = f"orphan-{secrets.token_hex(6)}"
+    sleeping = tmp_path / "sleeping"
+    code = (_stuck_reference(mark) if sandbox == "bwrap" else
+            f"import time\nopen({str(sleeping)!r}, 'w').close()\ntime.sleep(600)\n" + SMALL_REFERENCE)
+    tree: list[int] = []
     try:
         with _client(srv) as a:
-            job = a.post("/v1/jobs", json=_job(GOLD, code=_stuck_reference(mark), name="orphan",
-                                               timeout_s=600)).json()["id"]
-            _until(lambda: _marked(mark), 180, lambda: a.get(f"/v1/jobs/{job}").json())
+            job = a.post("/v1/jobs", json=_job(GOLD, code=code, name="orphan", timeout_s=600)).json()["id"]
+            if sandbox == "bwrap":
+                _until(lambda: _marked(mark), 180, lambda: a.get(f"/v1/jobs/{job}").json())
+            else:
+                _until(sleeping.exists, 180, lambda: a.get(f"/v1/jobs/{job}").json())
             (worker,) = a.get("/v1/workers").json()
-        tree = [worker["pid"], *descendants(worker["pid"])]
+        tree += [worker["pid"], *descendants(worker["pid"])]
         assert len(tree) > 3 and set(_marked(mark)) <= set(tree), (tree, _marked(mark))
         srv.kill9()
         _until(lambda: not any(_alive(p) for p in tree), GONE_S,
@@ -126,6 +136,8 @@ def test_a_server_killed_9_takes_its_worker_judges_and_candidates_along(tmp_path
     finally:
         srv.stop()
         _kill_marked([mark])
+        for pid in (p for p in tree if _alive(p)):  # a failure's survivors, seen as this server's
+            os.kill(pid, signal.SIGKILL)
 
 
 def _kill_marked(marks: list[str]) -> None:

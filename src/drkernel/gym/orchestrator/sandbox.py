@@ -145,9 +145,10 @@ class Runner(Protocol):
     def exit_status(self, returncode: int) -> int: ...
 
 
-def boot_argv(spawn: Spawn, identity: Identity | None = None) -> list[str]:
-    """``python -c BOOT <json> <module>``: the limits, and the identity to drop to (None: keep ours)."""
-    boot = {"limits": asdict(spawn.limits), "identity": asdict(identity) if identity else None}
+def boot_argv(spawn: Spawn, identity: Identity | None = None, parent: int | None = None) -> list[str]:
+    """``python -c BOOT <json> <module>``: the limits, the identity to drop to (None: keep ours), and
+    the pid of the parent the child dies with (None: bwrap's ``--die-with-parent`` sees to it)."""
+    boot = {"limits": asdict(spawn.limits), "identity": asdict(identity) if identity else None, "parent": parent}
     return [sys.executable, "-c", BOOT, json.dumps(boot), spawn.module]
 
 
@@ -187,8 +188,10 @@ class UnsafeRunner:
         return returncode
 
     def popen(self, spawn: Spawn) -> subprocess.Popen:
-        return subprocess.Popen(boot_argv(spawn), stdin=spawn.stdin, stdout=spawn.stdout, stderr=spawn.stderr,
-                                env=spawn.env, start_new_session=True, close_fds=True)
+        """Forked by the long-lived spawner thread, so the child's parent-death signal (set by its
+        boot, `die_with_parent`) fires when this process dies, not when a pool thread ends."""
+        return _SPAWNER.popen(boot_argv(spawn, parent=os.getpid()), stdin=spawn.stdin, stdout=spawn.stdout,
+                              stderr=spawn.stderr, env=spawn.env, start_new_session=True, close_fds=True)
 
 
 def unsafe_root() -> str:
@@ -553,12 +556,27 @@ def drop_identity(identity: Identity | None) -> None:
     call("capset", header, (ctypes.c_uint32 * 6)())  # effective, permitted, inheritable: all empty
 
 
+def die_with_parent(parent: int | None) -> None:
+    """SIGKILL this child when ``parent`` dies (an unsandboxed child: no bwrap does it); a parent
+    already gone (we were reparented before the signal was set) ends it at once. None: nothing to do."""
+    if parent is None:
+        return
+    import ctypes
+    import signal
+
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "sandbox boot: prctl(PR_SET_PDEATHSIG) failed")
+    if os.getppid() != parent:
+        os._exit(1)
+
+
 def main() -> None:
     import runpy
 
     from drkernel.gym import ipc
 
     boot, module = json.loads(sys.argv[1]), sys.argv[2]
+    die_with_parent(boot.get("parent"))
     drop_identity(Identity.from_json(boot["identity"]))
     set_limits(Limits(**boot["limits"]))
     ipc.adopt_stdio_channel()
