@@ -135,14 +135,16 @@ def test_a_server_killed_9_takes_its_worker_judges_and_candidates_along(tmp_path
         assert not _marked(mark)
     finally:
         srv.stop()
-        _kill_marked([mark])
-        for pid in (p for p in tree if _alive(p)):  # a failure's survivors, seen as this server's
-            os.kill(pid, signal.SIGKILL)
+        _kill([p for p in tree if _alive(p)])  # a failure's survivors, seen as this server's
 
 
 def _kill_marked(marks: list[str]) -> None:
     """What a failing test's references left running (started by this test, found by their marks)."""
-    for pid in (p for m in marks for p in _marked(m)):
+    _kill([p for m in marks for p in _marked(m)])
+
+
+def _kill(pids: list[int]) -> None:
+    for pid in pids:
         try:
             os.kill(pid, signal.SIGKILL)
         except OSError:
