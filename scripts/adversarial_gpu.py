@@ -69,26 +69,6 @@ def launch(x, y):
     relu_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
 """
 
-BIG_GEMM = """import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def forward(self, a, b):
-        return a @ b
-
-
-N = 2048
-
-
-def get_inputs():
-    return [torch.randn(N, N), torch.randn(N, N)]
-
-
-def get_init_inputs():
-    return []
-"""
-
 GEMM_KERNEL = """import torch
 import torch.nn as nn
 import triton
@@ -235,7 +215,7 @@ class ModelNew(nn.Module):
             return y
         return torch.relu(x)  # PyTorch's speed reported as the solution's, correct outputs
 """, (2,)),
-    ("library_gemm_unless_profiled_or_observed", BIG_GEMM, PROFILER_TELL, (0, 2, 7, 10)),
+    ("library_gemm_unless_profiled_or_observed", problem_source("gemm2048"), PROFILER_TELL, (0, 2, 7, 10)),
 ]
 HONEST_GPU = [
     ("triton_gemm_2048", "gemm2048", GEMM_KERNEL + """

@@ -214,7 +214,10 @@ def _worker_main(
     """Entry point of a worker process: build the evaluator (`start_evaluator`), then serve ``(key,
     request)`` messages. ``tag`` goes into the environment that its candidate children inherit, so
     the server can find and kill them if this process dies (`kill_tagged`). ``parent``: the server's
-    pid; the worker dies with it (`die_with_parent`), and its sandboxed children with the worker."""
+    pid; the worker dies with it (`die_with_parent`: a worker left behind by a server killed -9 would
+    go on running its jobs beside the restarted server's), and its sandboxed children with the worker."""
+    from drkernel.gym.orchestrator.sandbox import die_with_parent
+
     die_with_parent(parent)
     os.environ[WORKER_TAG_ENV] = tag
     try:
@@ -253,21 +256,6 @@ def _worker_main(
 
 
 WORKER_TAG_ENV = "KERNELGYM_WORKER_TAG"
-PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent(parent: int) -> None:
-    """SIGKILL this process when the thread that started it (the server's event loop) ends, the
-    server killed -9 included: a worker left behind would go on running its jobs (up to their
-    timeout_s) beside the restarted server's. The server may have died before the request took
-    effect, so a parent other than ``parent`` (we were reparented) ends this process at once."""
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
-    if os.getppid() != parent:
-        os._exit(1)
 
 
 def kill_tagged(tag: str) -> int:

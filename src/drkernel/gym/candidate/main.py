@@ -40,8 +40,8 @@ from drkernel.gym import compile_cache  # noqa: E402
 from drkernel.gym.candidate import seccomp  # noqa: E402
 from drkernel.gym.checks import load_hook  # noqa: E402
 from drkernel.gym.ipc import Channel, StagingBuffer, child_channel, encode_tree, staged_fds  # noqa: E402
-from drkernel.gym.messages import (SECOND_SIZE_NOTE, Compare, Done, Error, Extra, Job, NativeBuild, Op, Outputs, Ready,  # noqa: E402
-                                   Signal, SolutionPath, Timing)
+from drkernel.gym.messages import (SECOND_SIZE_NOTE, Compare, Done, Error, Extra, Job, NativeBuild,  # noqa: E402
+                                   Op, Outputs, Ready, Signal, SolutionPath, Timing)
 from drkernel.gym.seeds import TIMED_TAG_PREFIX  # noqa: E402
 
 SOLUTION_MODULE = "drkernel_solution"

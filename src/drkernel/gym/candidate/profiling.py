@@ -51,8 +51,6 @@ def profile_forward(fn: Callable[..., Any], args: Sequence[Any], own_names: set[
     return device_kernels(prof, own_names, own_kernels)
 
 
-
-
 def device_kernels(prof: Any, own_names: set[str], own_kernels: Sequence[str] = (), calls: int = 1) -> dict[str, Any]:
     """The kernels a profile saw after its first device event (the harness's marker, whose stream is
     the caller's), per call of ``calls``: name, own, launches (rounded up), device time (ms), streams;
@@ -83,8 +81,6 @@ def device_kernels(prof: Any, own_names: set[str], own_kernels: Sequence[str] = 
         k["launches"] = -(-k["launches"] // calls)
         k["device_time_ms"] /= calls
     return {"kernels": list(kernels.values()), "off_stream": sorted(off_stream)}
-
-
 
 
 def _profiled_draws(draw: Callable[[int], list[Any]], first: int, calls: int, budget_bytes: int) -> list[list[Any]]:
