@@ -21,6 +21,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -317,7 +318,10 @@ def main() -> int:
                     print("         error:", r.error[-400:].replace("\n", " | "))
             rows.append({"id": ident, "kind": kind, "label": label, "status": r.status.value, "hacks": codes,
                          "op_coverage": r.op_coverage, "time_coverage": r.time_coverage, "speedup": r.speedup,
-                         "timed_ms": timed, "profiled_ms": profiled, "device": r.device_name})
+                         "timed_ms": timed, "profiled_ms": profiled, "device": r.device_name,
+                         "sol_timing": asdict(r.sol_timing) if r.sol_timing else None,
+                         "ref_timing": asdict(r.ref_timing) if r.ref_timing else None,
+                         "timing_note": r.timing_note})
             (Path(args.out) / name).write_text(json.dumps(rows, indent=1))  # each case, so a cut run keeps them
     (Path(args.out) / name).write_text(json.dumps(rows, indent=1))
     counts = {lab: sum(r["label"] == lab for r in rows) for lab in ("CAUGHT", "MISSED", "OK", "FLAGGED")}

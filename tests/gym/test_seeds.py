@@ -347,3 +347,37 @@ def test_a_replay_request_evaluates_on_the_revealed_inputs_again(evaluator):
     assert replace(request(RELU_SOLUTION), seed_plan=plan).content_hash() != request(RELU_SOLUTION).content_hash()
     with pytest.raises(ConfigError):
         evaluator.evaluate(replace(request(RELU_SOLUTION), seed_plan=replace(plan, trials=plan.trials[:1])))
+
+
+DRAWN = """
+import torch
+def get_inputs():
+    return [torch.randn(8, 8), torch.rand(3)]
+"""
+
+
+def test_a_draw_seeds_as_torch_manual_seed_does():
+    reference = types.ModuleType("drawn")
+    exec(DRAWN, reference.__dict__)
+    seed = perturbed(12345, timed_step(3))
+    drawn = harness.draw_inputs(reference, seed, torch.device("cpu"))
+    from drkernel.gym.seeds import drawing_seed
+    torch.manual_seed(drawing_seed(seed))
+    expected = reference.get_inputs()
+    assert all(torch.equal(a, b) for a, b in zip(drawn, expected))
+
+
+def test_a_draw_raises_no_flood_of_audit_events():
+    """torch.manual_seed's lazy seeding of backends that are not started records a stack trace, one
+    audit event per frame, each checked by the candidate's audit hook: hundreds per timed call."""
+    import sys
+    reference = types.ModuleType("drawn")
+    exec(DRAWN, reference.__dict__)
+    events: list[str] = []
+    listening = [True]
+    sys.addaudithook(lambda event, args: events.append(event) if listening[0] else None)
+    try:
+        harness.draw_inputs(reference, perturbed(12345, timed_step(2)), torch.device("cpu"))
+    finally:
+        listening[0] = False
+    assert len(events) < 10, sorted(set(events))  # 34 with torch.manual_seed and no hook of the gym

@@ -479,8 +479,8 @@ class Extra(Message):
 SECOND_SIZE_NOTE = "at the second problem size"
 """How a candidate's ``Error`` message of a forward that failed only at the hidden second size begins."""
 STAT_FIELDS = ("median_ms", "iqr_ms", "cv", "mean_ms", "min_ms")
-OPTIONAL_STAT_FIELDS = ("wall_ms_per_call", "rse", "head_start_ms", "host_ms", "uncovered", "profiled_ms",
-                        "profiled_span_ms", "profiled_calls")
+OPTIONAL_STAT_FIELDS = ("wall_ms_per_call", "rse", "head_start_ms", "host_ms", "inputs_ms", "uncovered",
+                        "profiled_ms", "profiled_span_ms", "profiled_calls")
 SAMPLES_CAP = 100000
 """A timing's per-call samples (``samples_ms``) beyond this many are a claim not kept."""
 

@@ -93,6 +93,7 @@ class TimingStats:
     rse: float | None = None            # relative standard error of the median (timing.median_rse)
     head_start_ms: float | None = None  # the device's head start before each call (timing.py)
     host_ms: float | None = None        # median host time to issue one call
+    inputs_ms: float | None = None      # median host time to make one call's inputs (a clone or a fresh draw)
     uncovered: float | None = None      # share of calls whose issue outlasted the head start
     profiled_ms: float | None = None    # device time of one call's kernels, a few more calls under the profiler
     profiled_span_ms: float | None = None  # least event time of those calls (the host's launches included)

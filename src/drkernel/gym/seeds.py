@@ -102,12 +102,13 @@ def with_distribution(seed: int, dist: Distribution) -> int:
 
 
 def torch_seed(seed: int) -> int:
-    """The seed handed to ``torch.manual_seed`` (the distribution and perturbation bits removed)."""
+    """The seed handed to the generators (`drkernel.gym.harness.inputs.seed_generators`), the
+    distribution and perturbation bits removed."""
     return int(seed) & ((1 << SEED_BITS) - 1)
 
 
 def drawing_seed(seed: int) -> int:
-    """The seed a draw of inputs hands to ``torch.manual_seed``: `torch_seed`, except at a timed
+    """The seed a draw of inputs hands to the generators: `torch_seed`, except at a timed
     call's step (`TIMED_FIRST_STEP` on), where the step gives the call a draw of its own."""
     step = perturbation_of(seed)
     if step < TIMED_FIRST_STEP:

@@ -193,7 +193,8 @@ def time_cuda(fn: Callable[..., Any], inputs: Sequence[Any], *, warmup: int, cal
     timed calls (not below ``min_calls``) where the warm-up's wall per call says ``calls`` of them would
     take longer than ``budget_ms``; ``keep`` is then mapped by `drkernel.gym.seeds.kept_timed_calls`.
 
-    The stats add ``head_start_ms``, ``host_ms`` (median host time to issue one timed call) and
+    The stats add ``head_start_ms``, ``host_ms`` (median host time to issue one timed call),
+    ``inputs_ms`` (median host time to make one timed call's inputs: a clone, or ``draw``) and
     ``uncovered`` (share of timed calls whose issue took longer than the head start)."""
     flush = (flusher or L2Flusher(device)) if l2_flush else None
     adaptive = rule == "adaptive"
@@ -207,6 +208,7 @@ def time_cuda(fn: Callable[..., Any], inputs: Sequence[Any], *, warmup: int, cal
         head_ms = head_start_ms(issue_ms, head_start_max_ms)
         sleep_cycles = int(head_ms * sleep_cycles_per_ms(device)) if head_ms > 0 else 0
         host: list[float] = []
+        drawn: list[float] = []
         times: list[float] = []
         wall_ms = 0.0
         size = min(min_calls, calls) if adaptive else max(1, calls // 2)  # of the blocks after the first
@@ -214,7 +216,7 @@ def time_cuda(fn: Callable[..., Any], inputs: Sequence[Any], *, warmup: int, cal
         while block > 0:
             t0 = time.perf_counter()
             pairs = _timed_block(fn, inputs, block, flush, sleep_cycles, host, keep, kept, keep_last=adaptive,
-                                 draw=draw)
+                                 draw=draw, drawn=drawn)
             torch.cuda.synchronize(device)
             wall_ms += (time.perf_counter() - t0) * 1e3
             times.extend(s.elapsed_time(e) for s, e in pairs)
@@ -222,7 +224,7 @@ def time_cuda(fn: Callable[..., Any], inputs: Sequence[Any], *, warmup: int, cal
             if block and kept is not None and len(times) - 1 not in keep:
                 kept.pop(len(times) - 1, None)  # the block's last call was not the last one after all
     return summarize(times, wall_ms / len(times), head_start_ms=head_ms, host_ms=statistics.median(host),
-                     uncovered=sum(h > head_ms for h in host) / len(host))
+                     inputs_ms=statistics.median(drawn), uncovered=sum(h > head_ms for h in host) / len(host))
 
 
 def next_block(times_ms: Sequence[float], limit: int, adaptive: bool, size: int, target: float) -> int:
@@ -257,16 +259,20 @@ def _warm_up(fn: Callable[..., Any], inputs: Sequence[Any], warmup: int, device:
 
 def _timed_block(fn: Callable[..., Any], inputs: Sequence[Any], block: int, flush: L2Flusher | None,
                  sleep_cycles: int, host: list[float], keep: Collection[int], kept: dict[int, Any] | None,
-                 keep_last: bool, draw: Callable[[int], list[Any]] | None = None) -> list[tuple[Any, Any]]:
+                 keep_last: bool, draw: Callable[[int], list[Any]] | None = None,
+                 drawn: list[float] | None = None) -> list[tuple[Any, Any]]:
     """Issue ``block`` timed calls (their indices follow ``host``'s length), append each one's host
-    issue time to ``host``, store the outputs of ``keep`` (and, with ``keep_last``, the block's last)
+    issue time to ``host`` and its inputs' host time (a clone or a draw) to ``drawn``, store the outputs of ``keep`` (and, with ``keep_last``, the block's last)
     into ``kept``; returns the calls' (start, end) events, unsynchronised."""
     pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
              for _ in range(block)]
     last = len(host) + block - 1
+    drawn = [] if drawn is None else drawn
     for start, end in pairs:
         i = len(host)
+        t = time.perf_counter()
         args = clone_args(inputs) if draw is None else draw(i)
+        drawn.append((time.perf_counter() - t) * 1e3)
         if flush is not None:
             flush()
         if sleep_cycles:
