@@ -245,7 +245,8 @@ def test_one_analysis_per_source():
     "im = F.importlib.import_module('o' + 's')",
     "import logging\nw = logging.weakref.ref",                # logging imports weakref
     "from typing import sys",
-    "import collections\ns = collections.abc.sys",             # through a submodule too
+    "import warnings\ns = warnings.sys.modules",
+    "import packaging.version\nr = packaging.version.re",       # through a submodule too
 ])
 def test_a_forbidden_module_reached_through_an_allowed_one_is_out_of_contract(snippet):
     report = analyze(HEADER + snippet)
@@ -448,3 +449,46 @@ def test_reading_the_tf32_flag_is_allowed_writing_it_is_not():
                   "m = torch.backends.cuda.matmul\nm.allow_tf32 = True",
                   'torch.set_float32_matmul_precision("high")'):
         assert 12 in {h.code for h in static_check(f"import torch\n{write}\n")}, write
+
+
+# --- Idioms of public Triton code admitted by mechanism, and the attacks beside each -------------
+
+@pytest.mark.parametrize("snippet", [
+    "import os\nDET = os.environ.get('MAMBA_DETERMINISTIC', '0') == '1'",   # an env knob, read only
+    "import os as _o\nflag = _o.getenv('TRITON_DEBUG')",
+    "from torch.cuda.amp import custom_fwd, custom_bwd",
+    "from torch.amp import custom_fwd",
+    "from torch.autograd.function import FunctionCtx\nfrom torch.autograd import Function",
+    "import warnings\nwarnings.warn('falling back to the slow path')",
+    "import heapq\nbest = heapq.nsmallest(2, [3, 1, 2])",
+    "from collections.abc import Callable",
+    "order = sorted(range(3), key=[4, 2, 9].__getitem__)",                  # an argsort idiom
+    "ws = 1 if torch.distributed.is_initialized() is False else torch.distributed.get_world_size()",
+    "props = triton.runtime.driver.utils.get_device_properties(0)",         # Triton 2's spelling
+    "from torch.library import wrap_triton",
+    "if __name__ == '__main__':\n    torch.testing.assert_close(torch.ones(1), torch.ones(1))\n    import os\n    os.system('x')",
+])
+def test_honest_idioms_of_public_triton_code_are_admitted(snippet):
+    assert codes(snippet) == set(), analyze(HEADER + snippet).hacks
+
+
+@pytest.mark.parametrize("snippet, code", [
+    ("import os\nos.system('true')", 14),                       # the module used beyond its reads
+    ("import os\nenv = os.environ\nx = env.get('A')", 14),       # the module's parts passed on
+    ("import os\ndef f(m):\n    return m\ng = f(os)", 14),      # the module itself passed on
+    ("import os\nx = getattr(os.environ, 'get')('A')", 14),
+    ("import os.path as p\nx = p.exists('/tmp')", 14),
+    ("from torch.cuda.amp import autocast", 14),
+    ("from torch.library import triton_op", 14),
+    ("from torch.library import custom_op, wrap_triton", 14),
+    ("import warnings\nwarnings.showwarning = print", 8),       # patching a library the harness calls
+    ("x = torch.distributed.all_reduce", 7),
+    ("pg = torch.distributed.ProcessGroupGloo", 7),
+    ("x = [1].__getattribute__('copy')", 14),
+    ("__name__ = '__main__'\nif __name__ == '__main__':\n    import os\n    os.system('x')", 14),
+    ("def f(__name__):\n    return __name__\nif __name__ == '__main__':\n    pass", 14),
+    ("if __name__ == '__main__':\n    pass\nelse:\n    import os\n    os.system('x')", 14),  # the else branch runs
+    ("if __name__ == '__main__' or True:\n    import os\n    os.system('x')", 14),
+])
+def test_the_attacks_beside_those_idioms_are_still_refused(snippet, code):
+    assert code in codes(snippet), analyze(HEADER + snippet).hacks

@@ -236,6 +236,9 @@ class Candidate:
         return drawn
 
     def import_solution(self, path: str) -> Any:
+        # The process started as ``python -c``: its working directory (the private /tmp) heads the import
+        # path, so importing any library would list it, a read the audit hook pins on the solution.
+        sys.path[:] = [p for p in sys.path if p not in ("", ".", os.getcwd())]
         try:
             with open(path) as f:
                 compile(f.read(), path, "exec")

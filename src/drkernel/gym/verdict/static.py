@@ -104,10 +104,17 @@ FORBIDDEN: dict[str, tuple[int, str]] = {
 }
 # References that are harmless although a prefix above matches them.
 ALLOWED_REFERENCES = (
-    "os.environ.get", "torch.cuda.current_device", "torch.backends.cuda.matmul.__doc__",
+    "os.environ.get", "os.getenv", "torch.cuda.current_device", "torch.backends.cuda.matmul.__doc__",
+    # Read-only topology queries of tensor-parallel code paths (a process group, which the collectives
+    # need, cannot be made: its constructors stay refused).
+    "torch.distributed.is_available", "torch.distributed.is_initialized", "torch.distributed.get_world_size",
+    "torch.distributed.get_rank",
+    # PyTorch's wrapper of a Triton kernel for tracing: eager, it launches the kernel it wraps.
+    "torch.library.wrap_triton",
     # Read-only device queries most Triton tutorials start with.
     "triton.runtime.driver.active.get_current_target", "triton.runtime.driver.active.get_current_device",
     "triton.runtime.driver.active.get_active_torch_device", "triton.runtime.driver.active.utils.get_device_properties",
+    "triton.runtime.driver.utils.get_device_properties",  # the same query in Triton 2's spelling
     # Host-side tensor descriptors (TMA): a plain record of a tensor's base, shape and strides.
     "triton.tools.tensor_descriptor.TensorDescriptor",
     # autograd.Function decorators: they cast only with a `cast_inputs` dtype, which the kernelbench
@@ -116,7 +123,8 @@ ALLOWED_REFERENCES = (
 )
 # Roots whose attributes must never be assigned (monkey-patching, hack 8).
 PATCH_ROOTS = ("torch", "triton", "time", "numpy", "builtins", "sys", "os", "math", "random",
-               "functools", "json", "drkernel", "gc", "operator", "copy", "timeit")
+               "functools", "json", "drkernel", "gc", "operator", "copy", "timeit", "warnings", "collections",
+               "heapq", "bisect", "itertools", "contextlib", "logging", "typing", "dataclasses", "enum")
 PATCH_EXEMPT = ("os.environ",)  # setting an environment variable is not patching a function
 TENSOR_BASES = ("torch.Tensor", "torch._C.TensorBase", "torch._C._TensorBase",
                 "torch.nn.Parameter", "torch.nn.parameter.Parameter")
@@ -346,8 +354,9 @@ def _analyze(source: str) -> StaticReport:
         tree = pyast.parse(source)
     except (SyntaxError, ValueError) as e:
         return StaticReport(parse_error=f"{type(e).__name__}: {e}")
-    names = _Names(tree)
     report = StaticReport()
+    report.hacks.extend(_without_main_blocks(tree))
+    names = _Names(tree)
     report.hacks.extend(_declared_encoding(source))
     report.hacks.extend(_contract(tree, names))
     report.hacks.extend(_forbidden_references(tree, names))
@@ -374,6 +383,46 @@ def _analyze(source: str) -> StaticReport:
             2, f"PyTorch compute reachable from ModelNew.forward: {shown}", strict_only=True))
     report.hacks = dedupe(report.hacks)
     return report
+
+
+def _is_main_test(test: ast.AST) -> bool:
+    """``__name__ == "__main__"`` (either way round)."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)):
+        return False
+    sides = (test.left, test.comparators[0])
+    return (any(isinstance(x, ast.Name) and x.id == "__name__" for x in sides)
+            and any(isinstance(x, ast.Constant) and x.value == "__main__" for x in sides))
+
+
+def _binds(node: ast.AST, name: str) -> bool:
+    """Does ``node`` bind ``name`` (assignment, deletion, import, definition, parameter, global,
+    handler, pattern)?"""
+    if isinstance(node, ast.Name):
+        return node.id == name and not isinstance(node.ctx, ast.Load)
+    if isinstance(node, ast.alias):
+        return (node.asname or node.name.split(".")[0]) == name
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return node.name == name
+    if isinstance(node, ast.arg):
+        return node.arg == name
+    if isinstance(node, (ast.Global, ast.Nonlocal)):
+        return name in node.names
+    if isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)):
+        return node.name == name
+    return isinstance(node, ast.MatchMapping) and node.rest == name
+
+
+def _without_main_blocks(tree: ast.Module) -> list[Hack]:
+    """A module-level ``if __name__ == "__main__":`` body (a file's self-test or benchmark) never runs:
+    the candidate imports the solution under another module name. Its statements are left out of every
+    check, unless the file binds ``__name__`` anywhere (hack 14: the block could then run)."""
+    rebound = [n for n in ast.walk(tree) if _binds(n, "__name__")]
+    if rebound:
+        return [make_hack(14, f"line {getattr(rebound[0], 'lineno', 0)}: binds __name__ (solution contract)")]
+    for node in tree.body:
+        if isinstance(node, ast.If) and _is_main_test(node.test):
+            node.body = [ast.copy_location(ast.Pass(), node.body[0])]
+    return []
 
 
 def static_check(source: str) -> list[Hack]:
@@ -717,12 +766,19 @@ ALLOWED_IMPORTS = (
     "triton.language.extra", "triton.language.extra.libdevice", "triton.language.extra.cuda",
     "triton.language.extra.cuda.libdevice", "triton.language.extra.hip", "triton.language.extra.hip.libdevice",
     "triton.language.math", "triton.runtime", "triton.tools.tensor_descriptor", "math", "typing", "functools",
-    "dataclasses", "itertools", "collections", "enum", "numbers", "contextlib", "logging", "operator",
-    "packaging", "packaging.version", "__future__",
+    "dataclasses", "itertools", "collections", "collections.abc", "enum", "numbers", "contextlib", "logging",
+    "operator", "warnings", "heapq", "bisect", "packaging", "packaging.version", "torch.autograd",
+    "torch.autograd.function", "__future__",
 )
-"""The only modules a solution may import (``import x`` / ``from x import y``)."""
+"""The modules a solution may import (``import x`` / ``from x import y``). Any other import is
+admitted only where all it yields is `ALLOWED_REFERENCES` (`_restricted_import`)."""
 ALLOWED_DUNDERS = frozenset(("__init__", "__name__", "__qualname__", "__doc__", "__future__", "__main__",
                              "__version__"))
+OPERATOR_DUNDERS = frozenset(("__getitem__", "__len__", "__contains__", "__lt__", "__le__", "__gt__", "__ge__",
+                              "__eq__", "__ne__"))
+"""Dunder methods a solution may read from a value (``sorted(idx, key=strides.__getitem__)``): each is
+what ordinary syntax on the value calls (``x[i]``, ``len(x)``, ``a < b``), so reading it grants nothing
+more. Only as attributes: a string naming one is still refused (``getattr`` takes literal public names)."""
 """The only dunder names a solution may read (``super().__init__()``, ``__name__``, a library's
 ``__version__`` string, which real kernels compare to pick an import path)."""
 FORBIDDEN_BUILTINS = frozenset((
@@ -807,16 +863,18 @@ def _contract(tree: ast.Module, names: _Names) -> list[Hack]:
         hacks.append(make_hack(code, f"line {getattr(node, 'lineno', 0)}: {why} (solution contract)"))
 
     called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    uses = _NameUses(tree, names)
     for node in ast.walk(tree):
         if (isinstance(node, ast.Name) and node.id in ATTRIBUTE_FUNCTIONS and id(node) not in called
                 and node.id not in names.defined):
             bad(node, f"passes {node.id} as a value (attribute access by computed names)")
         if isinstance(node, ast.Import):
             for a in node.names:
-                if not _import_allowed(a.name):
+                if not _import_allowed(a.name) and not _restricted_import(a, uses):
                     bad(node, f"imports {a.name}")
         elif isinstance(node, ast.ImportFrom) and node.level == 0:
-            if not _import_allowed(node.module or ""):
+            if not _import_allowed(node.module or "") and not all(
+                    f"{node.module}.{a.name}" in ALLOWED_REFERENCES for a in node.names):
                 bad(node, f"imports from {node.module}")
             for a in node.names:
                 if a.name.startswith("_") and node.module != "__future__" or a.name == "*":
@@ -838,6 +896,35 @@ def _contract(tree: ast.Module, names: _Names) -> list[Hack]:
     return hacks
 
 
+class _NameUses:
+    """Each use of a bare name, as the longest dotted chain it heads (``os`` in ``os.environ.get(k)``:
+    ``os.environ.get``; ``os`` alone where the module itself is passed on or read otherwise)."""
+
+    def __init__(self, tree: ast.Module, names: _Names) -> None:
+        inner = {id(n.value): n for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+        self.chains: dict[str, list[str | None]] = {}
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Name):
+                continue
+            if not isinstance(node.ctx, ast.Load):
+                self.chains.setdefault(node.id, []).append(None)  # rebound: its uses are no longer the import's
+                continue
+            top: ast.AST = node
+            while id(top) in inner:
+                top = inner[id(top)]
+            self.chains.setdefault(node.id, []).append(names.resolve(top) if top is not node else None)
+
+
+def _restricted_import(alias: ast.alias, uses: _NameUses) -> bool:
+    """``import os`` admitted where every use of the name it binds is an `ALLOWED_REFERENCES` chain
+    (``os.environ.get("FLAG")``): the module is then only ever read through references the contract
+    allows, whatever else it holds. A dotted import without ``as`` binds its package, not the module."""
+    if "." in alias.name and alias.asname is None:
+        return False
+    chains = uses.chains.get(alias.asname or alias.name, [])
+    return bool(chains) and all(c is not None and c in ALLOWED_REFERENCES for c in chains)
+
+
 MODULE_ATTRS = frozenset(("operator", "_operator", "inspect", "sys", "os", "posix", "builtins", "importlib",
                           "gc", "ctypes", "subprocess", "marshal"))
 """Attribute names that are modules the contract does not admit; read from any object (a module a
@@ -849,7 +936,7 @@ reading one from any object is attribute access by names the analysis cannot see
 
 def _attribute_rule(node: ast.Attribute, names: _Names, bad: Callable[..., None]) -> None:
     attr = node.attr
-    if attr.startswith("__") and attr.endswith("__") and attr not in ALLOWED_DUNDERS:
+    if attr.startswith("__") and attr.endswith("__") and attr not in ALLOWED_DUNDERS | OPERATOR_DUNDERS:
         bad(node, f"reads .{attr}")
         return
     resolved = names.resolve(node)
