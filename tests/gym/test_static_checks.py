@@ -492,3 +492,26 @@ def test_honest_idioms_of_public_triton_code_are_admitted(snippet):
 ])
 def test_the_attacks_beside_those_idioms_are_still_refused(snippet, code):
     assert code in codes(snippet), analyze(HEADER + snippet).hacks
+
+
+@pytest.mark.parametrize("snippet", [
+    "def f(x):\n    match x:\n        case object(f_back=fr):\n            return fr",            # a frame's caller
+    "def f(x):\n    match x:\n        case object(__closure__=c):\n            return c",
+    "match torch.utils:\n    case object(_python_dispatch=pd):\n        mode = pd",              # a private module
+    "def f(t):\n    match t:\n        case object(numpy=to_np):\n            return to_np()",    # a host read
+    "def f(x, C):\n    match x:\n        case C(a, b):\n            return a",                   # __match_args__
+    "import logging\nfr = logging.currentframe()",
+    "@triton.jit\ndef k(x_ptr):\n    v = tl.load(x_ptr)\n    d = v.handle.data",                 # the interpreter's buffer
+    "@triton.jit\ndef k(x_ptr):\n    v = tl.load(x_ptr)\n    d = getattr(v, 'handle')",
+])
+def test_attribute_reads_past_the_attribute_rules_are_refused(snippet):
+    assert 14 in codes(snippet), analyze(HEADER + snippet).hacks
+
+
+@pytest.mark.parametrize("snippet", [
+    "def f(x):\n    match x:\n        case int(n):\n            return n\n        case Point():\n            return 0",
+    "def f(mode):\n    match mode:\n        case 'fast':\n            return 1\n        case _:\n            return 0",
+    "def f(h):\n    return h.handle",                                    # outside a kernel: any object's field
+])
+def test_match_statements_that_read_no_attributes_are_admitted(snippet):
+    assert 14 not in codes(snippet), analyze(HEADER + snippet).hacks

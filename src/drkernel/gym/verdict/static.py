@@ -61,6 +61,7 @@ FORBIDDEN: dict[str, tuple[int, str]] = {
         "typing.get_type_hints", "typing.ForwardRef", "typing.get_overloads", "dataclasses.make_dataclass",
         "functools.singledispatch", "functools.singledispatchmethod", "logging.config")},
     **{m: (14, "attributes by computed name") for m in ("operator.attrgetter", "operator.methodcaller")},
+    **{m: (14, "frame introspection") for m in ("logging.currentframe",)},
     **{m: (14, "file or network output") for m in (
         "logging.handlers", "logging.FileHandler", "logging.basicConfig", "logging.setLoggerClass",
         "logging.setLogRecordFactory", "logging.captureWarnings")},
@@ -363,6 +364,8 @@ def _analyze(source: str) -> StaticReport:
     report.hacks.extend(_code_in_strings(tree, names))
     report.hacks.extend(spelled_names(tree, names.resolve))
     report.hacks.extend(_patching(tree, names))
+    report.hacks.extend(_class_patterns(tree))
+    report.hacks.extend(_jit_body_escapes(tree, names))
     report.hacks.extend(_subclasses(tree, names))
     classes = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
     report.has_modelnew = "ModelNew" in classes or _assigned_name(tree, "ModelNew")
@@ -632,6 +635,53 @@ def _decorator_name(dec: ast.AST, names: _Names) -> str | None:
 
 
 JIT_NAMES = ("triton.jit", "triton.runtime.jit.jit", "triton.runtime.jit")
+SELF_MATCHING = frozenset(("bool", "bytearray", "bytes", "dict", "float", "frozenset", "int", "list", "set", "str",
+                           "tuple"))
+"""Builtin classes whose one positional pattern matches the subject itself (``case int(n)``)."""
+
+
+def _class_patterns(tree: ast.Module) -> list[Hack]:
+    """``case C(attr=p)`` reads ``attr`` of the subject, and ``case C(p)`` whatever ``C.__match_args__``
+    names: attribute reads by a route the attribute rules do not see (``case object(f_back=f)`` is
+    ``f = x.f_back``). A class pattern may test the type only, or capture the subject of a builtin
+    self-matching class (hack 14 otherwise)."""
+    hacks = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.MatchClass) or not (node.patterns or node.kwd_attrs):
+            continue
+        cls = node.cls.id if isinstance(node.cls, ast.Name) else None
+        if not node.kwd_attrs and len(node.patterns) == 1 and cls in SELF_MATCHING:
+            continue
+        read = ", ".join(node.kwd_attrs) or "its __match_args__"
+        hacks.append(make_hack(14, f"line {node.lineno}: a class pattern reads attributes ({read}) of the "
+                                   f"matched value (solution contract)"))
+    return hacks
+
+
+JIT_ESCAPES = frozenset(("handle",))
+"""Attributes a ``@triton.jit`` body has no use for: a Triton value's ``handle`` is the compiler's IR
+value on a GPU and the interpreter's NumPy buffer on CPU, where a body reading it runs NumPy (or any
+Python) on the data as if it were the kernel's work, code that would not compile for a GPU."""
+
+
+def _jit_body_escapes(tree: ast.Module, names: _Names) -> list[Hack]:
+    """In a ``@triton.jit`` function: `JIT_ESCAPES` attributes and ``getattr``/``setattr``/``hasattr``
+    (which Triton does not compile) are hack 14: the body reaching past the language."""
+    hacks = []
+    for fn in ast.walk(tree):
+        if not (isinstance(fn, ast.FunctionDef)
+                and any(_decorator_name(d, names) in JIT_NAMES for d in fn.decorator_list)):
+            continue
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Attribute) and node.attr in JIT_ESCAPES:
+                what = f".{node.attr}"
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ATTRIBUTE_FUNCTIONS:
+                what = f"{node.func.id}()"
+            else:
+                continue
+            hacks.append(make_hack(14, f"line {node.lineno}: the Triton kernel {fn.name} uses {what}, which "
+                                       f"reaches past the Triton language (solution contract)"))
+    return hacks
 
 
 def _own_kernels(tree: ast.Module, names: _Names) -> list[str]:
