@@ -7,6 +7,8 @@ the solution source steer it:
     # raise            raise (an infrastructure failure: the evaluator itself broke)
     # die              kill the worker process (a lost worker)
     # reference_error  raise `JudgeError` (the problem's reference failed)
+    # killed: reference_error  when a cancel ends the sleep, raise `JudgeError` (a custom reference's
+                       own judge killed with the job) instead of a crashed result
 
 A file at ``broken_marker`` makes every result without a status directive incorrect (a faulted
 device: the canary fails). ``started_marker``: a file created when an evaluator is built.
@@ -27,7 +29,7 @@ from drkernel.errors import JudgeError
 from drkernel.gym.config import EvalRequest
 from drkernel.gym.result import EvalResult, Status
 
-_DIRECTIVE = re.compile(r"^#\s*(sleep|status|raise|die|reference_error)\b:?\s*(\S*)", re.M)
+_DIRECTIVE = re.compile(r"^#\s*(sleep|status|raise|die|reference_error|killed)\b:?\s*(\S*)", re.M)
 
 
 class DirectiveEvaluator:
@@ -72,6 +74,8 @@ class DirectiveEvaluator:
     def evaluate(self, request: EvalRequest) -> EvalResult:
         directives = dict(_DIRECTIVE.findall(request.solution))
         if self._sleep(float(directives.get("sleep") or self.delay_s)):
+            if directives.get("killed") == "reference_error":
+                raise JudgeError("judge lost during 'prepare': peer closed the pipe")
             return EvalResult(status=Status.CRASHED, problem_key=request.problem.key, request_id=request.request_id,
                               device=self.device, error="killed (cancelled)").finalize()
         if "raise" in directives:

@@ -105,6 +105,25 @@ def test_a_client_filling_every_slot_gives_one_back_to_a_waiting_client(shares):
             assert alice.delete(f"/v1/jobs/{j}").json()["status"] == "cancelled"
 
 
+def test_a_preempted_job_whose_kill_ends_its_reference_is_queued_again(shares):
+    """A custom problem's reference runs in a judge of its own, killed with the job: a preempted job of
+    alice's whose kill surfaces as its reference failing is queued again (attempt uncounted), not
+    failed as if her reference were broken."""
+    srv, tokens = shares
+    with _http(srv, tokens["alice"]) as alice, _http(srv, tokens["bob"]) as bob:
+        long_jobs = [alice.post("/v1/jobs", json=_job(f"class ModelNew: pass\n# sleep: 300\n# killed: reference_error\n# r{i}"))
+                     .json()["id"] for i in range(2)]
+        _until(lambda: all(alice.get(f"/v1/jobs/{j}").json()["status"] == "running" for j in long_jobs),
+               "both of alice's jobs running")
+        short = bob.post("/v1/jobs", json=_job("class ModelNew: pass\n# sleep: 0.1\n# rb")).json()["id"]
+        assert bob.get(f"/v1/jobs/{short}/wait?timeout=50").json()["status"] == "done"
+        theirs = [alice.get(f"/v1/jobs/{j}").json() for j in long_jobs]
+        assert [j["status"] in ("queued", "running") for j in theirs] == [True, True], theirs
+        assert [j["attempts"] for j in theirs] == [1, 1], theirs
+        for j in long_jobs:
+            assert alice.delete(f"/v1/jobs/{j}").json()["status"] == "cancelled"
+
+
 def test_cancelling_every_job_of_a_full_worker_leaves_dispatch_running(shares):
     """alice fills both slots and cancels both at once; bob's job, submitted after, still runs. (The
     fair-share arithmetic divided by the zero clients left and the dispatch loop died with it, for

@@ -631,10 +631,13 @@ class Scheduler:
             )
         except WorkerUnavailable as e:
             await self._give_back(w, job, str(e))
-        except ReferenceFailed as e:
-            await self._reference_failed(job, str(e))
-        except InfrastructureError as e:
-            await self._infra_failure(w, job, "evaluator_error" if w.handle.alive else "worker_lost", str(e))
+        except (ReferenceFailed, InfrastructureError) as e:
+            if job.id in w.preempted:  # our kill ended it (its candidate, or a custom reference's own judge)
+                await self._requeue_preempted(job)
+            elif isinstance(e, ReferenceFailed):
+                await self._reference_failed(job, str(e))
+            else:
+                await self._infra_failure(w, job, "evaluator_error" if w.handle.alive else "worker_lost", str(e))
         except asyncio.CancelledError:
             raise
         except Exception as e:  # noqa: BLE001 - our own bug: recorded, never a job stuck running
