@@ -2,7 +2,8 @@
 itself is not the thing under test. It computes a real `EvalResult` from the request; directives in
 the solution source steer it:
 
-    # sleep: 0.05      take this long
+    # sleep: 0.05      take this long (a cancel ends it early)
+    # hang: 30         take this long whatever happens (a worker that no cancel reaches)
     # status: incorrect  report this status
     # raise            raise (an infrastructure failure: the evaluator itself broke)
     # die              kill the worker process (a lost worker)
@@ -23,13 +24,14 @@ import hashlib
 import os
 import re
 import threading
+import time
 from pathlib import Path
 
 from drkernel.errors import JudgeError
 from drkernel.gym.config import EvalRequest
 from drkernel.gym.result import EvalResult, Status
 
-_DIRECTIVE = re.compile(r"^#\s*(sleep|status|raise|die|reference_error|killed)\b:?\s*(\S*)", re.M)
+_DIRECTIVE = re.compile(r"^#\s*(sleep|hang|status|raise|die|reference_error|killed)\b:?\s*(\S*)", re.M)
 
 
 class DirectiveEvaluator:
@@ -73,6 +75,8 @@ class DirectiveEvaluator:
 
     def evaluate(self, request: EvalRequest) -> EvalResult:
         directives = dict(_DIRECTIVE.findall(request.solution))
+        if "hang" in directives:
+            time.sleep(float(directives["hang"]))
         if self._sleep(float(directives.get("sleep") or self.delay_s)):
             if directives.get("killed") == "reference_error":
                 raise JudgeError("judge lost during 'prepare': peer closed the pipe")

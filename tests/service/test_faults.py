@@ -197,7 +197,7 @@ def test_hung_worker_is_killed_and_the_job_fails_after_two_attempts(tmp_path, sm
         with ServiceClient(srv.url, TOKEN) as c:
             (pid,) = [w["pid"] for w in c.workers()]
             config = EvalRequest(small_problem, "").config.replace(timeout_s=0.5)
-            hung = c.submit(EvalRequest(small_problem, "class ModelNew: pass\n# sleep: 30", config))
+            hung = c.submit(EvalRequest(small_problem, "class ModelNew: pass\n# hang: 30", config))
             info = c.collect([hung], timeout_s=60)[hung]
             assert info.status == "failed" and info.error_class == "worker_hung" and info.attempts == 2
             worker = _wait_for(lambda: next((w for w in c.workers() if w["state"] == "ready"), None), 120)

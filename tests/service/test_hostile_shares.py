@@ -226,3 +226,30 @@ def test_submit_then_cancel_cycles_cannot_make_a_job_start_over_and_over(shares)
         assert [job(j)["attempts"] for j in mine] == [1, 1]
         for j in mine:
             dave.delete(f"/v1/jobs/{j}")
+
+
+def test_a_job_past_its_deadline_is_stopped_alone_not_with_its_worker(tmp_path):
+    """alice's job keeps going past timeout_s + grace (a reference whose every judge call stays under
+    its own limit does this): it is stopped alone and ends `timeout`; bob's job in the worker's other
+    slot finishes on its first attempt and the worker is never restarted."""
+    db = tmp_path / "jobs.sqlite"
+    tokens = {name: _drkernel("token", "add", name, "--db", str(db)).stdout.strip() for name in ("alice", "bob")}
+    srv = ServerProcess(db, "--devices", "cpu:1", "--slots", "2", "--evaluator", DIRECTIVE,
+                        "--job-timeout-grace-s", "1")
+    srv.start()
+    try:
+        with _http(srv, tokens["alice"]) as alice, _http(srv, tokens["bob"]) as bob:
+            slow = {**_job("class ModelNew: pass\n# sleep: 300\n# overdue"), "config": {"device": "cpu", "timeout_s": 2}}
+            overdue = alice.post("/v1/jobs", json=slow).json()["id"]
+            _until(lambda: alice.get(f"/v1/jobs/{overdue}").json()["status"] == "running", "alice's job running")
+            fine = bob.post("/v1/jobs", json=_job("class ModelNew: pass\n# sleep: 6\n# neighbour")).json()["id"]
+            ended = alice.get(f"/v1/jobs/{overdue}/wait?timeout=40").json()
+            assert ended["status"] == "done" and ended["result"]["status"] == "timeout", ended
+            mine = bob.get(f"/v1/jobs/{fine}/wait?timeout=40").json()
+            assert mine["status"] == "done" and mine["result"]["status"] == "correct", mine
+            assert mine["attempts"] == 1, mine
+            workers = bob.get("/v1/workers").json()
+            listed = workers if isinstance(workers, list) else workers["workers"]
+            assert listed and [w["restarts"] for w in listed] == [0] * len(listed), workers
+    finally:
+        srv.stop()

@@ -103,6 +103,8 @@ MAX_REMEMBERED_PREEMPTIONS = 65536
 ENDS_PER_CHECK = 16
 """Crash and timeout results on a worker after which it is canaried again, whoever's they are."""
 
+STOP_PATIENCE_S = 15.0
+"""How long a job past its deadline has to end once stopped alone before its worker is killed."""
 ENDED_BY_THE_HOST = frozenset({Status.CRASHED, Status.TIMEOUT, Status.OUT_OF_MEMORY})
 """Ends that something besides the solution can cause: a kill from outside (the OOM killer, an
 operator: SIGKILL reads as a crash), a wall clock slowed by host load, a device another job filled."""
@@ -147,6 +149,7 @@ class Worker:
     deadlines: dict[str, float] = field(default_factory=dict)  # job id -> monotonic watchdog deadline
     cancelled: set[str] = field(default_factory=set)  # in flight, cancelled: their candidate was killed
     preempted: set[str] = field(default_factory=set)  # in flight, being given back to the queue
+    overdue: set[str] = field(default_factory=set)  # in flight past their deadline, being stopped
     cleared: set[str] = field(default_factory=set)  # clients whose crash or timeout a passed canary followed
     ends_since_check: int = 0  # crash and timeout results since the last canary
     completed: int = 0
@@ -618,8 +621,8 @@ class Scheduler:
         t0 = time.monotonic()
         try:
             limit = self._deadline_s(job)
-            w.deadlines[job.id] = t0 + limit
-            answer = await asyncio.wait_for(w.handle.evaluate(job.request_json, job.id), limit)
+            w.deadlines[job.id] = t0 + limit + STOP_PATIENCE_S
+            answer = await self._within_deadline(w, job, limit)
         except asyncio.TimeoutError:
             w.handle.kill()
             await self._infra_failure(
@@ -653,8 +656,37 @@ class Scheduler:
             w.deadlines.pop(job.id, None)
             w.cancelled.discard(job.id)
             w.preempted.discard(job.id)
+            w.overdue.discard(job.id)
             w.used_bytes -= job.est_bytes
             self.wake()
+
+    async def _within_deadline(self, w: Worker, job: Job, limit: float) -> str:
+        """The worker's answer for ``job`` within ``limit`` seconds. Past it the job is stopped alone, as
+        a cancel stops it (its candidate, a custom reference's own judge), and its answer, if it comes
+        within `STOP_PATIENCE_S`, is a timeout: a reference or solution that keeps each of its steps
+        under their own limits while the whole outlasts the job's must not take the worker, and every
+        other job in flight on it, down with it. Only a job that does not stop raises TimeoutError
+        (the worker is then killed)."""
+        task = asyncio.ensure_future(w.handle.evaluate(job.request_json, job.id))
+        try:
+            return await asyncio.wait_for(asyncio.shield(task), limit)
+        except asyncio.TimeoutError:
+            log.warning("job %s passed its deadline (%.0f s) on %s; stopping it", job.id, limit, w.handle.name)
+            w.overdue.add(job.id)
+            await w.handle.cancel(job.id)
+        try:
+            await asyncio.wait_for(task, STOP_PATIENCE_S)
+        except asyncio.TimeoutError:
+            task.cancel()
+            raise
+        try:
+            key = EvalRequest.from_dict(json.loads(job.request_json)).problem.key
+        except (ValueError, KeyError, TypeError):
+            key = ""
+        result = EvalResult(status=Status.TIMEOUT, problem_key=key, request_id=job.id,
+                            error=f"the evaluation passed its timeout_s + {self.config.job_timeout_grace_s:.0f} s "
+                                  f"({limit:.0f} s) and was stopped")
+        return result.finalize().to_json()
 
     async def _requeue_preempted(self, job: Job) -> None:
         """A preempted job's candidate was killed: the job is queued again, its attempt not counted."""
@@ -698,7 +730,7 @@ class Scheduler:
         if coalesced:
             self.metrics.cache_hits.inc(coalesced, kind="coalesced")
         self._notify(fin.ids)
-        if result.status in (Status.CRASHED, Status.TIMEOUT) and job.id not in w.cancelled | w.preempted:
+        if result.status in (Status.CRASHED, Status.TIMEOUT) and job.id not in w.cancelled | w.preempted | w.overdue:
             # (a cancelled or preempted job's candidate crashed because we killed it: no news of the device)
             self._after_bad_end(w, job, result.status)
 
