@@ -515,3 +515,25 @@ def test_attribute_reads_past_the_attribute_rules_are_refused(snippet):
 ])
 def test_match_statements_that_read_no_attributes_are_admitted(snippet):
     assert 14 not in codes(snippet), analyze(HEADER + snippet).hacks
+
+
+@pytest.mark.parametrize("snippet", [
+    "t = [torch][0]\nbase = t.cuda",                                    # a module through a container
+    "def f(m=torch):\n    return m",                                     # a default
+    "def f():\n    return triton.language",                              # a return
+    "class A:\n    m = torch\nx = A.m.cuda",                             # a class attribute
+    "import collections\ns = [collections][0]._sys",                     # a module's private module
+    "def f(x):\n    return x._C",                                        # torch's C module from any object
+    "x = (F, 1)",
+])
+def test_modules_used_as_values_are_refused(snippet):
+    assert 14 in codes(snippet), analyze(HEADER + snippet).hacks
+
+
+@pytest.mark.parametrize("snippet", [
+    "libdevice = tl.math\ny = libdevice.exp",                          # an alias the resolver follows
+    "ok = hasattr(tl, 'extra') and getattr(tl.math, 'rsqrt', None) is not None",
+    "def f(x):\n    return x._cache, x._fields",                          # an object's own private fields
+])
+def test_module_aliases_and_literal_lookups_are_admitted(snippet):
+    assert 14 not in codes(snippet), analyze(HEADER + snippet).hacks

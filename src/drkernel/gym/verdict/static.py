@@ -27,6 +27,7 @@ import codecs
 import functools
 import io
 import re
+import sys
 import tokenize
 from dataclasses import dataclass, field
 from typing import Callable
@@ -365,6 +366,7 @@ def _analyze(source: str) -> StaticReport:
     report.hacks.extend(spelled_names(tree, names.resolve))
     report.hacks.extend(_patching(tree, names))
     report.hacks.extend(_class_patterns(tree))
+    report.hacks.extend(_modules_as_values(tree, names))
     report.hacks.extend(_jit_body_escapes(tree, names))
     report.hacks.extend(_subclasses(tree, names))
     classes = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
@@ -638,6 +640,62 @@ JIT_NAMES = ("triton.jit", "triton.runtime.jit.jit", "triton.runtime.jit")
 SELF_MATCHING = frozenset(("bool", "bytearray", "bytes", "dict", "float", "frozenset", "int", "list", "set", "str",
                            "tuple"))
 """Builtin classes whose one positional pattern matches the subject itself (``case int(n)``)."""
+
+
+def _names_module(name: str) -> bool:
+    """Does the dotted ``name`` (as the resolver gives it) name a module, through imported modules only?"""
+    parts = name.split(".")
+    graph = module_graph()
+    module = graph.loaded(parts[0]) or (_real_module(parts[0], graph) if _import_allowed(parts[0]) else None)
+    if module is None:
+        return len(parts) == 1 and parts[0] in sys.stdlib_module_names  # ``import os``: a module all the same
+    for attr in parts[1:]:
+        value = graph.attribute(module, attr)
+        if value is None and not attr.startswith("_"):
+            value = _real_module(f"{graph.name(module)}.{attr}", graph)
+        if value is None or value is STOP or isinstance(value, str):
+            return False
+        module = value
+    return True
+
+
+def _module_use_ok(node: ast.AST, parent: ast.AST | None, in_class: bool) -> bool:
+    """A module named by ``node`` may be aliased (``F = torch.nn.functional``, outside a class body: the
+    resolver follows it), asked for a literal attribute (``getattr(tl, "extra", None)``), or stand alone."""
+    if isinstance(parent, ast.Assign):
+        return (parent.value is node and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name)
+                and not in_class)
+    if isinstance(parent, ast.Call):
+        return (isinstance(parent.func, ast.Name) and parent.func.id in ("getattr", "hasattr") and parent.args
+                and parent.args[0] is node and _is_getattr(parent))
+    return isinstance(parent, ast.Expr)
+
+
+def _modules_as_values(tree: ast.Module, names: _Names) -> list[Hack]:
+    """A module used as a value (in a list, an argument, a default, a return, a class attribute: ``[sys][0]``)
+    is one the resolver no longer follows, so every rule on its attributes (private names, modules
+    outside the contract, forbidden entry points) would pass unseen (hack 14)."""
+    parents: dict[int, ast.AST] = {}
+    in_class: set[int] = set()
+    for node in ast.walk(tree):
+        for child in ast.iter_child_nodes(node):
+            parents[id(child)] = node
+            if isinstance(node, ast.ClassDef) and isinstance(child, ast.Assign):
+                in_class.add(id(child))
+    hacks = []
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Name, ast.Attribute)) or not isinstance(node.ctx, ast.Load):
+            continue
+        parent = parents.get(id(node))
+        if isinstance(parent, ast.Attribute) and parent.value is node:
+            continue  # not the whole chain
+        resolved = names.resolve(node)
+        if not resolved or not _names_module(resolved):
+            continue
+        if not _module_use_ok(node, parent, id(parent) in in_class):
+            hacks.append(make_hack(14, f"line {node.lineno}: uses the module {resolved} as a value, where the "
+                                       f"rules on its attributes no longer follow it (solution contract)"))
+    return hacks
 
 
 def _class_patterns(tree: ast.Module) -> list[Hack]:
@@ -979,6 +1037,14 @@ MODULE_ATTRS = frozenset(("operator", "_operator", "inspect", "sys", "os", "posi
                           "gc", "ctypes", "subprocess", "marshal"))
 """Attribute names that are modules the contract does not admit; read from any object (a module a
 parameter holds, ``m.operator``) they reach past the contract, whatever the object is."""
+def _module_attr(attr: str) -> bool:
+    """An attribute name that names a module the contract does not admit, private spellings included
+    (``collections._sys``, ``torch._C``): `MODULE_ATTRS`, or any standard-library module's name."""
+    bare = attr.lstrip("_")
+    return (attr in MODULE_ATTRS or bare in MODULE_ATTRS or attr == "_C"
+            or attr.startswith("_") and bare in sys.stdlib_module_names and not _import_allowed(bare))
+
+
 DYNAMIC_ACCESSORS = frozenset(("attrgetter", "methodcaller"))
 """``operator``'s getattr by name: never needed by a solution (``operator`` is not importable), so
 reading one from any object is attribute access by names the analysis cannot see."""
@@ -991,7 +1057,7 @@ def _attribute_rule(node: ast.Attribute, names: _Names, bad: Callable[..., None]
         return
     resolved = names.resolve(node)
     if resolved is None:  # rooted in a value (a parameter, a call): the module it holds is unknown
-        if attr in MODULE_ATTRS and not isinstance(node.ctx, ast.Store):
+        if _module_attr(attr) and not isinstance(node.ctx, ast.Store):
             bad(node, f"reads .{attr}, a module outside the contract, from an object")
         elif attr in DYNAMIC_ACCESSORS:
             bad(node, f"reads .{attr} (attribute access by computed names)")
