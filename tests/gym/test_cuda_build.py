@@ -103,6 +103,20 @@ def test_the_compile_stops_at_its_cpu_time_limit(tmp_path):
     outcome = compiler.build(module)
     assert not outcome.ok and not outcome.cached
     assert "signal" in outcome.error or "Killed" in outcome.error or "died" in outcome.error, outcome.error
+    # the host ended it, the source did not fail: nothing cached, so a build with room compiles it
+    assert outcome.host_ended and compiler.cache.get(compiler.key(module)) is None
+
+
+def test_a_compile_out_of_memory_is_not_the_sources_compile_error(tmp_path):
+    """256 MiB of address space per compiler process: the build fails for the host's limit, so the
+    evaluation ends as a crash (no cache keeps it), not as the solution's compile error."""
+    from drkernel.gym.orchestrator.sandbox import Limits
+
+    compiler = Compiler(make_runner(), CompileCache(tmp_path), link=False,
+                        limits=Limits(cpu_s=120, nproc=256, as_bytes=256 << 20))
+    result = CudaEvaluator(NoInner(), compiler, device="cpu").evaluate(request(GOLD.read_text()))
+    assert result.status in (Status.CRASHED, Status.TIMEOUT), (result.status, result.error)
+    assert [p.name for p in tmp_path.iterdir() if not p.name.startswith(".tmp")] == []  # no entry kept
 
 
 def test_a_refused_source_starts_no_compile(front):

@@ -36,8 +36,14 @@ from drkernel.gym.cuda.messages import CompileJob, CompileReply, build_key
 from drkernel.gym.ipc import ChannelClosed, ChannelTimeout
 from drkernel.gym.orchestrator.sandbox import Limits, Runner
 
-COMPILE_LIMITS = Limits(cpu_s=600, nproc=256)
-"""A build's CPU seconds (per process: nvcc, cicc, ptxas and cc1plus each) and processes."""
+COMPILE_LIMITS = Limits(cpu_s=600, nproc=256, as_bytes=8 << 30)
+"""A build's CPU seconds and address space (per process: nvcc, cicc, ptxas and cc1plus each; nvcc's front
+end holds ~1.3 GB parsing torch's headers, a template explosion tens of GB without a bound) and processes."""
+HOST_ENDED = re.compile(r"signal terminated program|Killed signal|killed by signal|virtual memory exhausted|"
+                        r"out of memory|cannot allocate memory|std::bad_alloc|the compile stopped", re.I)
+"""A failed build that its host ended (a compiler killed by a signal, out of memory, the time limit), not a
+diagnostic of the source: such an outcome is not cached (a later build may pass) and the evaluation ends
+as a timeout or crash, which the service does not cache either."""
 COMPILE_TIMEOUT_S = 900.0
 ERROR_LINES = 40
 ERROR_CHARS = 3000
@@ -73,6 +79,7 @@ class BuildOutcome:
     linked: bool              # a loadable library exists (hosts whose torch has CUDA)
     error: str | None = None  # trimmed compiler output
     host_gap: bool = False    # failed for a header this host lacks (CPU hosts): not the solution's error
+    host_ended: bool = False  # failed because the host ended it (`HOST_ENDED`): never cached
     library: str | None = None  # the library's path in the cache
 
 
@@ -185,6 +192,9 @@ class Compiler:
             with self._slots:
                 reply, blob = self._run(job, owner)
             error = None if reply.ok else trim_errors(reply.log)
+            if not reply.ok and HOST_ENDED.search(reply.log):
+                return BuildOutcome(key=key, ok=False, seconds=reply.seconds, cached=False, linked=False,
+                                    error=error or reply.log[-ERROR_CHARS:], host_ended=True)
             return self.cache.put(key, job.name, reply, blob, error,
                                   host_gap=not reply.ok and bool(MISSING_ON_CPU.search(reply.log)))
 

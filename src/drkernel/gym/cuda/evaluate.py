@@ -145,6 +145,8 @@ class CudaEvaluator:
         cpu = device == "cpu"
         if failed is not None:
             status = Status.UNSUPPORTED_ON_CPU if failed.host_gap and cpu else Status.COMPILE_ERROR
+            if failed.host_ended:  # not the source's diagnostic: a result no cache keeps
+                status = Status.TIMEOUT if "time limit" in (failed.error or "") else Status.CRASHED
             return _result(request, status, stages, t0, error=failed.error, device=device)
         if cpu:
             cached = all(o.cached for o in outcomes)

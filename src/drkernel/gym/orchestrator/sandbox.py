@@ -98,6 +98,7 @@ class Limits:
     cpu_s: int | None = 4 * 3600  # a backstop against an orphan spinning; the wall clock is the real limit
     tmp_bytes: int = 2 << 30      # size of the private /tmp (bwrap >= 0.10): tmpfs pages are host memory
     shm_bytes: int = 512 << 20    # size of the private /dev/shm (idem) that the RSS watch does not see
+    as_bytes: int | None = None   # address space per process (``RLIMIT_AS``): for children without CUDA only
 
 
 CANDIDATE_LIMITS = Limits()
@@ -496,6 +497,7 @@ def set_limits(limits: Limits) -> None:
     lim(resource.RLIMIT_NOFILE, limits.nofile)
     lim(resource.RLIMIT_FSIZE, limits.fsize_bytes)
     lim(resource.RLIMIT_CPU, limits.cpu_s)
+    lim(resource.RLIMIT_AS, limits.as_bytes)
     lim(resource.RLIMIT_CORE, 0)
     lim(resource.RLIMIT_NICE, 0)  # no priority raised again: a CPU-share demotion (memory.py) holds
 
