@@ -30,12 +30,16 @@ def test_hand_worked_estimate():
     assert estimate_device_bytes(EvalRequest(p, "", EvalConfig(device="cuda"))) == expected
 
 
-def test_cpu_overrides_and_cpu_budget_shrink_the_estimate():
+def test_cpu_overrides_and_cpu_budget_shrink_the_estimate_only_where_the_judge_scales():
     p = Problem(name="t", level=1, code=REF, cpu_overrides={"batch_size": 2})
-    on_cpu = estimate_device_bytes(EvalRequest(p, "", EvalConfig(device="cpu", cpu_scale=False)))
-    assert on_cpu == OVERHEAD_BYTES + FOOTPRINT_FACTOR * (2 * 1024 + 2) * 4
+    scaled = estimate_device_bytes(EvalRequest(p, "", EvalConfig(device="cpu", cpu_element_budget=10**6)))
+    assert scaled == OVERHEAD_BYTES + FOOTPRINT_FACTOR * (2 * 1024 + 2) * 4
     capped = estimate_device_bytes(EvalRequest(p, "", EvalConfig(device="cpu", cpu_element_budget=100)))
     assert capped == OVERHEAD_BYTES + FOOTPRINT_FACTOR * 100 * 4
+    # unscaled, the judge prepares the problem at its own sizes: so does the estimate (it was the
+    # overrides' size, so a full-size problem was admitted beside others as if it were small)
+    unscaled = estimate_device_bytes(EvalRequest(p, "", EvalConfig(device="cpu", cpu_scale=False)))
+    assert unscaled == OVERHEAD_BYTES + FOOTPRINT_FACTOR * (16384 + 16) * 4
 
 
 def test_kernelbench_problems_rank_by_size(kernelbench_rows):

@@ -128,9 +128,10 @@ def estimate_device_bytes(request: EvalRequest) -> int:
     `Unreadable` for code nested too deeply to read."""
     problem, cfg = request.problem, request.config
     on_cpu = cfg.device == "cpu"
-    overrides = tuple(sorted(problem.cpu_overrides.items())) if on_cpu else ()
+    scaled = on_cpu and cfg.cpu_scale  # as the judge prepares it: unscaled, the problem's own sizes
+    overrides = tuple(sorted(problem.cpu_overrides.items())) if scaled else ()
     elements = _input_elements(problem.code, overrides)
-    if on_cpu and cfg.cpu_scale:
+    if scaled:
         elements = min(elements, cfg.cpu_element_budget)
     return min(MAX_ESTIMATE_BYTES, OVERHEAD_BYTES + FOOTPRINT_FACTOR * elements * DTYPE_BYTES.get(problem.dtype, 4))
 

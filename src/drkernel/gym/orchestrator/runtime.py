@@ -580,7 +580,8 @@ class DeviceRuntime:
     def prepare(self, problem: Any, config: Any, judge: JudgeSlot | None = None) -> Prepared:
         """Scaled code, second-size code and input bytes of a problem (cached; ``judge``: where the
         reference runs, default the least busy of the device's judges)."""
-        key = (problem.code_hash, config.cpu_scale, config.cpu_element_budget, config.second_size, public_seed(config.seed))
+        budget = config.cpu_element_budget if config.cpu_scale else None  # unscaled: one preparation whatever it says
+        key = (problem.code_hash, config.cpu_scale, budget, config.second_size, public_seed(config.seed))
         with self._prepared_lock:
             hit = self._prepared.get(key)
             if hit is not None:
