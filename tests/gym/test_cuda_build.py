@@ -146,3 +146,18 @@ def test_an_episode_sends_cuda_requests_and_reads_the_cached_build(front):
     (turn,) = episode.turns
     assert turn.result.status is Status.UNSUPPORTED_ON_CPU and runner.started == started
     assert "load_inline" in policy.calls[0][-1]["content"]  # the policy was shown the CUDA prompt
+
+
+def test_the_compile_cache_keeps_to_its_size_by_dropping_its_oldest_entries(tmp_path):
+    """Every distinct source adds an entry; past the cache's bytes the oldest go, the newest stay."""
+    import os
+
+    from drkernel.gym.cuda.messages import CompileReply
+
+    cache = CompileCache(tmp_path, max_bytes=3 * 1000)
+    for i in range(6):
+        cache.put(f"key{i}", "m", CompileReply(ok=True, seconds=1.0, linked=True, log=""), b"x" * 700, None, False)
+        os.utime(tmp_path / f"key{i}", (1000 + i, 1000 + i))  # written one after the other
+    kept = sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".tmp-"))
+    assert kept == ["key3", "key4", "key5"], kept  # about 930 bytes each: three fit in 3,000
+    assert cache.get("key0") is None and cache.get("key5") is not None

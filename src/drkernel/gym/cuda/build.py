@@ -89,19 +89,48 @@ def job_for(module: CudaModule, arch: str, link: bool) -> CompileJob:
                       arch=arch, link=link)
 
 
+CACHE_BYTES = 4 << 30
+"""The compile cache's size on disk past which its oldest entries are removed (every distinct source
+adds an entry: without a bound, a client's stream of variants fills the host's disk)."""
+
+
 class CompileCache:
     """Entries ``<root>/<key>/outcome.json`` (+ ``<name>.so``), written by the host only: built in a
-    temp folder beside them, made read-only, renamed into place (atomic; the first writer wins)."""
+    temp folder beside them, made read-only, renamed into place (atomic; the first writer wins). Past
+    ``max_bytes`` the oldest entries go (`evict`)."""
 
-    def __init__(self, root: str | os.PathLike) -> None:
+    def __init__(self, root: str | os.PathLike, max_bytes: int = CACHE_BYTES) -> None:
         self.root = Path(root)  # made by the first `put`: a gym that never builds leaves no folder
+        self.max_bytes = max_bytes
 
     def get(self, key: str) -> BuildOutcome | None:
         path = self.root / key / "outcome.json"
-        if not path.exists():
+        try:
+            data = json.loads(path.read_text())
+        except (FileNotFoundError, NotADirectoryError):  # absent, or evicted meanwhile
             return None
-        data = json.loads(path.read_text())
         return BuildOutcome(**{**data, "cached": True})
+
+    def evict(self) -> int:
+        """Remove the oldest entries (by when they were written) until the cache holds at most
+        ``max_bytes``; returns how many went."""
+        entries = []
+        for entry in self.root.iterdir() if self.root.is_dir() else ():
+            if entry.name.startswith(".tmp-") or not entry.is_dir():
+                continue
+            try:
+                size = sum(f.stat().st_size for f in entry.iterdir())
+                entries.append((entry.stat().st_mtime, size, entry))
+            except FileNotFoundError:  # another process evicted it
+                continue
+        total, removed = sum(size for _, size, _ in entries), 0
+        for _, size, entry in sorted(entries):
+            if total <= self.max_bytes:
+                break
+            entry.chmod(0o755)
+            shutil.rmtree(entry, ignore_errors=True)
+            total, removed = total - size, removed + 1
+        return removed
 
     def put(self, key: str, name: str, reply: CompileReply, blob: bytes, error: str | None,
             host_gap: bool) -> BuildOutcome:
@@ -122,6 +151,7 @@ class CompileCache:
         except OSError:  # another host process wrote the same key first: same content, keep theirs
             tmp.chmod(0o755)
             shutil.rmtree(tmp, ignore_errors=True)
+        self.evict()
         return outcome
 
 
