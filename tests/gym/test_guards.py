@@ -65,6 +65,10 @@ SOLUTION = textwrap.dedent('''
             return x
         return getattr(typing, "get_type" + "_hints")(f)
 
+    def import_a_library_without_byte_code():  # the import system compiles its source: not generated code
+        import uncompiled_lib
+        return uncompiled_lib.VALUE == 3
+
     def dataclass_at_run_time():  # the standard library generates honest code for it
         import dataclasses
         return dataclasses.make_dataclass("Cfg", [("block", int, dataclasses.field(default=64))])().block == 64
@@ -110,6 +114,8 @@ DRIVER = textwrap.dedent('''
     import torch, triton
     from drkernel.gym.candidate.guards import AuditGuard
     path = sys.argv[1]
+    sys.dont_write_bytecode = True  # a library installed without byte code (pip --no-compile)
+    sys.path.append(os.path.join(os.path.dirname(os.path.dirname(path)), "lib"))
     guard = AuditGuard(os.path.dirname(path), [path]).install()
     guard.arm()
     spec = importlib.util.spec_from_file_location("solution", path)
@@ -139,8 +145,11 @@ def scenario(tmp_path_factory):
     folder = tmp_path_factory.mktemp("solution")
     path = folder / "solution_x.py"
     path.write_text(SOLUTION)
+    (folder.parent / "lib").mkdir()
+    (folder.parent / "lib" / "uncompiled_lib.py").write_text("import sys\nVALUE = (1).__add__(2)\n")  # any library code
     names = ["honest", "read_etc", "write_tmp", "getframe", "gc_scan", "thread", "process", "native",
-             "listdir_home", "annotation_eval", "dataclass_at_run_time", "open_dir_fd", "attrgetter_built_name",
+             "listdir_home", "annotation_eval", "dataclass_at_run_time", "import_a_library_without_byte_code",
+             "open_dir_fd", "attrgetter_built_name",
              "attrgetter_literal_public", "disable_dispatch_computed_getattr", "disable_dispatch_vars",
              "exclude_python_key_dict", "torch_internals_keep_their_guards"]
     env = {**os.environ, "TRITON_INTERPRET": "1"}
@@ -153,6 +162,7 @@ def scenario(tmp_path_factory):
 def test_honest_solution_runs_triton_warns_and_writes_its_own_directory(scenario):
     assert scenario["honest"] == ["ok", []]
     assert scenario["dataclass_at_run_time"] == ["ok", []]
+    assert scenario["import_a_library_without_byte_code"] == ["ok", []]
     assert scenario["attrgetter_literal_public"] == ["ok", []]
     assert scenario["torch_internals_keep_their_guards"] == ["ok", []]
 

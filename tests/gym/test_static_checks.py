@@ -537,3 +537,19 @@ def test_modules_used_as_values_are_refused(snippet):
 ])
 def test_module_aliases_and_literal_lookups_are_admitted(snippet):
     assert 14 not in codes(snippet), analyze(HEADER + snippet).hacks
+
+
+def test_a_kernel_made_by_a_factory_from_an_alias_is_the_solutions_own():
+    """stable-fast's kernel factories: ``kernel = f`` then ``triton.heuristics(...)(triton.jit(kernel))``;
+    the profiler names the kernel after ``f``, which the source defines (a time coverage of 0 on the
+    H100 before)."""
+    src = HEADER + textwrap.dedent('''
+        def norm_kernel(x_ptr, n, BLOCK: tl.constexpr):
+            pass
+
+        def make(act=None):
+            kernel = norm_kernel
+            return triton.heuristics({"BLOCK": lambda kw: 16})(triton.jit(kernel))
+    ''')
+    assert analyze(src).own_kernels == ("norm_kernel",)
+    assert analyze(HEADER + "def f(x):\n    pass\nk = triton.jit(g)\n").own_kernels == ()  # not defined here

@@ -334,8 +334,18 @@ class AuditGuard:
             return
         if self._caller_is_solution(skip_pass_through=event not in ("exec", "compile")):
             self._violate(14, f"{event} called by the solution")
-        if event == "compile" and args and isinstance(args[0], (str, bytes)) and self._solution_role() == "direct":
+        if (event == "compile" and args and isinstance(args[0], (str, bytes)) and not self._library_source(args)
+                and self._solution_role() == "direct"):
             self._check_generated(args[0])
+
+    def _library_source(self, args: tuple) -> bool:
+        """A compile of a library's own source file: the import system compiling a module that has no
+        byte code (a wheel installed with ``--no-compile``), not code generated for the solution."""
+        filename = args[1] if len(args) > 1 else None
+        if isinstance(filename, bytes):
+            filename = os.fsdecode(filename)
+        return (isinstance(filename, str) and os.path.isabs(filename) and os.path.isfile(filename)
+                and not self.is_solution_file(filename) and self.roots.allows(filename, False, by_solution=False))
 
     def _check_generated(self, source: str | bytes) -> None:
         """A standard-library helper compiling a string for the solution (annotation evaluation,

@@ -747,15 +747,32 @@ def _own_kernels(tree: ast.Module, names: _Names) -> list[str]:
     solution passed to it (``kernel = triton.jit(f)``)."""
     out = []
     defined = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    bound: dict[str, set[str]] = {}  # ``kernel = group_norm_kernel``, in any scope
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Name)
+                and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            bound.setdefault(node.targets[0].id, set()).add(node.value.id)
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef):
             decs = [_decorator_name(d, names) for d in node.decorator_list]
             if any(d in JIT_NAMES for d in decs):
                 out.append(node.name)
         elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name)
-              and node.args[0].id in defined and names.resolve(node.func) in JIT_NAMES):
-            out.append(node.args[0].id)
+              and names.resolve(node.func) in JIT_NAMES):
+            out.extend(f for f in _bound_functions(node.args[0].id, bound) if f in defined)
     return list(dict.fromkeys(out))
+
+
+def _bound_functions(name: str, bound: dict[str, set[str]]) -> set[str]:
+    """``name`` and the names it is bound to through simple assignments (``triton.jit(kernel)`` where
+    ``kernel = group_norm_kernel``: stable-fast's kernel factories)."""
+    seen, todo = {name}, [name]
+    while todo:
+        for other in bound.get(todo.pop(), ()):
+            if other not in seen:
+                seen.add(other)
+                todo.append(other)
+    return seen
 
 
 class _Reach:
