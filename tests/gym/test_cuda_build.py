@@ -161,3 +161,37 @@ def test_the_compile_cache_keeps_to_its_size_by_dropping_its_oldest_entries(tmp_
     kept = sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".tmp-"))
     assert kept == ["key3", "key4", "key5"], kept  # about 930 bytes each: three fit in 3,000
     assert cache.get("key0") is None and cache.get("key5") is not None
+
+
+def test_a_build_waiting_for_a_compile_slot_stops_when_its_evaluation_is_cancelled(tmp_path):
+    """A job queued behind another's slow build is stopped alone (a cancel), not by killing the worker:
+    its wait for the slot ends in BuildCancelled and it never compiles."""
+    import threading
+
+    from drkernel.gym.cuda.build import BuildCancelled
+    from drkernel.gym.cuda.contract import check_cuda
+
+    runner = CountingRunner()
+    compiler = Compiler(runner, CompileCache(tmp_path), link=False, parallel=1)
+    (module,) = check_cuda(GOLD.read_text()).modules
+    outcome: list[BaseException | object] = []
+    owner = 4242
+
+    def waiting_build() -> None:
+        with compiler.owned(owner):
+            try:
+                outcome.append(compiler.build(module, owner))
+            except BuildCancelled as e:
+                outcome.append(e)
+
+    compiler._slots.acquire()  # another evaluation's build holds the only slot
+    try:
+        t = threading.Thread(target=waiting_build)
+        t.start()
+        while not compiler.cancel(owner):  # until the build is inside `owned`
+            pass
+        t.join(timeout=60)
+    finally:
+        compiler._slots.release()
+    assert not t.is_alive() and isinstance(outcome[0], BuildCancelled), outcome
+    assert runner.started == 0

@@ -27,7 +27,7 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from drkernel.errors import InfrastructureError
 from drkernel.gym.cuda import toolchain
@@ -45,6 +45,8 @@ HOST_ENDED = re.compile(r"signal terminated program|Killed signal|killed by sign
 diagnostic of the source: such an outcome is not cached (a later build may pass) and the evaluation ends
 as a timeout or crash, which the service does not cache either."""
 COMPILE_TIMEOUT_S = 900.0
+WAIT_POLL_S = 0.2
+"""How often a build waiting for its key's lock or a compile slot looks whether it was cancelled."""
 ERROR_LINES = 40
 ERROR_CHARS = 3000
 MISSING_ON_CPU = re.compile(r"fatal error: (cusparse|cublas\w*|cudnn|cusolver\w*|curand\w*|cufft\w*|nccl)"
@@ -215,11 +217,11 @@ class Compiler:
         key = build_key(job, toolchain.toolchain())
         with self._guard:
             lock = self._locks.setdefault(key, threading.Lock())
-        with lock:
+        with self._waiting(lock, owner):
             found = self.cache.get(key)
             if found is not None:
                 return found
-            with self._slots:
+            with self._waiting(self._slots, owner):
                 reply, blob = self._run(job, owner)
             error = None if reply.ok else trim_errors(reply.log)
             if not reply.ok and HOST_ENDED.search(reply.log):
@@ -227,6 +229,18 @@ class Compiler:
                                     error=error or reply.log[-ERROR_CHARS:], host_ended=True)
             return self.cache.put(key, job.name, reply, blob, error,
                                   host_gap=not reply.ok and bool(MISSING_ON_CPU.search(reply.log)))
+
+    @contextlib.contextmanager
+    def _waiting(self, lock: Any, owner: int | None) -> Iterator[None]:
+        """Hold ``lock`` (the key's single flight, a compile slot), waiting for it in a way a cancel of
+        ``owner`` ends (`BuildCancelled`): a job queued behind another's slow build stops alone."""
+        while not lock.acquire(timeout=WAIT_POLL_S):
+            if owner is not None and owner in self._cancelled:
+                raise BuildCancelled("the evaluation was cancelled while its build waited")
+        try:
+            yield
+        finally:
+            lock.release()
 
     def _adopt(self, owner: int | None, child) -> None:
         """Count ``child`` among ``owner``'s builds; `BuildCancelled` when the owner was cancelled."""
