@@ -176,3 +176,27 @@ def test_forged_claims_against_the_source():
     assert forged_claims(nested, claim) is None
     assert forged_claims("", {"reports": {"launches": {"kernels": [{"name": "k", "own": False}]}}}) is None
     assert forged_claims("", {"reports": "junk"}) is None
+
+
+def test_an_export_never_runs_the_outputs_own_code():
+    """What the harness reads of an output is the tensor's: an instance ``detach`` (which could compute
+    the answer at export) is never called, and a tuple subclass (whose ``__iter__`` could) is refused."""
+    import torch
+
+    from drkernel.gym.ipc import encode_tree
+
+    called = []
+    x = torch.arange(6.0)
+    x.detach = lambda: called.append("detach") or torch.zeros(6)
+    tree, blob = encode_tree(x)
+    assert called == [] and tree["shape"] == [6] and len(blob) == 24
+    assert torch.equal(torch.frombuffer(bytearray(blob), dtype=torch.float32), torch.arange(6.0))
+
+    class Pair(tuple):
+        def __iter__(self):
+            called.append("iter")
+            return iter((torch.ones(1),))
+
+    with pytest.raises(TypeError, match="cannot export an output"):
+        encode_tree(Pair((x,)))
+    assert called == []

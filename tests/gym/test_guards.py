@@ -330,3 +330,17 @@ def test_hidden_compute_is_caught_at_run_time_with_no_static_analysis():
     hidden = [h for h in result.hacks if "could not see" in h.evidence]
     assert hidden and hidden[0].code == 2 and "aten::_softmax" in hidden[0].evidence, result.hacks
     assert not result.valid
+
+
+def test_outputs_with_attributes_of_their_own_or_container_subclasses_are_hack_11():
+    plain = torch.ones(3)
+    assert check_outputs(plain) == [] and check_outputs((plain, torch.zeros(2))) == []
+    shadowed = torch.ones(3)
+    shadowed.detach = lambda: torch.zeros(3)
+    assert [h.code for h in check_outputs(shadowed)] == [11]
+    assert "detach" in check_outputs(shadowed)[0].evidence
+
+    class Pair(tuple):
+        pass
+
+    assert [h.code for h in check_outputs(Pair((plain, plain)))] == [11]

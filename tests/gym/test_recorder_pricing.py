@@ -202,3 +202,17 @@ def test_an_op_in_place_or_over_its_input_costs_what_it_costs_out_of_place():
     out = torch.empty(1024)
     assert op_cost(torch.ops.aten.silu.out, (x,), {"out": out}, out)[2] == plain  # out= is written, not read
     assert op_cost(torch.ops.aten.silu.out, (x,), {"out": x}, x)[2] == plain
+
+
+def test_a_tensor_with_its_own_numel_is_priced_as_a_tensor():
+    """The recorder reads sizes through the class: an instance attribute ``numel`` (or ``element_size``)
+    on the solution's tensors priced the ops they took part in at zero."""
+    x, out = torch.randn(64, 64), torch.empty(64, 64)
+    with OpRecorder() as honest:
+        torch.sigmoid(x, out=out)
+    for t in (x, out):
+        t.numel = lambda: 0
+        t.element_size = lambda: 0
+    with OpRecorder() as shadowed:
+        torch.sigmoid(x, out=out)
+    assert shadowed.profile.cost == honest.profile.cost > 0

@@ -270,20 +270,21 @@ def encode_tree(value: Any, staging: StagingBuffer | None = None) -> tuple[Any, 
     offset = 0
     staged: dict[int, int] = {}  # id(tensor) -> byte offset in the staging buffer
     if staging is not None:
-        leaves = [t for t in _tensor_leaves(value) if t.is_cuda and t.numel() > 0]
+        leaves = [t for t in _tensor_leaves(value) if t.is_cuda and plain_tensor(t).numel() > 0]
         staging.used = bool(leaves)
         if leaves:
             offsets, total = StagingBuffer.layout(leaves)
             staging.reserve(total)
             for t, start in zip(leaves, offsets):
-                n = t.numel() * t.element_size()
-                staging.buf[start:start + n].view(t.dtype).view(t.shape).copy_(t.detach())
+                plain = plain_tensor(t)
+                n = plain.numel() * plain.element_size()
+                staging.buf[start:start + n].view(plain.dtype).view(plain.shape).copy_(plain)
                 staged[id(t)] = start
 
     def enc(v: Any) -> Any:
         nonlocal offset
-        if isinstance(v, torch.Tensor):
-            t = v.detach()
+        if issubclass(type(v), torch.Tensor):
+            t = plain_tensor(v)
             head = {"k": "tensor", "dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape),
                     "type": type(v).__name__}
             if id(v) in staged:
@@ -294,13 +295,12 @@ def encode_tree(value: Any, staging: StagingBuffer | None = None) -> tuple[Any, 
             chunks.append(raw)
             offset += len(raw)
             return head
-        if isinstance(v, (tuple, list)):
+        if type(v) in (tuple, list):  # exactly: a subclass's own iteration is the solution's code
             return {"k": type(v).__name__, "items": [enc(x) for x in v]}
-        if v is None or isinstance(v, (bool, int, float, str)):
+        if v is None or type(v) in (bool, int, float, str):
             return {"k": "scalar", "value": v}
-        if hasattr(v, "item") and callable(v.item):  # numpy scalars
-            return {"k": "scalar", "value": v.item()}
-        raise TypeError(f"cannot export an output of type {type(v).__name__}")
+        raise TypeError(f"cannot export an output of type {type(v).__module__}.{type(v).__qualname__}: "
+                        f"outputs are tensors, tuples or lists of them, or plain numbers")
 
     tree = enc(value)
     return tree, b"".join(chunks)
@@ -322,12 +322,23 @@ def _contiguous_strides(shape: list[int]) -> list[int]:
     return strides[::-1]
 
 
+def plain_tensor(value: Any) -> Any:
+    """``value`` as a plain ``torch.Tensor`` sharing its data, made without running any of the
+    solution's code: the class's ``detach`` (a method looked up on the tensor finds an attribute set on
+    it first, such as a ``detach`` that computes the answer at export) with subclass dispatch off. The
+    result has no attributes of its own."""
+    import torch
+
+    with torch._C.DisableTorchFunction():
+        return torch.Tensor.detach(value)
+
+
 def _tensor_leaves(value: Any) -> list[Any]:
     import torch
 
-    if isinstance(value, torch.Tensor):
+    if issubclass(type(value), torch.Tensor):
         return [value]
-    if isinstance(value, (tuple, list)):
+    if type(value) in (tuple, list):  # a subclass could run code of its own when iterated
         return [t for v in value for t in _tensor_leaves(v)]
     return []
 

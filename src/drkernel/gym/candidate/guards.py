@@ -782,20 +782,24 @@ def compilers_imported(before: Iterable[str], frames_before: int = 0) -> list[Ha
 
 def check_outputs(outputs: Any, inputs: Iterable[Any] = ()) -> list[Hack]:
     """Outputs must be plain tensors (hack 11) that share no memory with the inputs (hack 6)."""
-    outs = list(outputs) if isinstance(outputs, (tuple, list)) else [outputs]
+    outs = list(outputs) if type(outputs) in (tuple, list) else [outputs]
     hacks = []
     storages = {}
     for i, t in enumerate(inputs):
-        if isinstance(t, torch.Tensor) and t.numel():
-            storages[t.untyped_storage().data_ptr()] = i
+        if type(t) is torch.Tensor and torch.Tensor.numel(t):
+            storages[torch.Tensor.untyped_storage(t).data_ptr()] = i
     for i, o in enumerate(outs):
-        if isinstance(o, torch.Tensor):
+        if issubclass(type(o), torch.Tensor):
+            own = sorted(k for k in vars(o) if not k.startswith("_"))  # the class's __dict__ descriptor
             if type(o) is not torch.Tensor and type(o) is not torch.nn.Parameter:
                 hacks.append(make_hack(11, f"output {i} is a {type(o).__module__}.{type(o).__qualname__}"))
-            elif o.numel() and o.untyped_storage().data_ptr() in storages:
+            elif own:
+                hacks.append(make_hack(11, f"output {i} carries attributes of its own ({', '.join(own[:4])}): "
+                                           f"what the harness reads of it must be the tensor's"))
+            elif torch.Tensor.numel(o) and torch.Tensor.untyped_storage(o).data_ptr() in storages:
                 hacks.append(make_hack(6, f"output {i} shares memory with input "
-                                          f"{storages[o.untyped_storage().data_ptr()]}"))
-        elif o is not None and not isinstance(o, (int, float, bool)):
+                                          f"{storages[torch.Tensor.untyped_storage(o).data_ptr()]}"))
+        elif o is not None and type(o) not in (int, float, bool):
             hacks.append(make_hack(11, f"output {i} is a {type(o).__module__}.{type(o).__qualname__}, "
                                        f"not a tensor"))
     return hacks

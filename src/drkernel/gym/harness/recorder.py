@@ -56,6 +56,13 @@ from drkernel.gym.verdict.plausibility import BANDWIDTH
 
 from drkernel.gym.verdict.coverage import ALWAYS_ALLOWED, HOST_COPY, UNPRICED, OpProfile, base_name
 
+# A tensor's methods as the class defines them, bound here before any solution runs. A method looked up
+# on the tensor (``t.numel()``) finds an instance attribute first: a tensor of the solution's with its
+# own ``numel`` priced every op it took part in at zero.
+_numel, _element_size, _dim = torch.Tensor.numel, torch.Tensor.element_size, torch.Tensor.dim
+_data_ptr, _untyped_storage = torch.Tensor.data_ptr, torch.Tensor.untyped_storage
+_storage_offset, _is_contiguous = torch.Tensor.storage_offset, torch.Tensor.is_contiguous
+
 
 @dataclass(frozen=True)
 class Roof:
@@ -87,10 +94,10 @@ def materialised_bytes(args: tuple, out: Any) -> int:
     outs = _tensors(out)
     if not outs:
         return 0
-    source = sum(t.untyped_storage().nbytes() // max(1, t.element_size()) for t in _tensors(args)
+    source = sum(_untyped_storage(t).nbytes() // max(1, _element_size(t)) for t in _tensors(args)
                  if t.device.type != "meta" and all(t is not o for o in outs))
-    produced = sum(t.numel() for t in outs)
-    return sum(t.numel() * t.element_size() for t in outs) if produced > source else 0
+    produced = sum(_numel(t) for t in outs)
+    return sum(_numel(t) * _element_size(t) for t in outs) if produced > source else 0
 
 def copied_bytes(args: tuple, out: Any) -> int:
     """Bytes a copy reads and writes; 0 for a copy of memory onto itself (the interpreter's argument
@@ -99,7 +106,7 @@ def copied_bytes(args: tuple, out: Any) -> int:
     if not tensors:
         return 0
     first = tensors[0]
-    if all(t.data_ptr() == first.data_ptr() and t.nbytes == first.nbytes for t in tensors):
+    if all(_data_ptr(t) == _data_ptr(first) and t.nbytes == first.nbytes for t in tensors):
         return 0
     return _bytes(tensors)
 
@@ -124,39 +131,39 @@ def _trilinear_flops(args: tuple, kwargs: Mapping[str, Any], out: Any) -> float:
 
 def _cdist_flops(args: tuple, kwargs: Mapping[str, Any], out: Any) -> float:
     x1 = args[0]
-    return 3.0 * float(out.numel()) * x1.shape[-1]
+    return 3.0 * float(_numel(out)) * x1.shape[-1]
 
 
 def _embedding_bag_flops(args: tuple, kwargs: Mapping[str, Any], out: Any) -> float:
     """``_embedding_bag(weight, indices, offsets, ..., per_sample_weights)``: every index reads a row
     of the table and adds it, scaled, to its bag: a contraction (one-hot indices times the table)."""
     weight, indices = args[0], args[1]
-    return 2.0 * indices.numel() * (weight.shape[-1] if weight.dim() else 1)
+    return 2.0 * _numel(indices) * (weight.shape[-1] if _dim(weight) else 1)
 
 
 def _pdist_flops(args: tuple, kwargs: Mapping[str, Any], out: Any) -> float:
     """``_pdist_forward(x (n, d), p)``: a difference, a power and an add per pair and feature."""
     x = args[0]
-    return 3.0 * float(_first_out(out).numel()) * (x.shape[-1] if x.dim() > 1 else 1)
+    return 3.0 * float(_numel(_first_out(out))) * (x.shape[-1] if _dim(x) > 1 else 1)
 
 
 def _multilabel_margin_flops(args: tuple, kwargs: Mapping[str, Any], out: Any) -> float:
     """``multilabel_margin_loss_forward(x (N, C), target, reduction)``: each target class meets every class."""
     x = args[0]
-    c = x.shape[-1] if x.dim() else 1
-    return 2.0 * x.numel() * c
+    c = x.shape[-1] if _dim(x) else 1
+    return 2.0 * _numel(x) * c
 
 
 def _cubic_flops(args: tuple, kwargs: Mapping[str, Any], out: Any) -> float:
     """Dense factorisations, inverses and solves: about n^3 per n-by-n matrix."""
     a = next(t for t in _tensors(args))
-    n = a.shape[-1] if a.dim() else 1
-    return float(a.numel()) * n
+    n = a.shape[-1] if _dim(a) else 1
+    return float(_numel(a)) * n
 
 
 def _nlogn_flops(args: tuple, kwargs: Mapping[str, Any], out: Any) -> float:
     """FFTs and sorts: n log2 n per element count of the largest operand."""
-    n = max([t.numel() for t in _tensors((args, out))] or [1])
+    n = max([_numel(t) for t in _tensors((args, out))] or [1])
     return 5.0 * n * max(1.0, math.log2(max(n, 2)))
 
 
@@ -180,26 +187,26 @@ def _conv_flops(transposed: bool) -> Formula:
 def _conv_tbc_flops(args: tuple, kwargs: Mapping[str, Any], out: Any) -> float:
     """``conv_tbc``: input (T, B, Cin), weight (K, Cin, Cout), output (T', B, Cout)."""
     weight = args[1]
-    return 2.0 * _first_out(out).numel() * weight.shape[0] * weight.shape[1]
+    return 2.0 * _numel(_first_out(out)) * weight.shape[0] * weight.shape[1]
 
 
 def _contraction(a: int, b: int, inner: Callable[[torch.Tensor], int]) -> Formula:
     """2 * numel(args[a]) * inner(args[b]): every element of one operand meets a row of the other."""
     def flops(args: tuple, kwargs: Mapping[str, Any], out: Any) -> float:
-        return 2.0 * args[a].numel() * inner(args[b])
+        return 2.0 * _numel(args[a]) * inner(args[b])
     return flops
 
 
 def _out_pairs(args: tuple, kwargs: Mapping[str, Any], out: Any) -> float:
     """Outer products and vector dots: a multiply and an add per output element or input pair."""
-    return 2.0 * max(_first_out(out).numel(), args[0].numel() if isinstance(args[0], torch.Tensor) else 0)
+    return 2.0 * max(_numel(_first_out(out)), _numel(args[0]) if isinstance(args[0], torch.Tensor) else 0)
 
 
 def _attention_flops(args: tuple, kwargs: Mapping[str, Any], out: Any) -> float:
     """Scaled dot-product attention, q (*, L, E), k (*, S, E), v (*, S, Ev): QK^T and PV, as the
     registry's sdpa formula counts them (a causal mask is not discounted)."""
     q, k, v = args[0], args[1], args[2]
-    batch = q.numel() // max(1, q.shape[-2] * q.shape[-1])
+    batch = _numel(q) // max(1, q.shape[-2] * q.shape[-1])
     return 2.0 * batch * q.shape[-2] * k.shape[-2] * (q.shape[-1] + v.shape[-1])
 
 
@@ -208,8 +215,8 @@ def _attention_score_bytes(args: tuple) -> int:
     probabilities): a fused kernel called from torch is priced as the work the unfused reference
     does, so calling one is never cheaper than spelling attention out."""
     q, k = args[0], args[1]
-    batch = q.numel() // max(1, q.shape[-2] * q.shape[-1])
-    return 4 * batch * q.shape[-2] * k.shape[-2] * q.element_size()
+    batch = _numel(q) // max(1, q.shape[-2] * q.shape[-1])
+    return 4 * batch * q.shape[-2] * k.shape[-2] * _element_size(q)
 
 
 _OWN_FORMULAS: dict[str, Formula] = {
@@ -361,7 +368,7 @@ def device_to_host_elements(args: tuple, out: Any) -> int:
     outs = [t for t in _tensors(out) if t.device.type == "cpu"]
     if not outs or not any(t.device.type not in ("cpu", "meta") for t in _tensors(args)):
         return 0
-    return sum(t.numel() for t in outs)
+    return sum(_numel(t) for t in outs)
 
 def op_name(func: Any) -> str:
     """``aten.add.Tensor`` -> ``"aten::add.Tensor"``, the name the strict allowlist uses (another
@@ -384,11 +391,11 @@ def _moved_bytes(args: tuple, kwargs: Mapping[str, Any], out: Any) -> int:
 def _bytes(tensors: list[torch.Tensor]) -> int:
     seen, total = set(), 0
     for t in tensors:
-        key = (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), t.dtype) \
+        key = (_untyped_storage(t).data_ptr(), _storage_offset(t), tuple(t.shape), t.dtype) \
             if t.device.type != "meta" else id(t)
         if key not in seen:
             seen.add(key)
-            total += t.numel() * t.element_size()
+            total += _numel(t) * _element_size(t)
     return total
 
 def op_cost(func: Any, args: tuple, kwargs: Mapping[str, Any], out: Any,
@@ -411,7 +418,7 @@ def op_cost(func: Any, args: tuple, kwargs: Mapping[str, Any], out: Any,
         if any(t.dtype.is_complex for t in ins + outs):
             flops *= 4.0  # a complex multiply-add is four real ones (a packed pair of real GEMMs is one)
     else:
-        flops = float(max([t.numel() for t in ins + outs] or [0]))
+        flops = float(max([_numel(t) for t in ins + outs] or [0]))
     dtype = (ins or outs)[0].dtype if (ins or outs) else torch.float32
     peak = roof.peak(dtype, formula is not None)
     if rate_cap is not None:
@@ -424,7 +431,7 @@ def elementwise_cost(args: tuple, kwargs: Mapping[str, Any], out: Any,
     """The trusted reference's price for an op `op_cost` cannot price: one FLOP per element and its bytes."""
     tensors = _tensors((args, kwargs, out))
     nbytes = _moved_bytes(args, kwargs, out)
-    flops = float(max([t.numel() for t in tensors] or [0]))
+    flops = float(max([_numel(t) for t in tensors] or [0]))
     return max(flops / roof.fp32_flops, nbytes / roof.bandwidth), flops, nbytes
 
 
@@ -474,8 +481,8 @@ class OpRecorder(TorchDispatchMode):
         if base != "copy_" or len(args) < 2 or not all(isinstance(a, torch.Tensor) for a in args[:2]):
             return False
         dst, src = args[0], args[1]
-        return (src.device.type != "meta" and src.is_contiguous() and src.dtype == dst.dtype
-                and src.untyped_storage().data_ptr() in self.results)
+        return (src.device.type != "meta" and _is_contiguous(src) and src.dtype == dst.dtype
+                and _untyped_storage(src).data_ptr() in self.results)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch's signature
         kwargs = kwargs or {}
@@ -509,7 +516,7 @@ class OpRecorder(TorchDispatchMode):
             self.profile.add(HOST_COPY, 0.0, 0.0, float(host))  # data read on the host (GPU only)
         if base not in ALWAYS_ALLOWED:
             cost = op_cost(func, args, kwargs, out, self.roof, self.rate_cap)
-            self.results.update(t.untyped_storage().data_ptr() for t in _tensors(out) if t.device.type != "meta")
+            self.results.update(_untyped_storage(t).data_ptr() for t in _tensors(out) if t.device.type != "meta")
             self.profile.add(name, *cost)
         elif base in MATERIALISING and not in_launch() and (extra := materialised_bytes(args, out)):
             self.profile.add(f"aten::materialise_{base}.default", extra / self.roof.bandwidth, 0.0, float(extra))
