@@ -69,6 +69,10 @@ SOLUTION = textwrap.dedent('''
         import uncompiled_lib
         return uncompiled_lib.VALUE == 3
 
+    def triton_wraps_a_torch_function():  # its capture scope would be torch's module globals
+        import triton.runtime.jit as jit
+        return jit.JITFunction(torch.is_tensor)
+
     def dataclass_at_run_time():  # the standard library generates honest code for it
         import dataclasses
         return dataclasses.make_dataclass("Cfg", [("block", int, dataclasses.field(default=64))])().block == 64
@@ -149,7 +153,7 @@ def scenario(tmp_path_factory):
     (folder.parent / "lib" / "uncompiled_lib.py").write_text("import sys\nVALUE = (1).__add__(2)\n")  # any library code
     names = ["honest", "read_etc", "write_tmp", "getframe", "gc_scan", "thread", "process", "native",
              "listdir_home", "annotation_eval", "dataclass_at_run_time", "import_a_library_without_byte_code",
-             "open_dir_fd", "attrgetter_built_name",
+             "open_dir_fd", "attrgetter_built_name", "triton_wraps_a_torch_function",
              "attrgetter_literal_public", "disable_dispatch_computed_getattr", "disable_dispatch_vars",
              "exclude_python_key_dict", "torch_internals_keep_their_guards"]
     env = {**os.environ, "TRITON_INTERPRET": "1"}
@@ -170,7 +174,8 @@ def test_honest_solution_runs_triton_warns_and_writes_its_own_directory(scenario
 @pytest.mark.parametrize("name, code", [
     ("read_etc", 14), ("write_tmp", 14), ("getframe", 14), ("gc_scan", 14), ("thread", 7), ("process", 14),
     ("native", 14), ("listdir_home", 14), ("annotation_eval", 14), ("open_dir_fd", 14),
-    ("attrgetter_built_name", 14), ("disable_dispatch_computed_getattr", 11), ("disable_dispatch_vars", 11),
+    ("attrgetter_built_name", 14), ("triton_wraps_a_torch_function", 14),
+    ("disable_dispatch_computed_getattr", 11), ("disable_dispatch_vars", 11),
     ("exclude_python_key_dict", 11),
 ])
 def test_out_of_contract_actions_are_blocked_and_recorded(scenario, name, code):

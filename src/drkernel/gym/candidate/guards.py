@@ -212,6 +212,7 @@ class AuditGuard:
             self._wrap_thread_starts()
             self._refuse_dispatch_guards()
             self._guard_dynamic_getters()
+            self._guard_triton_wrappers()
             self._installed = True
         return self
 
@@ -409,6 +410,33 @@ class AuditGuard:
             return original(*args, **kwargs)
 
         return type(name, (), {"__new__": checked, "__module__": "operator", "__doc__": original.__doc__})
+
+    def _guard_triton_wrappers(self) -> None:
+        """Triton's function objects (``JITCallable``: ``triton.jit``, ``constexpr_function``) hand out
+        the function's globals and closure (``get_capture_scope``): wrapping one of the harness's or
+        torch's functions in one reaches their modules past every attribute rule. Armed, a wrapper may
+        hold only a function of the solution's files or of Triton's own package (hack 14 otherwise)."""
+        import triton.runtime.jit as jit
+
+        callable_cls = getattr(jit, "JITCallable", None) or jit.JITFunction
+        original = callable_cls.__init__
+        triton_dir = os.path.dirname(os.path.realpath(jit.__file__)).rsplit("/runtime", 1)[0] + "/"
+        guard = self
+
+        def init(self_: Any, fn: Any, *args: Any, **kwargs: Any) -> None:
+            if guard.armed:
+                code = getattr(fn, "__code__", None)
+                filename = code.co_filename if code is not None else ""
+                if not (guard.is_solution_file(filename) if filename else False) and not (
+                        filename and os.path.realpath(filename).startswith(triton_dir)):
+                    guard.violations.append(make_hack(
+                        14, f"a Triton function object made of {getattr(fn, '__qualname__', type(fn).__name__)!r}, "
+                            f"which is not the solution's (its globals and closure would be reachable)"))
+                    raise PermissionError("blocked by the KernelGym sandbox: Triton wraps only the solution's functions")
+            original(self_, fn, *args, **kwargs)
+
+        init.__wrapped__ = original  # type: ignore[attr-defined]
+        callable_cls.__init__ = init
 
     def _wrap_thread_starts(self) -> None:
         """Python 3.11 raises no audit event for a new thread: wrap the thread primitives."""

@@ -443,7 +443,7 @@ def _assigned_name(tree: ast.Module, name: str) -> bool:
 INTROSPECTION_ATTRS = frozenset((
     "__globals__", "__builtins__", "__subclasses__", "__closure__", "__code__", "__mro__", "__bases__",
     "__getattribute__", "f_back", "f_locals", "f_globals", "f_builtins", "tb_frame", "gi_frame", "cr_frame",
-    "ag_frame", "__loader__", "__spec__", "co_consts",
+    "ag_frame", "__loader__", "__spec__", "co_consts", "get_capture_scope",
 ))
 """Attributes that walk the object graph or frames whatever they are read from (hack 14)."""
 
