@@ -69,6 +69,10 @@ SOLUTION = textwrap.dedent('''
         import uncompiled_lib
         return uncompiled_lib.VALUE == 3
 
+    def gc_through_a_decorator():  # torch's decorator frame between the solution and the audited call
+        import gc
+        return len(torch.no_grad()(gc.get_objects)())
+
     def triton_wraps_a_torch_function():  # its capture scope would be torch's module globals
         import triton.runtime.jit as jit
         return jit.JITFunction(torch.is_tensor)
@@ -153,7 +157,7 @@ def scenario(tmp_path_factory):
     (folder.parent / "lib" / "uncompiled_lib.py").write_text("import sys\nVALUE = (1).__add__(2)\n")  # any library code
     names = ["honest", "read_etc", "write_tmp", "getframe", "gc_scan", "thread", "process", "native",
              "listdir_home", "annotation_eval", "dataclass_at_run_time", "import_a_library_without_byte_code",
-             "open_dir_fd", "attrgetter_built_name", "triton_wraps_a_torch_function",
+             "open_dir_fd", "attrgetter_built_name", "triton_wraps_a_torch_function", "gc_through_a_decorator",
              "attrgetter_literal_public", "disable_dispatch_computed_getattr", "disable_dispatch_vars",
              "exclude_python_key_dict", "torch_internals_keep_their_guards"]
     env = {**os.environ, "TRITON_INTERPRET": "1"}
@@ -174,7 +178,7 @@ def test_honest_solution_runs_triton_warns_and_writes_its_own_directory(scenario
 @pytest.mark.parametrize("name, code", [
     ("read_etc", 14), ("write_tmp", 14), ("getframe", 14), ("gc_scan", 14), ("thread", 7), ("process", 14),
     ("native", 14), ("listdir_home", 14), ("annotation_eval", 14), ("open_dir_fd", 14),
-    ("attrgetter_built_name", 14), ("triton_wraps_a_torch_function", 14),
+    ("attrgetter_built_name", 14), ("triton_wraps_a_torch_function", 14), ("gc_through_a_decorator", 14),
     ("disable_dispatch_computed_getattr", 11), ("disable_dispatch_vars", 11),
     ("exclude_python_key_dict", 11),
 ])

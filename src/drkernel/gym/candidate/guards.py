@@ -70,7 +70,10 @@ PATH_EVENTS = {  # event -> (index of the path argument, writes?)
 PROCESS_EVENTS = frozenset(("subprocess.Popen", "os.exec", "os.posix_spawn", "os.spawn"))
 # Frames that stand between a caller and the audited call without being the caller.
 PASS_THROUGH = ("/inspect.py", "/traceback.py", "/ctypes/", "/importlib/", "<frozen importlib",
-                "/threading.py", "/concurrent/futures/")
+                "/threading.py", "/concurrent/futures/", "/contextlib.py", "/functools.py",
+                "/torch/utils/_contextlib.py")
+"""Frames that only pass a call on (importers, decorators: ``torch.no_grad()(gc.get_objects)()`` put
+torch's decorator frame between the solution and the audited call): the caller is looked up past them."""
 STDLIB = tuple(sorted({os.path.realpath(sysconfig.get_paths()[k]) + "/" for k in ("stdlib", "platstdlib")}))
 
 
