@@ -1,5 +1,5 @@
 # problem: relu
-# expect: 8
+# expect: 14|8
 # default: yes
 # redteam: red team 8 (harness module globals reached through a Triton function's capture scope)
 # No refused name is spelled: JITFunction(f).get_capture_scope() hands back f's module globals for

@@ -34,7 +34,8 @@ from drkernel.gym.orchestrator.refcache import TIMING_FIELDS, ReferenceTimingCac
 from drkernel.gym.provenance import read_clocks
 from drkernel.gym.result import EvalResult, Hack, KernelStat, Provenance, Status, TimingStats, TrialResult
 from drkernel.gym.roofline import NOMINAL_BANDWIDTH, work_of
-from drkernel.gym.orchestrator.runtime import DeviceRuntime, JudgeLost, JudgeOutOfMemory, OuterLock
+from drkernel.gym.orchestrator.runtime import (DeviceRuntime, JudgeLost, JudgeOutOfMemory, OuterLock, WaitCancelled,
+                                              cancellable_waits)
 from drkernel.gym.seeds import SeedPlan, call_pool, plan_seeds, public_seed, replayed_plan, with_distribution
 from drkernel.gym.verdict.assemble import (CandidateFacts, CheckFacts, ErrorReport, Facts, RequestFacts,
                                            TimingFacts, assemble)
@@ -144,12 +145,18 @@ class InProcessEvaluator:
         solution's builds with their libraries (from `drkernel.gym.cuda.evaluate`, which has checked
         its contract, so the Triton static checks do not run), handed to its candidate."""
         ident = threading.get_ident()
+        running = Cancellation()
         with self._lock:
-            self._running[ident] = Cancellation()
+            self._running[ident] = running
         try:
             for attempt in range(2):
                 try:
-                    return self._evaluate(request, native)
+                    with cancellable_waits(lambda: running.cancelled):
+                        return self._evaluate(request, native)
+                except WaitCancelled as e:  # stopped before its candidate ran: ends as a cancelled one does
+                    return EvalResult(status=Status.CRASHED, problem_key=request.problem.key,
+                                      request_id=request.request_id, device=request.config.device,
+                                      error=str(e)).finalize()
                 except (JudgeLost, JudgeOutOfMemory) as e:  # the infrastructure's, not the solution's: once more
                     what = "lost" if isinstance(e, JudgeLost) else "out of device memory"
                     if attempt:

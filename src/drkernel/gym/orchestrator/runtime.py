@@ -43,6 +43,38 @@ PREPARED_CACHE_BYTES = 64 << 20
 """Bytes of prepared problems (scaled and second-size reference code) a device keeps for reuse."""
 
 
+class WaitCancelled(Exception):
+    """The evaluation was cancelled while it waited for a candidate place, device memory or the
+    device's lock: it ends there (a job past its deadline is stopped alone even before it ran)."""
+
+
+WAIT_POLL_S = 0.2
+"""How often a waiting evaluation looks whether it was cancelled (`cancellable_waits`)."""
+_waits = threading.local()
+
+
+@contextlib.contextmanager
+def cancellable_waits(cancelled: Callable[[], bool]) -> Iterator[None]:
+    """This thread's waits for a place, memory or the device lock end in `WaitCancelled` once
+    ``cancelled()`` (they look every `WAIT_POLL_S`)."""
+    _waits.cancelled = cancelled
+    try:
+        yield
+    finally:
+        _waits.cancelled = None
+
+
+def _poll_s() -> float | None:
+    """How long one wait may block before this thread looks at its cancellation (None: no limit)."""
+    return WAIT_POLL_S if getattr(_waits, "cancelled", None) is not None else None
+
+
+def _check_cancelled(what: str) -> None:
+    cancelled = getattr(_waits, "cancelled", None)
+    if cancelled is not None and cancelled():
+        raise WaitCancelled(f"the evaluation was cancelled while it waited for {what}")
+
+
 def _prepared_size(p: Prepared) -> int:
     """About what a kept `Prepared` holds: its code, and a fixed allowance for the rest."""
     return len(p.code) + len(p.second_code or "") + 4096
@@ -84,7 +116,13 @@ class MemoryBudget:
         with self._cond:
             self._queue.append(ticket)
             while self._queue[0] is not ticket or (self.used and self.used + n > self.total):
-                self._cond.wait()
+                self._cond.wait(_poll_s())
+                try:
+                    _check_cancelled("device memory")
+                except WaitCancelled:
+                    self._queue.remove(ticket)
+                    self._cond.notify_all()
+                    raise
             self._queue.popleft()
             self.used += n
             self._cond.notify_all()  # the next in line may fit too
@@ -158,12 +196,16 @@ class RWLock:
             return 0.0
         return left
 
-    def _wait_for_writers(self, drains: bool = True) -> None:
+    def _wait_for_writers(self, drains: bool = True, cancellable: bool = False) -> None:
         while True:
             due = self._due_in()
             if not (self._writer or due == 0.0 or (drains and self._drains_waiting)):
                 return
-            self._cond.wait(None if self._writer or due is None or due == 0.0 else due)
+            wait = None if self._writer or due is None or due == 0.0 else due
+            poll = _poll_s() if cancellable else None
+            self._cond.wait(poll if wait is None else min(wait, poll or wait))
+            if cancellable:
+                _check_cancelled("the device's lock")
 
     def acquire_shared(self) -> None:
         """A shared hold outside any candidate session (a judge request, a warm-up)."""
@@ -177,9 +219,10 @@ class RWLock:
             self._cond.notify_all()
 
     def join(self) -> None:
-        """A candidate session's shared hold, and its membership until `leave`."""
+        """A candidate session's shared hold, and its membership until `leave` (a cancelled evaluation's
+        wait for it ends in `WaitCancelled`)."""
         with self._cond:
-            self._wait_for_writers()
+            self._wait_for_writers(cancellable=True)
             self._readers += 1
             self._members += 1
 
@@ -288,7 +331,8 @@ class Slots:
 
     @contextlib.contextmanager
     def held(self) -> Iterator[None]:
-        self._free.acquire()
+        while not self._free.acquire(timeout=_poll_s()):
+            _check_cancelled("a candidate place")
         self._local.held = True
         try:
             yield

@@ -220,7 +220,11 @@ class CandidateSession:
         started = time.monotonic()
         # the solution file lives in the child's private dir (its own tmpfs under the sandbox)
         self.job = {**self.job, "workdir": os.path.join(child.private_dir, "solution")}
-        self.rt.rw.join()
+        try:
+            self.rt.rw.join()
+        except BaseException:  # cancelled while it waited (`WaitCancelled`): the unused child goes too
+            child.discard()
+            raise
         self.hold = "shared"
         try:
             with RssWatch(child.pid, self.rss_limit, cpu_share=not self.rt.is_cuda) as watch:
