@@ -195,3 +195,17 @@ def test_a_build_waiting_for_a_compile_slot_stops_when_its_evaluation_is_cancell
         compiler._slots.release()
     assert not t.is_alive() and isinstance(outcome[0], BuildCancelled), outcome
     assert runner.started == 0
+
+
+@pytest.mark.parametrize("log, host", [
+    ("Killed", True),                                                    # nvcc's whole output when cicc is SIGKILLed
+    ("nvcc error   : 'cicc' died due to signal 9 (Kill signal)", True),
+    ("c++: fatal error: Killed signal terminated program cc1plus", True),
+    ("cc1plus: out of memory allocating 65536 bytes", True),
+    ('kernel.cu(3): error: identifier "killed" is undefined', False),    # the source's own diagnostic
+    ("kernel.cu(9): error: expected a \";\"", False),
+])
+def test_which_build_failures_the_host_ended(log, host):
+    from drkernel.gym.cuda.build import HOST_ENDED
+
+    assert bool(HOST_ENDED.search(log)) is host

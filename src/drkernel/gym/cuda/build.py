@@ -39,8 +39,9 @@ from drkernel.gym.orchestrator.sandbox import Limits, Runner
 COMPILE_LIMITS = Limits(cpu_s=600, nproc=256, as_bytes=8 << 30)
 """A build's CPU seconds and address space (per process: nvcc, cicc, ptxas and cc1plus each; nvcc's front
 end holds ~1.3 GB parsing torch's headers, a template explosion tens of GB without a bound) and processes."""
-HOST_ENDED = re.compile(r"signal terminated program|Killed signal|killed by signal|virtual memory exhausted|"
-                        r"out of memory|cannot allocate memory|std::bad_alloc|the compile stopped", re.I)
+HOST_ENDED = re.compile(r"signal terminated program|Killed signal|killed by signal|died due to signal|"
+                        r"^\s*Killed\s*$|virtual memory exhausted|out of memory|cannot allocate memory|"
+                        r"std::bad_alloc|the compile stopped", re.I | re.M)
 """A failed build that its host ended (a compiler killed by a signal, out of memory, the time limit), not a
 diagnostic of the source: such an outcome is not cached (a later build may pass) and the evaluation ends
 as a timeout or crash, which the service does not cache either."""
