@@ -26,6 +26,8 @@ process with its own allocator.
 
 from __future__ import annotations
 
+import bisect
+import functools
 import re
 from dataclasses import dataclass
 
@@ -102,8 +104,8 @@ ALLOWED_INCLUDE = re.compile(
 library's pure ones. Quoted includes, absolute paths and anything else are refused (code 14): the
 solution's native code is its source and nothing else."""
 
-_TOKENS = re.compile(r'(?:u8|u|U|L)?R"(?P<d>[^()\\\s"]{0,16})\(.*?\)(?P=d)"'  # raw strings first: R"x( " )x"
-                     r'|//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])\'', re.S)
+_RAW_OPEN = re.compile(r'R"([^()\\\s"]{0,16})\(')
+_CHAR = re.compile(r"'(?:\\.|[^'\\\n])'")
 _INCLUDE = re.compile(r"^[ \t]*#[ \t]*include(?:_next)?[ \t]*(?:([<\"])([^>\"\n]*)[>\"]|(.*))", re.M)
 _PRAGMA_LIB = re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+comment[ \t]*\(\s*lib", re.M)
 _ASM = re.compile(r"\b(asm|__asm__)\s*(volatile|__volatile__)?\s*\(", re.S)
@@ -131,14 +133,69 @@ def _spaces(m: re.Match) -> str:
     return re.sub(r"[^\n]", " ", m.group(0))
 
 
-def blank(text: str) -> str:
+def blank(text: str, literals: bool = True) -> str:
     """``text`` with comments and string/char literals replaced by spaces (newlines kept), so patterns
-    see code only and line numbers stay. Asm templates are strings: `asm_findings` reads them."""
-    return _TOKENS.sub(_spaces, text)
+    see code only and line numbers stay. Asm templates are strings: `asm_findings` reads them.
+
+    One pass, each literal's end found by a forward search from its start: a pattern whose lazy ``.*?``
+    rescanned the rest of the text from every unterminated ``R"(`` or ``/*`` took quadratic time (a
+    source of them held a worker for minutes). An unterminated literal or comment runs to its end (the
+    line's, or the text's): such a source does not compile, so what it hides is never built."""
+    spans = []
+    i, n = 0, len(text)
+    while i < n:
+        j = _literal_end(text, i)
+        if j is None:
+            i += 1
+            continue
+        if literals or text.startswith(("//", "/*"), i):  # ``literals=False``: comments only
+            spans.append((i, j))
+        i = j
+    if not spans:
+        return text
+    out, last = [], 0
+    for a, b in spans:
+        out.append(text[last:a])
+        out.append(re.sub(r"[^\n]", " ", text[a:b]))
+        last = b
+    out.append(text[last:])
+    return "".join(out)
+
+
+def _literal_end(text: str, i: int) -> int | None:
+    """Where the comment or literal starting at ``i`` ends (exclusive), or None when none starts there."""
+    c = text[i]
+    if c == "/" and text.startswith("//", i):
+        j = text.find("\n", i)
+        return len(text) if j < 0 else j
+    if c == "/" and text.startswith("/*", i):
+        j = text.find("*/", i + 2)
+        return len(text) if j < 0 else j + 2
+    if c == "R" and text.startswith('R"', i):
+        m = _RAW_OPEN.match(text, i)
+        if m is not None:
+            j = text.find(")" + m.group(1) + '"', m.end())
+            return len(text) if j < 0 else j + len(m.group(1)) + 2
+    if c == '"':
+        k = i + 1
+        while k < len(text) and text[k] not in '"\n':
+            k += 2 if text[k] == "\\" else 1
+        return min(k + 1, len(text)) if k < len(text) and text[k] == '"' else k
+    if c == "'":
+        m = _CHAR.match(text, i)
+        return m.end() if m is not None else None
+    return None
 
 
 def _line(text: str, pos: int) -> int:
-    return text.count("\n", 0, pos) + 1
+    return bisect.bisect_right(_newlines(text), pos - 1) + 1
+
+
+@functools.lru_cache(maxsize=16)
+def _newlines(text: str) -> list[int]:
+    """Where ``text``'s newlines are, once per text (a count from the start per finding was quadratic
+    in a source with many findings)."""
+    return [m.start() for m in re.finditer("\n", text)]
 
 
 def rule_findings(text: str, source: str) -> list[Finding]:
@@ -157,7 +214,7 @@ def include_findings(text: str, source: str) -> list[Finding]:
     """Includes outside `ALLOWED_INCLUDE`, ``#pragma comment(lib, ...)`` (a library to link) and
     ``extern "C"`` (C linkage: a symbol of the solution's own could stand in for the runtime's)."""
     out = []
-    without_comments = re.sub(r"//[^\n]*|/\*.*?\*/", _spaces, text, flags=re.S)
+    without_comments = blank(text, literals=False)
     for m in _INCLUDE.finditer(without_comments):
         if m.group(1) is None:  # ``#include MACRO``: a header the text does not name
             out.append(Finding(14, source, _line(text, m.start()), f"includes {m.group(3).strip()!r}, not a "
@@ -181,7 +238,10 @@ def asm_findings(text: str, source: str) -> list[Finding]:
     out = []
     code = re.sub(r"^[ \t]*#[^\n]*", _spaces, blank(text), flags=re.M)  # directives are not declarations
     for m in _ASM.finditer(code):
-        before = code[:m.start()].rstrip()
+        j = m.start() - 1
+        while j >= 0 and code[j].isspace():  # runs between matches: one pass in all
+            j -= 1
+        before = code[max(0, j - 8):j + 1]
         if before and (before[-1] in ")]" or before[-1].isalnum() or before[-1] == "_") \
                 and not re.search(r"\b(return|else|do)$", before):
             out.append(Finding(14, source, _line(code, m.start()), "an asm label (a declaration bound to a "
