@@ -69,3 +69,23 @@ def test_a_wait_for_the_device_lock_ends_when_cancelled():
     rw.leave()
     rw.acquire_exclusive(drain=True)
     rw.release_exclusive()
+
+
+def test_a_paused_member_lets_a_region_run_and_a_drain_still_waits_for_it():
+    """``yield_at_exports``: a session waiting on the judge gives up its shared hold (a timed region runs
+    meanwhile) but stays a member (the reference's timing, a drain, still waits for it to end)."""
+    rw = RWLock()
+    rw.join()
+    rw.pause()
+    region = threading.Thread(target=lambda: (rw.acquire_exclusive(), rw.release_exclusive()))
+    region.start()
+    region.join(timeout=30)
+    assert not region.is_alive()  # not blocked by the paused member
+    drained = threading.Event()
+    drain = threading.Thread(target=lambda: (rw.acquire_exclusive(drain=True), drained.set(), rw.release_exclusive()))
+    drain.start()
+    rw.resume()
+    assert not drained.is_set()  # the member is still in flight
+    rw.leave()
+    drain.join(timeout=30)
+    assert drained.is_set()

@@ -100,6 +100,9 @@ class InProcessEvaluator:
             `runtime.Slots`). None (default): a waiting region blocks new sessions at once.
         device_lock: the device's lock among processes (`runtime.OuterLock`), held exclusively around
             every timed region and reference timing besides this gym's own lock; None (default): none.
+        yield_at_exports: a candidate session gives up its shared hold while the judge compares one of
+            its exports (`runtime.RWLock.pause`), so a timed region waits for the other candidates'
+            current steps, not their whole evaluations. Off (default) until an H100 A/B decides it.
     """
 
     def __init__(self, device: str = "auto", concurrency: int = 2, pool_size: int = 2,
@@ -108,8 +111,9 @@ class InProcessEvaluator:
                  unsafe_no_sandbox: bool = False, zygote: bool = True, judges: int = 0,
                  seccomp: bool = True, compile_cache_dir: str | None = None,
                  judge_routing: str = "sticky", region_batch: tuple[int, float] | None = None,
-                 device_lock: OuterLock | None = None) -> None:
+                 device_lock: OuterLock | None = None, yield_at_exports: bool = False) -> None:
         EvalConfig(device=device)  # validates the device string
+        self.yield_at_exports = yield_at_exports
         if judge_routing not in JUDGE_ROUTINGS:
             raise ConfigError(f"judge_routing {judge_routing!r}: expected one of {', '.join(JUDGE_ROUTINGS)}")
         if region_batch is not None and not (len(region_batch) == 2 and int(region_batch[0]) >= 1
@@ -230,7 +234,8 @@ class InProcessEvaluator:
         return DeviceRuntime(device, pool_size=self.pool_size, concurrency=self.concurrency, env=self.env,
                              runner=self.runner, zygote=self.zygote, judges=self.judges,
                              compile_cache=self.compile_cache, judge_routing=self.judge_routing,
-                             region_batch=self.region_batch, outer_lock=self.device_lock)
+                             region_batch=self.region_batch, outer_lock=self.device_lock,
+                             yield_at_exports=self.yield_at_exports)
 
     def _runtime(self, device: str) -> DeviceRuntime:
         with self._lock:

@@ -236,6 +236,20 @@ class RWLock:
             self._members -= 1
             self._cond.notify_all()
 
+    def pause(self) -> None:
+        """A member gives up its shared hold while it waits off the device (its candidate blocked on our
+        reply, its work synchronised before the export): a timed region need not wait for it meanwhile.
+        Its membership stays, so a drain still waits for it."""
+        with self._cond:
+            self._readers -= 1
+            self._cond.notify_all()
+
+    def resume(self) -> None:
+        """The paused member's shared hold again, once the regions waiting meanwhile have run."""
+        with self._cond:
+            self._wait_for_writers(drains=False)
+            self._readers += 1
+
     def enter_region(self) -> None:
         """A member's timed region, from its shared hold (waits as a timed region; parked while it waits)."""
         if self._park is not None:
@@ -417,7 +431,8 @@ class DeviceRuntime:
     def __init__(self, device: str, *, pool_size: int, concurrency: int, env: dict[str, str],
                  runner: Runner, zygote: bool = True, judges: int = 0,
                  compile_cache: CompileCache | None = None, judge_routing: str = "sticky",
-                 region_batch: tuple[int, float] | None = None, outer_lock: OuterLock | None = None) -> None:
+                 region_batch: tuple[int, float] | None = None, outer_lock: OuterLock | None = None,
+                 yield_at_exports: bool = False) -> None:
         if judge_routing not in JUDGE_ROUTINGS:
             raise ValueError(f"judge_routing {judge_routing!r}: one of {JUDGE_ROUTINGS}")
         self.requested = device
@@ -432,6 +447,7 @@ class DeviceRuntime:
         self.env = env
         self.slots = Slots(concurrency)
         self.region_batch = region_batch
+        self.yield_at_exports = yield_at_exports  # a session's shared hold paused while the judge compares
         self.rw = RWLock(region_batch, self.slots.park if region_batch else None, outer_lock)
         self.warm_up_gate = WarmUpGate(self.rw)
         self.in_flight = 0

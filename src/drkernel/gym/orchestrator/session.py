@@ -356,7 +356,14 @@ class CandidateSession:
     def _relay(self, child: Any, msg: Outputs | Compare, blob: bytes, fds: list[int]) -> None:
         """An export (a trial's outputs, or a hook's tagged outputs) to the judge; its verdict back."""
         tag = msg.tag if isinstance(msg, Compare) else None
-        verdict = self._compare(msg, blob, tag, fds)
+        paused = self.rt.yield_at_exports and self.hold == "shared"
+        if paused:  # the candidate synchronised before exporting and waits for our reply
+            self.rt.rw.pause()
+        try:
+            verdict = self._compare(msg, blob, tag, fds)
+        finally:
+            if paused:
+                self.rt.rw.resume()
         if verdict.retry_host:  # the judge could not map the staging buffer
             self.out.ipc_fallback = verdict.message
             child.send(Signal(Op.RETRY_HOST).to_header())
