@@ -6,6 +6,7 @@ Every rule of `drkernel.gym.cuda.source_rules` and every loader-argument rule of
 from __future__ import annotations
 
 import ast
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -333,3 +334,18 @@ def test_blanking_is_linear_in_the_source():
         out = blank(text)
         assert out.startswith("__global__ void k() {}\n") and not out.strip().endswith(opener)
         assert include_findings(text, "cuda_sources") == []
+
+
+def test_a_source_built_from_constants_is_bounded():
+    """A name added to itself level by level doubles: 8 levels of an 8 KB literal are 2 MiB of source to
+    check in the worker (more levels, gigabytes). Past the request's own 1 MiB it is refused (hack 14)."""
+    from drkernel.gym.cuda.contract import check_cuda
+
+    lines = ['S0 = "' + "int " * 2048 + '"']
+    lines += [f"S{i} = S{i - 1} + S{i - 1}" for i in range(1, 9)]
+    src = "\n".join(lines) + textwrap.dedent('''
+        from torch.utils.cpp_extension import load_inline
+        mod = load_inline(name="m", cpp_sources=S8, cuda_sources="", functions=["f"])
+    ''')
+    report = check_cuda(src)
+    assert any(h.code == 14 and "built past" in h.evidence for h in report.hacks), report.hacks

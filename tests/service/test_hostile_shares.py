@@ -253,3 +253,31 @@ def test_a_job_past_its_deadline_is_stopped_alone_not_with_its_worker(tmp_path):
             assert listed and [w["restarts"] for w in listed] == [0] * len(listed), workers
     finally:
         srv.stop()
+
+
+def test_a_worker_killed_for_a_job_that_would_not_stop_costs_its_neighbours_nothing(tmp_path):
+    """alice's job cannot be stopped alone (no cancel reaches it), so its worker is killed: bob's job,
+    in the worker's other slot, goes back to the queue with its attempt uncounted."""
+    db = tmp_path / "jobs.sqlite"
+    tokens = {name: _drkernel("token", "add", name, "--db", str(db)).stdout.strip() for name in ("alice", "bob")}
+    srv = ServerProcess(db, "--devices", "cpu:1", "--slots", "2", "--evaluator", DIRECTIVE,
+                        "--job-timeout-grace-s", "1")
+    srv.start()
+    try:
+        with _http(srv, tokens["alice"]) as alice, _http(srv, tokens["bob"]) as bob:
+            stuck = {**_job("class ModelNew: pass\n# hang: 120\n# stuck"), "config": {"device": "cpu", "timeout_s": 2}}
+            hung = alice.post("/v1/jobs", json=stuck).json()["id"]
+            _until(lambda: alice.get(f"/v1/jobs/{hung}").json()["status"] == "running", "alice's job running")
+            beside = bob.post("/v1/jobs", json=_job("class ModelNew: pass\n# sleep: 300\n# beside")).json()["id"]
+            _until(lambda: bob.get(f"/v1/jobs/{beside}").json()["status"] == "running", "bob's job running")
+            _until(lambda: alice.get(f"/v1/jobs/{hung}").json()["status"] != "running" or
+                   alice.get(f"/v1/jobs/{hung}").json()["attempts"] > 1, "alice's worker killed", 90)
+            _until(lambda: bob.get("/v1/workers").json()["workers"][0]["restarts"] >= 1
+                   if isinstance(bob.get("/v1/workers").json(), dict) else bob.get("/v1/workers").json()[0]["restarts"] >= 1,
+                   "the worker restarted", 90)
+            mine = bob.get(f"/v1/jobs/{beside}").json()
+            assert mine["status"] in ("queued", "running") and mine["attempts"] <= 1, mine
+            bob.delete(f"/v1/jobs/{beside}")
+            alice.delete(f"/v1/jobs/{hung}")
+    finally:
+        srv.stop()

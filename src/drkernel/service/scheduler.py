@@ -150,6 +150,7 @@ class Worker:
     cancelled: set[str] = field(default_factory=set)  # in flight, cancelled: their candidate was killed
     preempted: set[str] = field(default_factory=set)  # in flight, being given back to the queue
     overdue: set[str] = field(default_factory=set)  # in flight past their deadline, being stopped
+    collateral: set[str] = field(default_factory=set)  # in flight on a worker killed for another job
     cleared: set[str] = field(default_factory=set)  # clients whose crash or timeout a passed canary followed
     ends_since_check: int = 0  # crash and timeout results since the last canary
     completed: int = 0
@@ -601,7 +602,7 @@ class Scheduler:
                 overdue = [j for j, t in w.deadlines.items() if now > t + WATCH_EVERY_S]
                 if overdue and w.handle.alive:
                     log.error("watchdog: %s held %s past its deadline; killing it", w.handle.name, overdue)
-                    w.handle.kill()
+                    self._kill_for(w, overdue)
 
     # -- one job ------------------------------------------------------------------------------
 
@@ -624,7 +625,7 @@ class Scheduler:
             w.deadlines[job.id] = t0 + limit + STOP_PATIENCE_S
             answer = await self._within_deadline(w, job, limit)
         except asyncio.TimeoutError:
-            w.handle.kill()
+            self._kill_for(w, [job.id])
             await self._infra_failure(
                 w,
                 job,
@@ -635,7 +636,7 @@ class Scheduler:
         except WorkerUnavailable as e:
             await self._give_back(w, job, str(e))
         except (ReferenceFailed, InfrastructureError) as e:
-            if job.id in w.preempted:  # our kill ended it (its candidate, or a custom reference's own judge)
+            if job.id in w.preempted | w.collateral:  # our kill ended it (its candidate, its own judge, its worker)
                 await self._requeue_preempted(job)
             elif isinstance(e, ReferenceFailed):
                 await self._reference_failed(job, str(e))
@@ -647,7 +648,7 @@ class Scheduler:
             log.exception("job %s: unexpected error", job.id)
             await self._infra_failure(w, job, "internal_error", f"{type(e).__name__} in the scheduler")
         else:
-            if job.id in w.preempted and _killed(answer):
+            if job.id in w.preempted | w.collateral and _killed(answer):
                 await self._requeue_preempted(job)
             else:
                 await self._complete(w, job, answer, time.monotonic() - t0)
@@ -657,8 +658,15 @@ class Scheduler:
             w.cancelled.discard(job.id)
             w.preempted.discard(job.id)
             w.overdue.discard(job.id)
+            w.collateral.discard(job.id)
             w.used_bytes -= job.est_bytes
             self.wake()
+
+    def _kill_for(self, w: Worker, culprits: Sequence[str]) -> None:
+        """Kill ``w`` for jobs that would not stop; its other jobs in flight were only beside them, so
+        each goes back to the queue with its attempt uncounted (`_run`)."""
+        w.collateral |= set(w.in_flight) - set(culprits)
+        w.handle.kill()
 
     async def _within_deadline(self, w: Worker, job: Job, limit: float) -> str:
         """The worker's answer for ``job`` within ``limit`` seconds. Past it the job is stopped alone, as

@@ -110,12 +110,25 @@ def _value(node: ast.AST, consts: dict[str, ast.AST], depth: int = 0) -> str | t
     if isinstance(node, (ast.List, ast.Tuple)):
         items = [_value(e, consts, depth + 1) for e in node.elts]
         if all(isinstance(i, str) for i in items):
+            if sum(len(i) for i in items) > MAX_BUILT_CHARS:  # type: ignore[arg-type]
+                raise _Unresolved(f"sources built past {MAX_BUILT_CHARS} characters")
             return tuple(items)  # type: ignore[arg-type]
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         left, right = _value(node.left, consts, depth + 1), _value(node.right, consts, depth + 1)
         if type(left) is type(right) and not isinstance(left, bool):
+            if _size(left) + _size(right) > MAX_BUILT_CHARS:
+                raise _Unresolved(f"a source built past {MAX_BUILT_CHARS} characters")
             return left + right  # type: ignore[operator]
     raise _Unresolved(ast.unparse(node)[:80])
+
+
+MAX_BUILT_CHARS = 1 << 20
+"""The most characters a source put together from constants may have (the request's own limit): a
+name added to itself level by level doubles, so 20 levels of a few bytes made 16 MiB of source."""
+
+
+def _size(value: str | tuple[str, ...]) -> int:
+    return len(value) if isinstance(value, str) else sum(len(v) for v in value)
 
 
 def _strings(value: str | tuple[str, ...] | bool) -> tuple[str, ...]:
