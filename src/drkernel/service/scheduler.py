@@ -687,6 +687,8 @@ class Scheduler:
         except asyncio.TimeoutError:
             task.cancel()
             raise
+        except (ReferenceFailed, InfrastructureError):  # our stop ended it (its own judge killed with it)
+            pass
         try:
             key = EvalRequest.from_dict(json.loads(job.request_json)).problem.key
         except (ValueError, KeyError, TypeError):
