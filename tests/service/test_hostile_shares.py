@@ -239,7 +239,9 @@ def test_a_job_past_its_deadline_is_stopped_alone_not_with_its_worker(tmp_path):
     srv.start()
     try:
         with _http(srv, tokens["alice"]) as alice, _http(srv, tokens["bob"]) as bob:
-            slow = {**_job("class ModelNew: pass\n# sleep: 300\n# overdue"), "config": {"device": "cpu", "timeout_s": 2}}
+            # its own judge dies with the stop (a custom reference's): still a timeout, not a reference error
+            slow = {**_job("class ModelNew: pass\n# sleep: 300\n# killed: reference_error\n# overdue"),
+                    "config": {"device": "cpu", "timeout_s": 2}}
             overdue = alice.post("/v1/jobs", json=slow).json()["id"]
             _until(lambda: alice.get(f"/v1/jobs/{overdue}").json()["status"] == "running", "alice's job running")
             fine = bob.post("/v1/jobs", json=_job("class ModelNew: pass\n# sleep: 6\n# neighbour")).json()["id"]
