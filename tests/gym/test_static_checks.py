@@ -553,3 +553,25 @@ def test_a_kernel_made_by_a_factory_from_an_alias_is_the_solutions_own():
     ''')
     assert analyze(src).own_kernels == ("norm_kernel",)
     assert analyze(HEADER + "def f(x):\n    pass\nk = triton.jit(g)\n").own_kernels == ()  # not defined here
+
+
+@pytest.mark.parametrize("snippet", [
+    "try:\n    import triton.language.extra.libdevice as libdevice\nexcept ImportError:\n    libdevice = None\n"
+    "HAVE = libdevice is not None",                                     # an optional import's guard
+    "if triton:\n    pass",
+    "__all__ = ['ModelNew']",
+    "class Cfg:\n    block = 64\ndef f(c):\n    match c:\n        case Cfg(block=b):\n            return b",
+    "class K:\n    def __init__(self):\n        self._time = 0\n    def f(self):\n        return self._time",
+])
+def test_honest_idioms_beside_the_new_rules_are_admitted(snippet):
+    assert 14 not in codes(snippet), analyze(HEADER + snippet).hacks
+
+
+@pytest.mark.parametrize("snippet", [
+    "class Cfg:\n    pass\ndef f(c):\n    match c:\n        case Cfg(_secret=b):\n            return b",
+    "class Cfg:\n    pass\ndef f(c):\n    match c:\n        case Cfg(f_back=b):\n            return b",
+    "def f(x):\n    return x._sys",
+    "m = torch if True else triton",
+])
+def test_the_new_rules_still_hold_beside_those_idioms(snippet):
+    assert 14 in codes(snippet), analyze(HEADER + snippet).hacks

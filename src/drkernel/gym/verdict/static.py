@@ -668,6 +668,11 @@ def _module_use_ok(node: ast.AST, parent: ast.AST | None, in_class: bool) -> boo
     if isinstance(parent, ast.Call):
         return (isinstance(parent.func, ast.Name) and parent.func.id in ("getattr", "hasattr") and parent.args
                 and parent.args[0] is node and _is_getattr(parent))
+    if isinstance(parent, ast.Compare):  # ``libdevice is not None``: a test hands nothing on
+        return all(isinstance(op, (ast.Is, ast.IsNot, ast.Eq, ast.NotEq)) for op in parent.ops)
+    if isinstance(parent, (ast.If, ast.While, ast.Assert)) or isinstance(parent, ast.UnaryOp) and isinstance(
+            parent.op, ast.Not):
+        return getattr(parent, "test", None) is node or isinstance(parent, ast.UnaryOp)  # ``if triton:``
     return isinstance(parent, ast.Expr)
 
 
@@ -699,6 +704,11 @@ def _modules_as_values(tree: ast.Module, names: _Names) -> list[Hack]:
 
 
 def _class_patterns(tree: ast.Module) -> list[Hack]:
+    own = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+    return _class_pattern_hacks(tree, own)
+
+
+def _class_pattern_hacks(tree: ast.Module, own: set[str]) -> list[Hack]:
     """``case C(attr=p)`` reads ``attr`` of the subject, and ``case C(p)`` whatever ``C.__match_args__``
     names: attribute reads by a route the attribute rules do not see (``case object(f_back=f)`` is
     ``f = x.f_back``). A class pattern may test the type only, or capture the subject of a builtin
@@ -710,6 +720,9 @@ def _class_patterns(tree: ast.Module) -> list[Hack]:
         cls = node.cls.id if isinstance(node.cls, ast.Name) else None
         if not node.kwd_attrs and len(node.patterns) == 1 and cls in SELF_MATCHING:
             continue
+        if cls in own and not node.patterns and all(
+                not a.startswith("_") and a not in INTROSPECTION_ATTRS for a in node.kwd_attrs):
+            continue  # the solution's own class: only its instances match, by public attributes
         read = ", ".join(node.kwd_attrs) or "its __match_args__"
         hacks.append(make_hack(14, f"line {node.lineno}: a class pattern reads attributes ({read}) of the "
                                    f"matched value (solution contract)"))
@@ -898,7 +911,7 @@ ALLOWED_IMPORTS = (
 """The modules a solution may import (``import x`` / ``from x import y``). Any other import is
 admitted only where all it yields is `ALLOWED_REFERENCES` (`_restricted_import`)."""
 ALLOWED_DUNDERS = frozenset(("__init__", "__name__", "__qualname__", "__doc__", "__future__", "__main__",
-                             "__version__"))
+                             "__version__", "__all__"))
 OPERATOR_DUNDERS = frozenset(("__getitem__", "__len__", "__contains__", "__lt__", "__le__", "__gt__", "__ge__",
                               "__eq__", "__ne__"))
 """Dunder methods a solution may read from a value (``sorted(idx, key=strides.__getitem__)``): each is
@@ -1054,6 +1067,12 @@ MODULE_ATTRS = frozenset(("operator", "_operator", "inspect", "sys", "os", "posi
                           "gc", "ctypes", "subprocess", "marshal"))
 """Attribute names that are modules the contract does not admit; read from any object (a module a
 parameter holds, ``m.operator``) they reach past the contract, whatever the object is."""
+def _on_self(node: ast.Attribute) -> bool:
+    """``self._time``: an attribute of the solution's own instance (what it holds, it put there, through
+    reads these rules checked)."""
+    return isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
+
+
 def _module_attr(attr: str) -> bool:
     """An attribute name that names a module the contract does not admit, private spellings included
     (``collections._sys``, ``torch._C``): `MODULE_ATTRS`, or any standard-library module's name."""
@@ -1074,7 +1093,7 @@ def _attribute_rule(node: ast.Attribute, names: _Names, bad: Callable[..., None]
         return
     resolved = names.resolve(node)
     if resolved is None:  # rooted in a value (a parameter, a call): the module it holds is unknown
-        if _module_attr(attr) and not isinstance(node.ctx, ast.Store):
+        if _module_attr(attr) and not isinstance(node.ctx, ast.Store) and not _on_self(node):
             bad(node, f"reads .{attr}, a module outside the contract, from an object")
         elif attr in DYNAMIC_ACCESSORS:
             bad(node, f"reads .{attr} (attribute access by computed names)")
