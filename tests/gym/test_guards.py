@@ -353,3 +353,14 @@ def test_outputs_with_attributes_of_their_own_or_container_subclasses_are_hack_1
         pass
 
     assert [h.code for h in check_outputs(Pair((plain, plain)))] == [11]
+
+
+def test_a_method_shadowed_on_a_harness_instance_is_hack_8():
+    from drkernel.gym.candidate.guards import AuditGuard, shadowed_methods
+
+    guard = AuditGuard("/tmp/solution-dir")
+    assert shadowed_methods(guard, None) == []
+    guard.arm = lambda: None  # what a solution that reached the guard would do
+    assert [h.code for h in shadowed_methods(guard)] == [8]
+    guard.armed = False  # data, not a method: the detectors' own state (not this check's)
+    assert len(shadowed_methods(guard)) == 1

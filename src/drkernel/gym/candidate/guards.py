@@ -811,6 +811,24 @@ def compilers_imported(before: Iterable[str], frames_before: int = 0) -> list[Ha
     return hacks
 
 
+def shadowed_methods(*objects: Any) -> list[Hack]:
+    """Harness objects (the integrity hook, the launch watch, the audit guard, the host-read detector)
+    carrying an instance attribute over a method of their class: a solution that reached one and set
+    ``hook.observe`` or ``hook.report`` on the instance turned recording off or forged the report while
+    every class and module stayed as it was (hack 8). The harness calls these methods through the
+    class as well; this names the attempt."""
+    hacks = []
+    for obj in objects:
+        if obj is None:
+            continue
+        own = object.__getattribute__(obj, "__dict__") if hasattr(type(obj), "__dict__") else {}
+        for name in list(own):
+            if callable(getattr(type(obj), name, None)):
+                hacks.append(make_hack(8, f"{type(obj).__name__}.{name} was shadowed on the harness's "
+                                          f"instance"))
+    return hacks
+
+
 def check_outputs(outputs: Any, inputs: Iterable[Any] = ()) -> list[Hack]:
     """Outputs must be plain tensors (hack 11) that share no memory with the inputs (hack 6)."""
     outs = list(outputs) if type(outputs) in (tuple, list) else [outputs]

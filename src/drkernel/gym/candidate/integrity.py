@@ -55,7 +55,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from drkernel.gym.harness.recorder import DispatcherWatch, OpRecorder, in_launch, unseen_hacks
 from drkernel.gym.verdict.coverage import OpProfile
 from drkernel.gym.candidate.guards import (AuditGuard, GlobalState, HostReads, IntegritySnapshot, check_outputs,
-                                 compilers_imported, dynamo_frames, scan_instance, scan_module)
+                                           compilers_imported, dynamo_frames, scan_instance, scan_module,
+                                           shadowed_methods)
 from drkernel.gym.verdict.hacks import dedupe, make_hack
 from drkernel.gym.candidate.launches import LaunchWatch, launch_watch
 from drkernel.gym.candidate.profiling import hidden_work, output_bytes, profile_forward
@@ -244,7 +245,7 @@ class IntegrityHook:
     def after_import(self, ctx: Any, module: Any) -> None:
         loader = getattr(ctx, "native_loader", None)  # a CUDA solution's load_inline (`drkernel.gym.cuda.loader`)
         self.hacks += scan_module(module, accepted=() if loader is None else (loader,))
-        self._check_state()
+        IntegrityHook._check_state(self)
 
     @contextlib.contextmanager
     def observe(self, recorder: OpRecorder | None = None) -> Iterator[None]:
@@ -262,7 +263,7 @@ class IntegrityHook:
             self.coverage_profile = kept.worst(recorder.profile).to_dict()
 
     def after_trial(self, ctx: Any, trial: int, inputs: Sequence[Any], outputs: Any) -> None:
-        self._check_state()
+        IntegrityHook._check_state(self)
         self.hacks += check_outputs(outputs, inputs) + output_layout_hacks(outputs)
 
     def _check_state(self) -> None:
@@ -270,11 +271,12 @@ class IntegrityHook:
             self.hacks += self.integrity.changed()
         self.hacks += self.state.changed()
         self.hacks += compilers_imported(self.modules_before, self.frames_before)
+        self.hacks += shadowed_methods(self, self.watch, self.guard, self.host_reads)
 
     # -- the integrity runs -------------------------------------------------------------------
 
     def _call(self, r: _Runs, args: list[Any], recorder: OpRecorder | None = None) -> Any:
-        with torch.no_grad(), self.observe(recorder):
+        with torch.no_grad(), IntegrityHook.observe(self, recorder):
             out = r.model(*args)
         if r.ctx.device.type == "cuda":
             torch.cuda.synchronize(r.ctx.device)
@@ -311,7 +313,7 @@ class IntegrityHook:
         if not ctx.cpu_mode:
             self._gpu_checks(r, make_inputs(0), profiled_inputs(r, plan))
             self._lap("profiler_and_hidden_work")
-        self._check_state()
+        IntegrityHook._check_state(self)
         self.own_before_timing = self.own_launches  # the timed calls' own launches are the rest
         if self.watch is not None:
             self.watch.scoped = False  # the timed calls pay no marking cost
@@ -419,7 +421,7 @@ class IntegrityHook:
         self.gpu = {"kernels": prof["kernels"], **measure, "out_bytes": out_bytes}
 
     def report(self) -> dict[str, Any]:
-        self._check_state()  # changes made while the solution was timed
+        IntegrityHook._check_state(self)  # changes made while the solution was timed
         violations = self.guard.violations if self.guard is not None else []
         reads = self.host_reads.hacks() if self.host_reads is not None else []
         return {

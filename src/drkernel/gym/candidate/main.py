@@ -115,9 +115,9 @@ class Context:
         """Every hook's ``observe()`` around one trial call, so trials look like integrity runs."""
         stack = contextlib.ExitStack()
         for hook in self.hooks:
-            observe = getattr(hook, "observe", None)
+            observe = getattr(type(hook), "observe", None)  # the class's: an instance attribute would shadow it
             if observe is not None:
-                stack.enter_context(observe())
+                stack.enter_context(observe(hook))
         return stack
 
     def compare(self, outputs: Any, trial: int | str, tag: str) -> dict[str, Any]:
@@ -384,7 +384,7 @@ class Candidate:
         reports = {}
         for hook in self.hooks:
             try:
-                reports[hook.name] = hook.report()
+                reports[hook.name] = type(hook).report(hook)  # the class's method, not an instance attribute
             except Exception as e:
                 reports[hook.name] = {"error": f"{type(e).__name__}: {e}"}
         return reports
