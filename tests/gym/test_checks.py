@@ -68,3 +68,14 @@ def test_hook_extra_run_compared_by_the_judge_catches_a_passthrough(checked_eval
 def test_honest_solution_passes_the_same_checks(checked_evaluator):
     r = checked_evaluator.evaluate(request(RELU_SOLUTION))
     assert r.status is Status.CORRECT and r.hacks == [] and r.valid is True
+
+
+def test_a_launch_cannot_name_its_own_original():
+    """The launch wrapper keeps Triton's ``run`` in its closure: a caller's ``__original`` keyword (which
+    replaced a keyword default and ran any function as an own launch) reaches Triton's ``run`` instead."""
+    from drkernel.gym.candidate.launches import LaunchWatch, _launching
+
+    calls = []
+    run = _launching(LaunchWatch("/nonexistent/solution.py"), lambda fn_self, *a, **k: calls.append(("triton", k)))
+    run(object(), 1, 2, __original=lambda *a, **k: calls.append(("fake", k)))
+    assert [c[0] for c in calls] == ["triton"] and "__original" in calls[0][1]

@@ -384,13 +384,7 @@ class AuditGuard:
             if original is None:
                 continue
 
-            def refused(*args: Any, __original: Any = original, __name: str = name, **kwargs: Any) -> Any:
-                if guard._direct_caller() is not None:
-                    guard._violate(11, f"torch._C.{__name}: turns off the dispatch modes that record ops")
-                return __original(*args, **kwargs)
-
-            refused.__name__ = refused.__qualname__ = name
-            setattr(torch._C, name, refused)
+            setattr(torch._C, name, _refusing(guard, name, original))
 
     def _guard_dynamic_getters(self) -> None:
         """``operator.attrgetter`` / ``methodcaller`` called by the solution with a name that is not a
@@ -452,13 +446,30 @@ class AuditGuard:
             if original is None:
                 continue
 
-            def start(*args: Any, __original: Callable = original, **kwargs: Any) -> Any:
-                if guard.armed and guard._quietly(guard._caller_is_solution, True):
-                    guard.violations.append(make_hack(7, "started a thread"))
-                    raise PermissionError("blocked by the KernelGym sandbox: threads are not allowed")
-                return __original(*args, **kwargs)
+            setattr(module, name, _thread_start(guard, original))
 
-            setattr(module, name, start)
+
+def _refusing(guard: "AuditGuard", name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+    """A dispatch-disabling guard of ``torch._C`` that refuses the solution's own code (hack 11). The
+    original is this closure's: a keyword default could be replaced by the caller."""
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        if guard._direct_caller() is not None:
+            guard._violate(11, f"torch._C.{name}: turns off the dispatch modes that record ops")
+        return original(*args, **kwargs)
+
+    refused.__name__ = refused.__qualname__ = name
+    return refused
+
+
+def _thread_start(guard: "AuditGuard", original: Callable[..., Any]) -> Callable[..., Any]:
+    """A thread primitive that refuses the solution (hack 7); the original is this closure's."""
+    def start(*args: Any, **kwargs: Any) -> Any:
+        if guard.armed and guard._quietly(guard._caller_is_solution, True):
+            guard.violations.append(make_hack(7, "started a thread"))
+            raise PermissionError("blocked by the KernelGym sandbox: threads are not allowed")
+        return original(*args, **kwargs)
+
+    return start
 
 
 def _integrity_targets() -> list[tuple[str, Any, str]]:
@@ -874,20 +885,25 @@ class HostReads:
         self.reads: list[tuple[str, int]] = []
         self._installed = False
 
+    def _reading(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        """``Tensor.<name>`` recording reads by the solution (the original in this closure: a keyword
+        default could be replaced by the caller)."""
+        def read(t: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            n = torch.Tensor.numel(t)
+            if n > 1 and self.quietly(self._from_solution):
+                self.reads.append((name, int(n)))
+            return original(t, *args, **kwargs)
+
+        read.__name__ = name
+        return read
+
     def install(self) -> "HostReads":
         if self._installed:
             return self
         for name in HOST_READ_METHODS:
             original = getattr(torch.Tensor, name)
 
-            def read(t: torch.Tensor, *args: Any, __original: Callable = original, __name: str = name,
-                     **kwargs: Any) -> Any:
-                if t.numel() > 1 and self.quietly(self._from_solution):
-                    self.reads.append((__name, int(t.numel())))
-                return __original(t, *args, **kwargs)
-
-            read.__name__ = name
-            setattr(torch.Tensor, name, read)
+            setattr(torch.Tensor, name, self._reading(name, original))
         self._installed = True
         return self
 

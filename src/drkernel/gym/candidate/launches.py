@@ -134,13 +134,17 @@ def launch_watch(solution_path: str, cpu_mode: bool) -> LaunchWatch:
 
         targets.append(InterpretedFunction)
     for cls in targets:
-        original = cls.run
-
-        def run(fn_self: Any, *args: Any, __original: Callable = original, **kwargs: Any) -> Any:
-            return watch.launch(__original, fn_self, args, kwargs)
-
-        cls.run = run
+        cls.run = _launching(watch, cls.run)
     return watch
+
+
+def _launching(watch: LaunchWatch, original: Callable[..., Any]) -> Callable[..., Any]:
+    """``run`` through the watch. The original is this closure's, not a keyword default: a caller's
+    ``run(..., **{"__original": f})`` replaced a default and ran ``f`` as an own launch."""
+    def run(fn_self: Any, *args: Any, **kwargs: Any) -> Any:
+        return watch.launch(original, fn_self, args, kwargs)
+
+    return run
 
 
 class LaunchRecorder(HookBase):
