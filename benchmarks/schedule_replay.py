@@ -270,11 +270,14 @@ class Setting:
     routing: str = "sticky"
     hit_s: float | None = None
     batch: tuple[int, float] | None = None
+    yield_at_exports: bool = False
 
     def label(self) -> str:
         cache = "off" if self.hit_s is None else f"hit {self.hit_s:g} s"
         batch = "" if self.batch is None else f", regions batched ({self.batch[0]} or {self.batch[1]:g} s)"
-        return f"c{self.concurrency}/p{self.pool_size}/j{self.judges} {self.routing}, compile cache {cache}{batch}"
+        held = ", holds paused at exports" if self.yield_at_exports else ""
+        return (f"c{self.concurrency}/p{self.pool_size}/j{self.judges} {self.routing}, compile cache {cache}"
+                f"{batch}{held}")
 
 
 def runtime(replay: Replay, setting: Setting) -> DeviceRuntime:
@@ -285,6 +288,7 @@ def runtime(replay: Replay, setting: Setting) -> DeviceRuntime:
     rt.requested, rt.hello, rt.concurrency, rt.pool_size = "cuda:0", {"device": "cuda:0"}, concurrency, pool_size
     rt.slots, rt.in_flight, rt.memory = Slots(concurrency), 0, MemoryBudget(0)
     rt.region_batch = setting.batch
+    rt.yield_at_exports = setting.yield_at_exports
     rt.rw = RWLock(setting.batch, rt.slots.park if setting.batch else None)
     rt.warm_up_gate = WarmUpGate(rt.rw)
     rt._count_lock = threading.Lock()
@@ -353,7 +357,8 @@ def settings(args: argparse.Namespace, measured: dict[str, Any]) -> list[Setting
                                                        args.judges or [measured["judges"]], args.judge_routing,
                                                        args.hit_s or [None], batches if args.region_batch else [None]):
         pool = args.pool_size or (c if args.concurrency else measured["pool_size"])
-        out.append(Setting(c, pool, j, routing, None if hit is None or hit < 0 else hit, batch))
+        for held in (False, True) if args.yield_at_exports else (False,):
+            out.append(Setting(c, pool, j, routing, None if hit is None or hit < 0 else hit, batch, held))
     return out
 
 
@@ -374,6 +379,8 @@ def main() -> int:
                          "the cache off, to replay both in one call)")
     ap.add_argument("--region-batch", nargs=2, action="append", metavar=("K", "T"),
                     help="InProcessEvaluator(region_batch=(K, T)); each one replayed beside the unbatched scheduling")
+    ap.add_argument("--yield-at-exports", action="store_true",
+                    help="InProcessEvaluator(yield_at_exports=True) replayed beside each setting without it")
     ap.add_argument("--start-s", type=float, default=1.0, help="a forked candidate's start (measured: 1.04 s)")
     ap.add_argument("--warm-share", type=float, default=0.6, help="the share of the start under the gate")
     ap.add_argument("--stop-s", type=float, default=0.004, help="stopping one candidate's process tree")

@@ -16,11 +16,13 @@ RUN = REPO / "benchmarks" / "results" / "sustained_ab_adaptive_h100_2026-11-26.j
 def test_the_replay_runs_each_setting_through_the_real_runtime(tmp_path):
     out = tmp_path / "replay.json"
     res = subprocess.run([sys.executable, "benchmarks/schedule_replay.py", str(RUN), "--limit", "24",
-                          "--scale", "0.02", "--concurrency", "4", "8", "--out", str(out)], cwd=REPO, capture_output=True, text=True,
+                          "--scale", "0.02", "--concurrency", "4", "8", "--yield-at-exports", "--out", str(out)],
+                         cwd=REPO, capture_output=True, text=True,
                          timeout=300, env={"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"})
     assert res.returncode == 0, res.stderr[-3000:]
     results = json.loads(out.read_text())["results"]
-    assert [r["concurrency"] for r in results] == [4, 8]
+    assert [r["concurrency"] for r in results] == [4, 4, 8, 8]  # each also with holds paused at exports
+    assert sum("paused at exports" in r["setting"] for r in results) == 2
     for r in results:
         assert r["evaluations"] == 24 and r["evals_per_s"] > 0
         # the replayed rows include timed evaluations: their regions were held for the measured time
