@@ -228,58 +228,60 @@ def test_submit_then_cancel_cycles_cannot_make_a_job_start_over_and_over(shares)
             dave.delete(f"/v1/jobs/{j}")
 
 
-def test_a_job_past_its_deadline_is_stopped_alone_not_with_its_worker(tmp_path):
+def _restarts(client) -> list[int]:
+    """Each worker's restarts, from the workers endpoint."""
+    workers = client.get("/v1/workers").json()
+    return [w["restarts"] for w in (workers if isinstance(workers, list) else workers["workers"])]
+
+
+@pytest.fixture
+def short_grace(tmp_path):
+    """A server of its own (the tests below kill or stop jobs): one CPU worker, two slots, a 1-s grace,
+    clients alice and bob."""
+    db = tmp_path / "jobs.sqlite"
+    tokens = {name: _drkernel("token", "add", name, "--db", str(db)).stdout.strip() for name in ("alice", "bob")}
+    srv = ServerProcess(db, "--devices", "cpu:1", "--slots", "2", "--evaluator", DIRECTIVE,
+                        "--job-timeout-grace-s", "1")
+    srv.start()
+    yield srv, tokens
+    srv.stop()
+
+
+def test_a_job_past_its_deadline_is_stopped_alone_not_with_its_worker(short_grace):
     """alice's job keeps going past timeout_s + grace (a reference whose every judge call stays under
     its own limit does this): it is stopped alone and ends `timeout`; bob's job in the worker's other
     slot finishes on its first attempt and the worker is never restarted."""
-    db = tmp_path / "jobs.sqlite"
-    tokens = {name: _drkernel("token", "add", name, "--db", str(db)).stdout.strip() for name in ("alice", "bob")}
-    srv = ServerProcess(db, "--devices", "cpu:1", "--slots", "2", "--evaluator", DIRECTIVE,
-                        "--job-timeout-grace-s", "1")
-    srv.start()
-    try:
-        with _http(srv, tokens["alice"]) as alice, _http(srv, tokens["bob"]) as bob:
-            # its own judge dies with the stop (a custom reference's): still a timeout, not a reference error
-            slow = {**_job("class ModelNew: pass\n# sleep: 300\n# killed: reference_error\n# overdue"),
-                    "config": {"device": "cpu", "timeout_s": 2}}
-            overdue = alice.post("/v1/jobs", json=slow).json()["id"]
-            _until(lambda: alice.get(f"/v1/jobs/{overdue}").json()["status"] == "running", "alice's job running")
-            fine = bob.post("/v1/jobs", json=_job("class ModelNew: pass\n# sleep: 6\n# neighbour")).json()["id"]
-            ended = alice.get(f"/v1/jobs/{overdue}/wait?timeout=40").json()
-            assert ended["status"] == "done" and ended["result"]["status"] == "timeout", ended
-            mine = bob.get(f"/v1/jobs/{fine}/wait?timeout=40").json()
-            assert mine["status"] == "done" and mine["result"]["status"] == "correct", mine
-            assert mine["attempts"] == 1, mine
-            workers = bob.get("/v1/workers").json()
-            listed = workers if isinstance(workers, list) else workers["workers"]
-            assert listed and [w["restarts"] for w in listed] == [0] * len(listed), workers
-    finally:
-        srv.stop()
+    srv, tokens = short_grace
+    with _http(srv, tokens["alice"]) as alice, _http(srv, tokens["bob"]) as bob:
+        # its own judge dies with the stop (a custom reference's): still a timeout, not a reference error
+        slow = {**_job("class ModelNew: pass\n# sleep: 300\n# killed: reference_error\n# overdue"),
+                "config": {"device": "cpu", "timeout_s": 2}}
+        overdue = alice.post("/v1/jobs", json=slow).json()["id"]
+        _until(lambda: alice.get(f"/v1/jobs/{overdue}").json()["status"] == "running", "alice's job running")
+        fine = bob.post("/v1/jobs", json=_job("class ModelNew: pass\n# sleep: 6\n# neighbour")).json()["id"]
+        ended = alice.get(f"/v1/jobs/{overdue}/wait?timeout=40").json()
+        assert ended["status"] == "done" and ended["result"]["status"] == "timeout", ended
+        mine = bob.get(f"/v1/jobs/{fine}/wait?timeout=40").json()
+        assert mine["status"] == "done" and mine["result"]["status"] == "correct", mine
+        assert mine["attempts"] == 1, mine
+        restarts = _restarts(bob)
+        assert restarts and restarts == [0] * len(restarts), restarts
 
 
-def test_a_worker_killed_for_a_job_that_would_not_stop_costs_its_neighbours_nothing(tmp_path):
+def test_a_worker_killed_for_a_job_that_would_not_stop_costs_its_neighbours_nothing(short_grace):
     """alice's job cannot be stopped alone (no cancel reaches it), so its worker is killed: bob's job,
     in the worker's other slot, goes back to the queue with its attempt uncounted."""
-    db = tmp_path / "jobs.sqlite"
-    tokens = {name: _drkernel("token", "add", name, "--db", str(db)).stdout.strip() for name in ("alice", "bob")}
-    srv = ServerProcess(db, "--devices", "cpu:1", "--slots", "2", "--evaluator", DIRECTIVE,
-                        "--job-timeout-grace-s", "1")
-    srv.start()
-    try:
-        with _http(srv, tokens["alice"]) as alice, _http(srv, tokens["bob"]) as bob:
-            stuck = {**_job("class ModelNew: pass\n# hang: 120\n# stuck"), "config": {"device": "cpu", "timeout_s": 2}}
-            hung = alice.post("/v1/jobs", json=stuck).json()["id"]
-            _until(lambda: alice.get(f"/v1/jobs/{hung}").json()["status"] == "running", "alice's job running")
-            beside = bob.post("/v1/jobs", json=_job("class ModelNew: pass\n# sleep: 300\n# beside")).json()["id"]
-            _until(lambda: bob.get(f"/v1/jobs/{beside}").json()["status"] == "running", "bob's job running")
-            _until(lambda: alice.get(f"/v1/jobs/{hung}").json()["status"] != "running" or
-                   alice.get(f"/v1/jobs/{hung}").json()["attempts"] > 1, "alice's worker killed", 90)
-            _until(lambda: bob.get("/v1/workers").json()["workers"][0]["restarts"] >= 1
-                   if isinstance(bob.get("/v1/workers").json(), dict) else bob.get("/v1/workers").json()[0]["restarts"] >= 1,
-                   "the worker restarted", 90)
-            mine = bob.get(f"/v1/jobs/{beside}").json()
-            assert mine["status"] in ("queued", "running") and mine["attempts"] <= 1, mine
-            bob.delete(f"/v1/jobs/{beside}")
-            alice.delete(f"/v1/jobs/{hung}")
-    finally:
-        srv.stop()
+    srv, tokens = short_grace
+    with _http(srv, tokens["alice"]) as alice, _http(srv, tokens["bob"]) as bob:
+        stuck = {**_job("class ModelNew: pass\n# hang: 120\n# stuck"), "config": {"device": "cpu", "timeout_s": 2}}
+        hung = alice.post("/v1/jobs", json=stuck).json()["id"]
+        _until(lambda: alice.get(f"/v1/jobs/{hung}").json()["status"] == "running", "alice's job running")
+        beside = bob.post("/v1/jobs", json=_job("class ModelNew: pass\n# sleep: 300\n# beside")).json()["id"]
+        _until(lambda: bob.get(f"/v1/jobs/{beside}").json()["status"] == "running", "bob's job running")
+        _until(lambda: alice.get(f"/v1/jobs/{hung}").json()["status"] != "running" or
+               alice.get(f"/v1/jobs/{hung}").json()["attempts"] > 1, "alice's worker killed", 90)
+        _until(lambda: _restarts(bob)[0] >= 1, "the worker restarted", 90)
+        mine = bob.get(f"/v1/jobs/{beside}").json()
+        assert mine["status"] in ("queued", "running") and mine["attempts"] <= 1, mine
+        bob.delete(f"/v1/jobs/{beside}")
+        alice.delete(f"/v1/jobs/{hung}")

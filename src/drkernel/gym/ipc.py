@@ -268,23 +268,23 @@ def encode_tree(value: Any, staging: StagingBuffer | None = None) -> tuple[Any, 
 
     chunks: list[bytes] = []
     offset = 0
+    plain = {id(t): plain_tensor(t) for t in _tensor_leaves(value)}  # each leaf's, made once
     staged: dict[int, int] = {}  # id(tensor) -> byte offset in the staging buffer
     if staging is not None:
-        leaves = [t for t in _tensor_leaves(value) if t.is_cuda and plain_tensor(t).numel() > 0]
+        leaves = [(k, t) for k, t in plain.items() if t.is_cuda and t.numel() > 0]
         staging.used = bool(leaves)
         if leaves:
-            offsets, total = StagingBuffer.layout(leaves)
+            offsets, total = StagingBuffer.layout([t for _, t in leaves])
             staging.reserve(total)
-            for t, start in zip(leaves, offsets):
-                plain = plain_tensor(t)
-                n = plain.numel() * plain.element_size()
-                staging.buf[start:start + n].view(plain.dtype).view(plain.shape).copy_(plain)
-                staged[id(t)] = start
+            for (k, t), start in zip(leaves, offsets):
+                n = t.numel() * t.element_size()
+                staging.buf[start:start + n].view(t.dtype).view(t.shape).copy_(t)
+                staged[k] = start
 
     def enc(v: Any) -> Any:
         nonlocal offset
         if issubclass(type(v), torch.Tensor):
-            t = plain_tensor(v)
+            t = plain[id(v)]
             head = {"k": "tensor", "dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape),
                     "type": type(v).__name__}
             if id(v) in staged:

@@ -832,8 +832,7 @@ def shadowed_methods(*objects: Any) -> list[Hack]:
     for obj in objects:
         if obj is None:
             continue
-        own = object.__getattribute__(obj, "__dict__") if hasattr(type(obj), "__dict__") else {}
-        for name in list(own):
+        for name in list(getattr(obj, "__dict__", {})):  # ``__dict__`` itself cannot be shadowed
             if callable(getattr(type(obj), name, None)):
                 hacks.append(make_hack(8, f"{type(obj).__name__}.{name} was shadowed on the harness's "
                                           f"instance"))

@@ -670,9 +670,10 @@ def _module_use_ok(node: ast.AST, parent: ast.AST | None, in_class: bool) -> boo
                 and parent.args[0] is node and _is_getattr(parent))
     if isinstance(parent, ast.Compare):  # ``libdevice is not None``: a test hands nothing on
         return all(isinstance(op, (ast.Is, ast.IsNot, ast.Eq, ast.NotEq)) for op in parent.ops)
-    if isinstance(parent, (ast.If, ast.While, ast.Assert)) or isinstance(parent, ast.UnaryOp) and isinstance(
-            parent.op, ast.Not):
-        return getattr(parent, "test", None) is node or isinstance(parent, ast.UnaryOp)  # ``if triton:``
+    if isinstance(parent, (ast.If, ast.While, ast.Assert)):  # ``if triton:``
+        return parent.test is node
+    if isinstance(parent, ast.UnaryOp):
+        return isinstance(parent.op, ast.Not)
     return isinstance(parent, ast.Expr)
 
 
@@ -704,15 +705,11 @@ def _modules_as_values(tree: ast.Module, names: _Names) -> list[Hack]:
 
 
 def _class_patterns(tree: ast.Module) -> list[Hack]:
-    own = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
-    return _class_pattern_hacks(tree, own)
-
-
-def _class_pattern_hacks(tree: ast.Module, own: set[str]) -> list[Hack]:
     """``case C(attr=p)`` reads ``attr`` of the subject, and ``case C(p)`` whatever ``C.__match_args__``
     names: attribute reads by a route the attribute rules do not see (``case object(f_back=f)`` is
-    ``f = x.f_back``). A class pattern may test the type only, or capture the subject of a builtin
-    self-matching class (hack 14 otherwise)."""
+    ``f = x.f_back``). A class pattern may test the type only, capture the subject of a builtin
+    self-matching class, or read public attributes of a class the solution defines (hack 14 otherwise)."""
+    own = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
     hacks = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.MatchClass) or not (node.patterns or node.kwd_attrs):
