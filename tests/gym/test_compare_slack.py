@@ -1,4 +1,4 @@
-"""TF32 slack on scaled and shifted trials (gym/judge/compare.py): an allowed TF32 GEMM must pass a trial drawn at a
+"""TF32 slack on every trial (gym/judge/compare.py): an allowed TF32 GEMM must pass a trial drawn at a
 wider scale, and a dropped term must still fail where the reference has no matmul (no slack)."""
 
 import torch

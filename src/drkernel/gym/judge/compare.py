@@ -10,7 +10,9 @@ convolution computed in TF32 is a correct solution. On a trial drawn at a wider 
 (`drkernel.gym.seeds.Distribution.WIDE`) its error grows with the products' magnitude while atol
 stays put; on a shifted trial (``SHIFTED``, +100) TF32's 10-bit mantissa rounds the inputs to steps
 of 1/16 before the products cancel (measured on an H100, 2026-11-24: 7 of 41 built-in golds failed
-there). So on both the judge also runs the reference with TF32 on and passes ``slack``: per output leaf,
+there); and on plain inputs a long reduction (K = 4096) leaves TF32 outputs near zero outside atol
+(vLLM's persistent fp32 GEMM, 0.7 % of outputs, H100, 2026-11-27). So on every trial the judge also
+runs the reference with TF32 on and passes ``slack``: per output leaf,
 ``TF32_SLACK x max |ref_tf32 - ref|`` is added to the bound. A reference without matmuls has no
 slack (its TF32 run is identical), so a dropped term still fails there.
 
@@ -38,7 +40,7 @@ TF32_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "line
 """Aten ops (base names) whose fp32 results change with TF32 on: a reference without any has no slack,
 and the judge does not run it a second time."""
 TF32_SLACK = 4.0
-"""How many times the reference's own TF32 error a solution may show on a scaled or shifted trial."""
+"""How many times the reference's own TF32 error a solution may show."""
 
 
 @dataclass

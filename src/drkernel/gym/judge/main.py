@@ -241,12 +241,12 @@ class Judge:
         return out
 
     def slack(self, h: CompareRequest, ref_out: Any) -> list[float] | None:
-        """TF32 slack (`drkernel.gym.judge.compare`) on a scaled or shifted trial or timed call (the timed
-        calls draw a distribution too) of a profile that allows TF32: the reference run again with TF32
-        on, against itself. None elsewhere (CPU, plain inputs)."""
+        """TF32 slack (`drkernel.gym.judge.compare`) on every trial and timed call of a profile that allows
+        TF32: the reference run again with TF32 on, against itself. None elsewhere (CPU, other profiles,
+        references without matmuls or convolutions)."""
         if self.device.type != "cuda" or h.profile != "kernelgym":
             return None
-        if distribution_of(h.seed) is Distribution.PLAIN or self.no_tf32.get(h.code):
+        if self.no_tf32.get(h.code):
             return None
         flags = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
