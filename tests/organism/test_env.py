@@ -4,7 +4,7 @@ import math
 
 from drkernel.gym.result import EvalResult, Hack, Status
 from drkernel.gym.verdict.hacks import LAZY_WARNING
-from drkernel.organism.env import feedback_of, judge_outcome, step_metrics
+from drkernel.organism.env import feedback_of, judge_outcome, needs_core_verdict, step_metrics
 from drkernel.reward import RewardConfig, RewardShape
 
 R = RewardConfig()
@@ -115,3 +115,15 @@ def test_verdict_cache_judges_each_program_once_and_carries_over_between_process
     assert ev.seeds == {None}
     asyncio.run(again.judge(ev, cfg.replace(seed=7), jobs[:1]))
     assert ev.seen == 5 and ev.seeds == {None, 7}
+
+
+def test_only_a_verdict_the_checks_could_have_changed_is_judged_again_with_core_checks():
+    # a hack found (flagged and run, or blocked before running) or a run the trials did not finish
+    assert needs_core_verdict(_result(hacks=[DECOY]))
+    assert needs_core_verdict(_result(status=Status.REJECTED, hacks=[DECOY]))
+    assert needs_core_verdict(_result(status=Status.RUNTIME_ERROR))
+    # passed or failed without a hack: core checks would say the same, so the arm pays `unchecked`
+    assert not needs_core_verdict(_result(op_cov=1.0, speedup=1.5, lazy=True))
+    assert not needs_core_verdict(_result(status=Status.INCORRECT))
+    paid = judge_outcome("triton relu", _result(op_cov=0.4, speedup=1.5, lazy=True), False, R).paid
+    assert paid.correct and paid.speedup == 1.5 and not paid.lazy and math.isnan(paid.coverage)

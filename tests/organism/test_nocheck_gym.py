@@ -78,13 +78,16 @@ def test_the_nocheck_reward_reads_the_core_verdict_and_its_hack_metric_the_full_
     assert hacked.seen.hacked and not hacked.seen.correct and hacked.status == "rejected"  # the metrics' view
     assert hacked.paid.correct and not hacked.paid.hacked and hacked.status_reward == "correct"
     assert hacked.reward == honest.reward == 0.5  # CPU: correct, nothing timed, no coverage term
-    assert cache.evaluations == 4  # each program once per checks setting
+    # the stream hack is judged by both checks settings; the honest program, which the full checks
+    # passed without a hack, only by the full ones (its core verdict would be the same: `unchecked`)
+    assert cache.evaluations == 3
+    assert honest.status_reward == "correct" and honest.paid.correct and not honest.seen.hacked
     m = asyncio.run(env.rollout(_Scripted(programs), 0)).metrics
     assert m["gym/org/hack_rate"] == 0.5 and m["gym/org/evaluations"] == 0.0  # all from the cache
     # the full arm, sharing the cache, pays the same hack nothing and judges nothing again
     full_env, _ = _env(evaluators, integrity=True, cache=cache)
     _, (again, _) = asyncio.run(full_env.episodes(_Scripted(programs), [0, 0], 1))
-    assert again[0].reward == 0.0 and again[0].paid.hacked and cache.evaluations == 4
+    assert again[0].reward == 0.0 and again[0].paid.hacked and cache.evaluations == 3
 
 
 def test_an_arm_with_the_checks_off_needs_a_core_checks_evaluator(evaluators):

@@ -16,7 +16,8 @@ from drkernel.gym.orchestrator.runtime import RWLock
 from drkernel.gym.result import EvalResult, Status
 from drkernel.organism.arms import SCALES
 from drkernel.organism.families import generate, to_problem
-from drkernel.organism.parallel import Deadline, Job, arm_jobs, draw_seeds, run_pool, seeds_for, sft_jobs
+from drkernel.organism.parallel import (Deadline, Job, arm_jobs, draw_seeds, finished, plan, run_pool, seeds_for,
+                                        set_aside, sft_jobs)
 from drkernel.organism.run import sft_folder, stage_breakdown
 from drkernel.organism.turns import DeviceTurns
 from drkernel.organism.verdicts import EvalCache, _Claims
@@ -35,8 +36,8 @@ def test_seeds_are_drawn_once_recorded_and_extended(tmp_path):
 
 
 def test_the_pool_runs_jobs_skips_finished_ones_and_keeps_failures(tmp_path):
-    done = tmp_path / "done.txt"
-    done.write_text("x")
+    done = tmp_path / "done.json"
+    done.write_text("{}")
     jobs = [Job("ok", (sys.executable, "-c", "import os; print(os.environ['OMP_NUM_THREADS'])")),
             Job("bad", (sys.executable, "-c", "raise SystemExit(3)")),
             Job("old", (sys.executable, "-c", "raise SystemExit(9)"), done)]
@@ -71,6 +72,37 @@ def test_arm_jobs_share_the_cache_and_the_turns_and_name_their_run_file(tmp_path
     assert jobs[1].done == tmp_path / "runs" / "full-s7" / "full-s7" / "organism_run.json"
     (sft,) = sft_jobs([7], "dry", "cpu", tmp_path / "cache")  # done when the policy's info exists
     assert sft.done == sft_folder(SCALES["dry"], 7, tmp_path / "cache") / "organism_sft.json"
+
+
+def _record(job, **fields):
+    """A run's record as `run.run_arm` writes it (the fields a later call reads), plus its trainer files."""
+    job.done.parent.mkdir(parents=True)
+    (job.done.parent / "episodes.jsonl").write_text('{"step": 1}\n')
+    job.done.write_text(json.dumps({"schema": "organism-run/1", "arm": job.label.split("-")[0],
+                                    "seed": job.seed, "steps_done": 12, "stopped_early": False} | fields))
+
+
+def test_a_carried_runs_folder_keeps_finished_runs_and_reruns_cut_and_missing_ones(tmp_path):
+    # seed 7: nocheck finished, nopr cut by the RL guard at 2/12; seed 9: nocheck killed before its
+    # record (trainer files only), nopr never started; no SFT cache, no checkpoints (a fresh machine)
+    jobs = arm_jobs(["nocheck", "nopr"], [7, 9], "gpu", "cuda", tmp_path, 420.0)
+    kept, cut, killed, absent = jobs
+    _record(kept)
+    _record(cut, steps_done=2, stopped_early=True)
+    killed.done.parent.mkdir(parents=True)
+    (killed.done.parent / "metrics.jsonl").write_text("{}\n")
+    p = plan(jobs)
+    assert p.kept == (kept,) and p.cut == (cut, killed) and p.todo == (cut, killed, absent)
+    assert p.sft_seeds == (7, 9)  # both seeds have runs to do; a seed with all runs finished has none
+    assert finished(kept.done) and not finished(cut.done) and not finished(absent.done)
+    assert "1 runs finished (kept): nocheck-s7" in p.lines()[0]
+    assert "2 cut short or killed" in p.lines()[1] and "SFT for 2 seeds: 7,9" in p.lines()[3]
+    where = set_aside(cut, tmp_path / "cut")
+    assert where == tmp_path / "cut" / "nopr-s7-1" and not (tmp_path / "runs" / "nopr-s7").exists()
+    assert json.loads((where / "nopr-s7" / "organism_run.json").read_text())["steps_done"] == 2
+    _record(cut, steps_done=3, stopped_early=True)  # cut again: kept beside the first
+    assert set_aside(cut, tmp_path / "cut") == tmp_path / "cut" / "nopr-s7-2"
+    assert plan(arm_jobs(["nocheck"], [7], "gpu", "cuda", tmp_path, 420.0)).sft_seeds == ()
 
 
 def _blocked(turns, mode):

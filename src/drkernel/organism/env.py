@@ -4,11 +4,16 @@ Per step it picks ``prompts_per_step`` problems, samples ``samples_per_prompt`` 
 ``turns`` turns each with the current policy, renders every program into a Triton solution, and has
 the real gym judge it. Every program is judged with the gym's full checks (`default_checks`): that
 verdict feeds the metrics of every arm, so hack and lazy rates mean the same thing in all of them.
-An arm with the hack checks off (``integrity=False``) has each program judged a second time by an
-evaluator with only the trust boundary's own checks (`core_checks`: no static analysis, no integrity
-hook, no hack verdict, no coverage), and its reward, PRS mask and feedback read that verdict only. So
-a hack the full checks block before it runs (a kernel on a side stream) really runs, is really timed,
-and is paid what the unchecked gym would pay it, while the metrics still count it as a hack.
+An arm with the hack checks off (``integrity=False``) has each program the full checks could have
+judged differently (`needs_core_verdict`: a hack found, or a status other than correct or incorrect)
+judged a second time by an evaluator with only the trust boundary's own checks (`core_checks`: no
+static analysis, no integrity hook, no hack verdict, no coverage), and its reward, PRS mask and
+feedback read that verdict only. So a hack the full checks block before it runs (a kernel on a side
+stream) really runs, is really timed, and is paid what the unchecked gym would pay it, while the
+metrics still count it as a hack. A program the full checks passed or failed without finding a hack
+is paid its full verdict less hacks and coverage (`unchecked`): the timed calls run unobserved in
+both, and on the H100 (2026-11-27, six no-check runs, 3317 such turns judged both ways) the core
+verdict's status always agreed and its speedup differed by 1.1 % at the median (two measurements).
 
 Verdicts are cached per (checks, problem, solution source) (`drkernel.organism.verdicts.EvalCache`): a
 program is judged once per checks setting for the whole suite, which is what keeps a GPU arm within
@@ -28,7 +33,7 @@ from typing import Any, Sequence
 from drkernel.errors import ConfigError
 from drkernel.gym.config import EvalConfig
 from drkernel.gym.protocol import Evaluator
-from drkernel.gym.result import EvalResult
+from drkernel.gym.result import EvalResult, Status
 from drkernel.organism.corpus import feedback
 from drkernel.organism.families import from_problem
 from drkernel.organism.program import Mode, ProgramError, parse
@@ -97,6 +102,15 @@ def unchecked(result: EvalResult) -> EvalResult:
     no hack, no coverage, no warning (stands in for a core-checks verdict of a program both let run)."""
     return dataclasses.replace(result, hacks=[], warnings=[], op_coverage=None, time_coverage=None,
                                kernels=[]).finalize()
+
+
+def needs_core_verdict(result: EvalResult) -> bool:
+    """Whether the core checks could judge ``result``'s program otherwise than the full checks did: a
+    hack was found (a blocked or flagged program may run and be paid without the checks), or the
+    program neither passed nor failed its trials (an integrity guard may have stopped it). Otherwise
+    `unchecked` ``result`` is its core verdict (the organism's rendered programs never read what a
+    fresh allocation held, so the integrity hook's poisoning cannot fail one that core checks pass)."""
+    return bool(result.hacks) or result.status not in (Status.CORRECT, Status.INCORRECT)
 
 
 def judge_outcome(program: str, result: EvalResult | None, integrity: bool, reward_config: RewardConfig,
@@ -222,9 +236,14 @@ class OrganismEnv:
         one after the other, so the two evaluators never time on the device at once."""
         config = self.settings.eval_config
         full = await self.cache.judge(self.evaluator, config, jobs)
+        paid: list[EvalResult | None] = [None] * len(full)
         if self.settings.integrity or self.core_evaluator is None:
-            return full, [None] * len(full)
-        return full, list(await self.cache.judge(self.core_evaluator, config, jobs, Checks.CORE))
+            return full, paid
+        redo = [i for i, r in enumerate(full) if needs_core_verdict(r)]
+        core = await self.cache.judge(self.core_evaluator, config, [jobs[i] for i in redo], Checks.CORE)
+        for i, result in zip(redo, core):
+            paid[i] = result
+        return full, paid
 
     async def _turn(self, policy: Any, chosen: Sequence[int], histories: list[list[dict[str, str]]]
                     ) -> tuple[list[Any], list[TurnOutcome]]:

@@ -6,6 +6,12 @@ first time a runs folder is used and written to its ``seeds.json`` with the date
 same folder (a call killed at its time limit, run again) reads them back and skips the runs already
 finished, so no seed is ever chosen by hand or redrawn after a result was seen.
 
+A run is finished when its ``organism_run.json`` records all its steps (`finished`): that file is all
+a later call needs, so a runs folder carried to a fresh machine without the SFT cache and the
+checkpoints resumes. A run the RL budget guard cut short, or one killed before it wrote its record,
+is set aside under ``cut/`` (kept, not reported: its trainer files would be appended to) and run
+again; the SFT is redone only for seeds that still have runs to do (`plan`).
+
 Phases: the SFT of every seed (one process per seed, ``parallel`` at once), then every (arm, seed) run
 (``parallel`` at once). The runs share the GPU through `drkernel.organism.turns` (sampling and training
 together, the gym's evaluations one run at a time) and one verdict file, so a program is judged once
@@ -38,6 +44,7 @@ class Job:
     label: str
     argv: tuple[str, ...]
     done: Path | None = None
+    seed: int | None = None
 
 
 @dataclass(frozen=True)
@@ -108,6 +115,39 @@ def seeds_for(out: Path, n: int) -> list[int]:
     return seeds[:n]
 
 
+def _record(path: Path) -> dict | None:
+    """The JSON object at ``path`` (None: absent, torn by a killed writer, or not an object)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def finished(done: Path) -> bool:
+    """Whether a job's ``done`` file records it finished: readable, and not a run the RL budget guard
+    cut short (`run.run_arm`'s ``stopped_early``)."""
+    record = _record(done)
+    return record is not None and not record.get("stopped_early", False)
+
+
+def _run_folder(job: Job) -> Path | None:
+    """An arm job's own folder (``runs/<label>``: the run's trainer files and its suite bundle)."""
+    return job.done.parent.parent if job.done is not None and job.done.name == "organism_run.json" else None
+
+
+def set_aside(job: Job, folder: Path) -> Path:
+    """Move an unfinished run's folder (``runs/<label>``) to ``folder/<label>-<n>`` (its files kept, out
+    of the report's reach) so that its re-run starts clean; returns where it went."""
+    source = _run_folder(job)
+    assert source is not None
+    folder.mkdir(parents=True, exist_ok=True)
+    n = 1 + sum(1 for _ in folder.glob(f"{job.label}-*"))
+    target = folder / f"{job.label}-{n}"
+    os.replace(source, target)
+    return target
+
+
 def run_pool(jobs: Sequence[Job], parallel: int, logs: Path, threads: int,
              deadline: Deadline | None = None) -> list[JobResult]:
     """Run ``jobs``, at most ``parallel`` at once (a job whose ``done`` file exists is skipped; one the
@@ -116,7 +156,7 @@ def run_pool(jobs: Sequence[Job], parallel: int, logs: Path, threads: int,
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
 
     def one(job: Job) -> JobResult:
-        if job.done is not None and job.done.exists():
+        if job.done is not None and finished(job.done):
             return JobResult(job.label, 0, 0.0, skipped=True)
         if deadline is not None and not deadline.allows():
             return JobResult(job.label, 0, 0.0, postponed=True)
@@ -141,7 +181,7 @@ def sft_jobs(seeds: Sequence[int], scale: str, device: str, cache: Path) -> list
     from drkernel.organism.run import sft_folder
 
     return [Job(f"sft-s{s}", _cli("sft", "--seed", str(s), "--scale", scale, "--device", device,
-                                  "--out", str(cache)), sft_folder(scale_of(scale), s, cache) / "organism_sft.json")
+                                  "--out", str(cache)), sft_folder(scale_of(scale), s, cache) / "organism_sft.json", s)
             for s in seeds]
 
 
@@ -158,8 +198,43 @@ def arm_jobs(arms: Sequence[str], seeds: Sequence[int], scale: str, device: str,
                     "--turns", str(out / "cache" / "device.lock"), "--gym-concurrency", str(gym_concurrency)]
             if budget_s is not None:
                 argv += ["--budget-s", str(budget_s)]
-            jobs.append(Job(f"{a}-s{s}", _cli(*argv), folder / f"{a}-s{s}" / "organism_run.json"))
+            jobs.append(Job(f"{a}-s{s}", _cli(*argv), folder / f"{a}-s{s}" / "organism_run.json", s))
     return jobs
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a claims call does with a runs folder, from the run records in it alone."""
+
+    kept: tuple[Job, ...]
+    """Finished runs (all steps recorded): not run again, their values reported."""
+    cut: tuple[Job, ...]
+    """Runs begun but not finished (cut short by the RL budget guard, or killed): set aside under
+    ``cut/`` and run again."""
+    todo: tuple[Job, ...]
+    """Runs to start (never finished, cut ones included), in order."""
+    sft_seeds: tuple[int, ...]
+    """Seeds with runs to do: only their SFT is needed (a carried folder has no SFT cache)."""
+
+    def lines(self) -> list[str]:
+        def labels(jobs: Sequence[Job]) -> str:
+            return " ".join(j.label for j in jobs) or "none"
+
+        return [f"SUMMARY organism plan: {len(self.kept)} runs finished (kept): {labels(self.kept)}",
+                f"SUMMARY organism plan: {len(self.cut)} cut short or killed (set aside, run again): "
+                f"{labels(self.cut)}",
+                f"SUMMARY organism plan: {len(self.todo)} runs to do: {labels(self.todo)}",
+                f"SUMMARY organism plan: SFT for {len(self.sft_seeds)} seeds: "
+                f"{','.join(map(str, self.sft_seeds)) or 'none'}"]
+
+
+def plan(jobs: Sequence[Job]) -> Plan:
+    """The `Plan` of ``arm_jobs`` on a runs folder as it is now."""
+    todo = tuple(j for j in jobs if j.done is None or not finished(j.done))
+    seeds = tuple(dict.fromkeys(j.seed for j in todo if j.seed is not None))
+    return Plan(kept=tuple(j for j in jobs if j not in todo),
+                cut=tuple(j for j in todo if (f := _run_folder(j)) is not None and f.exists()),
+                todo=todo, sft_seeds=seeds)
 
 
 STAGE_NAMES = (("gym_start", "gym start"), ("setup", "setup"), ("heldout_before", "held-out before"),
@@ -189,25 +264,35 @@ def stage_lines(run_files: Sequence[Path]) -> list[str]:
 
 def claims(arms: Sequence[str], n_seeds: int, scale: str, device: str, out: Path, parallel: int,
            budget_s: float | None = None, cpus: int | None = None, sft_only: bool = False,
-           report: Path | None = None, deadline_s: float | None = None, run_estimate_s: float = 0.0) -> list[str]:
+           report: Path | None = None, deadline_s: float | None = None, run_estimate_s: float = 0.0,
+           plan_only: bool = False) -> list[str]:
     """SFT and run ``arms`` x ``n_seeds`` fresh seeds in a pool, write the report (to ``report``,
-    default ``out/report``); SUMMARY lines. ``sft_only``: stop after the SFTs (a call of its own).
-    ``deadline_s``: start no run that would likely end more than this many seconds after the call
-    began (`Deadline`, first guess ``run_estimate_s``); the postponed ones run on the next call."""
+    default ``out/report``); SUMMARY lines. Only what the folder's run records leave to do is done
+    (`plan`); ``plan_only``: say what that is and stop. ``sft_only``: stop after the SFTs (a call of
+    its own). ``deadline_s``: start no run that would likely end more than this many seconds after
+    the call began (`Deadline`, first guess ``run_estimate_s``); the postponed ones run on the next call."""
     from drkernel.organism.report import write_report
 
     seeds = seeds_for(out, n_seeds)
     threads = max(1, (cpus or os.cpu_count() or 1) // max(1, parallel))
+    todo = plan(arm_jobs(arms, seeds, scale, device, out, budget_s, max(2, threads)))
+    lines = [f"SUMMARY organism seeds (drawn at run time, {out / SEEDS_FILE}): {','.join(map(str, seeds))}",
+             *todo.lines()]
+    if plan_only:
+        return lines
     t0 = time.monotonic()
-    sft = run_pool(sft_jobs(seeds, scale, device, out / "cache"), parallel, out / "logs", threads)
+    sft = run_pool(sft_jobs(todo.sft_seeds, scale, device, out / "cache"), parallel, out / "logs", threads)
     t_sft = time.monotonic() - t0
-    jobs = [] if sft_only else arm_jobs(arms, seeds, scale, device, out, budget_s, max(2, threads))
+    jobs = [] if sft_only else list(todo.todo)
+    if not sft_only:
+        lines += [f"SUMMARY organism job {j.label}: begun before, not finished: set aside to "
+                  f"{set_aside(j, out / 'cut')}"
+                  for j in todo.cut]
     deadline = Deadline(t0 + deadline_s, run_estimate_s) if deadline_s else None
     runs = run_pool(jobs, parallel, out / "logs", threads, deadline)
     t_runs = time.monotonic() - t0 - t_sft
-    lines = [f"SUMMARY organism seeds (drawn at run time, {out / SEEDS_FILE}): {','.join(map(str, seeds))}",
-             (f"SUMMARY organism claims: {len(seeds)} SFTs in {t_sft:.0f} s, {len(runs)} runs in {t_runs:.0f} s "
-              f"wall ({parallel} at once, {threads} threads each)")]
+    lines.append(f"SUMMARY organism claims: {len(sft)} SFTs in {t_sft:.0f} s, {len(runs)} runs in {t_runs:.0f} s "
+                 f"wall ({parallel} at once, {threads} threads each; {len(todo.kept)} finished before)")
     lines += [f"SUMMARY organism job {r.label}: {r.text()}" for r in sft + runs]
     ran = [j.done for j, r in zip(jobs, runs) if j.done is not None and not (r.skipped or r.postponed)]
     lines += stage_lines(ran)
