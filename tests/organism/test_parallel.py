@@ -249,3 +249,32 @@ def test_the_claims_command_runs_fresh_seeds_in_parallel_on_cpu(tmp_path):
     assert len(stages) == 4 and all("sampling" in line and "evaluations" in line for line in stages)
     run = json.loads(next((tmp_path / "runs").glob("*/*/organism_run.json")).read_text())
     assert run["stages"]["evaluations_n"] >= 0 and run["stages"]["wall"] > run["stages"]["sampling"]
+
+
+@pytest.mark.slow
+def test_a_claims_call_on_a_carried_folder_runs_only_what_is_left_on_cpu(tmp_path):
+    """The folder a fresh machine gets: run records without the SFT cache, the verdicts or the
+    checkpoints; one run cut short by the RL guard. Only that run (and its seed's SFT) is done again."""
+    import shutil
+
+    from drkernel.organism.parallel import claims
+
+    first = claims(["nopr", "full"], 1, "dry", "cpu", tmp_path, parallel=2, cpus=2)
+    assert not any("FAILED" in line for line in first), "\n".join(first)
+    seed = json.loads((tmp_path / "seeds.json").read_text())["seeds"][0]
+    shutil.rmtree(tmp_path / "cache")
+    for folder in (tmp_path / "runs").glob("*/*/checkpoints"):
+        shutil.rmtree(folder)
+    kept, cut = (tmp_path / "runs" / f"{a}-s{seed}" / f"{a}-s{seed}" / "organism_run.json" for a in ("full", "nopr"))
+    kept_text = kept.read_text()
+    cut.write_text(json.dumps(json.loads(cut.read_text()) | {"stopped_early": True}))
+    lines = claims(["nopr", "full"], 1, "dry", "cpu", tmp_path, parallel=2, cpus=2)
+    assert not any("FAILED" in line for line in lines), "\n".join(lines)
+    assert f"SUMMARY organism plan: 1 runs finished (kept): full-s{seed}" in lines
+    assert f"SUMMARY organism plan: SFT for 1 seeds: {seed}" in lines
+    assert kept.read_text() == kept_text  # not run again
+    assert not json.loads(cut.read_text())["stopped_early"]  # run again to its last step
+    assert (tmp_path / "cut" / f"nopr-s{seed}-1" / f"nopr-s{seed}" / "organism_run.json").exists()
+    assert [line for line in lines if "organism stages" in line][0].startswith(f"SUMMARY organism stages nopr-s{seed}")
+    summary = json.loads((tmp_path / "report" / "organism_summary.json").read_text())
+    assert summary["seeds"]["full"] == summary["seeds"]["nopr"] == [seed]
