@@ -1,4 +1,4 @@
-"""KernelBench's own evaluator on one (problem, solution) pair: the yardstick `benchmarks/oneshot.py` compares with.
+"""KernelBench's own evaluator on one (problem, solution) pair: the yardstick of `benchmarks/oneshot.py`.
 
 Runs ``kernelbench.eval.eval_kernel_against_ref`` from the copy that ``scripts/kernelbench_vendor.sh`` makes
 (``.kernelbench/``, MIT), the way KernelBench's ``scripts/eval_from_generations.py`` evaluates one sample:
@@ -106,7 +106,8 @@ def vendored(kb_dir: str | Path) -> Path:
     root = Path(kb_dir).resolve()
     for rel in ("src/kernelbench/eval.py", "LICENSE", "SOURCE.txt"):
         if not (root / rel).is_file():
-            raise YardstickError(f"{root / rel} is missing: run {VENDOR} first (it copies KernelBench's evaluator)")
+            raise YardstickError(f"{root / rel} is missing: run {VENDOR} first (it copies KernelBench's "
+                                 "evaluator)")
     return root
 
 
@@ -135,23 +136,24 @@ def missing_packages() -> list[str]:
 
 def evaluate(kb_dir: str | Path, reference_src: str, solution_src: str, device: str = "cuda:0",
              timeout_s: float = 180.0, dry_run: bool = False, **job_fields) -> Outcome:
-    """One evaluation by KernelBench's evaluator in a fresh process; raises YardstickError if it cannot run."""
+    """One evaluation by KernelBench's evaluator in a fresh process; YardstickError if it cannot run."""
     root = vendored(kb_dir)
     lacking = missing_packages()
     if lacking:
         raise YardstickError(f"KernelBench's evaluator needs {', '.join(lacking)}, not importable here "
                              "(on the GPU machine pydantic comes from .whl: scripts/device_wheels.sh)")
     with tempfile.TemporaryDirectory(prefix="kernelbench_") as tmp:
-        job = Job(kernelbench=str(root), reference_src=reference_src, solution_src=solution_src, device=device,
-                  result_path=os.path.join(tmp, "result.json"), build_dir=os.path.join(tmp, "build"),
-                  dry_run=dry_run, **job_fields)
+        job = Job(kernelbench=str(root), reference_src=reference_src, solution_src=solution_src,
+                  device=device, result_path=os.path.join(tmp, "result.json"),
+                  build_dir=os.path.join(tmp, "build"), dry_run=dry_run, **job_fields)
         spec = Path(tmp, "job.json")
         spec.write_text(json.dumps(dataclasses.asdict(job)))
         env = dict(os.environ, TRITON_CACHE_DIR=os.path.join(tmp, "triton_cache"))
         t0 = time.monotonic()
         try:
-            proc = subprocess.run([sys.executable, __file__, "--child", str(spec)], env=env, cwd=tmp,
-                                  capture_output=True, text=True, timeout=timeout_s)
+            script = str(Path(__file__).resolve())
+            proc = subprocess.run([sys.executable, script, "--child", str(spec)], env=env, cwd=tmp,
+                                  capture_output=True, text=True, timeout=timeout_s, check=False)
         except subprocess.TimeoutExpired:
             return Outcome(status="timeout", wall_s=time.monotonic() - t0, kernelbench_commit=commit_of(root))
         wall = time.monotonic() - t0
@@ -167,8 +169,8 @@ def evaluate(kb_dir: str | Path, reference_src: str, solution_src: str, device: 
 
 def _unavailable(module: str, attr: str):
     def call(*args, **kwargs):
-        raise RuntimeError(f"{module}.{attr} is a stand-in: {module} is not installed (only KernelBench's LLM "
-                           "clients use it, never its evaluator)")
+        raise RuntimeError(f"{module}.{attr} is a stand-in: {module} is not installed (only KernelBench's "
+                           "LLM clients use it, never its evaluator)")
     return call
 
 
@@ -178,7 +180,8 @@ def _install_stand_ins() -> list[str]:
     for module, attr in STAND_INS.items():
         if importlib.util.find_spec(module) is None:
             stand_in = types.ModuleType(module)
-            setattr(stand_in, attr, (lambda *a, **k: False) if module == "dotenv" else _unavailable(module, attr))
+            does = (lambda *a, **k: False) if module == "dotenv" else _unavailable(module, attr)
+            setattr(stand_in, attr, does)
             sys.modules[module] = stand_in
             made.append(module)
     return made
@@ -270,8 +273,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(report, indent=1))
-    print(json.dumps({k: report[k] for k in ("problem", "status", "compiled", "correctness", "runtime_ms",
-                                             "ref_runtime_ms", "wall_s", "import_s", "evaluate_s", "stand_ins")}))
+    shown = ("problem", "status", "compiled", "correctness", "runtime_ms", "ref_runtime_ms", "wall_s",
+             "import_s", "evaluate_s", "stand_ins")
+    print(json.dumps({k: report[k] for k in shown}))
     return 0 if outcome.status in ("ok", "dry_run") else 1
 
 
