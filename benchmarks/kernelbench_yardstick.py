@@ -94,6 +94,7 @@ class Outcome:
     evaluate_s: float = 0.0  # eval_kernel_against_ref itself (dry run: the loaders)
     stand_ins: tuple = ()
     kernelbench_commit: str = ""
+    log_tail: str = ""  # the last of what the evaluator printed (its warnings: excessive speedup, errors)
 
     @property
     def comparable(self) -> bool:
@@ -162,7 +163,8 @@ def evaluate(kb_dir: str | Path, reference_src: str, solution_src: str, device: 
                                  f"{(proc.stdout + proc.stderr)[-3000:]}")
         fields = json.loads(Path(job.result_path).read_text())
     fields["stand_ins"] = tuple(fields.get("stand_ins", ()))
-    return Outcome(wall_s=wall, kernelbench_commit=commit_of(root), **fields)
+    return Outcome(wall_s=wall, kernelbench_commit=commit_of(root), log_tail=(proc.stdout + proc.stderr)[-2000:],
+                   **fields)
 
 
 # ---- the child: runs inside the fresh process ----------------------------------------------------------

@@ -101,7 +101,8 @@ def kernelbench_row(kb_dir: str, req: EvalRequest, device: str) -> dict:
             "kernelbench": {"verdict": verdict, "comparable": out.comparable, "runtime_ms": out.runtime_ms,
                             "ref_runtime_ms": out.ref_runtime_ms, "import_s": out.import_s,
                             "evaluate_s": out.evaluate_s, "stand_ins": list(out.stand_ins),
-                            "commit": out.kernelbench_commit, "metadata": out.metadata}}
+                            "commit": out.kernelbench_commit, "metadata": out.metadata,
+                            "log_tail": out.log_tail}}
 
 
 def run_case(name: str, req: EvalRequest, quoted_s: float, args: argparse.Namespace, report: dict) -> bool:
