@@ -16,8 +16,18 @@ from drkernel.gym.orchestrator.runtime import RWLock
 from drkernel.gym.result import EvalResult, Status
 from drkernel.organism.arms import SCALES
 from drkernel.organism.families import generate, to_problem
-from drkernel.organism.parallel import (Deadline, Job, arm_jobs, draw_seeds, finished, plan, run_pool, seeds_for,
-                                        set_aside, sft_jobs)
+from drkernel.organism.parallel import (
+    Deadline,
+    Job,
+    arm_jobs,
+    draw_seeds,
+    finished,
+    plan,
+    run_pool,
+    seeds_for,
+    set_aside,
+    sft_jobs,
+)
 from drkernel.organism.run import sft_folder, stage_breakdown
 from drkernel.organism.turns import DeviceTurns
 from drkernel.organism.verdicts import EvalCache, _Claims
@@ -275,6 +285,7 @@ def test_a_claims_call_on_a_carried_folder_runs_only_what_is_left_on_cpu(tmp_pat
     assert kept.read_text() == kept_text  # not run again
     assert not json.loads(cut.read_text())["stopped_early"]  # run again to its last step
     assert (tmp_path / "cut" / f"nopr-s{seed}-1" / f"nopr-s{seed}" / "organism_run.json").exists()
-    assert [line for line in lines if "organism stages" in line][0].startswith(f"SUMMARY organism stages nopr-s{seed}")
+    stages = [line for line in lines if "organism stages" in line]
+    assert len(stages) == 1 and stages[0].startswith(f"SUMMARY organism stages nopr-s{seed}")
     summary = json.loads((tmp_path / "report" / "organism_summary.json").read_text())
     assert summary["seeds"]["full"] == summary["seeds"]["nopr"] == [seed]

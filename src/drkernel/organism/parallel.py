@@ -28,10 +28,10 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 SEEDS_FILE = "seeds.json"
 SEED_RANGE = 2**31
@@ -220,12 +220,11 @@ class Plan:
         def labels(jobs: Sequence[Job]) -> str:
             return " ".join(j.label for j in jobs) or "none"
 
+        seeds = ",".join(map(str, self.sft_seeds)) or "none"
         return [f"SUMMARY organism plan: {len(self.kept)} runs finished (kept): {labels(self.kept)}",
-                f"SUMMARY organism plan: {len(self.cut)} cut short or killed (set aside, run again): "
-                f"{labels(self.cut)}",
+                f"SUMMARY organism plan: {len(self.cut)} cut short or killed (set aside, run again): {labels(self.cut)}",
                 f"SUMMARY organism plan: {len(self.todo)} runs to do: {labels(self.todo)}",
-                f"SUMMARY organism plan: SFT for {len(self.sft_seeds)} seeds: "
-                f"{','.join(map(str, self.sft_seeds)) or 'none'}"]
+                f"SUMMARY organism plan: SFT for {len(self.sft_seeds)} seeds: {seeds}"]
 
 
 def plan(jobs: Sequence[Job]) -> Plan:
