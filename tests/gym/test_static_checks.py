@@ -571,7 +571,96 @@ def test_honest_idioms_beside_the_new_rules_are_admitted(snippet):
     "class Cfg:\n    pass\ndef f(c):\n    match c:\n        case Cfg(_secret=b):\n            return b",
     "class Cfg:\n    pass\ndef f(c):\n    match c:\n        case Cfg(f_back=b):\n            return b",
     "def f(x):\n    return x._sys",
-    "m = torch if True else triton",
+    "m = torch if True else triton\nc = m._C",                            # a union's chains: each member's
 ])
 def test_the_new_rules_still_hold_beside_those_idioms(snippet):
     assert 14 in codes(snippet), analyze(HEADER + snippet).hacks
+
+
+@pytest.mark.parametrize("snippet", [
+    # an if-expression between backends
+    "libdevice = tl.extra.hip.libdevice if torch.version.hip else tl.extra.cuda.libdevice\nerf = libdevice.erf",
+    # a probe loop over a literal tuple of namespaces
+    "from triton.language.extra import libdevice\nlog1p = None\nfor _mod in (libdevice, tl.math):\n"
+    "    if hasattr(_mod, 'log1p'):\n        log1p = _mod.log1p\n        break",
+    # a getter whose every return is a module, its result bound to a name
+    "def _get_libdevice():\n    try:\n        from triton.language.extra import libdevice\n        return libdevice\n"
+    "    except ImportError:\n        return tl.math\nlibdevice = _get_libdevice()\nerf = libdevice.erf",
+    "def pick(hip):\n    return tl.extra.hip.libdevice if hip else tl.extra.cuda.libdevice\nlib = pick(False)\ne = lib.exp",
+    # a parameter defaulting to a module, its call sites passing a module or nothing
+    "def to_tl(dtype, lang=tl):\n    return {torch.float32: lang.float32}[dtype]\nacc = to_tl(torch.float32)",
+    "def to_tl(dtype, *, lang=tl):\n    return lang.float32\nacc = to_tl(torch.float32, lang=tl.core)",
+    "import functools\ndef launch(x, lang=tl):\n    return lang.float32\nrun = functools.partial(launch, lang=tl)\ny = run(1)",
+])
+def test_modules_chosen_at_run_time_among_modules_are_admitted(snippet):
+    assert codes(snippet) == set(), analyze(HEADER + snippet).hacks
+
+
+@pytest.mark.parametrize("snippet, code", [
+    # every member's chains are checked, whichever branch or element it is
+    ("m = torch if c else tl\nx = m._C", 14),
+    ("m = tl if c else torch.cuda\nm.memory.empty_cache()", 15),
+    ("m = torch.cuda if c else tl\nm.memory.empty_cache()", 15),
+    ("for m in (tl, torch):\n    m.cuda.memory.empty_cache()", 15),
+    ("import typing\ndef f(x, lang=tl):\n    return lang.sys\nf(1, typing)", 14),     # a call site's module
+    ("def g(m=tl):\n    return m\nlib = g(torch)\nlib.cuda.memory.empty_cache()", 15),
+    # a choice that is not among modules only
+    ("def g():\n    if c:\n        return tl.math\n    return obj\nlib = g()", 14),
+    ("def f(x, lang=tl):\n    return lang.float32\nf(1, obj)", 14),
+    ("lib = tl.math if c else None\nlib = 3", 14),
+    # the name bound again, anywhere and however
+    ("lib = tl.math if c else tl.extra.cuda.libdevice\nlib = obj", 14),
+    ("lib = tl.math if c else tl\ndef f(o):\n    global lib\n    lib = o", 14),
+    ("def outer():\n    m = tl.math if c else tl\n    def inner(o):\n        nonlocal m\n        m = o\n    return inner", 14),
+    ("lib = tl.math if c else tl\nif (lib := obj):\n    pass", 14),
+    ("lib = tl.math if c else tl\nlib += obj", 14),
+    ("lib: object = tl if c else tl.math", 14),
+    ("for m in (tl, tl.math):\n    pass\ndel m", 14),
+    ("lib = tl if c else tl.math\ntry:\n    pass\nexcept Exception as lib:\n    pass", 14),
+    ("lib = tl if c else tl.math\nwith ctx() as lib:\n    pass", 14),
+    # loops over what is not a literal of modules
+    ("mods = (tl, torch)\nfor m in mods:\n    pass", 14),
+    ("for m in list((tl, tl.math)):\n    pass", 14),
+    ("for m in [*(tl, tl.math)]:\n    pass", 14),
+    ("for m, n in ((tl, tl.math),):\n    pass", 14),
+    ("*ms, = (tl, torch)", 14),
+    ("ok = [hasattr(m, 'erf') for m in (tl, tl.math)]", 14),
+    # a function whose callers are not all seen, or whose call is not plain
+    ("def f(x, lang=tl):\n    return lang.float32\nf(*args)", 14),
+    ("def f(x, lang=tl):\n    return lang.float32\nf(1, **kw)", 14),
+    ("def f(x, lang=tl):\n    return lang.float32\ng = f", 14),
+    ("class A:\n    def f(self, lang=tl):\n        return lang.float32", 14),
+    ("import functools\n@functools.lru_cache\ndef f(lang=tl):\n    return lang.float32", 14),
+    ("f = lambda lang=tl: lang.float32", 14),
+    ("def g():\n    return tl\nlib = g()\nx = [g()]", 14),
+    ("def g():\n    return tl\ndef h(f):\n    return f\nlib = h(g)()", 14),
+    ("def g():\n    return tl\ng = other\nlib = g()", 14),
+    ("def g():\n    yield tl\n    return torch\nlib = g()", 14),
+    ("async def g():\n    return torch\nlib = g()", 14),
+    ("def g():\n    return g() if c else torch\nlib = g()", 14),
+    ("lib = tl if c else tl.math\ndef f():\n    return lib\nx = [f()]", 14),
+    ("lib = tl if c else tl.math\nprint(lib)", 14),
+    # later callers of a partial may pass anything: the parameter is an object there too
+    ("import functools\ndef launch(x, lang=tl):\n    return lang.os\nrun = functools.partial(launch, lang=tl)", 14),
+    ("import functools\ndef launch(x, lang=tl):\n    return lang.float32\nrun = functools.partial(launch, lang=tl)\n"
+     "run(1, lang=torch)", 14),
+    # class bodies bind attributes, not names; aliases rebound through their own attributes are unbounded
+    ("class A:\n    for m in (tl, torch):\n        pass\nx = A.m.cuda", 14),
+    ("class A:\n    m = tl if c else torch", 14),
+    ("class A:\n    if True:\n        m = torch\nx = A.m.cuda", 14),
+    ("m = torch\nm = m.cuda", 14),
+    # plain aliases: every binding is followed (one was, the first), and one to an object is an object too
+    ("def outer():\n    m = tl.math\n    def inner():\n        nonlocal m\n        m = torch.cuda\n    inner()\n"
+     "    m.memory.empty_cache()", 15),
+    ("lib = tl if c else tl.math\nlib2 = lib\nlib2 = obj\ny = lib2.os", 14),
+    ("x = [getattr(torch, 'cuda')][0]", 14),                                 # a module by a literal getattr
+])
+def test_modules_chosen_at_run_time_are_refused_past_what_is_followed(snippet, code):
+    assert code in codes(snippet), analyze(HEADER + snippet).hacks
+
+
+def test_compute_through_a_union_is_reached_in_each_member():
+    src = HEADER + KERNEL + FORWARD.format("ops = torch if x.is_cuda else tl\n        return ops.relu(x)")
+    report = analyze(src)
+    assert "torch.relu" in {c.name for c in report.torch_calls}
+    assert report.own_kernels == ("k",) and not report.hacks

@@ -202,26 +202,30 @@ class StaticReport:
         return dedupe(self.hacks + self.strict_hacks)
 
 
-class _Names:
-    """Resolve names and attribute chains to dotted names through imports and simple aliases."""
+BUILTIN_NAMES = {"open": "builtins.open", "__import__": "builtins.__import__", "eval": "builtins.eval",
+                 "exec": "builtins.exec", "compile": "builtins.compile", "globals": "builtins.globals",
+                 "vars": "builtins.vars", "breakpoint": "builtins.breakpoint", "input": "builtins.input",
+                 "__builtins__": "builtins"}
+"""Builtins the rules name by their module (``open`` is ``builtins.open``)."""
 
-    def __init__(self, tree: ast.Module) -> None:
-        self.alias: dict[str, str] = {"open": "builtins.open", "__import__": "builtins.__import__",
-                                      "eval": "builtins.eval", "exec": "builtins.exec",
-                                      "compile": "builtins.compile", "globals": "builtins.globals",
-                                      "vars": "builtins.vars", "breakpoint": "builtins.breakpoint",
-                                      "input": "builtins.input", "__builtins__": "builtins"}
+
+class _Names:
+    """Resolve names and attribute chains to dotted names through imports and simple aliases.
+
+    A name that may hold one of several modules (`_Unions`) stands here for one of them: ``seeds`` fix the
+    chain such names stand for (None: an object the resolver does not know), and `worlds` gives one
+    resolver per choice, so that a check run in each world sees every member of every union."""
+
+    def __init__(self, tree: ast.Module, seeds: dict[str, str | None] | None = None,
+                 unions: _Unions | None = None) -> None:
+        self.tree = tree
+        self.alias: dict[str, str] = dict(BUILTIN_NAMES)
         for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
                 for a in node.names:
-                    if a.asname:
-                        self.alias[a.asname] = a.name
-                    else:
-                        root = a.name.split(".")[0]
-                        self.alias[root] = root
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                for a in node.names:
-                    self.alias[a.asname or a.name] = f"{node.module}.{a.name}"
+                    chain = _import_chain(a, node)
+                    if chain:
+                        self.alias[a.asname or a.name.split(".")[0]] = chain
         # Names the solution binds itself (a parameter called ``input`` is not the builtin).
         self.defined: set[str] = set()
         for node in ast.walk(tree):
@@ -233,15 +237,26 @@ class _Names:
                 self.defined.add(node.id)
         for name in self.defined & SOFT_BUILTINS:  # ``def forward(self, input)``: not builtins.input
             self.alias.pop(name, None)
+        imported = dict(self.alias)
+        seeds = seeds or {}
+        self.alias.update({name: chain for name, chain in seeds.items() if chain is not None})
+        for name in (name for name, chain in seeds.items() if chain is None):
+            self.alias.pop(name, None)
         # Simple aliases (``relu = torch.relu``, ``F = nn.functional``), to a fixed point.
         for _ in range(3):
             for node in ast.walk(tree):
                 if (isinstance(node, ast.Assign) and len(node.targets) == 1
-                        and isinstance(node.targets[0], ast.Name)):
+                        and isinstance(node.targets[0], ast.Name) and node.targets[0].id not in seeds):
                     target = node.targets[0].id
                     resolved = self.resolve(node.value)
                     if resolved and target not in self.alias:
                         self.alias[target] = resolved
+        self.unions = unions or _Unions(tree, imported, self.alias)
+
+    def worlds(self) -> list[_Names]:
+        """This resolver, or one per choice of union members where a name may hold several modules."""
+        seeds = self.unions.seeds()
+        return [_Names(self.tree, s, self.unions) for s in seeds] if seeds else [self]
 
     def resolve(self, node: ast.AST) -> str | None:
         """``F.relu`` -> ``torch.nn.functional.relu``; None for anything not rooted in an import."""
@@ -257,6 +272,266 @@ class _Names:
         if not isinstance(node, ast.Name) or node.id not in self.alias:
             return None
         return ".".join([self.alias[node.id], *reversed(attrs)])
+
+
+def _import_chain(alias: ast.alias, node: ast.Import | ast.ImportFrom) -> str | None:
+    """The dotted name an import binds (``import a.b`` binds ``a``); None for a relative import."""
+    if isinstance(node, ast.Import):
+        return alias.name if alias.asname else alias.name.split(".")[0]
+    return f"{node.module}.{alias.name}" if node.module and node.level == 0 else None
+
+
+def _bound_names(node: ast.AST) -> list[str]:
+    """The names ``node`` binds or unbinds (``global``/``nonlocal`` only declare where a binding goes)."""
+    if isinstance(node, ast.Name):
+        return [] if isinstance(node.ctx, ast.Load) else [node.id]
+    if isinstance(node, ast.alias):
+        return [node.asname or node.name.split(".")[0]]
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [node.name]
+    if isinstance(node, ast.arg):
+        return [node.arg]
+    if isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)):
+        return [node.name] if node.name else []
+    return [node.rest] if isinstance(node, ast.MatchMapping) and node.rest else []
+
+
+UNION_ROUNDS = 16
+UNION_LIMIT = 16
+"""How far the chains a name may hold are followed: a name rebound through its own attributes (``m = m.cuda``)
+holds ever longer chains, and one still growing after `UNION_ROUNDS` rounds or past `UNION_LIMIT` chains
+holds modules the analysis cannot bound (hack 14)."""
+
+
+@dataclass
+class _Source:
+    """One binding of a name: the expressions whose value it binds (a string: the dotted name an import
+    binds), the getter calls followed to them, whether the value is chosen at run time (an if-expression,
+    a loop, a getter's returns, a parameter) rather than aliased, and whether callers the analysis does not
+    see may pass other values (a parameter bound through ``functools.partial``)."""
+
+    leaves: list[ast.expr | str]
+    calls: list[ast.Call] = field(default_factory=list)
+    chosen: bool = False
+    opaque: bool = False
+
+
+class _Unions:
+    """Names that hold one of a finite set of module chains, chosen at run time.
+
+    A union is a name every binding of which is a module chain (or None) reached through the branches of an
+    if-expression (``lib = A if hip else B``), the elements of the literal tuple or list a ``for`` loop walks,
+    the returns of a getter (a function whose every call binds its result to a union), or a parameter's default
+    and what its call sites pass (``def f(x, lang=tl)``, ``functools.partial(f, lang=tl)``). The module
+    expressions flowing into a union are `admitted`; every chain through it is checked against each member
+    (`_Names.worlds`), and refused if any member's would be. A name bound any other way as well is not a union,
+    and the modules flowing into it stay modules used as values (hack 14). A plain alias (``lib = tl.math``)
+    also bound to values the resolver cannot name gains a world where it is such a value (the rules on objects
+    then apply to its chains)."""
+
+    def __init__(self, tree: ast.Module, imported: dict[str, str], legacy: dict[str, str]) -> None:
+        self.legacy = legacy
+        self.parents = {id(c): n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
+        self.bindings: dict[str, list[ast.AST]] = {}
+        self.refs: dict[str, list[ast.Name]] = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                self.refs.setdefault(node.id, []).append(node)
+            for name in _bound_names(node):
+                self.bindings.setdefault(name, []).append(node)
+        self.members = {name: [chain] for name, chain in imported.items()}
+        self.sources: dict[str, list[_Source]] = {}
+        self.unknown: set[str] = set()  # names with a binding whose value is not followed
+        for name, nodes in self.bindings.items():
+            for node in nodes:
+                source = self._source(node)
+                if source is None:
+                    self.unknown.add(name)
+                else:
+                    self.sources.setdefault(name, []).append(source)
+        self.unbounded = self._grow()
+        self.holding = {name for name in self.sources if any(map(_names_module, self.members.get(name, ())))}
+        self.admitted: set[int] = set()  # ids of module expressions that flow into a union
+        self.opaque: set[str] = set()    # module-holding names that may hold an unknown object too
+        self._settle()
+
+    def class_scope(self, node: ast.AST) -> bool:
+        """Whether ``node`` runs in a class body (the names it binds are the class's attributes)."""
+        while (node := self.parents.get(id(node))) is not None:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                return False
+            if isinstance(node, ast.ClassDef):
+                return True
+        return False
+
+    def _source(self, node: ast.AST) -> _Source | None:
+        """What a binding binds its name to; None where the value is not followed."""
+        parent = self.parents.get(id(node))
+        if isinstance(node, ast.alias):
+            chain = _import_chain(node, parent)
+            return _Source([chain]) if chain else None
+        if isinstance(node, ast.arg):
+            return self._parameter(node)
+        if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)) or self.class_scope(node):
+            return None
+        calls: list[ast.Call] = []
+        if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and parent.targets[0] is node:
+            leaves = self._expand(parent.value, calls, frozenset())
+            return _Source(leaves, calls, chosen=leaves != [parent.value])
+        if (isinstance(parent, ast.For) and parent.target is node and isinstance(parent.iter, (ast.Tuple, ast.List))
+                and not any(isinstance(e, ast.Starred) for e in parent.iter.elts)):
+            return _Source([leaf for e in parent.iter.elts for leaf in self._expand(e, calls, frozenset())],
+                           calls, chosen=True)
+        return None
+
+    def _expand(self, expr: ast.expr, calls: list[ast.Call], seen: frozenset[str]) -> list[ast.expr]:
+        """The expressions whose value ``expr`` takes: both branches of an if-expression, the returns of a
+        function it calls (recorded in ``calls``), else itself."""
+        if isinstance(expr, ast.IfExp):
+            return self._expand(expr.body, calls, seen) + self._expand(expr.orelse, calls, seen)
+        fn = self._function(expr.func.id) if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) else None
+        if fn is None or fn.name in seen or any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(fn)):
+            return [expr]
+        calls.append(expr)
+        return [leaf for value in _own_returns(fn) for leaf in self._expand(value, calls, seen | {fn.name})]
+
+    def _function(self, name: str) -> ast.FunctionDef | None:
+        """The function ``name`` binds, where that is all it binds and a call runs just its body: a plain
+        function (not a method, a lambda or a coroutine) without decorators."""
+        nodes = self.bindings.get(name, [])
+        fn = nodes[0] if len(nodes) == 1 else None
+        if isinstance(fn, ast.FunctionDef) and not fn.decorator_list and not self.class_scope(fn):
+            return fn
+        return None
+
+    def _parameter(self, arg: ast.arg) -> _Source | None:
+        """A parameter's values: its default and what each call site passes it, positionally or by keyword
+        (``functools.partial``'s too, whose later callers may pass other values: objects to the analysis).
+        None where the function is used otherwise or a call's arguments cannot be matched (``*args``)."""
+        fn = self.parents.get(id(self.parents.get(id(arg))))
+        if not isinstance(fn, ast.FunctionDef) or self._function(fn.name) is not fn or arg in (
+                fn.args.vararg, fn.args.kwarg):
+            return None
+        source = _Source([], chosen=True)
+        for value in _default(fn, arg):
+            source.leaves += self._expand(value, source.calls, frozenset())
+        for ref in self.refs.get(fn.name, []):
+            call = self.parents.get(id(ref))
+            partial = (isinstance(call, ast.Call) and bool(call.args) and call.args[0] is ref
+                       and "functools.partial" in self._chains(call.func))
+            passed = _passed(call, 1 if partial else 0, fn, arg) if (
+                partial or isinstance(call, ast.Call) and call.func is ref) else None
+            if passed is None:
+                return None
+            source.opaque |= partial
+            for value in passed:
+                source.leaves += self._expand(value, source.calls, frozenset())
+        return source
+
+    def _chains(self, leaf: ast.expr | str) -> list[str]:
+        """Every dotted name ``leaf`` may stand for, through every chain its root name may hold."""
+        if isinstance(leaf, str):
+            return [leaf]
+        attrs = []
+        while isinstance(leaf, ast.Attribute):
+            attrs.append(leaf.attr)
+            leaf = leaf.value
+        if isinstance(leaf, ast.Call) and _is_getattr(leaf) and leaf.func.id == "getattr":
+            roots = [f"{base}.{leaf.args[1].value}" for base in self._chains(leaf.args[0])]
+        else:
+            roots = self.members.get(leaf.id, []) if isinstance(leaf, ast.Name) else []
+        return [".".join([root, *reversed(attrs)]) for root in roots]
+
+    def _grow(self) -> set[str]:
+        """Follow every binding's chains into ``members`` to a fixed point; the names still growing after
+        `UNION_ROUNDS` rounds or past `UNION_LIMIT` chains."""
+        for _ in range(UNION_ROUNDS):
+            growing = set()
+            for name, sources in self.sources.items():
+                held = self.members.setdefault(name, [])
+                for chain in [c for s in sources for leaf in s.leaves for c in self._chains(leaf)]:
+                    if chain not in held:
+                        growing.add(name)
+                        if len(held) < UNION_LIMIT:
+                            held.append(chain)
+            if not growing:
+                break
+        return growing
+
+    def _settle(self) -> None:
+        """Which module-holding names are unions (their inflows admitted) and which may hold an object too."""
+        followed: set[int] = set()  # calls of getters whose result a union binds
+        for name in self.holding:
+            sources = self.sources[name]
+            known = name not in self.unknown and name not in self.unbounded
+            leaves = [leaf for s in sources for leaf in s.leaves]
+            if not known or any(not _is_none(leaf) and not self._chains(leaf) for leaf in leaves):
+                self.opaque.add(name)  # also bound to what the resolver cannot name
+            elif any(s.chosen for s in sources) and all(
+                    _is_none(leaf) or all(map(_names_module, self._chains(leaf))) for leaf in leaves):
+                self.admitted |= {id(leaf) for leaf in leaves if not isinstance(leaf, str)}
+                followed |= {id(call) for s in sources for call in s.calls}
+                if any(s.opaque for s in sources):
+                    self.opaque.add(name)
+        for name in {call.func.id for ss in self.sources.values() for s in ss for call in s.calls}:
+            calls = [self.parents.get(id(ref)) for ref in self.refs.get(name, [])]
+            if not all(isinstance(c, ast.Call) and c.func is ref and id(c) in followed
+                       for c, ref in zip(calls, self.refs.get(name, []))):
+                fn = self._function(name)  # a result that reaches anything else: its returns are values
+                self.admitted -= {id(leaf) for value in _own_returns(fn)
+                                  for leaf in self._expand(value, [], frozenset({name}))}
+
+    def seeds(self) -> list[dict[str, str | None]] | None:
+        """One choice of chain per module-holding name for each world (every member of every name in one of
+        them); None where each such name holds just the chain the plain resolver gives it."""
+        options = {}
+        for name in sorted(self.holding):
+            first = [self.legacy[name]] if name in self.legacy else []
+            options[name] = first + [c for c in self.members[name] if c not in first] + (
+                [None] if name in self.opaque else [])
+        if all(chains == [self.legacy.get(name)] for name, chains in options.items()):
+            return None
+        count = max(len(chains) for chains in options.values())
+        return [{name: chains[w % len(chains)] for name, chains in options.items()} for w in range(count)]
+
+    def unbounded_bindings(self) -> list[tuple[str, int]]:
+        """(name, line) of each module-holding name whose chains are not bounded."""
+        return [(name, getattr(self.bindings[name][0], "lineno", 0)) for name in sorted(self.unbounded & self.holding)]
+
+
+def _is_none(leaf: ast.expr | str) -> bool:
+    return isinstance(leaf, ast.Constant) and leaf.value is None
+
+
+def _own_returns(fn: ast.FunctionDef) -> list[ast.expr]:
+    """The values ``fn``'s own ``return`` statements give (a bare ``return``: None), not nested functions'."""
+    out, todo = [], list(fn.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Return):
+            out.append(node.value or ast.Constant(None))
+        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            todo.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def _default(fn: ast.FunctionDef, arg: ast.arg) -> list[ast.expr]:
+    a = fn.args
+    positional = a.posonlyargs + a.args
+    pairs = [*zip(positional[len(positional) - len(a.defaults):], a.defaults), *zip(a.kwonlyargs, a.kw_defaults)]
+    return [value for param, value in pairs if param is arg and value is not None]
+
+
+def _passed(call: ast.Call, skip: int, fn: ast.FunctionDef, arg: ast.arg) -> list[ast.expr] | None:
+    """What ``call`` (past its first ``skip`` arguments) passes to ``arg`` of ``fn``; None where that cannot
+    be told (``*args``, ``**kwargs``)."""
+    args = call.args[skip:]
+    if any(isinstance(a, ast.Starred) for a in args) or any(k.arg is None for k in call.keywords):
+        return None
+    positional = fn.args.posonlyargs + fn.args.args
+    index = next((i for i, param in enumerate(positional) if param is arg), len(args))
+    by_name = [] if any(p is arg for p in fn.args.posonlyargs) else [k.value for k in call.keywords if k.arg == arg.arg]
+    return args[index:index + 1] + by_name
 
 
 def _is_getattr(node: ast.Call) -> bool:
@@ -358,8 +633,26 @@ def _analyze(source: str) -> StaticReport:
         return StaticReport(parse_error=f"{type(e).__name__}: {e}")
     report = StaticReport()
     report.hacks.extend(_without_main_blocks(tree))
-    names = _Names(tree)
     report.hacks.extend(_declared_encoding(source))
+    classes = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+    report.has_modelnew = "ModelNew" in classes or _assigned_name(tree, "ModelNew")
+    calls: list[TorchCall] = []
+    for names in _Names(tree).worlds():
+        calls += _resolved_checks(tree, names, classes, report)
+    calls = list(dict.fromkeys(calls))
+    report.torch_calls = tuple(calls)
+    if calls:
+        shown = ", ".join(sorted({f"{c.name} (line {c.line})" for c in calls})[:6])
+        report.strict_hacks.append(make_hack(
+            2, f"PyTorch compute reachable from ModelNew.forward: {shown}", strict_only=True))
+    report.hacks = dedupe(report.hacks)
+    return report
+
+
+def _resolved_checks(tree: ast.Module, names: _Names, classes: dict[str, ast.ClassDef],
+                     report: StaticReport) -> list[TorchCall]:
+    """The checks that read names through the resolver, for one choice of union members (`_Names.worlds`):
+    hacks and own kernels go into ``report``; the PyTorch compute reachable from forward is returned."""
     report.hacks.extend(_contract(tree, names))
     report.hacks.extend(_forbidden_references(tree, names))
     report.hacks.extend(_code_in_strings(tree, names))
@@ -369,10 +662,8 @@ def _analyze(source: str) -> StaticReport:
     report.hacks.extend(_modules_as_values(tree, names))
     report.hacks.extend(_jit_body_escapes(tree, names))
     report.hacks.extend(_subclasses(tree, names))
-    classes = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
-    report.has_modelnew = "ModelNew" in classes or _assigned_name(tree, "ModelNew")
     report.hacks.extend(_inheritance(tree, classes, names))
-    report.own_kernels = tuple(_own_kernels(tree, names))
+    report.own_kernels = tuple(dict.fromkeys(report.own_kernels + tuple(_own_kernels(tree, names))))
     reach = _Reach(tree, classes, names)
     calls = reach.from_forward()
     in_class = [n.lineno for n in ast.walk(classes["ModelNew"])
@@ -381,13 +672,7 @@ def _analyze(source: str) -> StaticReport:
     report.hacks.extend(make_hack(4, f"line {line}: ModelNew's code uses the reference Model")
                         for line in sorted(set(reach.model_refs + in_class)))
     report.hacks.extend(_host_reads(reach))
-    report.torch_calls = tuple(calls)
-    if calls:
-        shown = ", ".join(sorted({f"{c.name} (line {c.line})" for c in calls})[:6])
-        report.strict_hacks.append(make_hack(
-            2, f"PyTorch compute reachable from ModelNew.forward: {shown}", strict_only=True))
-    report.hacks = dedupe(report.hacks)
-    return report
+    return calls
 
 
 def _is_main_test(test: ast.AST) -> bool:
@@ -678,27 +963,26 @@ def _module_use_ok(node: ast.AST, parent: ast.AST | None, in_class: bool) -> boo
 
 
 def _modules_as_values(tree: ast.Module, names: _Names) -> list[Hack]:
-    """A module used as a value (in a list, an argument, a default, a return, a class attribute: ``[sys][0]``)
-    is one the resolver no longer follows, so every rule on its attributes (private names, modules
-    outside the contract, forbidden entry points) would pass unseen (hack 14)."""
-    parents: dict[int, ast.AST] = {}
-    in_class: set[int] = set()
+    """A module used as a value (in a list, an argument, a default, a return, a class attribute: ``[sys][0]``,
+    ``[getattr(torch, "cuda")][0]``) is one the resolver no longer follows, so every rule on its attributes
+    (private names, modules outside the contract, forbidden entry points) would pass unseen (hack 14). A
+    module chosen at run time among modules only is followed as a union (`_Unions`) and admitted."""
+    unions = names.unions
+    hacks = [make_hack(14, f"line {line}: the modules {name} may hold are not bounded (it is rebound through "
+                           f"its own attributes) (solution contract)") for name, line in unions.unbounded_bindings()]
     for node in ast.walk(tree):
-        for child in ast.iter_child_nodes(node):
-            parents[id(child)] = node
-            if isinstance(node, ast.ClassDef) and isinstance(child, ast.Assign):
-                in_class.add(id(child))
-    hacks = []
-    for node in ast.walk(tree):
-        if not isinstance(node, (ast.Name, ast.Attribute)) or not isinstance(node.ctx, ast.Load):
+        if isinstance(node, ast.Call):
+            if not (isinstance(node.func, ast.Name) and node.func.id == "getattr" and _is_getattr(node)):
+                continue
+        elif not isinstance(node, (ast.Name, ast.Attribute)) or not isinstance(node.ctx, ast.Load):
             continue
-        parent = parents.get(id(node))
+        parent = unions.parents.get(id(node))
         if isinstance(parent, ast.Attribute) and parent.value is node:
             continue  # not the whole chain
         resolved = names.resolve(node)
-        if not resolved or not _names_module(resolved):
+        if not resolved or not _names_module(resolved) or id(node) in unions.admitted:
             continue
-        if not _module_use_ok(node, parent, id(parent) in in_class):
+        if not _module_use_ok(node, parent, unions.class_scope(node)):
             hacks.append(make_hack(14, f"line {node.lineno}: uses the module {resolved} as a value, where the "
                                        f"rules on its attributes no longer follow it (solution contract)"))
     return hacks
