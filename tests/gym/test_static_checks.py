@@ -581,11 +581,11 @@ def test_the_new_rules_still_hold_beside_those_idioms(snippet):
     # an if-expression between backends
     "libdevice = tl.extra.hip.libdevice if torch.version.hip else tl.extra.cuda.libdevice\nerf = libdevice.erf",
     # a probe loop over a literal tuple of namespaces
-    "from triton.language.extra import libdevice\nlog1p = None\nfor _mod in (libdevice, tl.math):\n"
-    "    if hasattr(_mod, 'log1p'):\n        log1p = _mod.log1p\n        break",
+    ("from triton.language.extra import libdevice\nlog1p = None\nfor _mod in (libdevice, tl.math):\n"
+     "    if hasattr(_mod, 'log1p'):\n        log1p = _mod.log1p\n        break"),
     # a getter whose every return is a module, its result bound to a name
-    "def _get_libdevice():\n    try:\n        from triton.language.extra import libdevice\n        return libdevice\n"
-    "    except ImportError:\n        return tl.math\nlibdevice = _get_libdevice()\nerf = libdevice.erf",
+    ("def _get_libdevice():\n    try:\n        from triton.language.extra import libdevice\n        return libdevice\n"
+     "    except ImportError:\n        return tl.math\nlibdevice = _get_libdevice()\nerf = libdevice.erf"),
     "def pick(hip):\n    return tl.extra.hip.libdevice if hip else tl.extra.cuda.libdevice\nlib = pick(False)\ne = lib.exp",
     # a parameter defaulting to a module, its call sites passing a module or nothing
     "def to_tl(dtype, lang=tl):\n    return {torch.float32: lang.float32}[dtype]\nacc = to_tl(torch.float32)",
@@ -642,18 +642,20 @@ def test_modules_chosen_at_run_time_among_modules_are_admitted(snippet):
     ("lib = tl if c else tl.math\nprint(lib)", 14),
     # later callers of a partial may pass anything: the parameter is an object there too
     ("import functools\ndef launch(x, lang=tl):\n    return lang.os\nrun = functools.partial(launch, lang=tl)", 14),
-    ("import functools\ndef launch(x, lang=tl):\n    return lang.float32\nrun = functools.partial(launch, lang=tl)\n"
-     "run(1, lang=torch)", 14),
+    (("import functools\ndef launch(x, lang=tl):\n    return lang.float32\nrun = functools.partial(launch, lang=tl)\n"
+      "run(1, lang=torch)"), 14),
     # class bodies bind attributes, not names; aliases rebound through their own attributes are unbounded
     ("class A:\n    for m in (tl, torch):\n        pass\nx = A.m.cuda", 14),
     ("class A:\n    m = tl if c else torch", 14),
     ("class A:\n    if True:\n        m = torch\nx = A.m.cuda", 14),
     ("m = torch\nm = m.cuda", 14),
     # plain aliases: every binding is followed (one was, the first), and one to an object is an object too
-    ("def outer():\n    m = tl.math\n    def inner():\n        nonlocal m\n        m = torch.cuda\n    inner()\n"
-     "    m.memory.empty_cache()", 15),
+    (("def outer():\n    m = tl.math\n    def inner():\n        nonlocal m\n        m = torch.cuda\n    inner()\n"
+      "    m.memory.empty_cache()"), 15),
     ("lib = tl if c else tl.math\nlib2 = lib\nlib2 = obj\ny = lib2.os", 14),
     ("x = [getattr(torch, 'cuda')][0]", 14),                                 # a module by a literal getattr
+    ("class A:\n    import torch\nx = A.torch.cuda.memory.empty_cache()", 14),  # a module as a class attribute
+    ("class A:\n    from torch import cuda\nA().cuda.memory.empty_cache()", 14),
 ])
 def test_modules_chosen_at_run_time_are_refused_past_what_is_followed(snippet, code):
     assert code in codes(snippet), analyze(HEADER + snippet).hacks

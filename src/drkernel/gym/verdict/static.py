@@ -970,6 +970,7 @@ def _modules_as_values(tree: ast.Module, names: _Names) -> list[Hack]:
     unions = names.unions
     hacks = [make_hack(14, f"line {line}: the modules {name} may hold are not bounded (it is rebound through "
                            f"its own attributes) (solution contract)") for name, line in unions.unbounded_bindings()]
+    hacks += _class_body_imports(tree, unions)
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             if not (isinstance(node.func, ast.Name) and node.func.id == "getattr" and _is_getattr(node)):
@@ -985,6 +986,19 @@ def _modules_as_values(tree: ast.Module, names: _Names) -> list[Hack]:
         if not _module_use_ok(node, parent, unions.class_scope(node)):
             hacks.append(make_hack(14, f"line {node.lineno}: uses the module {resolved} as a value, where the "
                                        f"rules on its attributes no longer follow it (solution contract)"))
+    return hacks
+
+
+def _class_body_imports(tree: ast.Module, unions: _Unions) -> list[Hack]:
+    """An import in a class body binds the module as a class attribute (``A.torch``), out of the resolver's
+    reach like any module held in a value (hack 14)."""
+    hacks = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.alias) and unions.class_scope(node):
+            chain = _import_chain(node, unions.parents[id(node)])
+            if chain and _names_module(chain):
+                hacks.append(make_hack(14, f"line {node.lineno}: imports the module {chain} into a class body, where "
+                                           f"the rules on its attributes no longer follow it (solution contract)"))
     return hacks
 
 
