@@ -687,19 +687,7 @@ def _is_main_test(test: ast.AST) -> bool:
 def _binds(node: ast.AST, name: str) -> bool:
     """Does ``node`` bind ``name`` (assignment, deletion, import, definition, parameter, global,
     handler, pattern)?"""
-    if isinstance(node, ast.Name):
-        return node.id == name and not isinstance(node.ctx, ast.Load)
-    if isinstance(node, ast.alias):
-        return (node.asname or node.name.split(".")[0]) == name
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return node.name == name
-    if isinstance(node, ast.arg):
-        return node.arg == name
-    if isinstance(node, (ast.Global, ast.Nonlocal)):
-        return name in node.names
-    if isinstance(node, (ast.ExceptHandler, ast.MatchAs, ast.MatchStar)):
-        return node.name == name
-    return isinstance(node, ast.MatchMapping) and node.rest == name
+    return name in _bound_names(node) or isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names
 
 
 def _without_main_blocks(tree: ast.Module) -> list[Hack]:
