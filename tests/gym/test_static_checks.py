@@ -591,6 +591,7 @@ def test_the_new_rules_still_hold_beside_those_idioms(snippet):
     "def to_tl(dtype, lang=tl):\n    return {torch.float32: lang.float32}[dtype]\nacc = to_tl(torch.float32)",
     "def to_tl(dtype, *, lang=tl):\n    return lang.float32\nacc = to_tl(torch.float32, lang=tl.core)",
     "import functools\ndef launch(x, lang=tl):\n    return lang.float32\nrun = functools.partial(launch, lang=tl)\ny = run(1)",
+    "lib = tl.math if triton else None",                                   # a module as the test: a truth test
 ])
 def test_modules_chosen_at_run_time_among_modules_are_admitted(snippet):
     assert codes(snippet) == set(), analyze(HEADER + snippet).hacks

@@ -943,7 +943,7 @@ def _module_use_ok(node: ast.AST, parent: ast.AST | None, in_class: bool) -> boo
                 and parent.args[0] is node and _is_getattr(parent))
     if isinstance(parent, ast.Compare):  # ``libdevice is not None``: a test hands nothing on
         return all(isinstance(op, (ast.Is, ast.IsNot, ast.Eq, ast.NotEq)) for op in parent.ops)
-    if isinstance(parent, (ast.If, ast.While, ast.Assert)):  # ``if triton:``
+    if isinstance(parent, (ast.If, ast.IfExp, ast.While, ast.Assert)):  # ``if triton:``
         return parent.test is node
     if isinstance(parent, ast.UnaryOp):
         return isinstance(parent.op, ast.Not)
