@@ -1,8 +1,9 @@
 """Static analysis of a solution's source: pure AST, nothing executed, safe in the orchestrator.
 
 `analyze(source)` resolves every name through the solution's imports and aliases (``import torch.nn
-.functional as F``, ``from torch.utils.cpp_extension import load_inline as li``, ``f = torch.relu``)
-and reports:
+.functional as F``, ``from torch.utils.cpp_extension import load_inline as li``, ``f = torch.relu``), a
+name that may hold one of several modules once per member (``lib = A if hip else B``: `_Unions`), and
+reports:
 
 * certain hacks (blocking): references to forbidden modules and calls anywhere in the source
   (ctypes, subprocess, sockets, frame/gc introspection, dynamic code, threads, streams, compilers,
