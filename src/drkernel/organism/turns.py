@@ -29,7 +29,10 @@ import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO, Callable, Iterator
+
+TURN_POLL_S = 0.05
+"""How often a cancellable wait for an exclusive turn tries the lock (flock has no timed wait)."""
 
 
 @dataclass
@@ -59,12 +62,15 @@ class DeviceTurns:
         self._since = 0.0
         self.stats = TurnStats()
 
-    def _through_gate(self, mode: int) -> float:
-        """Take the main lock in ``mode`` behind the gate; returns the seconds it waited."""
+    def _through_gate(self, mode: int, cancelled: Callable[[], bool] | None = None) -> float | None:
+        """Take the main lock in ``mode`` behind the gate; returns the seconds it waited (None, holding
+        neither, once ``cancelled()`` while it waited)."""
         t = time.monotonic()
-        fcntl.flock(self._gate, fcntl.LOCK_EX)
+        if not _flock(self._gate, fcntl.LOCK_EX, cancelled):
+            return None
         try:
-            fcntl.flock(self._main, mode)
+            if not _flock(self._main, mode, cancelled):
+                return None
         finally:
             fcntl.flock(self._gate, fcntl.LOCK_UN)
         return time.monotonic() - t
@@ -97,12 +103,20 @@ class DeviceTurns:
             if held:
                 self._take_shared()
 
-    def acquire_exclusive(self) -> None:
-        """Hold the device alone (a gym's timed region); this process's shared hold is given up first."""
+    def acquire_exclusive(self, cancelled: Callable[[], bool] | None = None) -> bool:
+        """Hold the device alone (a gym's timed region); this process's shared hold is given up first.
+        False once ``cancelled()`` while it waited (the gym's evaluation was stopped): the shared hold is
+        taken again, if it had one."""
         fcntl.flock(self._main, fcntl.LOCK_UN)
-        self.stats.exclusive_wait_s += self._through_gate(fcntl.LOCK_EX)
+        waited = self._through_gate(fcntl.LOCK_EX, cancelled)
+        if waited is None:
+            if self._shared:
+                self._take_shared()
+            return False
+        self.stats.exclusive_wait_s += waited
         self._exclusive, self._since = True, time.monotonic()
         self.stats.exclusive_turns += 1
+        return True
 
     def release_exclusive(self) -> None:
         """The region is over: back to this process's shared hold, if it had one."""
@@ -125,3 +139,19 @@ class DeviceTurns:
     def close(self) -> None:
         self._main.close()
         self._gate.close()
+
+
+def _flock(f: IO[str], mode: int, cancelled: Callable[[], bool] | None) -> bool:
+    """Lock ``f`` in ``mode``: blocking without ``cancelled``, else tried every `TURN_POLL_S` until it is
+    held (True) or ``cancelled()`` (False)."""
+    if cancelled is None:
+        fcntl.flock(f, mode)
+        return True
+    while True:
+        try:
+            fcntl.flock(f, mode | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if cancelled():
+                return False
+            time.sleep(TURN_POLL_S)

@@ -45,7 +45,7 @@ PREPARED_CACHE_BYTES = 64 << 20
 
 class WaitCancelled(Exception):
     """The evaluation was cancelled while it waited for a candidate place, device memory or the
-    device's lock: it ends there (a job past its deadline is stopped alone even before it ran)."""
+    device's lock (shared, or exclusive for a timed region or a drain): it ends there (a job past its deadline is stopped alone even before it ran)."""
 
 
 WAIT_POLL_S = 0.2
@@ -55,8 +55,9 @@ _waits = threading.local()
 
 @contextlib.contextmanager
 def cancellable_waits(cancelled: Callable[[], bool]) -> Iterator[None]:
-    """This thread's waits for a place, memory or the device lock end in `WaitCancelled` once
-    ``cancelled()`` (they look every `WAIT_POLL_S`)."""
+    """This thread's waits for a place, memory or the device lock (a shared hold, a timed region or a
+    drain, the other processes' `OuterLock` included) end in `WaitCancelled` once ``cancelled()`` (they
+    look every `WAIT_POLL_S`)."""
     _waits.cancelled = cancelled
     try:
         yield
@@ -140,7 +141,9 @@ class OuterLock(Protocol):
     timed region, a reference timing's drain) and releases it before giving its own back, so a timed
     region also waits for what other processes hold on the device."""
 
-    def acquire_exclusive(self) -> None: ...
+    def acquire_exclusive(self, cancelled: Callable[[], bool] | None = None) -> bool:
+        """Hold the device exclusively: True once held; False, holding nothing more than before, once
+        ``cancelled()`` while it waited (None: it waits until held)."""
 
     def release_exclusive(self) -> None: ...
 
@@ -251,14 +254,40 @@ class RWLock:
             self._readers += 1
 
     def enter_region(self) -> None:
-        """A member's timed region, from its shared hold (waits as a timed region; parked while it waits)."""
+        """A member's timed region, from its shared hold (waits as a timed region; parked while it waits).
+        A cancelled evaluation's wait (`cancellable_waits`) ends in `WaitCancelled` with the member back
+        on its shared hold, as before the call (taken once no timed region holds the device)."""
         if self._park is not None:
             self._park()
         with self._cond:
             self._readers -= 1
-            self._take_exclusive(drain=False)
-        if self._outer is not None:
-            self._outer.acquire_exclusive()
+            try:
+                self._take_exclusive(drain=False)
+            except WaitCancelled:
+                self._back_to_shared()
+                raise
+        try:
+            self._hold_outer()
+        except WaitCancelled:
+            with self._cond:
+                self._writer = False  # ours: no region holds, so the shared hold is ours again at once
+                self._back_to_shared()
+            raise
+
+    def _back_to_shared(self) -> None:
+        """With the condition held: a cancelled region's member holds shared again, once no region holds
+        the device (not after the regions waiting, which may wait long for other holders)."""
+        while self._writer:
+            self._cond.wait()
+        self._readers += 1
+        self._cond.notify_all()
+
+    def _hold_outer(self) -> None:
+        """With this lock held exclusively: the other processes' lock too (`OuterLock`), waiting in a way
+        this thread's cancellation ends (`WaitCancelled`; this lock's own hold is then still held)."""
+        if self._outer is not None and not self._outer.acquire_exclusive(getattr(_waits, "cancelled", None)):
+            raise WaitCancelled("the evaluation was cancelled while it waited for the device's lock "
+                                "(held by another process)")
 
     def leave_region(self) -> None:
         """A member's region ends: it holds shared again once the regions waiting meanwhile are done (not
@@ -269,14 +298,22 @@ class RWLock:
             self._readers += 1
 
     def acquire_exclusive(self, drain: bool = False) -> None:
+        """Hold the device exclusively (a timed region, or a ``drain``); a cancelled evaluation's wait
+        (`cancellable_waits`) ends in `WaitCancelled`, holding nothing."""
         with self._cond:
             self._take_exclusive(drain)
-        if self._outer is not None:
-            self._outer.acquire_exclusive()
+        try:
+            self._hold_outer()
+        except WaitCancelled:
+            with self._cond:
+                self._writer = False
+                self._cond.notify_all()
+            raise
 
     def _take_exclusive(self, drain: bool) -> None:
         """With the condition held: wait as a writer of that kind (counted, so shared holders see it),
-        then hold the device exclusively."""
+        then hold the device exclusively. Cancelled (`WaitCancelled`), it is no longer counted and the
+        holders it kept out are woken."""
         since = time.monotonic()
         if drain:
             self._drains_waiting += 1
@@ -284,15 +321,25 @@ class RWLock:
             self._regions_waiting += 1
             self._region_since.append(since)
         self._cond.notify_all()
-        while self._writer or self._readers or (drain and self._members):
-            self._cond.wait()
+        try:
+            while self._writer or self._readers or (drain and self._members):
+                self._cond.wait(_poll_s())
+                _check_cancelled("the device's lock")
+        except WaitCancelled:
+            self._stop_waiting(drain, since)
+            self._cond.notify_all()
+            raise
+        self._stop_waiting(drain, since)
+        self._writer = True
+
+    def _stop_waiting(self, drain: bool, since: float) -> None:
+        """With the condition held: a writer waiting since ``since`` waits no more."""
         if drain:
             self._drains_waiting -= 1
         else:
             self._regions_waiting -= 1
             self._region_since.remove(since)
-            self._batch_due = self._batch_due and self._regions_waiting > 0  # the batch has run
-        self._writer = True
+            self._batch_due = self._batch_due and self._regions_waiting > 0  # the batch has run (or left)
 
     def release_exclusive(self) -> None:
         self._release()
