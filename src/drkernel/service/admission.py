@@ -20,6 +20,7 @@ import hashlib
 import operator
 import threading
 from collections import OrderedDict
+from typing import Sequence
 
 from drkernel import pyast
 from drkernel.gym.config import EvalRequest
@@ -123,11 +124,22 @@ def _shape_elements(call: ast.Call, consts: dict[str, int | tuple]) -> int:
     return total
 
 
-def estimate_device_bytes(request: EvalRequest) -> int:
-    """Estimated peak device bytes of one evaluation of ``request`` (see the module docstring);
-    `Unreadable` for code nested too deeply to read."""
+def prepared_on_cpu(device: str, served: Sequence[str] = ()) -> bool:
+    """Whether the judge that runs a request for ``device`` is a CPU's (it then prepares the problem at
+    its CPU size): ``cpu``; or ``auto`` where every worker of the server (``served``, their devices) is a
+    CPU worker, since ``auto`` runs on the device of whichever worker claims the job. Where a worker
+    with a GPU may claim it, ``auto`` is estimated at the GPU's size, the larger."""
+    if device == "auto":
+        return bool(served) and all(d == "cpu" for d in served)
+    return device == "cpu"
+
+
+def estimate_device_bytes(request: EvalRequest, served: Sequence[str] = ()) -> int:
+    """Estimated peak device bytes of one evaluation of ``request`` on a server whose workers run
+    ``served`` (see the module docstring and `prepared_on_cpu`); `Unreadable` for code nested too
+    deeply to read."""
     problem, cfg = request.problem, request.config
-    on_cpu = cfg.device == "cpu"
+    on_cpu = prepared_on_cpu(cfg.device, served)
     scaled = on_cpu and cfg.cpu_scale  # as the judge prepares it: unscaled, the problem's own sizes
     overrides = tuple(sorted(problem.cpu_overrides.items())) if scaled else ()
     elements = _input_elements(problem.code, overrides)

@@ -389,7 +389,8 @@ def _submit_routes(r: APIRouter, config: ServiceConfig, catalog: ProblemCatalog)
             subs = [Submission(q, b.idempotency_key, b.priority, client) for q, b in zip(reqs, items)]
             jobs = s.new_jobs(subs)
             s.store.precheck(jobs, quota)  # quota and idempotency before any problem code is read
-            return s.store.submit([admitted(j, q, where(i)) for i, (j, q) in enumerate(zip(jobs, reqs))],
+            return s.store.submit([admitted(j, q, where(i), served)
+                                   for i, (j, q) in enumerate(zip(jobs, reqs))],
                                   quota)
 
         out = await run_in_threadpool(store)

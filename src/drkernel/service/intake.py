@@ -92,10 +92,11 @@ def to_request(body: Any, catalog: ProblemCatalog, allow_custom: bool, served: S
                        language=body.language)
 
 
-def admitted(job: NewJob, request: EvalRequest, where: tuple = ("body",)) -> NewJob:
-    """``job`` with its estimated device bytes; `Rejected` (422) for problem code nested too deeply
-    for admission to read."""
+def admitted(job: NewJob, request: EvalRequest, where: tuple = ("body",),
+             served: Sequence[str] = ()) -> NewJob:
+    """``job`` with its estimated device bytes on the workers' devices ``served``; `Rejected` (422) for
+    problem code nested too deeply for admission to read."""
     try:
-        return replace(job, est_bytes=estimate_device_bytes(request))
+        return replace(job, est_bytes=estimate_device_bytes(request, served))
     except Unreadable as e:
         raise Rejected(422, "invalid_problem", (*where, "problem", "code"), str(e)) from None

@@ -304,10 +304,10 @@ class Scheduler:
             for s in items
         ]
 
-    @staticmethod
-    def estimated(job: NewJob, request: EvalRequest) -> NewJob:
-        """``job`` with its estimated device bytes (`admission.Unreadable` for code too deep to read)."""
-        return replace(job, est_bytes=estimate_device_bytes(request))
+    def estimated(self, job: NewJob, request: EvalRequest) -> NewJob:
+        """``job`` with its estimated device bytes on the workers' devices (`admission.Unreadable` for
+        code too deep to read)."""
+        return replace(job, est_bytes=estimate_device_bytes(request, self.devices()))
 
     def accepted(self, out: Sequence[tuple[Job, bool]]) -> None:
         """Count stored jobs, answer waiters of the cached ones, wake the dispatcher (event loop)."""
