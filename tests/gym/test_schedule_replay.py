@@ -46,3 +46,43 @@ def test_the_replay_combines_the_compile_cache_routing_and_batched_regions(tmp_p
         assert (r["compile_hits"] > 0) == (r["hit_s"] is not None)
     assert {(r["routing"], r["batch"] is None) for r in results} == {
         ("sticky", True), ("sticky", False), ("shared", True), ("shared", False)}
+
+
+def _replay_module():
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        import schedule_replay
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+    return schedule_replay
+
+
+def test_a_stage_s_waits_come_out_of_its_steps_evenly_and_never_below_zero():
+    sr = _replay_module()
+    sc = sr.Script(0.0, [(1.0, {"op": "a"}), (0.6, {"op": "b"}), (0.2, {"op": "c"}), (0.5, {"op": "d"})], 0.1, None,
+                   0.0, 0.0, False, stages=("start", "correctness", "correctness", "extra_runs"))
+    out = sc.deflated({"correctness": 0.8, "extra_runs": 0.2})
+    # correctness: 0.8 shared over its two steps, 0.4 each: 0.6 -> 0.2, 0.2 -> 0 (not -0.2); extra_runs 0.5 -> 0.3
+    assert [round(s, 6) for s, _ in out.steps] == [1.0, 0.2, 0.0, 0.3]
+    assert [h for _, h in out.steps] == [h for _, h in sc.steps] and sc.steps[1][0] == 0.6  # the original kept
+
+
+def test_a_run_measured_with_holds_paused_at_exports_is_calibrated_and_replayed_as_measured(tmp_path):
+    run = REPO / "benchmarks" / "results" / "sustained_yield_on_h100_2026-11-27.json"
+    sr = _replay_module()
+    scripts, measured = sr.load(run)
+    assert measured["yield_at_exports"] and sr.recorded(measured).yield_at_exports
+    judged = sorted(t for tags in sr.RUN_TAGS.values() for t in tags)  # 7: two runs judge two tags each
+    for sc in scripts:  # every step has its stage; a correct row exports one comparison per judged tag
+        assert len(sc.stages) == len(sc.steps)
+        tags = [h["tag"] for _, h in sc.steps if h["op"] == "compare" and h["trial"] != "timing"]
+        assert sorted(tags) in ([], judged)
+    out = tmp_path / "replay.json"
+    res = subprocess.run([sys.executable, "benchmarks/schedule_replay.py", str(run), "--limit", "16", "--scale", "0.02",
+                          "--calibrate", "2", "--out", str(out)], cwd=REPO, capture_output=True, text=True,
+                         timeout=300, env={"PYTHONPATH": str(REPO / "src"), "PATH": "/usr/bin:/bin"})
+    assert res.returncode == 0, res.stderr[-3000:]
+    done = json.loads(out.read_text())
+    assert [c["round"] for c in done["calibration"]] == [0, 1]
+    [r] = done["results"]  # the recorded setting, holds paused at exports as measured
+    assert r["yield_at_exports"] and r["concurrency"] == 8 and r["evaluations"] == 16
