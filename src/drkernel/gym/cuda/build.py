@@ -1,7 +1,10 @@
 """Compiling a CUDA solution's extensions on the host, once per content (torch-free).
 
 Builds of different keys run side by side up to ``parallel`` (default half the host's cores: each
-build runs nvcc and the host compiler at once).
+build runs nvcc and the host compiler at once). Where a service gives each evaluation a share of the
+host's memory (`Compiler.memory_share`), an evaluation's builds hold that share together, measured
+over each compile child's whole process tree (`build_plan`, `Compiler.build_all`): the compilers are
+counted where its candidate is, so builds cannot over-commit the host beside the candidates.
 
 `Compiler.build(module)` looks the module up in the host's `CompileCache` and, on a miss, starts a
 compile child (`drkernel.gym.cuda.compile_child`) through the gym's `Runner`: the sandbox, with its own
@@ -17,6 +20,7 @@ caret the compiler prints under each: what a model needs to fix its source, not 
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import os
@@ -27,13 +31,14 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from drkernel.errors import InfrastructureError
 from drkernel.gym.cuda import toolchain
 from drkernel.gym.cuda.contract import CudaModule
 from drkernel.gym.cuda.messages import CompileJob, CompileReply, build_key
 from drkernel.gym.ipc import ChannelClosed, ChannelTimeout
+from drkernel.gym.orchestrator.memory import RssWatch
 from drkernel.gym.orchestrator.sandbox import Limits, Runner
 
 COMPILE_LIMITS = Limits(cpu_s=600, nproc=256, as_bytes=8 << 30)
@@ -46,6 +51,9 @@ HOST_ENDED = re.compile(r"signal terminated program|Killed signal|killed by sign
 diagnostic of the source: such an outcome is not cached (a later build may pass) and the evaluation ends
 as a timeout or crash, which the service does not cache either."""
 COMPILE_TIMEOUT_S = 900.0
+BUILD_BYTES = 2 << 30
+"""Host memory one build is planned at when an evaluation's share bounds its builds (`build_plan`):
+nvcc's front end holds ~1.3 GB parsing torch's headers, beside the compile child and nvcc's driver."""
 WAIT_POLL_S = 0.2
 """How often a build waiting for its key's lock or a compile slot looks whether it was cancelled."""
 ERROR_LINES = 40
@@ -163,6 +171,17 @@ def default_cache_dir() -> str:
     return os.path.join(base, "drkernel", "cuda")
 
 
+def build_plan(modules: int, share: int | None) -> tuple[int, int | None]:
+    """How an evaluation's ``modules`` builds run within its host-memory ``share`` (None: unbounded):
+    ``(at_once, bytes_each)``, as many at once as `BUILD_BYTES` each fit the share (at least one, at
+    most every module), each watched against its part of the share. Without a share every module
+    builds at once, each bounded per process by `COMPILE_LIMITS` alone."""
+    if share is None:
+        return max(1, modules), None
+    at_once = max(1, min(modules, share // BUILD_BYTES))
+    return at_once, max(1, share // at_once)
+
+
 class BuildCancelled(Exception):
     """A build stopped because the evaluation that asked for it was cancelled (`Compiler.cancel`);
     nothing of it is cached."""
@@ -184,6 +203,7 @@ class Compiler:
         self._guard = threading.Lock()
         self._owners: dict[int, list] = {}  # owner -> its compile children under way
         self._cancelled: set[int] = set()
+        self.memory_share: int | None = None  # host bytes one evaluation's builds hold together (`build_all`)
 
     @contextlib.contextmanager
     def owned(self, owner: int) -> Iterator[None]:
@@ -213,7 +233,20 @@ class Compiler:
     def key(self, module: CudaModule) -> str:
         return build_key(job_for(module, self.arch, self.link), toolchain.toolchain())
 
-    def build(self, module: CudaModule, owner: int | None = None) -> BuildOutcome:
+    def build_all(self, modules: Sequence[CudaModule], owner: int | None = None) -> list[BuildOutcome]:
+        """One evaluation's ``modules``, built side by side within its host-memory share
+        (`memory_share`, `build_plan`): the share that bounds its candidate bounds its compilers too,
+        so a worker's slots cannot hold more than the worker's host memory with builds either."""
+        at_once, each = build_plan(len(modules), self.memory_share)
+        if at_once == 1:
+            return [self.build(m, owner, each) for m in modules]
+        with concurrent.futures.ThreadPoolExecutor(max_workers=at_once) as pool:
+            return list(pool.map(lambda m: self.build(m, owner, each), modules))
+
+    def build(self, module: CudaModule, owner: int | None = None,
+              memory_bytes: int | None = None) -> BuildOutcome:
+        """``module``'s build (from the cache, or a compile child whose processes together hold at most
+        ``memory_bytes`` of host memory: killed past it, a host-ended outcome, not cached)."""
         job = job_for(module, self.arch, self.link)
         key = build_key(job, toolchain.toolchain())
         with self._guard:
@@ -223,7 +256,7 @@ class Compiler:
             if found is not None:
                 return found
             with self._waiting(self._slots, owner):
-                reply, blob = self._run(job, owner)
+                reply, blob = self._run(job, owner, memory_bytes)
             error = None if reply.ok else trim_errors(reply.log)
             if not reply.ok and HOST_ENDED.search(reply.log):
                 return BuildOutcome(key=key, ok=False, seconds=reply.seconds, cached=False, linked=False,
@@ -253,18 +286,26 @@ class Compiler:
             if owner in self._owners:
                 self._owners[owner].append(child)
 
-    def _run(self, job: CompileJob, owner: int | None = None) -> tuple[CompileReply, bytes]:
+    def _run(self, job: CompileJob, owner: int | None = None,
+             memory_bytes: int | None = None) -> tuple[CompileReply, bytes]:
         from drkernel.gym.orchestrator.pool import Child
 
+        t = time.monotonic()
         child = Child("drkernel.gym.cuda.compile_child", "cpu", {}, self.runner, limits=self.limits)
+        watch = RssWatch(child.pid, memory_bytes, cpu_share=False) if memory_bytes else None
         try:
             self._adopt(owner, child)
-            child.send(job.to_header())
-            msg = child.recv(deadline=time.monotonic() + self.timeout_s)
+            with watch or contextlib.nullcontext():
+                child.send(job.to_header())
+                msg = child.recv(deadline=time.monotonic() + self.timeout_s)
             return CompileReply.from_header(msg.header), bytes(msg.blob)
         except (ChannelClosed, ChannelTimeout) as e:
             if owner in self._cancelled:
                 raise BuildCancelled("the evaluation was cancelled during its build") from e
+            if watch is not None and watch.fired:
+                log = (f"error: the compile stopped: its compilers held more than {memory_bytes >> 20} MiB, "
+                       f"the evaluation's share of the host's memory (peak seen {watch.peak >> 20} MiB)")
+                return CompileReply(ok=False, seconds=time.monotonic() - t, linked=False, log=log), b""
             rc = child.returncode
             if isinstance(e, ChannelTimeout) or rc is not None and rc < 0:  # RLIMIT_CPU or the wall clock
                 log = f"error: the compile stopped (its time limit): {child.log_tail()}"

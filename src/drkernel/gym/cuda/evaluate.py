@@ -21,7 +21,6 @@ is ``triton`` goes to the inner evaluator untouched. A ``cuda`` request is judge
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import hashlib
 import threading
 import time
@@ -160,12 +159,16 @@ class CudaEvaluator:
         return relabel(result)
 
     def build_all(self, report: CudaReport, owner: int | None = None) -> list[BuildOutcome]:
-        """Every module of the solution, compiled in parallel (each in its own compile child);
-        ``owner``: the evaluation they are built for (`cancel_thread` stops them)."""
-        if len(report.modules) == 1:
-            return [self.compiler.build(report.modules[0], owner)]
-        with concurrent.futures.ThreadPoolExecutor(max_workers=len(report.modules)) as pool:
-            return list(pool.map(lambda m: self.compiler.build(m, owner), report.modules))
+        """Every module of the solution, compiled in parallel (each in its own compile child) within
+        the evaluation's host-memory share (`Compiler.build_all`); ``owner``: the evaluation they are
+        built for (`cancel_thread` stops them)."""
+        return self.compiler.build_all(report.modules, owner)
+
+    def limit_host_memory(self, per_evaluation_bytes: int) -> None:
+        """Bound each evaluation's request code (the inner evaluator's `limit_host_memory`) and its
+        builds (`Compiler.memory_share`) by ``per_evaluation_bytes``."""
+        self.inner.limit_host_memory(per_evaluation_bytes)  # type: ignore[attr-defined]
+        self.compiler.memory_share = max(1, int(per_evaluation_bytes))
 
     def cancel_thread(self, ident: int) -> bool:
         """Stop the evaluation on thread ``ident``: its builds when it is building, else the inner

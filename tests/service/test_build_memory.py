@@ -1,0 +1,70 @@
+"""A CUDA solution's builds are counted in the host-memory share a worker gives each evaluation: the
+share that bounds its candidate bounds its compilers too (`Compiler.memory_share`, measured over each
+compile child's whole process tree), so a worker's slots cannot over-commit the host with builds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from drkernel.gym.config import EvalConfig, EvalRequest
+from drkernel.gym.cuda.build import BUILD_BYTES, CompileCache, Compiler, build_plan
+from drkernel.gym.cuda.evaluate import CudaEvaluator, with_languages
+from drkernel.gym.cuda.toolchain import have_compilers
+from drkernel.gym.orchestrator.sandbox import make_runner
+from drkernel.gym.result import Status
+from drkernel.problems.problem import Problem
+from drkernel.service.workers import start_evaluator
+
+GOLD = Path(__file__).resolve().parents[2] / "src/drkernel/problems/builtin_cuda/level1/gelu/gold.py"
+GIB = 1 << 30
+
+
+class BoundedInner:
+    """The inner (Triton) evaluator's memory bound, as the service sets it; no CUDA request reaches it."""
+
+    def __init__(self) -> None:
+        self.share: int | None = None
+
+    def limit_host_memory(self, per_evaluation_bytes: int) -> None:
+        self.share = per_evaluation_bytes
+
+    def evaluate(self, request):
+        raise AssertionError("a cuda request went to the Triton evaluator")
+
+
+def front(device: str = "cpu", cuda_cache_dir: str | None = None) -> CudaEvaluator:
+    """A worker's evaluator factory (`ServiceConfig.evaluator`): the CUDA front over `BoundedInner`."""
+    return with_languages(BoundedInner(), device, cache_dir=cuda_cache_dir)
+
+
+def test_an_evaluations_builds_are_planned_within_its_share():
+    assert BUILD_BYTES == 2 * GIB
+    assert build_plan(3, None) == (3, None)  # no share: every module at once, per-process limits alone
+    assert build_plan(3, 5 * GIB) == (2, 5 * GIB // 2)  # two builds of 2 GiB fit 5 GiB: 2.5 GiB each
+    assert build_plan(3, 1 * GIB) == (1, 1 * GIB)  # not even one fits: one at a time, the whole share
+    assert build_plan(2, 8 * GIB) == (2, 4 * GIB)  # never more at once than modules
+
+
+def test_a_worker_gives_its_slots_share_to_the_compilers_as_to_the_candidates(tmp_path):
+    evaluator, info = start_evaluator("test_build_memory:front", "cpu", {"cuda_cache_dir": str(tmp_path)},
+                                      slots=2, host_memory_bytes=6 * GIB)
+    assert info["slot_memory_bytes"] == 3 * GIB
+    assert evaluator.inner.share == 3 * GIB and evaluator.compiler.memory_share == 3 * GIB
+
+
+@pytest.mark.skipif(not have_compilers(), reason="nvcc or c++ is not installed")
+def test_a_build_past_its_evaluations_share_is_stopped_and_not_cached(tmp_path):
+    """256 MiB for the build: nvcc's front end passes it parsing torch's headers (its own address
+    space limit, 8 GiB, would not stop it). The evaluation ends as a crash, not the source's compile
+    error, and no cache keeps the outcome."""
+    compiler = Compiler(make_runner(), CompileCache(tmp_path), link=False)
+    evaluator = CudaEvaluator(BoundedInner(), compiler, device="cpu")
+    evaluator.limit_host_memory(256 << 20)
+    problem = Problem(name="gelu", level=1, code="import torch\n", source="builtin")
+    result = evaluator.evaluate(EvalRequest(problem=problem, solution=GOLD.read_text(),
+                                            config=EvalConfig(device="cpu"), language="cuda"))
+    assert result.status is Status.CRASHED, (result.status, result.error)
+    assert "256 MiB" in result.error and "share of the host's memory" in result.error, result.error
+    assert [p.name for p in tmp_path.iterdir() if not p.name.startswith(".tmp")] == []  # no entry kept
