@@ -156,7 +156,11 @@ def main() -> int:
     ap.add_argument("--kernelbench", metavar="DIR",
                     help="KernelBench's evaluator (scripts/kernelbench_vendor.sh): each case evaluated by it "
                     "too, after ours, in a fresh process")
+    ap.add_argument("--cases", default=",".join(CASES), help="which of the cases, comma-separated")
     args = ap.parse_args()
+    unknown = set(args.cases.split(",")) - set(CASES)
+    if unknown:
+        ap.error(f"--cases: unknown {', '.join(sorted(unknown))}; known: {', '.join(CASES)}")
     if args.kernelbench:  # before minutes of our own runs: a missing copy or package fails here, loudly
         vendored(args.kernelbench)
         if missing_packages():
@@ -167,6 +171,8 @@ def main() -> int:
                     "kernelbench_order": "after ours, per case" if args.kernelbench else None}
     ok = True
     for name, (sol, quoted_s) in CASES.items():
+        if name not in args.cases.split(","):
+            continue
         req = EvalRequest(problem=find_problem(rows, name), solution=(SOLUTIONS / sol).read_text(), config=cfg)
         ok &= run_case(name, req, quoted_s, args, report)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
