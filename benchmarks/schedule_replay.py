@@ -14,8 +14,16 @@ outstanding as in the benchmark):
 * the candidate's own time before each message: ``inputs + import`` before ``solution_path``, then
   ``compile`` (building the model and its first call, as the candidate's stage clock counts it) before
   trial 0's outputs, ``correctness`` (every trial's export and the other trials' calls) over the other
-  trials, ``extra_runs`` over the integrity comparisons, the region (``exclusive``) before ``timing``,
-  ``timing_samples`` over the sampled comparisons, less the judge's share of each (``judge_compare``);
+  trials, ``extra_runs`` over the integrity comparisons (one per tag the integrity hook's runs send the
+  judge, `RUN_TAGS`), the region (``exclusive``) before ``timing``, ``timing_samples`` over the sampled
+  comparisons, less the judge's share of each (``judge_compare``);
+* a run measured with holds paused at exports (``yield_at_exports``) has in those stages, besides the
+  judge, each wait to resume its hold behind a waiting timed region (the candidate waits for its verdict
+  meanwhile), which the replay plays again; so the stages are taken down by what the replay of the
+  recorded setting waits there, to a fixed point (`calibrate`, ``--calibrate`` rounds). On the H100 run
+  of 2026-11-27 (0.985/s measured) the replay of the recorded setting gives 0.58-0.64/s without this and
+  0.72-0.75/s with it: it still plays more waiting behind regions than the GPU had, so compare settings
+  by their ratio to the replayed recorded setting, not by their absolute rates;
 * the judge's service time of an export: the row's ``judge_compare`` times the run's judge busy
   seconds over its summed ``judge_compare`` (the rest was queueing), shared out over its exports; the
   same for every export, on whichever judge (``--judge-routing shared`` moves requests between judges:
@@ -30,8 +38,9 @@ outstanding as in the benchmark):
 Sleeps stand for durations times ``--scale``; rates are given back in the run's own seconds. Stage
 durations were measured under the contention of the run they come from: a schedule that packs more
 work onto the device (more slots, more judges) would stretch them, so a predicted rate above the
-measured one is an upper bound. Settings are combined: each value of ``--concurrency``, ``--judges``,
-``--judge-routing`` and ``--hit-s`` with each of the others.
+measured one is an upper bound; nor does it model the host's CPU, which more slots share. Settings are
+combined: each value of ``--concurrency``, ``--judges``, ``--judge-routing``, ``--hit-s`` and
+``--region-batch`` with each of the others, holds paused at exports or not as the run was measured.
 
     PYTHONPATH=src python3 benchmarks/schedule_replay.py benchmarks/results/sustained_ab_adaptive_h100_2026-11-26.json
     PYTHONPATH=src python3 benchmarks/schedule_replay.py RUN.json --concurrency 8 12 16 --judges 2 4 --hit-s -1 0.1
