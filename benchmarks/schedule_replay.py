@@ -424,7 +424,8 @@ def load(path: Path, limit: int | None = None) -> tuple[list[Script], dict[str, 
     batch = held.get("region_batch")
     measured = {"evals_per_s": run["evals_per_s"], "concurrency": run["args"]["concurrency"],
                 "pool_size": run["args"]["pool_size"], "judges": run["device"].get("judges", 2),
-                "judge_routing": held.get("judge_routing", "sticky"), "yield_at_exports": bool(held.get("yield_at_exports")),
+                "judge_routing": held.get("judge_routing", "sticky"),
+                "yield_at_exports": bool(held.get("yield_at_exports")),
                 "region_batch": (int(batch[0]), float(batch[1])) if batch and batch[0] else None,
                 "stage_seconds": {k: round(v, 2) for k, v in run["stage_seconds"].items()
                                   if k in ("timing_lock_wait", "child_wait")}}
@@ -441,9 +442,9 @@ def calibrate(scripts: list[Script], measured: dict[str, Any], args: argparse.Na
               rounds: int) -> tuple[list[Script], list[dict[str, Any]]]:
     """The scripts with the lock's waits taken out of their stages (`Script.deflated`). With holds paused
     at exports the measured stages include each `resume` behind a waiting region (the candidate waits
-    for its verdict meanwhile), which the replay plays again: left in, they are counted twice. Which share was waiting is not recorded, so it is found
-    as a fixed point: replay the recorded setting, take out the waits it played, again (damped: each
-    round's waits are the mean of the last two)."""
+    for its verdict meanwhile), which the replay plays again: left in, they are counted twice. Which
+    share was waiting is not recorded, so it is found as a fixed point: replay the recorded setting, take
+    out the waits it played, again (damped: each round's waits are the mean of the last two)."""
     waits: dict[int, dict[str, float]] = {}
     history = []
     for i in range(rounds):
