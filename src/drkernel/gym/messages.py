@@ -435,6 +435,9 @@ class Verdict(Message):
     degenerate: str | None = None
     """A trivial answer (zeros, a constant, an input) that meets the reference at the derived
     tolerance (`drkernel.gym.judge.tolerance`): this trial cannot tell computing from not computing."""
+    skipped: str | None = None
+    """Why the check this tagged comparison serves does not apply to the problem (the reference itself
+    fails on the check's inputs): nothing was compared, ``passed`` is True, the result carries a warning."""
 
     def to_header(self) -> dict[str, Any]:
         h = {k: v for k, v in super().to_header().items() if v is not None}
@@ -459,7 +462,8 @@ class Verdict(Message):
                    _number(h, "max_abs_err", None), _number(h, "max_rel_err", None), _number(h, "atol", None),
                    _number(h, "rtol", None), None if changed is None else tuple(changed),
                    _get(h, "retry_host", (bool,), False), _number(h, "seconds", None),
-                   _text(h, "degenerate", TEXT_CAP, truncate=True, default=None))
+                   _text(h, "degenerate", TEXT_CAP, truncate=True, default=None),
+                   _text(h, "skipped", TEXT_CAP, truncate=True, default=None))
 
 
 @_register

@@ -32,7 +32,8 @@ from drkernel.gym.harness.vmm import VmmError
 from drkernel.gym.ipc import Channel, ProtocolViolation, child_channel, close_fds, decode_tree
 from drkernel.gym.messages import (CompareRequest, Error, Op, Prepare, Prepared, Ready, Release, Signal, Timed,
                                    TimeReference, Verdict, op_of)
-from drkernel.gym.seeds import VARIANTS, Distribution, distribution_of, perturbed, step_of_tag, with_distribution
+from drkernel.gym.seeds import (TIMED_FIRST_STEP, VARIANTS, Distribution, distribution_of, perturbed, step_of_tag,
+                                with_distribution)
 from drkernel.problems.problem import Problem
 from drkernel.problems.scaling import rewrite_constants, scale_for_cpu, second_size_candidates
 
@@ -260,6 +261,7 @@ class Judge:
 
     def compare(self, h: CompareRequest, blob: bytes, fds: list[int]) -> Verdict:
         step = step_of_tag(h.tag)  # sparse_perturb's inputs (a few values swapped), a timed call's own draw
+        base = h.seed
         if step:
             h = dataclasses.replace(h, seed=perturbed(h.seed, step))
         job, trial = h.job, (h.trial, h.seed)  # a trial's index (or "timing") and its seed
@@ -269,7 +271,12 @@ class Judge:
             # holding both ran the judge out of device memory (24.8 GB allocated, H100, 2026-11-24)
             cur = None
             self.current.pop(job, None)
-            out, post = self.run_reference(h.code, h.seed, h.weight_seed)
+            try:
+                out, post = self.run_reference(h.code, h.seed, h.weight_seed)
+            except Exception as e:
+                if not 0 < step < TIMED_FIRST_STEP or _resource_failure(e):
+                    raise
+                return self.perturbation_undefined(h, base, e)
             self.current[job] = cur = (trial, out, post, self.derived_bounds(h, out, post))
         tree = h.tree
         post_tree = None
@@ -284,6 +291,20 @@ class Judge:
                 return self.compare_parts(h, tree, post_tree, blob, staging, cur[1], cur[2], cur[3])
         except VmmError as e:
             return Verdict(False, f"the staging buffer could not be mapped: {e}", retry_host=True)
+
+    def perturbation_undefined(self, h: CompareRequest, base: int, error: Exception) -> Verdict:
+        """The verdict of a ``sparse_perturb`` comparison whose reference raised on the perturbed inputs:
+        the swaps broke a structure the problem's inputs need (sorted CSR offsets, a permutation's
+        pairing), so the check cannot apply to this problem. It is skipped, with the reason recorded
+        (``skipped``, a warning on the result), and the solution is not judged by it. Only when the
+        reference runs on the same draw unperturbed: a reference that fails there too is the judge's
+        failure, and so is a resource failure (`_resource_failure`), which a candidate holding device
+        memory could provoke. Both draws are the judge's own, from the job's seeds: nothing the
+        solution returns reaches them."""
+        self.run_reference(h.code, base, h.weight_seed)  # raises: the reference fails unperturbed too
+        reason = (f"the reference itself fails on the perturbed inputs ({type(error).__name__}: "
+                  f"{str(error)[:300]}); the swaps break a structure this problem's inputs need")
+        return Verdict(True, f"not compared: {reason}", skipped=reason)
 
     def staging(self, h: CompareRequest, fds: list[int]) -> ContextManager[Any]:
         """The candidate's staging buffer mapped for one message (`drkernel.gym.harness.vmm`), or None."""
@@ -394,6 +415,15 @@ def _within(out: torch.Tensor, ref: torch.Tensor, bound: LeafTolerance) -> bool:
         if not bool(((x - y).abs() <= bound.atol + bound.rtol * y.abs()).all()):
             return False
     return True
+
+
+def _resource_failure(error: BaseException) -> bool:
+    """Did the device or the host run out of something (memory, a library's workspace), rather than the
+    reference meet inputs it is not defined on? A candidate sharing the device can cause the former."""
+    if isinstance(error, (torch.OutOfMemoryError, MemoryError)):
+        return True
+    text = str(error).lower()
+    return any(s in text for s in ("out of memory", "alloc_failed", "cuda error", "cublas", "cudnn"))
 
 
 def _float_leaves(value: Any) -> list[torch.Tensor]:

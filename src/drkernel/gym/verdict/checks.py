@@ -247,6 +247,9 @@ def annotate(result: EvalResult, request: Any, candidate_report: Mapping[str, An
                and not (t == "recall_same" and request.config.trials < 2)]
     if result.status is Status.CORRECT and missing:
         result.hacks.append(make_hack(8, f"integrity runs {', '.join(missing)} never reached the judge"))
+    for warning in skipped_checks(judge_report):
+        if warning not in result.warnings:
+            result.warnings.append(warning)
     if result.op_coverage is None:
         result.op_coverage = IntegrityVerdict.op_coverage(candidate_report, judge_report, launches)
     profile = profiled_kernels(candidate_report)
@@ -267,6 +270,14 @@ def annotate(result: EvalResult, request: Any, candidate_report: Mapping[str, An
         if warning not in result.warnings:
             result.warnings.append(warning)
     return result
+
+
+def skipped_checks(judge_report: Mapping[str, Any]) -> list[str]:
+    """A warning per integrity comparison the judge skipped because its check does not apply to the
+    problem (`drkernel.gym.messages.Verdict.skipped`: the reference itself fails on its inputs)."""
+    extra = judge_report.get("extra") or {}
+    return [f"integrity check {tag} not applied: {entry['skipped']}" for tag, entry in sorted(extra.items())
+            if isinstance(entry, Mapping) and entry.get("skipped")]
 
 
 def attributed(kernels: list[Any], request: Any) -> list[Any]:
