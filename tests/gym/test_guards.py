@@ -224,6 +224,18 @@ def test_global_state_detects_precision_and_thread_changes():
     assert state.changed() == []
 
 
+def test_global_state_detects_hooks_every_later_thread_runs():
+    import threading
+
+    state = GlobalState().take()
+    try:
+        threading.settrace(print)
+        assert [h.code for h in state.changed()] == [15]
+    finally:
+        threading.settrace(None)
+    assert state.changed() == []
+
+
 def test_output_checks_flag_subclasses_and_aliasing():
     class Lazy(torch.Tensor):
         pass
@@ -242,6 +254,20 @@ def test_scan_module_finds_forbidden_objects_held_by_the_solution():
     module.gc_module = __import__("gc")
     module.fine = torch.relu
     assert sorted(h.code for h in scan_module(module)) == [14, 14]
+
+
+def test_scan_module_admits_locks_but_not_what_starts_threads():
+    import _thread
+    import threading
+    import types
+
+    module = types.ModuleType("solution")
+    module.Lock, module.RLock, module.threading = threading.Lock, threading.RLock, threading
+    module.lock, module.rlock = threading.Lock(), threading.RLock()
+    assert scan_module(module) == []
+    module.Thread, module.Timer, module.settrace = threading.Thread, threading.Timer, threading.settrace
+    module.raw = _thread
+    assert sorted(h.code for h in scan_module(module)) == [7, 7, 7, 7]
 
 
 def test_host_reads_counts_multi_element_reads_from_solution_code_only(tmp_path):

@@ -37,7 +37,7 @@ def codes(source: str) -> set[int]:
     ("def f(x):\n    return f.__globals__", 14),
     ("subs = object.__subclasses__()", 14),
     ("from . import harness", 14),
-    ("import threading", 7),
+    ("import threading\nt = threading.Thread(target=print)", 7),
     ("from concurrent.futures import ThreadPoolExecutor", 7),
     ("s = torch.cuda.Stream()", 7),
     ("with torch.cuda.stream(None):\n    pass", 7),
@@ -60,6 +60,30 @@ def codes(source: str) -> set[int]:
 ])
 def test_certain_hacks(snippet, code):
     assert code in codes(snippet)
+
+
+@pytest.mark.parametrize("snippet", [
+    "from threading import Lock\n_lock = Lock()\ndef build():\n    with _lock:\n        return 1",
+    "import threading\n_lock = threading.RLock()\ndef build():\n    with _lock:\n        return 1",
+    "import threading as th\nLOCKS = [th.Lock() for _ in range(2)]",
+])
+def test_a_lock_around_a_lazy_build_is_admitted(snippet):
+    assert codes(snippet) == set(), snippet
+
+
+@pytest.mark.parametrize("snippet, code", [
+    ("import threading", 14),                                       # nothing admitted is used
+    ("from threading import Lock, Thread", 7),
+    ("import threading\n_lock = threading.Lock()\nthreading.Timer(1.0, print).start()", 7),
+    ("import threading\n_lock = threading.Lock()\nthreading.settrace(print)", 7),
+    ("import threading\n_lock = threading.Lock()\nthreading.excepthook = print", 14),
+    ("import threading\n_lock = threading.Lock()\nmod = threading", 7),       # the module as a value
+    ("import threading\n_lock = threading.Lock()\ndef f(n):\n    return getattr(threading, n)", 14),
+    ("from _thread import allocate_lock", 7),                      # the same lock, through _thread
+    ("import threading\n_lock = threading.Lock()\nstate = threading._shutdown", 14),
+])
+def test_threading_beyond_its_locks_is_refused(snippet, code):
+    assert code in codes(snippet), snippet
 
 
 def test_alias_chains_resolve():

@@ -711,6 +711,10 @@ STATE_FLAGS = {
     "torch.is_grad_enabled": torch.is_grad_enabled,
     "torch.get_default_device": lambda: str(torch.get_default_device()),
     "torch.backends.mkldnn.enabled": lambda: torch.backends.mkldnn.enabled,
+    # Hooks every later thread runs (the harness's too): a trace or profile hook reads their frames.
+    "threading.gettrace": threading.gettrace,
+    "threading.getprofile": threading.getprofile,
+    "threading.excepthook": lambda: threading.excepthook,
 }
 
 
@@ -748,6 +752,11 @@ FORBIDDEN_RUNTIME_MODULES = {
     "torch._dynamo": 16, "torch._inductor": 16, "torch.utils.cpp_extension": 16, "torch.library": 16,
     "torch.jit": 16, "cupy": 16, "numba": 16, "drkernel": 8,
 }
+LOCK_FACTORIES = frozenset(id(f) for f in (threading.Lock, threading.RLock))
+"""Locks serialise the calling thread's own work and start nothing: a solution may hold their
+factories, and the ``threading`` module it reaches them through (the static contract admits it only
+where every use is one of them). Thread starts are refused where they happen (`_thread_start`);
+``threading.settrace``/``setprofile``/``excepthook`` by their effect (`STATE_FLAGS`)."""
 COMPILER_MODULES = ("torch._inductor.codegen", "torch._inductor.compile_fx", "torch.utils.cpp_extension", "cupy",
                     "numba", "pycuda")
 """Modules only a compilation imports (entering a TorchDispatchMode already imports torch._dynamo
@@ -756,6 +765,8 @@ so those prove nothing; frames torch.compile compiled are counted by `dynamo_fra
 
 
 def _forbidden_origin(obj: Any) -> tuple[int, str] | None:
+    if id(obj) in LOCK_FACTORIES or obj is threading:
+        return None
     if isinstance(obj, types.ModuleType):
         name = obj.__name__
     elif isinstance(obj, (types.FunctionType, types.BuiltinFunctionType, type)):

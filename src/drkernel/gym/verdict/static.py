@@ -123,6 +123,9 @@ ALLOWED_REFERENCES = (
     # autograd.Function decorators: they cast only with a `cast_inputs` dtype, which the kernelbench
     # profile's half-type rule names like any other cast (kernelgym allows it, as it allows fp16 tiles)
     "torch.amp.custom_fwd", "torch.amp.custom_bwd", "torch.cuda.amp.custom_fwd", "torch.cuda.amp.custom_bwd",
+    # A lock serialises the calling thread's own work (a kernel built lazily, once); it starts nothing.
+    # Everything else of `threading` (Thread, Timer, settrace, excepthook) stays refused.
+    "threading.Lock", "threading.RLock",
 )
 # Roots whose attributes must never be assigned (monkey-patching, hack 8).
 PATCH_ROOTS = ("torch", "triton", "time", "numpy", "builtins", "sys", "os", "math", "random",
