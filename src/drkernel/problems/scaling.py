@@ -10,8 +10,10 @@ KernelBench problems state their sizes as module-level constants (``N = 2048 * 2
        capped at 16, that divided the original value still divides the new one); a halving after
        which the reference no longer runs (on meta tensors) freezes that constant instead.
 
-Sizes are measured on PyTorch's ``meta`` device, so nothing is allocated. Standard library at
-import time; torch is imported only by the functions that measure.
+Sizes are measured on PyTorch's ``meta`` device, so nothing is allocated; a ``get_inputs`` that reads
+values (``int(offsets[-1])``) is drawn on the host instead, under an allocation cap
+(`drkernel.problems.drawcap`). Standard library at import time; torch is imported only by the
+functions that measure.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
+import math
 from typing import Any, Mapping
 
 from drkernel import pyast
@@ -26,6 +29,8 @@ from drkernel.problems.problem import Problem
 
 MIN_REDUCIBLE = 16
 """Constants at or below this are kernel sizes, strides, small channel counts: left alone."""
+REAL_DRAW_BYTES = 1 << 28
+"""The most a host draw may allocate when ``get_inputs`` cannot run on meta (`measure`)."""
 FLOP_BUDGET = 50_000_000
 """Generic CPU scale-down target for one forward's matmul/conv FLOPs (torch's flop counter)."""
 _BATCH_NAMES = ("batch_size", "batch", "bs", "b")
@@ -147,24 +152,58 @@ def _halve(v: int, name: str = "") -> int:
     return max(a, (v // 2) // a * a)
 
 
-def measure(code: str) -> dict[str, Any]:
+def measure(code: str, limit_bytes: int = REAL_DRAW_BYTES) -> dict[str, Any]:
     """Elements and bytes of a problem's inputs and parameters, measured on the meta device.
 
     ``runs`` says whether ``Model(...)(*inputs)`` ran on meta tensors (shape errors show there);
     None when the model cannot run on meta at all (an op without a meta kernel, data-dependent code).
+    A ``get_inputs`` that reads values (``int(offsets[-1])``) cannot run on meta: it is drawn on the
+    host instead, under `drkernel.problems.drawcap.DrawCap` (``limit_bytes``); past that cap the
+    sizes read as infinite (scaling halves on), and the model still runs on meta copies of the draw.
     """
     import torch
 
+    from drkernel.problems.drawcap import DrawCap, TooLarge
+
+    try:
+        ns, inputs, init = _draw(code, torch.device("meta"))
+    except Exception:  # noqa: BLE001 - data-dependent input code: measure real tensors instead
+        try:
+            with DrawCap(limit_bytes):
+                ns, inputs, init = _draw(code, torch.device("cpu"))
+        except TooLarge:
+            return {"elements": math.inf, "bytes": math.inf, "runs": None, "flops": 0}
+        inputs, init = _to_meta(inputs), _to_meta(init)
+    return _measure_model(ns, inputs, init)
+
+
+def _draw(code: str, device: Any) -> tuple[dict[str, Any], list[Any], list[Any]]:
+    """The problem's namespace, inputs and init inputs, made under ``device``."""
+    import torch
+
     ns: dict[str, Any] = {"__name__": "drkernel_problem_measure"}
+    with torch.device(device):
+        exec(compile(code, "<problem>", "exec"), ns)
+        inputs = list(ns["get_inputs"]())
+        init = list(ns["get_init_inputs"]()) if "get_init_inputs" in ns else []
+    return ns, inputs, init
+
+
+def _to_meta(values: list[Any]) -> list[Any]:
+    import torch
+
+    return [v.to("meta") if isinstance(v, torch.Tensor) else v for v in values]
+
+
+def _measure_model(ns: dict[str, Any], inputs: list[Any], init: list[Any]) -> dict[str, Any]:
+    """Sizes of ``inputs`` and of the model's parameters, and one forward's FLOPs, all on meta."""
+    import torch
     from torch.utils.flop_counter import FlopCounterMode
 
     runs: bool | None = None
     flops = FlopCounterMode(display=False)
+    tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
     with torch.device("meta"):
-        exec(compile(code, "<problem>", "exec"), ns)
-        inputs = ns["get_inputs"]()
-        init = ns["get_init_inputs"]() if "get_init_inputs" in ns else []
-        tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
         try:
             model = ns["Model"](*init)
             tensors += list(model.parameters()) + list(model.buffers())

@@ -106,18 +106,27 @@ class Judge:
                 continue
             second_code = candidate_code
             break
-        inputs = harness.draw_inputs(self.reference(code), h.seed, torch.device("meta"))
+        input_bytes = self.input_bytes(code, h.seed)
         profile = self.op_profile(code, h.seed)
         if len(self.no_tf32) > 4096:
             self.no_tf32.clear()
         for c in filter(None, (code, second_code)):  # unknown (None) keeps the slack
             self.no_tf32[c] = profile is not None and not any(base_name(op) in TF32_OPS for op in profile.ops)
         distributions = self.defined_distributions(code, h.seed)
-        return Prepared(code, second_code, harness.tensor_bytes(inputs),
+        return Prepared(code, second_code, input_bytes,
                         profile.to_dict() if profile is not None else None,
                         profile.cost * 1e3 if profile is not None else None,
                         distributions=distributions,
                         perturb_across=self.swaps_unseen(code, h.seed, distributions))
+
+    def input_bytes(self, code: str, seed: int) -> int:
+        """Bytes of a trial's inputs: drawn on meta (nothing allocated) or, where ``get_inputs`` reads
+        values (``int(offsets[-1])`` cannot run on meta), on the device, as the reference's runs draw
+        them anyway."""
+        try:
+            return harness.tensor_bytes(harness.draw_inputs(self.reference(code), seed, torch.device("meta")))
+        except Exception:  # noqa: BLE001 - data-dependent input code
+            return harness.tensor_bytes(harness.draw_inputs(self.reference(code), seed, self.device))
 
     def defined_distributions(self, code: str, seed: int) -> tuple[int, ...]:
         """The input distributions worth a trial or a timed call (plain among them), probed at the
