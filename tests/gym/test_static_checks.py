@@ -86,6 +86,45 @@ def test_threading_beyond_its_locks_is_refused(snippet, code):
     assert code in codes(snippet), snippet
 
 
+SINGLETON = """
+class Logger:
+    _instance = None
+
+    def __new__(cls, *args):
+        if cls._instance is None:
+            cls._instance = {made}
+        return cls._instance
+"""
+
+
+def test_a_singleton_made_by_super_new_in_its_own_new_is_admitted():
+    assert codes(SINGLETON.format(made="super().__new__(cls)")) == set()
+
+
+@pytest.mark.parametrize("made, prefix", [
+    ("super().__new__(torch.Tensor)", ""),                          # not the class's own cls
+    ("super(Logger, cls).__new__(cls)", ""),                        # super with arguments
+    ("object.__new__(cls)", ""),
+    ("super().__new__(cls, 1)", ""),
+    ("super().__new__", ""),                                        # read, not called with cls
+    ("[super().__new__(cls) for cls in (int,)][0]", ""),            # cls of a comprehension's scope
+    ("super().__new__(cls).__class__", ""),
+    ("super().__new__(cls)", "super = lambda: torch.Tensor\n"),     # not the builtin super
+])
+def test_other_new_reads_stay_refused(made, prefix):
+    assert 14 in codes(prefix + SINGLETON.format(made=made)), made
+
+
+@pytest.mark.parametrize("snippet", [
+    "class L:\n    def __init__(self):\n        self.x = super().__new__(L)",    # not in __new__
+    "class L:\n    def __new__(cls):\n        cls = torch.Tensor\n        return super().__new__(cls)",
+    "class L:\n    def __new__(cls):\n        def g(cls):\n            return super().__new__(cls)\n"
+    "        return g(cls)",
+])
+def test_super_new_outside_its_own_new_or_with_cls_rebound_is_refused(snippet):
+    assert 14 in codes(snippet), snippet
+
+
 def test_alias_chains_resolve():
     # F is torch.nn.functional, c = torch.compile through a local alias of torch.
     assert codes("T = torch\nc = T.compile") == {16}

@@ -1289,6 +1289,7 @@ def _contract(tree: ast.Module, names: _Names) -> list[Hack]:
 
     called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     uses = _NameUses(tree, names)
+    own_new = _own_new_calls(tree)
     for node in ast.walk(tree):
         if (isinstance(node, ast.Name) and node.id in ATTRIBUTE_FUNCTIONS and id(node) not in called
                 and node.id not in names.defined):
@@ -1304,7 +1305,7 @@ def _contract(tree: ast.Module, names: _Names) -> list[Hack]:
             for a in node.names:
                 if a.name.startswith("_") and node.module != "__future__" or a.name == "*":
                     bad(node, f"imports {a.name} from {node.module}")
-        elif isinstance(node, ast.Attribute):
+        elif isinstance(node, ast.Attribute) and id(node) not in own_new:
             _attribute_rule(node, names, bad)
         elif isinstance(node, ast.Name):
             if node.id.startswith("__") and node.id.endswith("__") and node.id not in ALLOWED_DUNDERS:
@@ -1319,6 +1320,48 @@ def _contract(tree: ast.Module, names: _Names) -> list[Hack]:
             elif re.search(r"\{[^{}]*[.\[]_", node.value):  # "{0.__class__}".format(x): attribute walk by name
                 bad(node, "a format string that reads private or dunder attributes")
     return hacks
+
+
+NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.ListComp, ast.SetComp,
+                 ast.DictComp, ast.GeneratorExp)
+
+
+def _in_scope(fn: ast.FunctionDef) -> list[ast.AST]:
+    """The nodes of ``fn``'s body that run in its own scope (not in a nested function, class or comprehension)."""
+    found, todo = [], list(fn.body)
+    while todo:
+        node = todo.pop()
+        found.append(node)
+        todo.extend(c for c in ast.iter_child_nodes(node) if not isinstance(c, NESTED_SCOPES))
+    return found
+
+
+def _own_new_calls(tree: ast.Module) -> set[int]:
+    """The ``.__new__`` of each ``super().__new__(cls)`` written in a class's own ``__new__`` (a singleton's
+    constructor) with ``cls`` its first parameter, never rebound, and ``super`` the builtin: the call makes
+    the instance that calling the class makes anyway, so reading this dunder grants nothing more."""
+    if any("super" in _bound_names(n) for n in ast.walk(tree)):
+        return set()
+    found = set()
+    for klass in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        for fn in klass.body:
+            params = [*fn.args.posonlyargs, *fn.args.args] if isinstance(fn, ast.FunctionDef) else []
+            if not params or fn.name != "__new__":
+                continue
+            cls = params[0].arg
+            if any(cls in _bound_names(n) for n in ast.walk(fn) if n is not params[0] and n is not fn):
+                continue
+            found.update(id(n.func) for n in _in_scope(fn) if _is_super_new(n, cls))
+    return found
+
+
+def _is_super_new(node: ast.AST, cls: str) -> bool:
+    """``super().__new__(cls)``, exactly."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "__new__"
+            and isinstance(node.func.value, ast.Call) and isinstance(node.func.value.func, ast.Name)
+            and node.func.value.func.id == "super" and not node.func.value.args and not node.func.value.keywords
+            and len(node.args) == 1 and not node.keywords and isinstance(node.args[0], ast.Name)
+            and node.args[0].id == cls)
 
 
 class _NameUses:
