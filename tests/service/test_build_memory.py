@@ -40,11 +40,11 @@ def front(device: str = "cpu", cuda_cache_dir: str | None = None) -> CudaEvaluat
 
 
 def test_an_evaluations_builds_are_planned_within_its_share():
-    assert BUILD_BYTES == 2 * GIB
+    assert BUILD_BYTES == 4 * GIB
     assert build_plan(3, None) == (3, None)  # no share: every module at once, per-process limits alone
-    assert build_plan(3, 5 * GIB) == (2, 5 * GIB // 2)  # two builds of 2 GiB fit 5 GiB: 2.5 GiB each
-    assert build_plan(3, 1 * GIB) == (1, 1 * GIB)  # not even one fits: one at a time, the whole share
-    assert build_plan(2, 8 * GIB) == (2, 4 * GIB)  # never more at once than modules
+    assert build_plan(3, 10 * GIB) == (2, 5 * GIB)  # two builds of 4 GiB fit 10 GiB: 5 GiB each
+    assert build_plan(3, 2 * GIB) == (1, 2 * GIB)  # not even one fits: one at a time, the whole share
+    assert build_plan(2, 16 * GIB) == (2, 8 * GIB)  # never more at once than modules
 
 
 def test_a_worker_gives_its_slots_share_to_the_compilers_as_to_the_candidates(tmp_path):

@@ -13,6 +13,7 @@ import httpx
 import pytest
 from service_server import SMALL_REFERENCE, ServerProcess
 
+from drkernel.gym.cuda.build import BUILD_BYTES
 from drkernel.gym.orchestrator.cpushare import IDLE_CGROUP, idle_cgroup
 
 HOG = ("import subprocess as _sp, sys as _sys\n"
@@ -206,9 +207,20 @@ def _compilers(root: int) -> list[int]:
     return out
 
 
-def test_cancelling_a_cuda_job_stops_its_build(gym):
+@pytest.fixture(scope="module")
+def roomy_gym(tmp_path_factory):
+    """A server whose slots' shares hold a build (`BUILD_BYTES` each): a build is counted in its
+    evaluation's share, and the 1 GiB of ``gym``'s would stop it before any cancel could."""
+    srv = ServerProcess(tmp_path_factory.mktemp("gym-roomy") / "jobs.sqlite", "--devices", "cpu:1",
+                        "--slots", "2", "--host-memory-bytes", str(2 * BUILD_BYTES)).start(timeout_s=300)
+    yield srv
+    srv.stop()
+
+
+def test_cancelling_a_cuda_job_stops_its_build(roomy_gym):
     """A CUDA solution whose host code keeps the compiler busy for a minute or more: once its
     compiler runs, a cancel stops it (no compiler is left below the server) and frees the slot."""
+    gym = roomy_gym
     solution = CUDA_SOLUTION.replace("BOMB", BOMB.replace("TAG", str(secrets.randbits(30))))
     with _http(gym) as c:
         job = c.post("/v1/jobs", json={**_job(solution), "language": "cuda"}).json()["id"]
