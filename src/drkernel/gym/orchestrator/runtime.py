@@ -45,7 +45,8 @@ PREPARED_CACHE_BYTES = 64 << 20
 
 class WaitCancelled(Exception):
     """The evaluation was cancelled while it waited for a candidate place, device memory or the
-    device's lock (shared, or exclusive for a timed region or a drain): it ends there (a job past its deadline is stopped alone even before it ran)."""
+    device's lock (shared, or exclusive for a timed region or a drain): it ends there (a job past its
+    deadline is stopped alone, whichever of these it waited for)."""
 
 
 WAIT_POLL_S = 0.2
