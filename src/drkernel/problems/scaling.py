@@ -29,8 +29,9 @@ from drkernel.problems.problem import Problem
 
 MIN_REDUCIBLE = 16
 """Constants at or below this are kernel sizes, strides, small channel counts: left alone."""
-REAL_DRAW_BYTES = 1 << 28
-"""The most a host draw may allocate when ``get_inputs`` cannot run on meta (`measure`)."""
+REAL_DRAW_BYTES = 64 << 20
+"""The most a host draw may allocate when ``get_inputs`` cannot run on meta (`measure`); scaling
+allows at least 16 bytes per element of its budget (inputs within the budget, with temporaries)."""
 FLOP_BUDGET = 50_000_000
 """Generic CPU scale-down target for one forward's matmul/conv FLOPs (torch's flop counter)."""
 _BATCH_NAMES = ("batch_size", "batch", "bs", "b")
@@ -168,8 +169,9 @@ def measure(code: str, limit_bytes: int = REAL_DRAW_BYTES) -> dict[str, Any]:
     try:
         ns, inputs, init = _draw(code, torch.device("meta"))
     except Exception:  # noqa: BLE001 - data-dependent input code: measure real tensors instead
-        try:
-            with DrawCap(limit_bytes):
+        try:  # a fixed seed: the sizes chosen do not depend on the draw's luck
+            with torch.random.fork_rng(devices=[]), DrawCap(limit_bytes):
+                torch.manual_seed(0)
                 ns, inputs, init = _draw(code, torch.device("cpu"))
         except TooLarge:
             return {"elements": math.inf, "bytes": math.inf, "runs": None, "flops": 0}
@@ -229,9 +231,10 @@ def scale_down(code: str, fixed: Mapping[str, int], budget: int, flop_budget: in
     chosen = dict(fixed)
     consts = integer_constants(code)
     frozen = set(fixed)
-    checks_forward = measure(code)["runs"] is True
+    limit = max(REAL_DRAW_BYTES, 16 * budget)
+    checks_forward = measure(code, limit)["runs"] is True
     for _ in range(128):
-        if _within(measure(rewrite_constants(code, chosen)), budget, flop_budget):
+        if _within(measure(rewrite_constants(code, chosen), limit), budget, flop_budget):
             break
         current = {**consts, **chosen}
         reducible = [n for n, v in current.items() if n not in frozen and v != _halve(v, n)
@@ -243,7 +246,7 @@ def scale_down(code: str, fixed: Mapping[str, int], budget: int, flop_budget: in
         # sizes that must stay equal (a broadcast of two constants): halve them together
         tied = {**chosen, **{n: _halve(current[n], n) for n in reducible if current[n] == current[name]}}
         for trial in (alone, tied):
-            if not checks_forward or measure(rewrite_constants(code, trial))["runs"] is not False:
+            if not checks_forward or measure(rewrite_constants(code, trial), limit)["runs"] is not False:
                 chosen = trial
                 break
         else:
