@@ -57,3 +57,49 @@ def test_float_scalars_libdevice_and_driver_queries_under_the_interpreter():
     assert (backend, arch, sms) == ("cuda", "90", "132")
     assert float(err) < 1e-5
     assert fp16 == "refused"  # libdevice has no fp16 variants on the GPU either
+
+
+ALIASES = r"""
+import functools
+import torch, triton, triton.language as tl
+from drkernel.gym.candidate import interpreter
+interpreter.install()
+
+fast_exp = tl.math.exp
+to = tl.cast
+seen = []
+
+
+@functools.wraps(tl.math.exp)  # looks like the builtin (its name, module and flag) but is the solution's
+def dressed(x, _semantic=None):
+    seen.append(_semantic)
+    return x
+
+
+@triton.jit
+def neg_exp(x):
+    return fast_exp(-x)
+
+
+@triton.jit
+def silu(x_ptr, y_ptr, n, B: tl.constexpr):
+    o = tl.arange(0, B)
+    x = dressed(to(tl.load(x_ptr + o, mask=o < n), tl.float32))
+    tl.store(y_ptr + o, x / (1 + neg_exp(x)), mask=o < n)
+
+
+x = torch.randn(8)
+y = torch.empty(8)
+silu[(1,)](x, y, 8, B=8)
+print(float((y - torch.nn.functional.silu(x)).abs().max()), fast_exp is tl.math.exp, to is tl.cast, seen)
+"""
+
+
+def test_module_level_aliases_of_builtins_run_in_kernels_under_the_interpreter():
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    out = subprocess.run([sys.executable, "-c", ALIASES], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    err, exp_restored, cast_restored, seen = out.stdout.split()
+    assert float(err) < 1e-5
+    assert (exp_restored, cast_restored) == ("True", "True")  # the aliases are the builtins again after the run
+    assert seen == "[None]"  # only Triton's own builtins are handed the interpreter's semantic

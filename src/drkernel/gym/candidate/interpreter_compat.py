@@ -8,6 +8,11 @@ the GPU's verdict for code the interpreter can run. Installed by `drkernel.gym.c
   (Liger-Kernel's import and its fallback) get NumPy versions of their elementwise functions, fp32 and
   fp64 only, as on the GPU (libdevice has no fp16 variants). Functions not listed here still fail
   and are classified ``unsupported_on_cpu``.
+- **Aliases of builtins.** A kernel may call a builtin through a module-level alias (lmdeploy's
+  ``fast_expf = tl.math.exp``, unsloth's ``triton_cast = tl.cast``); the GPU's code generator resolves
+  the global to the builtin. The interpreter patches builtins where ``triton.language`` holds them, so
+  the alias, still the unpatched builtin, raised "Did you forget to add @triton.jit?". While a kernel
+  runs, each such alias among its globals is bound to the interpreted builtin, and restored after.
 - **The driver.** ``triton.runtime.driver.active`` has no active backend on a CPU; most tutorials
   read the target and the device's properties at import. CPU mode answers as the reference GPU
   (an H100: sm_90, 132 SMs), the device the gym's GPU verdicts come from.
@@ -114,6 +119,57 @@ def install_float_scalars() -> None:
     interpreter._implicit_cvt = implicit_cvt
 
 
+def _interpreted(member: Callable[..., Any]) -> Callable[..., Any]:
+    """``member`` (a builtin) as the interpreter calls it: with its semantic, as `_patch_lang` binds them."""
+    from triton.runtime import interpreter
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        kwargs.pop("_semantic", None)
+        return member(*args, **kwargs, _semantic=interpreter.interpreter_semantic)
+
+    return call
+
+
+def _language_builtins() -> dict[int, Callable[..., Any]]:
+    """The builtins the interpreter binds where ``triton.language`` holds them (`_patch_lang`), by identity."""
+    import inspect
+
+    import triton.language as tl
+
+    holders = (tl, tl.core, tl.math, tl.tensor, tl.core.tensor_descriptor_base)
+    return {id(member): member for holder in holders for _, member in inspect.getmembers(holder)
+            if tl.core.is_builtin(member)}
+
+
+def install_builtin_aliases() -> None:
+    """While a kernel runs, the builtins its globals hold by another name are the interpreted builtins.
+    Only Triton's own builtins, by identity (read before any solution loads): a function of the
+    solution's dressed as one (``functools.wraps(tl.exp)``) is not handed the interpreter's semantic."""
+    from triton.runtime import interpreter
+
+    builtins = _language_builtins()
+    original = interpreter._patch_lang
+
+    def patch_lang(fn: Any) -> Any:
+        scope = original(fn)
+        namespace = fn.__globals__
+        aliases = {name: value for name, value in list(namespace.items()) if builtins.get(id(value)) is value}
+        bound = {name: _interpreted(member) for name, member in aliases.items()}
+        namespace.update(bound)
+        restore = scope.restore
+
+        def restore_all() -> None:
+            for name, member in aliases.items():
+                if namespace.get(name) is bound[name]:
+                    namespace[name] = member
+            restore()
+
+        scope.restore = restore_all
+        return scope
+
+    interpreter._patch_lang = patch_lang
+
+
 class _Utils:
     @staticmethod
     def get_device_properties(device: Any = 0) -> dict[str, int]:
@@ -157,5 +213,6 @@ def install_driver() -> None:
 
 def install() -> None:
     install_float_scalars()
+    install_builtin_aliases()
     install_libdevice()
     install_driver()
