@@ -103,3 +103,37 @@ def test_module_level_aliases_of_builtins_run_in_kernels_under_the_interpreter()
     assert float(err) < 1e-5
     assert (exp_restored, cast_restored) == ("True", "True")  # the aliases are the builtins again after the run
     assert seen == "[None]"  # only Triton's own builtins are handed the interpreter's semantic
+
+
+MASKS = r"""
+import torch, triton, triton.language as tl
+from drkernel.gym.candidate import interpreter
+interpreter.install()
+
+
+@triton.jit
+def k(x_ptr, out_ptr, n, T, B: tl.constexpr):
+    pid = tl.program_id(0)
+    o = pid * B + tl.arange(0, B)
+    inb = o < n
+    live = pid < T                                                          # a scalar condition
+    x = tl.load(x_ptr + o, mask=inb & live, other=0.0)
+    tl.store(out_ptr + o, x, mask=inb)
+    tl.store(out_ptr + n + o, tl.where(~(live & inb), 5.0, x), mask=inb)
+
+
+# 3 programs of 4 over n = 10, the first 2 live: x[0:8], then 0, 0 (the dead program's loads)
+# and 5, 5 where the inverted mask holds.
+x = torch.arange(1, 11, dtype=torch.float32)
+out = torch.full((2, 10), 9.0)
+k[(3,)](x, out, 10, 2, B=4)
+print(out.flatten().int().tolist())
+"""
+
+
+def test_a_block_mask_and_a_scalar_condition_combine_under_the_interpreter():
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    out = subprocess.run([sys.executable, "-c", MASKS], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    live = list(range(1, 9))
+    assert out.stdout.strip() == str(live + [0, 0] + live + [5, 5])

@@ -13,6 +13,10 @@ the GPU's verdict for code the interpreter can run. Installed by `drkernel.gym.c
   the global to the builtin. The interpreter patches builtins where ``triton.language`` holds them, so
   the alias, still the unpatched builtin, raised "Did you forget to add @triton.jit?". While a kernel
   runs, each such alias among its globals is bound to the interpreted builtin, and restored after.
+- **Comparisons are int1.** The interpreter typed a comparison's result as its operands' type (its
+  values bool): a block mask combined with a scalar condition (``(offs < n) & (pid < T)``) splatted
+  the scalar by that type, to int32, and the load refused the int32 mask ("mask has unsupported dtype").
+  Comparisons now answer int1, as on the GPU.
 - **The driver.** ``triton.runtime.driver.active`` has no active backend on a CPU; most tutorials
   read the target and the device's properties at import. CPU mode answers as the reference GPU
   (an H100: sm_90, 132 SMs), the device the gym's GPU verdicts come from.
@@ -170,6 +174,24 @@ def install_builtin_aliases() -> None:
     interpreter._patch_lang = patch_lang
 
 
+def _int1(compare: Callable[..., Any]) -> Callable[..., Any]:
+    def typed(self: Any, lhs: Any, rhs: Any) -> Any:
+        import triton.language as tl
+        from triton.runtime.interpreter import TensorHandle
+
+        return TensorHandle(compare(self, lhs, rhs).data, tl.int1)
+
+    return typed
+
+
+def install_int1_comparisons() -> None:
+    """Every integer and float comparison of the interpreter's builder answers an int1 (bool) handle."""
+    from triton.runtime.interpreter import InterpreterBuilder
+
+    for name in [n for n in vars(InterpreterBuilder) if n.startswith(("create_icmp", "create_fcmp"))]:
+        setattr(InterpreterBuilder, name, _int1(getattr(InterpreterBuilder, name)))
+
+
 class _Utils:
     @staticmethod
     def get_device_properties(device: Any = 0) -> dict[str, int]:
@@ -214,5 +236,6 @@ def install_driver() -> None:
 def install() -> None:
     install_float_scalars()
     install_builtin_aliases()
+    install_int1_comparisons()
     install_libdevice()
     install_driver()
