@@ -176,7 +176,7 @@ class Arm:
     compile_cache: bool = False
     timing_rule: str = EvalConfig.timing_rule
     region_batch: tuple[int, float] | None = None
-    yield_at_exports: bool = True
+    yield_at_exports: bool = False
 
     @classmethod
     def of(cls, args: argparse.Namespace) -> "Arm":
@@ -431,7 +431,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--region-batch", type=float, nargs=2, metavar=("K", "T"), default=None,
                     help="InProcessEvaluator(region_batch=(K, T)): waiting timed regions block new sessions once K "
                          "wait or the oldest has waited T s (K 0: not batched)")
-    ap.add_argument("--yield-at-exports", action=argparse.BooleanOptionalAction, default=True,
+    ap.add_argument("--yield-at-exports", action=argparse.BooleanOptionalAction, default=False,
                     help="InProcessEvaluator(yield_at_exports=): a session's shared hold paused while the judge "
                          "compares its exports, so timed regions wait for current steps, not whole evaluations")
     ap.add_argument("--timing-rule", choices=TIMING_RULES, default=EvalConfig.timing_rule,
@@ -449,10 +449,10 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--candidate-no-compile-cache", action="store_true", help="the candidate without the cache")
     ap.add_argument("--candidate-region-batch", type=float, nargs=2, metavar=("K", "T"),
                     default=CANDIDATE["region_batch"], help="K 0: regions not batched")
-    ap.add_argument("--candidate-yield-at-exports", action=argparse.BooleanOptionalAction, default=True,
+    ap.add_argument("--candidate-yield-at-exports", action=argparse.BooleanOptionalAction, default=False,
                     help="the candidate with or without yield_at_exports (the A/B of it: --candidate-concurrency 8 "
                          "--candidate-pool-size 8 --candidate-judges 2 --candidate-no-compile-cache "
-                         "--candidate-region-batch 0 0 --candidate-no-yield-at-exports)")
+                         "--candidate-region-batch 0 0 --candidate-yield-at-exports)")
     ap.add_argument("--warm-references", action="store_true",
                     help="prepare every problem and time its reference before the clock starts (steady state "
                          "of an RL run, which times a problem's reference once for the whole run)")

@@ -102,8 +102,10 @@ class InProcessEvaluator:
             every timed region and reference timing besides this gym's own lock; None (default): none.
         yield_at_exports: a candidate session gives up its shared hold while the judge compares one of
             its exports (`runtime.RWLock.pause`), so a timed region waits for the other candidates'
-            current steps, not their whole evaluations. On (default): the sustained mix on an H100 went
-            0.79 -> 0.99 evaluations/s with the same verdicts (2026-11-27, docs/BENCHMARKS.md).
+            current steps, not their whole evaluations. Off (default): a timed region then runs while
+            the paused sessions' judges compare, and a comparison runs the reference on the device, so
+            the region is no longer alone on it. The H100 A/B's gain (0.79 -> 0.99 evaluations/s,
+            2026-11-27, docs/BENCHMARKS.md) came from that overlap.
     """
 
     def __init__(self, device: str = "auto", concurrency: int = 2, pool_size: int = 2,
@@ -112,7 +114,7 @@ class InProcessEvaluator:
                  unsafe_no_sandbox: bool = False, zygote: bool = True, judges: int = 0,
                  seccomp: bool = True, compile_cache_dir: str | None = None,
                  judge_routing: str = "sticky", region_batch: tuple[int, float] | None = None,
-                 device_lock: OuterLock | None = None, yield_at_exports: bool = True) -> None:
+                 device_lock: OuterLock | None = None, yield_at_exports: bool = False) -> None:
         EvalConfig(device=device)  # validates the device string
         self.yield_at_exports = yield_at_exports
         if judge_routing not in JUDGE_ROUTINGS:

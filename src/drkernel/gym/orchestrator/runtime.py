@@ -480,7 +480,7 @@ class DeviceRuntime:
                  runner: Runner, zygote: bool = True, judges: int = 0,
                  compile_cache: CompileCache | None = None, judge_routing: str = "sticky",
                  region_batch: tuple[int, float] | None = None, outer_lock: OuterLock | None = None,
-                 yield_at_exports: bool = True) -> None:
+                 yield_at_exports: bool = False) -> None:
         if judge_routing not in JUDGE_ROUTINGS:
             raise ValueError(f"judge_routing {judge_routing!r}: one of {JUDGE_ROUTINGS}")
         self.requested = device
