@@ -137,3 +137,48 @@ def test_a_block_mask_and_a_scalar_condition_combine_under_the_interpreter():
     assert out.returncode == 0, out.stderr[-2000:]
     live = list(range(1, 9))
     assert out.stdout.strip() == str(live + [0, 0] + live + [5, 5])
+
+
+FP8 = r"""
+import torch, triton, triton.language as tl
+from drkernel.gym.candidate import interpreter
+interpreter.install()
+
+
+@triton.jit
+def cast(x_ptr, y_ptr, n, B: tl.constexpr):
+    o = tl.program_id(0) * B + tl.arange(0, B)
+    tl.store(y_ptr + o, tl.load(x_ptr + o, mask=o < n).to(y_ptr.dtype.element_ty), mask=o < n)
+
+
+def run(x, dtype):
+    y = torch.empty(x.shape, dtype=dtype)
+    cast[(triton.cdiv(x.numel(), 256),)](x, y, x.numel(), B=256)
+    return y
+
+
+# Ties to even (1.0625 -> 1.0, 17 -> 16) and round-ups that carry into the exponent (7.75 -> 8, 31 -> 32).
+print(run(torch.tensor([1.0625, 17.0, 7.75, 31.0, -7.75]), torch.float8_e4m3fn).float().tolist())
+bad = 0
+for fp8 in (torch.float8_e4m3fn, torch.float8_e5m2):
+    values = torch.arange(256, dtype=torch.uint8).view(fp8).float()
+    values = values[values.isfinite()].unique()                  # every value, and every midpoint
+    x = torch.cat([values, (values[1:] + values[:-1]) / 2, torch.tensor([-0.0])])
+    for source in (torch.float32, torch.float16, torch.bfloat16):
+        x_s = x.to(source)
+        keep = x_s.float().abs() <= torch.finfo(fp8).max
+        bad += int((run(x_s[keep], fp8).view(torch.uint8) != x_s[keep].to(fp8).view(torch.uint8)).sum())
+    codes = torch.arange(256, dtype=torch.uint8).view(fp8)    # widening, subnormals included
+    finite = codes.float().isfinite()
+    bad += int((run(codes, torch.float16).float() != codes.float())[finite].sum())
+print(bad)
+"""
+
+
+def test_fp8_conversions_round_to_nearest_even_under_the_interpreter():
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    out = subprocess.run([sys.executable, "-c", FP8], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    ties, bad = out.stdout.strip().splitlines()
+    assert ties == str([1.0, 16.0, 8.0, 32.0, -8.0])
+    assert bad == "0"  # every fp8 value and midpoint, from fp32/fp16/bf16, byte for byte as torch rounds

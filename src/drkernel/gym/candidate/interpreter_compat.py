@@ -17,6 +17,13 @@ the GPU's verdict for code the interpreter can run. Installed by `drkernel.gym.c
   values bool): a block mask combined with a scalar condition (``(offs < n) & (pid < T)``) splatted
   the scalar by that type, to int32, and the load refused the int32 mask ("mask has unsupported dtype").
   Comparisons now answer int1, as on the GPU.
+- **fp8 conversions.** The interpreter's own fp8 conversion rounds ties away from zero, loses the
+  carry of a round-up into the exponent (fp32 7.75 -> e4m3 4.0) and drops subnormals; the GPU rounds
+  to nearest even (``cvt.rn``), as torch does. Conversions from fp16/bf16/fp32 to the fp8 formats
+  torch has (e4m3fn, e5m2 and their fnuz variants), and from those to fp16/bf16/fp32/fp64, round to
+  nearest even over the format's values (read from torch) for every finite value within the
+  destination's range; the rest (overflow, inf, NaN, whose saturation is the backend's choice; fp64
+  sources) keep the interpreter's answer.
 - **The driver.** ``triton.runtime.driver.active`` has no active backend on a CPU; most tutorials
   read the target and the device's properties at import. CPU mode answers as the reference GPU
   (an H100: sm_90, 132 SMs), the device the gym's GPU verdicts come from.
@@ -25,6 +32,7 @@ the GPU's verdict for code the interpreter can run. Installed by `drkernel.gym.c
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -192,6 +200,87 @@ def install_int1_comparisons() -> None:
         setattr(InterpreterBuilder, name, _int1(getattr(InterpreterBuilder, name)))
 
 
+TORCH_FP8 = {"fp8e4nv": "float8_e4m3fn", "fp8e5": "float8_e5m2", "fp8e4b8": "float8_e4m3fnuz",
+             "fp8e5b16": "float8_e5m2fnuz"}
+"""Triton's fp8 element types by name -> torch's dtypes of the same format."""
+WIDE_FLOATS = ("fp16", "bf16", "fp32", "fp64")
+ROUNDED_FROM = ("fp16", "bf16", "fp32")
+"""Sources of the fp8 roundings done here: each rounds once on the GPU (fp64's path is the backend's)."""
+
+
+@dataclass(frozen=True)
+class _Fp8Format:
+    """An fp8 format's values by code, read from torch before any solution runs (the conversions then
+    run in NumPy, as the rest of the interpreter does: no torch op inside a kernel)."""
+
+    by_code: np.ndarray  # (256,) float64: the value of each byte (NaN, inf included)
+    codes: np.ndarray  # (P,) uint8: the finite non-negative codes, ascending by value
+    values: np.ndarray  # (P,) float64: their values
+    signed_zero: bool  # -0 exists (not in the fnuz formats, where 0x80 is NaN)
+
+    @classmethod
+    def of(cls, torch_name: str) -> "_Fp8Format":
+        import torch
+
+        by_code = torch.arange(256, dtype=torch.uint8).view(getattr(torch, torch_name)).double().numpy()
+        codes = np.array([c for c in range(128) if np.isfinite(by_code[c])], dtype=np.uint8)
+        return cls(by_code, codes, by_code[codes], "fnuz" not in torch_name)
+
+    def round(self, x: np.ndarray) -> np.ndarray:
+        """Codes of ``x`` (float64, |x| <= the largest finite value) rounded to nearest, ties to even."""
+        mag = np.abs(x)
+        i = np.clip(np.searchsorted(self.values, mag), 1, self.values.size - 1)
+        below, above = mag - self.values[i - 1], self.values[i] - mag
+        up = (above < below) | ((above == below) & (self.codes[i] % 2 == 0))
+        code = np.where(up, self.codes[i], self.codes[i - 1])
+        negative = np.signbit(x) & (self.signed_zero | (code != 0))
+        return (code | np.where(negative, 0x80, 0)).astype(np.uint8)
+
+
+def _wide_to_float64(data: np.ndarray, name: str) -> np.ndarray:
+    if name == "bf16":  # stored as the upper half of an fp32
+        return (data.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return data.astype(np.float64)
+
+
+def _float64_to_wide(values: np.ndarray, name: str) -> np.ndarray:
+    """Values exact in the destination (any fp8 value is) in its storage."""
+    if name == "bf16":
+        return (values.astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    return values.astype({"fp16": np.float16, "fp32": np.float32, "fp64": np.float64}[name])
+
+
+def _fp8_conversion(convert: Callable[..., Any], formats: dict[str, _Fp8Format]) -> Callable[..., Any]:
+    def fp_to_fp(self: Any, src: Any, dst_type: Any, rounding_mode: Any) -> Any:
+        from triton.runtime import interpreter
+
+        s, d = src.dtype.scalar.name, dst_type.scalar.name
+        data = np.asarray(src.data)
+        if s in ROUNDED_FROM and d in formats and rounding_mode == interpreter._ir.ROUNDING_MODE.RTNE:
+            x = _wide_to_float64(data, s)
+            exact = np.isfinite(x) & (np.abs(x) <= formats[d].values[-1])
+            mine = formats[d].round(np.where(exact, x, 0.0))
+        elif s in formats and d in WIDE_FLOATS:
+            x = formats[s].by_code[data]
+            exact = np.isfinite(x)
+            mine = _float64_to_wide(np.where(exact, x, 0.0), d)
+        else:
+            return convert(self, src, dst_type, rounding_mode)
+        if not exact.all():  # the interpreter's own answer where the backend's choice is not known here
+            mine = np.where(exact, mine, convert(self, src, dst_type, rounding_mode).data)
+        return interpreter.TensorHandle(mine.reshape(data.shape), dst_type.scalar)
+
+    return fp_to_fp
+
+
+def install_fp8_conversions() -> None:
+    """fp8 conversions as the GPU rounds them (to nearest even), for values within range."""
+    from triton.runtime.interpreter import InterpreterBuilder
+
+    formats = {name: _Fp8Format.of(torch_name) for name, torch_name in TORCH_FP8.items()}
+    InterpreterBuilder.create_fp_to_fp = _fp8_conversion(InterpreterBuilder.create_fp_to_fp, formats)
+
+
 class _Utils:
     @staticmethod
     def get_device_properties(device: Any = 0) -> dict[str, int]:
@@ -237,5 +326,6 @@ def install() -> None:
     install_float_scalars()
     install_builtin_aliases()
     install_int1_comparisons()
+    install_fp8_conversions()
     install_libdevice()
     install_driver()
