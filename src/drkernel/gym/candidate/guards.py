@@ -23,6 +23,7 @@ The allowlists are explicit and documented in docs/TRUST.md.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import math
 import os
 import re
@@ -37,6 +38,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
+from drkernel.gym.verdict.checks import HOST_SCALARS_PER_CALL
 from drkernel.gym.verdict.hacks import make_hack
 from drkernel.gym.result import Hack
 
@@ -715,6 +717,9 @@ STATE_FLAGS = {
     "threading.gettrace": threading.gettrace,
     "threading.getprofile": threading.getprofile,
     "threading.excepthook": lambda: threading.excepthook,
+    # A profiler left running (any module's spelling of it) makes the harness's dispatcher-level watch
+    # stand aside: the harness's own profilers are all closed where this is read.
+    "torch.autograd.profiler enabled": torch._C._autograd._profiler_enabled,
 }
 
 
@@ -881,18 +886,24 @@ HOST_READ_METHODS = ("numpy", "tolist")
 
 
 class HostReads:
-    """Detector for compute outside PyTorch (mechanism 5): solution code reading a multi-element
-    tensor's data into NumPy or Python (``x.numpy()``, ``x.tolist()``, ``np.asarray(x)``).
+    """Detector for compute outside PyTorch (mechanism 5): solution code reading a tensor's data into
+    NumPy or Python (``x.numpy()``, ``x.tolist()``, ``np.asarray(x)``).
 
     The solution contract forbids these statically; this catches the names built at run time. A read
-    counts when solution code is on the stack and was entered through a call (the harness's own reads
-    never run inside forward); set-up reads in the module body or ``__init__`` are the contract's."""
+    counts when solution code is on the stack outside the harness's set-up phases (the module's import
+    and the model's construction, marked by the harness with `setting_up`, not told by frame names a
+    solution can choose). A multi-element read is hack 14 at once; one-element reads are counted per
+    observed call (`begin_call` / `end_call`) and allowed up to ``HOST_SCALARS_PER_CALL`` a call, as
+    ``.item()`` is."""
 
     def __init__(self, is_solution_file: Callable[[str], bool],
                  quietly: Callable[..., Any] = lambda fn, *args: fn(*args)) -> None:
         self.is_solution_file = is_solution_file
         self.quietly = quietly  # the audit guard's mute: our own frame reads are not the solution's
         self.reads: list[tuple[str, int]] = []
+        self.setup = 0  # depth of the harness's set-up phases (import, construction)
+        self.scalars = 0  # one-element reads in the current observed call
+        self.most_scalars = 0  # the most in any observed call
         self._installed = False
 
     def _reading(self, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -900,8 +911,11 @@ class HostReads:
         default could be replaced by the caller)."""
         def read(t: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
             n = torch.Tensor.numel(t)
-            if n > 1 and self.quietly(self._from_solution):
-                self.reads.append((name, int(n)))
+            if n >= 1 and self.quietly(self._from_solution):
+                if n > 1:
+                    self.reads.append((name, int(n)))
+                else:
+                    self.scalars += 1
             return original(t, *args, **kwargs)
 
         read.__name__ = name
@@ -917,23 +931,42 @@ class HostReads:
         self._installed = True
         return self
 
+    @contextlib.contextmanager
+    def setting_up(self) -> Iterator[None]:
+        """The harness's import of the solution or construction of its model: reads there are set-up."""
+        self.setup += 1
+        try:
+            yield
+        finally:
+            self.setup -= 1
+
+    def begin_call(self) -> None:
+        self.scalars = 0
+
+    def end_call(self) -> None:
+        self.most_scalars = max(self.most_scalars, self.scalars)
+
     def _from_solution(self) -> bool:
-        """Is solution code on the stack, entered other than by its import or ``__init__`` (host reads
-        of set-up values there are allowed; every call the harness makes is through ``forward``)?"""
+        """Is solution code on the stack, outside the harness's set-up phases?"""
+        if self.setup:
+            return False
         frame = sys._getframe(3)  # above this, the guard's mute and the read wrapper
-        outermost = None
         for _ in range(256):
             if frame is None:
                 break
             if self.is_solution_file(frame.f_code.co_filename):
-                outermost = frame.f_code.co_name
+                return True
             frame = frame.f_back
-        return outermost is not None and outermost not in ("__init__", "<module>")
+        return False
 
     def hacks(self) -> list[Hack]:
+        hacks = []
+        if self.most_scalars > HOST_SCALARS_PER_CALL:
+            hacks.append(make_hack(14, f"one forward read {self.most_scalars} one-element tensors on the host "
+                                       f"(.tolist() / .numpy()); at most {HOST_SCALARS_PER_CALL} are allowed"))
         if not self.reads:
-            return []
+            return hacks
         elements = sum(n for _, n in self.reads)
         shown = ", ".join(sorted({f".{m}()" for m, _ in self.reads}))
-        return [make_hack(14, f"solution code copied {elements} tensor elements to the host ({shown}, "
-                              f"{len(self.reads)} reads): compute outside PyTorch and Triton")]
+        return hacks + [make_hack(14, f"solution code copied {elements} tensor elements to the host ({shown}, "
+                                      f"{len(self.reads)} reads): compute outside PyTorch and Triton")]

@@ -242,6 +242,15 @@ class IntegrityHook:
 
     # -- around the solution ------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def setting_up(self) -> Iterator[None]:
+        """The harness's import of the solution or construction of its model (`HostReads.setting_up`)."""
+        if self.host_reads is None:
+            yield
+            return
+        with HostReads.setting_up(self.host_reads):
+            yield
+
     def after_import(self, ctx: Any, module: Any) -> None:
         loader = getattr(ctx, "native_loader", None)  # a CUDA solution's load_inline (`drkernel.gym.cuda.loader`)
         self.hacks += scan_module(module, accepted=() if loader is None else (loader,))
@@ -255,8 +264,13 @@ class IntegrityHook:
         self.calls += 1
         recorder = recorder if recorder is not None else OpRecorder(rate_cap=self.rate_cap)
         watch = DispatcherWatch()  # a second observer, below dispatch modes
+        reads = self.host_reads
+        if reads is not None:
+            HostReads.begin_call(reads)  # through the class: an instance attribute would shadow it
         with watch.watching(), Observed(recorder):
             yield
+        if reads is not None:
+            HostReads.end_call(reads)
         self.hacks += unseen_hacks(watch.result, recorder.handled)
         if self.calls > 1:  # every call after the first, per op its costliest: the worst call decides
             kept = OpProfile.from_dict(self.coverage_profile or {})

@@ -11,6 +11,8 @@ The interpreter (``TRITON_INTERPRET=1``) runs kernels with numpy on the host. It
   stray access raises ``IndexError`` (-> ``runtime_error``);
 - ``tl.dot`` with a dimension below 16 runs here but does not compile on GPU: rejected as a
   compile error; bf16 ``tl.dot`` gives wrong values here: reported as unsupported on CPU;
+- a kernel's rewrite runs in a copy of its module's globals (Triton's own copies the interpreter's
+  globals, ``np`` and ``inspect`` among them, into the solution's module);
 - Python float arguments, libdevice and the driver's device queries: see `interpreter_compat`;
   inline asm and unlisted libdevice functions do not exist here: failures of solutions that use
   them are classified ``unsupported_on_cpu`` (see `classify`).
@@ -110,6 +112,26 @@ def _check(ptrs, mask, what: str) -> None:
                          f"(first at {bad:#x}); mask the {what} with the tensor's size")
 
 
+REWRITER_NAMES = ("interpreter_semantic", "_InterpreterComparison")
+"""The names the interpreter's AST rewrite adds to a kernel's body (`ASTTransformer`)."""
+
+
+def _compile_and_exec_apart(self: Any, transformed_ast: Any) -> Callable[..., Any]:
+    """The interpreter's kernel rewrite, executed in a copy of the kernel's module globals plus the
+    names the rewrite adds. Triton's own version copies every global of its interpreter module (``np``,
+    ``inspect``, ``triton``, ...) into the kernel's module, the solution's, at its first launch: names
+    the static checks never saw bound there."""
+    from triton.runtime import interpreter
+
+    code = compile(transformed_ast, filename=self.filename, mode="exec")
+    namespace = dict(self.fn.__globals__)
+    for name in REWRITER_NAMES:
+        namespace.setdefault(name, getattr(interpreter, name))
+    local_namespace = {**self.kwargs}
+    exec(code, namespace, local_namespace)
+    return local_namespace[self.fn.__name__]
+
+
 def install() -> None:
     """Install the CPU-mode patches (idempotent). Call before the solution is imported."""
     from triton.runtime import autotuner, interpreter
@@ -121,6 +143,7 @@ def install() -> None:
 
     interpreter_compat.install()  # float scalars, libdevice, the driver's queries
 
+    interpreter.FunctionRewriter._compile_and_exec = _compile_and_exec_apart
     original_prune = autotuner.Autotuner.prune_configs
 
     def first_config_only(self, kwargs):

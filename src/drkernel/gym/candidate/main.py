@@ -120,6 +120,15 @@ class Context:
                 stack.enter_context(observe(hook))
         return stack
 
+    def setting_up(self) -> contextlib.ExitStack:
+        """Every hook's ``setting_up()`` around the solution's import and its model's construction."""
+        stack = contextlib.ExitStack()
+        for hook in self.hooks:
+            setting_up = getattr(type(hook), "setting_up", None)  # the class's, as in `observed`
+            if setting_up is not None:
+                stack.enter_context(setting_up(hook))
+        return stack
+
     def compare(self, outputs: Any, trial: int | str, tag: str) -> dict[str, Any]:
         """``trial``: a correctness trial's index, or ``"timing"`` for the timed calls' inputs."""
         return self.export(Compare(trial if trial == "timing" else int(trial), str(tag), None), outputs)
@@ -190,7 +199,8 @@ class Candidate:
                 seccomp.install()
             except seccomp.SeccompUnavailable as e:
                 raise Failure("harness", e, f"the seccomp filter could not be installed: {e}") from e
-        module = self.import_solution(path)
+        with ctx.setting_up():
+            module = self.import_solution(path)
         for hook in self.hooks:
             hook.after_import(ctx, module)
         model_cls = getattr(module, "ModelNew", None)
@@ -273,7 +283,8 @@ class Candidate:
             t = time.perf_counter()
             ref = refs[spec["code"]]
             if spec["code"] not in models:
-                models[spec["code"]] = self.build(model_cls, ref, weight_seed)
+                with ctx.setting_up():
+                    models[spec["code"]] = self.build(model_cls, ref, weight_seed)
             model = models[spec["code"]]
             args = drawn.pop(i, None)
             if args is None:
