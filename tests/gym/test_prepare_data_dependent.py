@@ -30,3 +30,5 @@ def test_the_jagged_reproducer_gets_a_verdict(evaluator):
     request = EvalRequest(JAGGED, (HERE / "jagged_item_solution.py").read_text(), EvalConfig(device="cpu", trials=3))
     r = evaluator.evaluate(request)
     assert r.status is Status.CORRECT, (r.status, r.error)
+    # its trials' inputs differ in shape: the recall run refills the same objects resized, no false hack
+    assert r.valid and not [h for h in r.hacks if not h.strict_only], [(h.code, h.evidence) for h in r.hacks]

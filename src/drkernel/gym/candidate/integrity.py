@@ -365,14 +365,21 @@ class IntegrityHook:
         self._judged(r, "poisoned", r.trials - 1, out)
 
     def _recall_same(self, r: _Runs, plan: dict[str, Any]) -> None:
-        """Caching: the same tensor objects (same id, data_ptr, shape) refilled with other data."""
+        """Caching: the same tensor objects (same id, data_ptr, shape) refilled with other data. Where
+        the second trial's inputs have other shapes (a problem whose sizes come from its data, e.g.
+        jagged offsets), the same objects are resized first, and values that are not tensors are the
+        second trial's."""
         if r.trials < 2:
             return
         args = r.make_inputs(0)
         self._call(r, args)
         for i, b in enumerate(r.make_inputs(1)):
-            if isinstance(args[i], torch.Tensor):
+            if isinstance(args[i], torch.Tensor) and isinstance(b, torch.Tensor):
+                if args[i].shape != b.shape:
+                    args[i].resize_(b.shape)
                 args[i].copy_(b)
+            else:
+                args[i] = b
             del b
         out = self._call(r, args)
         del args
