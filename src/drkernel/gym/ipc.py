@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import socket
 import stat
@@ -29,6 +30,7 @@ from typing import Any, Callable, Sequence
 MAX_HEADER = 64 << 20
 MAX_BLOB = 16 << 30
 MAX_FDS = 4  # descriptors taken per read; the kernel closes any beyond
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # a JSON escape that may decode to a lone surrogate
 
 
 class ChannelClosed(EOFError):
@@ -115,12 +117,15 @@ class Channel:
         (n,) = struct.unpack(">I", self._read_exact(4, deadline))
         if n > MAX_HEADER:
             raise ProtocolViolation(f"header of {n} bytes")
+        data = self._read_exact(n, deadline)
         try:
-            header = json.loads(self._read_exact(n, deadline))
+            header = json.loads(data)
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise ProtocolViolation(f"header is not JSON: {e}") from e
         if not isinstance(header, dict):
             raise ProtocolViolation("header is not an object")
+        if _SURROGATE_ESCAPE.search(data):
+            header = valid_text(header)
         (m,) = struct.unpack(">Q", self._read_exact(8, deadline))
         limit = min(max_blob() if callable(max_blob) else max_blob, MAX_BLOB)
         if m > limit:
@@ -163,6 +168,32 @@ class Channel:
         close_fds([fd for fd in fds if fd >= 0])
         close_fds(self._fds)
         self._fds = []
+
+
+def valid_text(value: Any) -> Any:
+    """``value`` (a parsed JSON tree) with every string, keys included, made valid UTF-8: a lone
+    surrogate, which JSON's ``\\ud800`` escape lets a child send, becomes the text ``\\ud800``.
+    Every header a child sends passes here (`Channel.recv`), so nothing downstream (the result, the
+    job store, an HTTP answer) meets a str that cannot be encoded. Iterative: a tree as deep as
+    ``json.loads`` accepts does not exhaust the stack."""
+    def fix(v: Any) -> Any:
+        return v.encode("utf-8", "backslashreplace").decode("utf-8") if type(v) is str else v
+
+    root = [fix(value)]
+    stack: list[Any] = [root]
+    while stack:
+        node = stack.pop()
+        if type(node) is dict:
+            items = [(fix(k), fix(v)) for k, v in node.items()]
+            node.clear()
+            node.update(items)
+            stack.extend(v for _, v in items if type(v) in (dict, list))
+        else:
+            for i, v in enumerate(node):
+                node[i] = fix(v)
+                if type(node[i]) in (dict, list):
+                    stack.append(node[i])
+    return root[0]
 
 
 def _socket(fd: int) -> socket.socket | None:
