@@ -182,3 +182,38 @@ def test_fp8_conversions_round_to_nearest_even_under_the_interpreter():
     ties, bad = out.stdout.strip().splitlines()
     assert ties == str([1.0, 16.0, 8.0, 32.0, -8.0])
     assert bad == "0"  # every fp8 value and midpoint, from fp32/fp16/bf16, byte for byte as torch rounds
+
+
+BUILT = r"""
+import torch, triton
+from drkernel.gym.candidate import interpreter
+interpreter.install()
+
+
+def build():
+    import triton.language as lang  # imported where the kernel is built: the module never binds it
+
+    @triton.jit
+    def twice(x):  # a device function whose own globals hold no triton.language
+        return x * 2
+
+    @triton.jit
+    def k(x_ptr, y_ptr, n, B: lang.constexpr):
+        o = lang.arange(0, B)
+        lang.store(y_ptr + o, twice(lang.load(x_ptr + o, mask=o < n)), mask=o < n)
+
+    return k
+
+
+x = torch.arange(8, dtype=torch.float32)
+y = torch.empty(8)
+build()[(1,)](x, y, 8, B=8)
+print(torch.equal(y, x * 2), "lang" in globals())
+"""
+
+
+def test_a_kernel_built_in_a_function_runs_on_its_closure_under_the_interpreter():
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    out = subprocess.run([sys.executable, "-c", BUILT], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["True", "False"]  # right values, and the module still binds no `lang`

@@ -20,6 +20,7 @@ The interpreter (``TRITON_INTERPRET=1``) runs kernels with numpy on the host. It
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
 from typing import Any, Callable
@@ -125,6 +126,11 @@ def _compile_and_exec_apart(self: Any, transformed_ast: Any) -> Callable[..., An
 
     code = compile(transformed_ast, filename=self.filename, mode="exec")
     namespace = dict(self.fn.__globals__)
+    # The rewrite runs at module level: the kernel's closure (a kernel built in a function that imports
+    # triton.language there, as torchao's lazily built kernels do) becomes globals of the copy.
+    for name, cell in zip(self.fn.__code__.co_freevars, self.fn.__closure__ or ()):
+        with contextlib.suppress(ValueError):  # a cell not yet bound stays unbound
+            namespace[name] = cell.cell_contents
     for name in REWRITER_NAMES:
         namespace.setdefault(name, getattr(interpreter, name))
     local_namespace = {**self.kwargs}

@@ -32,6 +32,7 @@ the GPU's verdict for code the interpreter can run. Installed by `drkernel.gym.c
 from __future__ import annotations
 
 import math
+import types
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -163,7 +164,11 @@ def install_builtin_aliases() -> None:
     original = interpreter._patch_lang
 
     def patch_lang(fn: Any) -> Any:
-        scope = original(fn)
+        # The interpreter finds triton.language among the kernel's globals to patch it; a kernel that
+        # reaches it through its closure or another module (a helper built in a function) has it elsewhere.
+        import triton.language as tl
+
+        scope = original(types.SimpleNamespace(__globals__={**fn.__globals__, " triton.language": tl}))
         namespace = fn.__globals__
         aliases = {name: value for name, value in list(namespace.items()) if builtins.get(id(value)) is value}
         bound = {name: _interpreted(member) for name, member in aliases.items()}
