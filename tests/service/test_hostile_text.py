@@ -61,3 +61,16 @@ def test_a_reference_error_with_a_lone_surrogate_is_the_references_failure(gym):
         out = c.get(f"/v1/jobs/{job}/wait?timeout=240").json()
     assert (out["status"], out["error_class"], out["attempts"]) == ("failed", "reference_error", 1), out
     assert "\\udcff" in out["error"], out["error"]
+
+
+def test_constants_past_admissions_work_bound_are_a_classified_422(gym):
+    """The admission bound over HTTP (`drkernel.service.admission.MAX_FOLD_WORK`): 4,097 lines of
+    starred copies, 200 kB, are refused as the problem's fault before anything is stored."""
+    from drkernel.service.admission import MAX_FOLD_WORK
+
+    consts = "A0 = (1, 1, 1, 1, 1, 1, 1, 1)\n" + "".join(
+        f"B{i} = (" + "*A0," * 8 + ")\n" for i in range(MAX_FOLD_WORK // 64 + 1))
+    with httpx.Client(base_url=gym.url, headers={"Authorization": f"Bearer {gym.token}"}, timeout=60) as c:
+        r = c.post("/v1/jobs", json=_job(GOLD, code=consts + SMALL_REFERENCE, name="folds"))
+    assert r.status_code == 422, r.text
+    assert "module constants" in r.text

@@ -8,8 +8,11 @@ overhead for the CUDA context and the L2 flush buffer.
 
 The arithmetic is bounded: a constant whose value would pass ``MAX_STATIC_INT`` is unknown, so no
 reference can make the server compute a huge integer (repeated squaring) or store one SQLite
-cannot hold; the estimate itself is at most ``MAX_ESTIMATE_BYTES``. Code nested past the recursion
-limit is `Unreadable` (the client's fault, a 422), and what is remembered per problem is a digest
+cannot hold; the estimate itself is at most ``MAX_ESTIMATE_BYTES``. So are the sizes: a tuple constant
+longer than ``MAX_STATIC_TUPLE`` is unknown (no shape has that many dimensions), so starred tuples
+(``A1 = (*A0, *A0, ...)``) cannot grow one past it, and folding a module's constants may touch at
+most ``MAX_FOLD_WORK`` values in all; code that asks more is `Unreadable` (a 422). Code nested past
+the recursion limit is `Unreadable` too (the client's fault), and what is remembered per problem is a digest
 and a number, never the code, so refused or distinct references cannot grow the server.
 """
 
@@ -31,6 +34,10 @@ OVERHEAD_BYTES = 256 << 20
 MAX_STATIC_INT = 1 << 48
 """Largest size constant read statically (2**48 elements is far past any device)."""
 MAX_ESTIMATE_BYTES = 1 << 62
+MAX_STATIC_TUPLE = 64
+"""Longest tuple constant read statically (a shape's dimensions); a longer one is unknown."""
+MAX_FOLD_WORK = 1 << 18
+"""Values (ints and tuple elements) folding one problem's constants may produce, all together."""
 _TENSOR_MAKERS = {"randn", "rand", "randint", "zeros", "ones", "empty", "full", "randperm"}
 _OPS = {
     ast.Add: operator.add,
@@ -41,8 +48,21 @@ _OPS = {
 }
 
 
-def _value(node: ast.AST, consts: dict[str, int | tuple]) -> int | tuple | None:
+class _Consts(dict):
+    """Module constants by name (an int or a tuple of ints), and the folding work spent on them."""
+
+    work = 0
+
+    def spend(self, n: int) -> None:
+        self.work += n
+        if self.work > MAX_FOLD_WORK:
+            raise Unreadable(f"the problem's module constants take more than {MAX_FOLD_WORK} values to "
+                             "read (tuples built from tuples, say): admission does not fold them")
+
+
+def _value(node: ast.AST, consts: _Consts) -> int | tuple | None:
     """An int or a tuple of ints, from literals, module constants and + - * // **."""
+    consts.spend(1)
     if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
         return _bounded(node.value)
     if isinstance(node, ast.Name):
@@ -66,22 +86,26 @@ def _bounded(v: int) -> int | None:
     return v if -MAX_STATIC_INT <= v <= MAX_STATIC_INT else None
 
 
-def _dims(args: list[ast.AST], consts: dict[str, int | tuple]) -> list[int] | None:
-    """Shape arguments (``n, *shape`` or one tuple) as a list of ints; None when not static."""
+def _dims(args: list[ast.AST], consts: _Consts) -> list[int] | None:
+    """Shape arguments (``n, *shape`` or one tuple) as a list of ints; None when not static or longer
+    than `MAX_STATIC_TUPLE`."""
     dims: list[int] = []
     for a in args:
         v = _value(a.value if isinstance(a, ast.Starred) else a, consts)
         if isinstance(v, tuple) and (isinstance(a, ast.Starred) or len(args) == 1):
+            consts.spend(len(v))
             dims.extend(v)
         elif isinstance(v, int) and not isinstance(a, ast.Starred):
             dims.append(v)
         else:
             return None
+        if len(dims) > MAX_STATIC_TUPLE:
+            return None
     return dims
 
 
-def _module_constants(tree: ast.Module, overrides: dict[str, int]) -> dict[str, int | tuple]:
-    consts: dict[str, int | tuple] = {}
+def _module_constants(tree: ast.Module, overrides: dict[str, int]) -> _Consts:
+    consts = _Consts()
     for stmt in tree.body:
         if isinstance(stmt, ast.Assign):
             try:
@@ -103,7 +127,7 @@ def _module_constants(tree: ast.Module, overrides: dict[str, int]) -> dict[str, 
     return consts
 
 
-def _shape_elements(call: ast.Call, consts: dict[str, int | tuple]) -> int:
+def _shape_elements(call: ast.Call, consts: _Consts) -> int:
     name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
     if name not in _TENSOR_MAKERS:
         return 0
@@ -137,7 +161,7 @@ def prepared_on_cpu(device: str, served: Sequence[str] = ()) -> bool:
 def estimate_device_bytes(request: EvalRequest, served: Sequence[str] = ()) -> int:
     """Estimated peak device bytes of one evaluation of ``request`` on a server whose workers run
     ``served`` (see the module docstring and `prepared_on_cpu`); `Unreadable` for code nested too
-    deeply to read."""
+    deeply to read or whose constants take more than `MAX_FOLD_WORK` values to fold."""
     problem, cfg = request.problem, request.config
     on_cpu = prepared_on_cpu(cfg.device, served)
     scaled = on_cpu and cfg.cpu_scale  # as the judge prepares it: unscaled, the problem's own sizes
