@@ -263,19 +263,35 @@ class _Names:
         return [_Names(self.tree, s, self.unions) for s in seeds] if seeds else [self]
 
     def resolve(self, node: ast.AST) -> str | None:
-        """``F.relu`` -> ``torch.nn.functional.relu``; None for anything not rooted in an import."""
-        attrs = []
-        while isinstance(node, ast.Attribute):
-            attrs.append(node.attr)
-            node = node.value
+        """``F.relu`` -> ``torch.nn.functional.relu``; None for anything not rooted in an import.
+        Each attribute chain is walked once (`_chain`): asking every link of an ``a.b.b...`` chain
+        costs Python steps linear in its length, not quadratic."""
+        node, attrs = self._chain(node) if isinstance(node, ast.Attribute) else (node, [])
         if isinstance(node, ast.Call) and _is_getattr(node):
             base = self.resolve(node.args[0])
             if base is None:
                 return None
-            return ".".join([base, node.args[1].value, *reversed(attrs)])
+            return ".".join([base, node.args[1].value, *attrs])
         if not isinstance(node, ast.Name) or node.id not in self.alias:
             return None
-        return ".".join([self.alias[node.id], *reversed(attrs)])
+        return ".".join([self.alias[node.id], *attrs])
+
+    def _chain(self, node: ast.Attribute) -> tuple[ast.AST, list[str]]:
+        """The root under an attribute chain and the chain's attributes, root outward; every link
+        walked is remembered (its root, the chain's attributes, how many of them are its own)."""
+        memo: dict[int, tuple[ast.AST, list[str], int]] = self.__dict__.setdefault("_chains", {})
+        links: list[ast.Attribute] = []
+        while isinstance(node, ast.Attribute) and id(node) not in memo:
+            links.append(node)
+            node = node.value
+        root, attrs = node, []
+        if id(node) in memo:
+            root, inner, k = memo[id(node)]
+            attrs = inner[:k]
+        attrs += [link.attr for link in reversed(links)]
+        for k, link in enumerate(reversed(links), start=len(attrs) - len(links) + 1):
+            memo[id(link)] = (root, attrs, k)
+        return root, attrs
 
 
 def _import_chain(alias: ast.alias, node: ast.Import | ast.ImportFrom) -> str | None:
