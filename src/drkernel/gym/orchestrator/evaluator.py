@@ -42,6 +42,7 @@ from drkernel.gym.verdict.assemble import (CandidateFacts, CheckFacts, ErrorRepo
 from drkernel.gym.verdict.coverage import OpProfile
 from drkernel.gym.orchestrator.sandbox import SECCOMP_ENV, make_runner
 from drkernel.gym.orchestrator.session import CandidateSession, SessionOutcome
+from drkernel.gym.orchestrator.static_child import StaticChecks, StaticTimeout
 
 log = logging.getLogger(__name__)
 STAGE_LOGGER = "drkernel.gym.stages"
@@ -135,6 +136,7 @@ class InProcessEvaluator:
         if not seccomp:
             self.env[SECCOMP_ENV] = "0"
         self.checks = checks if checks is not None else default_checks()
+        self.static = StaticChecks(self.checks.static)
         self.ref_cache = ReferenceTimingCache(reference_cache_dir)
         self.cache_reference_timings = cache_reference_timings
         self._lock = threading.Lock()
@@ -160,8 +162,9 @@ class InProcessEvaluator:
                 try:
                     with cancellable_waits(lambda: running.cancelled):
                         return self._evaluate(request, native)
-                except WaitCancelled as e:  # stopped before its candidate ran: ends as a cancelled one does
-                    return EvalResult(status=Status.CRASHED, problem_key=request.problem.key,
+                except (WaitCancelled, StaticTimeout) as e:  # stopped before its candidate ran
+                    status = Status.TIMEOUT if isinstance(e, StaticTimeout) else Status.CRASHED
+                    return EvalResult(status=status, problem_key=request.problem.key,
                                       request_id=request.request_id, device=request.config.device,
                                       error=str(e)).finalize()
                 except (JudgeLost, JudgeOutOfMemory) as e:  # the infrastructure's, not the solution's: once more
@@ -184,6 +187,7 @@ class InProcessEvaluator:
             self._runtimes.clear()
         for rt in runtimes:
             rt.close()
+        self.static.close()
 
     def __enter__(self) -> "InProcessEvaluator":
         return self
@@ -342,13 +346,9 @@ class InProcessEvaluator:
                           kernels=tuple(provisional.kernels))
 
     def _static_checks(self, request: EvalRequest) -> tuple[list[Hack], bool]:
-        hacks: list[Hack] = []
-        blocked = False
-        for check in self.checks.static:
-            found: list[Hack] = check.check(request.solution, request.problem)
-            hacks.extend(found)
-            blocked = blocked or (bool(found) and check.blocking)
-        return hacks, blocked
+        """In a checker child, bounded by the request's ``timeout_s`` and its cancellation
+        (`static_child`)."""
+        return self.static.run(request.solution, request.problem, request.config.timeout_s, self._cancellable)
 
     def _job(self, request: EvalRequest, prepared: Prepared, rt: DeviceRuntime,
              native: tuple[NativeBuild, ...] = ()) -> tuple[dict[str, Any], SeedPlan]:
