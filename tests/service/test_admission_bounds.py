@@ -50,3 +50,21 @@ def test_constants_that_take_more_than_the_work_bound_are_unreadable():
     lines = "".join(f"B{i} = (" + "*A0," * 8 + ")\n" for i in range(MAX_FOLD_WORK // 64 + 1))
     with pytest.raises(Unreadable, match="module constants"):
         _estimate(_bomb(stars=1, levels=0) + lines + "S = (4,)\n" + TAIL)
+
+
+def test_an_unscaled_cpu_request_past_the_cpu_bound_is_refused_and_a_small_one_priced():
+    from drkernel.service.admission import MAX_UNSCALED_CPU_ELEMENTS, TooLargeForCpu
+
+    # S = (2048, 4096): 2**23 elements, past 2**22; scaled (the default) it is priced at its CPU budget.
+    big = Problem(name="t", level=1, code="S = (2048, 4096)\n" + TAIL)
+    assert 2048 * 4096 > MAX_UNSCALED_CPU_ELEMENTS
+    with pytest.raises(TooLargeForCpu, match="cpu_scale"):
+        estimate_device_bytes(EvalRequest(big, "", EvalConfig(device="cpu", cpu_scale=False)))
+    assert estimate_device_bytes(EvalRequest(big, "", EvalConfig(device="cpu"))) == (
+        OVERHEAD_BYTES + FOOTPRINT_FACTOR * EvalConfig().cpu_element_budget * 4)
+    # On a GPU the full size is the problem's own: priced, never refused.
+    assert estimate_device_bytes(EvalRequest(big, "", EvalConfig(device="cuda", cpu_scale=False))) == (
+        OVERHEAD_BYTES + FOOTPRINT_FACTOR * 2048 * 4096 * 4)
+    small = Problem(name="t", level=1, code="S = (64, 64)\n" + TAIL)
+    assert estimate_device_bytes(EvalRequest(small, "", EvalConfig(device="cpu", cpu_scale=False))) == (
+        OVERHEAD_BYTES + FOOTPRINT_FACTOR * 64 * 64 * 4)

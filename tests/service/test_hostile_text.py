@@ -74,3 +74,16 @@ def test_constants_past_admissions_work_bound_are_a_classified_422(gym):
         r = c.post("/v1/jobs", json=_job(GOLD, code=consts + SMALL_REFERENCE, name="folds"))
     assert r.status_code == 422, r.text
     assert "module constants" in r.text
+
+
+def test_a_full_size_loaded_problem_unscaled_on_a_cpu_worker_is_a_classified_422(gym):
+    """``cpu_scale: false`` on builtin/L1/matmul_fp16 (2**25 input elements) would hold the CPU's
+    shared judge, which no timeout or cancel reaches: refused at admission, naming the field."""
+    body = {"problem_key": "builtin/L1/matmul_fp16", "solution": GOLD,
+            "config": {"device": "cpu", "cpu_scale": False, "timeout_s": 20}}
+    with httpx.Client(base_url=gym.url, headers={"Authorization": f"Bearer {gym.token}"}, timeout=60) as c:
+        r = c.post("/v1/jobs", json=body)
+        assert r.status_code == 422, r.text
+        assert "too_large_for_cpu" in r.text and "cpu_scale" in r.text
+        body["config"]["cpu_scale"] = True  # at its CPU size it is admitted
+        assert c.post("/v1/jobs", json=body).status_code == 202

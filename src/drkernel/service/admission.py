@@ -34,6 +34,10 @@ OVERHEAD_BYTES = 256 << 20
 MAX_STATIC_INT = 1 << 48
 """Largest size constant read statically (2**48 elements is far past any device)."""
 MAX_ESTIMATE_BYTES = 1 << 62
+MAX_UNSCALED_CPU_ELEMENTS = 1 << 22
+"""Most input elements a request with ``cpu_scale: false`` may ask of a CPU judge (`TooLargeForCpu`):
+a loaded problem's reference runs in the device's shared judge, where neither the request's
+``timeout_s`` nor a cancel reaches, and at a GPU size (2**25 elements of a matmul) it computes for minutes."""
 MAX_STATIC_TUPLE = 64
 """Longest tuple constant read statically (a shape's dimensions); a longer one is unknown."""
 MAX_FOLD_WORK = 1 << 18
@@ -161,15 +165,26 @@ def prepared_on_cpu(device: str, served: Sequence[str] = ()) -> bool:
 def estimate_device_bytes(request: EvalRequest, served: Sequence[str] = ()) -> int:
     """Estimated peak device bytes of one evaluation of ``request`` on a server whose workers run
     ``served`` (see the module docstring and `prepared_on_cpu`); `Unreadable` for code nested too
-    deeply to read or whose constants take more than `MAX_FOLD_WORK` values to fold."""
+    deeply to read or whose constants take more than `MAX_FOLD_WORK` values to fold; `TooLargeForCpu` for an
+    unscaled CPU request past `MAX_UNSCALED_CPU_ELEMENTS`."""
     problem, cfg = request.problem, request.config
     on_cpu = prepared_on_cpu(cfg.device, served)
     scaled = on_cpu and cfg.cpu_scale  # as the judge prepares it: unscaled, the problem's own sizes
     overrides = tuple(sorted(problem.cpu_overrides.items())) if scaled else ()
     elements = _input_elements(problem.code, overrides)
+    if on_cpu and not cfg.cpu_scale and elements > MAX_UNSCALED_CPU_ELEMENTS:
+        raise TooLargeForCpu(
+            f"cpu_scale: false asks {problem.key} at its full size ({elements:,} input elements) of a CPU "
+            f"worker, past the {MAX_UNSCALED_CPU_ELEMENTS:,} one runs unscaled (its reference would hold "
+            "a judge that no timeout or cancel reaches); leave cpu_scale on to run it at its CPU size")
     if scaled:
         elements = min(elements, cfg.cpu_element_budget)
     return min(MAX_ESTIMATE_BYTES, OVERHEAD_BYTES + FOOTPRINT_FACTOR * elements * DTYPE_BYTES.get(problem.dtype, 4))
+
+
+class TooLargeForCpu(ValueError):
+    """An unscaled request (``cpu_scale: false``) for a CPU judge whose problem is larger than
+    `MAX_UNSCALED_CPU_ELEMENTS`. The request's fault, refused before it is stored."""
 
 
 class Unreadable(ValueError):
