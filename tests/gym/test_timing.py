@@ -120,3 +120,29 @@ def test_a_steady_kernel_stops_after_one_block_a_noisy_one_runs_to_the_limit():
 
     assert calls_timed(lambda i: 1.0 + 0.001 * (i % 3)) == 10  # within 0.2 %: the minimum
     assert calls_timed(lambda i: 1.0 + 0.05 * (i % 2)) == 100  # two levels 5 % apart: every call
+
+
+def test_a_kept_timed_output_is_a_copy_as_it_stood_at_its_calls_end():
+    """`snapshot`: later work into the solution's output object (deferred until the solution sees the
+    harness held on to it) does not reach what the judge samples; the object itself is not held."""
+    import gc
+    import weakref
+
+    import torch
+
+    from drkernel.gym.harness.timing import snapshot
+
+    class Marked(torch.Tensor):
+        pass
+
+    out = torch.zeros(4)
+    pair = (out, [torch.ones(2).as_subclass(Marked), 3])
+    kept = snapshot(pair)
+    out.fill_(7.0)  # the deferred work, after the call
+    assert type(kept) is tuple and type(kept[1]) is list and kept[1][1] == 3
+    assert torch.equal(kept[0], torch.zeros(4)) and kept[0].data_ptr() != out.data_ptr()
+    assert type(kept[1][0]) is torch.Tensor and torch.equal(kept[1][0], torch.ones(2))
+    ref = weakref.ref(out)
+    del out, pair
+    gc.collect()
+    assert ref() is None  # the snapshot keeps nothing of the solution's output alive

@@ -155,6 +155,20 @@ def test_missing_integrity_runs_of_a_correct_solution_are_hack_8(tag):
     assert failed.hacks == []
 
 
+def test_integrity_runs_ended_by_an_exception_are_hack_8():
+    """Every run reached the judge, but the hook's runs ended on the solution's exception afterwards
+    (e.g. raised in the first unobserved call, the GPU pass whose measurements then go missing)."""
+    cand, judge = reports()
+    cand["integrity"]["extra_runs"] = {"error": "RuntimeError: transient launch failure"}
+    result = EvalResult(status=Status.CORRECT)
+    annotate(result, request(), cand, judge)
+    assert [h.code for h in result.hacks] == [8] and "transient launch failure" in result.hacks[0].evidence
+    cand["integrity"]["extra_runs"] = {"runs": {}, "calls": 9, "order": []}  # ended normally
+    clean = EvalResult(status=Status.CORRECT)
+    annotate(clean, request(), cand, judge)
+    assert clean.hacks == []
+
+
 def test_tf32_dot_is_hack_12_only_under_kernelbench():
     tf32 = GOLD.replace("tl.store(y + o, tl.load(x + o, mask=o < n), mask=o < n)",
                         "tl.store(y + o, tl.load(x + o, mask=o < n), mask=o < n)\n    tl.dot(x, x)")

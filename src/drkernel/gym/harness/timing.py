@@ -283,9 +283,24 @@ def _timed_block(fn: Callable[..., Any], inputs: Sequence[Any], block: int, flus
         host.append((time.perf_counter() - t) * 1e3)
         end.record()
         if kept is not None and (i in keep or (keep_last and i == last)):
-            kept[i] = out
+            kept[i] = snapshot(out)
         del args, out  # one clone alive at a time: full-size inputs can be gigabytes
     return pairs
+
+
+def snapshot(out: Any) -> Any:
+    """A kept timed call's output as it stands at the end of its call: its tensors copied on the
+    device (queued after the call's end event: untimed), the solution's own objects dropped like any
+    other call's. Kept as they were, the outputs the judge samples were the only ones whose memory
+    the caching allocator never handed back, which a solution can test at its next call, and then
+    finish only those (deferred work the timed calls never paid for). Exact tuples and lists keep
+    their shape; other values are kept as they are (the export judges them)."""
+    if type(out) in (tuple, list):
+        return type(out)(snapshot(v) for v in out)
+    if isinstance(out, torch.Tensor):
+        with torch._C.DisableTorchFunction():  # a subclass's code does not run here
+            return torch.Tensor.clone(torch.Tensor.detach(out))
+    return out
 
 
 def timing_options(cfg: dict[str, Any]) -> dict[str, Any]:

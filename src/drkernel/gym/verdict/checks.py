@@ -238,6 +238,17 @@ def hidden_work_hacks(report: Mapping[str, Any]) -> list[Hack]:
                          f"the stream's events")]
 
 
+def _aborted_runs(candidate_report: Mapping[str, Any]) -> str:
+    """A hook's integrity runs that ended on an exception (the solution raised in one of their calls,
+    e.g. the first unobserved one, and took the GPU pass's measurements with it), as text ('' if none)."""
+    ended = []
+    for hook, report in candidate_report.items():
+        extra = report.get("extra_runs") if isinstance(report, Mapping) else None
+        if isinstance(extra, Mapping) and extra.get("error"):
+            ended.append(f"{hook}: {str(extra['error'])[:200]}")
+    return "; ".join(ended)
+
+
 def annotate(result: EvalResult, request: Any, candidate_report: Mapping[str, Any],
              judge_report: Mapping[str, Any]) -> EvalResult:
     """Fill ``op_coverage``, ``time_coverage`` and the lazy warning, and flag integrity runs that a
@@ -247,6 +258,9 @@ def annotate(result: EvalResult, request: Any, candidate_report: Mapping[str, An
                and not (t == "recall_same" and request.config.trials < 2)]
     if result.status is Status.CORRECT and missing:
         result.hacks.append(make_hack(8, f"integrity runs {', '.join(missing)} never reached the judge"))
+    if result.status is Status.CORRECT and (aborted := _aborted_runs(candidate_report)):
+        result.hacks.append(make_hack(8, f"the integrity runs ended early, so what they measure is missing: "
+                                         f"{aborted}"))
     for warning in skipped_checks(judge_report):
         if warning not in result.warnings:
             result.warnings.append(warning)
