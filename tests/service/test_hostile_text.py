@@ -1,4 +1,4 @@
-"""Text a sandboxed process sends is made valid UTF-8 where it enters our messages
+"""Hostile requests against a real server: text a sandboxed process sends is made valid UTF-8 where it enters our messages
 (`drkernel.gym.ipc.valid_text`, applied by `Channel.recv`): a lone surrogate in a solution's or a
 custom reference's error (a ``\\ud800`` escape, which JSON carries) never reaches the job store or an
 HTTP answer as a str that cannot be encoded. A real server on loopback, one CPU worker."""
@@ -87,3 +87,15 @@ def test_a_full_size_loaded_problem_unscaled_on_a_cpu_worker_is_a_classified_422
         assert "too_large_for_cpu" in r.text and "cpu_scale" in r.text
         body["config"]["cpu_scale"] = True  # at its CPU size it is admitted
         assert c.post("/v1/jobs", json=body).status_code == 202
+
+
+def test_a_solution_returning_many_python_numbers_is_its_own_error(gym):
+    """A forward returning 100,000 Python floats: refused where the candidate encodes it (at most
+    `ipc.MAX_TREE_NODES` nodes): an output the judge cannot read is incorrect, as any unsupported
+    output is; nothing of it reaches the judge."""
+    flood = GOLD.replace("return x * 2", "return [0.5] * 100000")
+    with httpx.Client(base_url=gym.url, headers={"Authorization": f"Bearer {gym.token}"}, timeout=300) as c:
+        job = c.post("/v1/jobs", json=_job(flood)).json()["id"]
+        out = c.get(f"/v1/jobs/{job}/wait?timeout=240").json()
+    assert (out["status"], out["attempts"]) == ("done", 1), out
+    assert out["result"]["status"] == "incorrect" and "Python numbers" in out["result"]["error"], out["result"]

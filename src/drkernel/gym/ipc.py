@@ -30,6 +30,10 @@ from typing import Any, Callable, Sequence
 MAX_HEADER = 64 << 20
 MAX_BLOB = 16 << 30
 MAX_FDS = 4  # descriptors taken per read; the kernel closes any beyond
+MAX_TREE_NODES = 1 << 16
+"""Nodes (tensors, tuples, lists, scalars) of one exported output tree: outputs are tensors, so a
+tree of millions of Python scalars (a header of tens of MiB that the orchestrator and the judge
+would parse outside every memory limit) is refused where it is encoded and where it is read."""
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # a JSON escape that may decode to a lone surrogate
 
 
@@ -312,8 +316,14 @@ def encode_tree(value: Any, staging: StagingBuffer | None = None) -> tuple[Any, 
                 staging.buf[start:start + n].view(t.dtype).view(t.shape).copy_(t)
                 staged[k] = start
 
+    nodes = 0
+
     def enc(v: Any) -> Any:
-        nonlocal offset
+        nonlocal offset, nodes
+        nodes += 1
+        if nodes > MAX_TREE_NODES:
+            raise TypeError(f"cannot export an output tree of more than {MAX_TREE_NODES} values: outputs "
+                            "are tensors, not long sequences of Python numbers")
         if issubclass(type(v), torch.Tensor):
             t = plain[id(v)]
             head = {"k": "tensor", "dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape),
@@ -335,6 +345,20 @@ def encode_tree(value: Any, staging: StagingBuffer | None = None) -> tuple[Any, 
 
     tree = enc(value)
     return tree, b"".join(chunks)
+
+
+def tree_nodes(tree: Any, limit: int = MAX_TREE_NODES) -> int:
+    """Nodes of an encoded tree (a `ProtocolViolation` past ``limit``), counted without recursion."""
+    count, stack = 0, [tree]
+    while stack:
+        node = stack.pop()
+        count += 1
+        if count > limit:
+            raise ProtocolViolation(f"an output tree of more than {limit} nodes")
+        items = node.get("items") if isinstance(node, dict) else None
+        if isinstance(items, list):
+            stack.extend(items)
+    return count
 
 
 def staged_fds(staging: StagingBuffer | None) -> tuple[dict[str, Any], list[int]]:

@@ -53,7 +53,7 @@ import math
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, ClassVar
 
-from drkernel.gym.ipc import ProtocolViolation
+from drkernel.gym.ipc import ProtocolViolation, tree_nodes
 
 TEXT_CAP = 20000
 """Free text of a report (an error's message and traceback) is cut to this many characters."""
@@ -379,7 +379,14 @@ class Outputs(Message):
 
     @classmethod
     def _parse(cls, op: Op, h: dict[str, Any]) -> Outputs:
-        return cls(_trial(h, False), _get(h, "tree", (dict,)), _staging(h))
+        return cls(_trial(h, False), _tree(h), _staging(h))
+
+
+def _tree(h: dict[str, Any]) -> dict[str, Any]:
+    """An export's encoded tree, at most `ipc.MAX_TREE_NODES` nodes (so the judge never reads more)."""
+    tree = _get(h, "tree", (dict,))
+    tree_nodes(tree)
+    return tree
 
 
 def _staging(h: dict[str, Any]) -> int | None:
@@ -413,7 +420,7 @@ class Compare(Message):
         tag = _text(h, "tag", TAG_CAP)
         if not tag:
             raise ProtocolViolation("compare message with an empty tag")
-        return cls(_trial(h, True), tag, _get(h, "tree", (dict,)), _staging(h))
+        return cls(_trial(h, True), tag, _tree(h), _staging(h))
 
 
 @_register
