@@ -730,3 +730,32 @@ def test_compute_through_a_union_is_reached_in_each_member():
     report = analyze(src)
     assert "torch.relu" in {c.name for c in report.torch_calls}
     assert report.own_kernels == ("k",) and not report.hacks
+
+
+SUPER_OK = {
+    "zero_args": "class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n",
+    "old_spelling": "class ModelNew(nn.Module):\n    def __init__(self):\n        super(ModelNew, self).__init__()\n",
+}
+SUPER_REFUSED = {
+    "another_class": "def f(x):\n    return super(torch.Tensor, x).tolist()\n",
+    "another_class_in_a_method": ("class ModelNew(nn.Module):\n    def forward(self, x):\n"
+                                  "        return super(torch.Tensor, x).tolist()\n"),
+    "another_object": "class ModelNew(nn.Module):\n    def forward(self, x):\n        return super(ModelNew, x)\n",
+    "as_a_value": "class ModelNew(nn.Module):\n    def forward(self, x):\n        s = super\n        return s\n",
+    "nested_function": ("class ModelNew(nn.Module):\n    def forward(self, x):\n        def g(y):\n"
+                        "            return super(ModelNew, y)\n        return g(x)\n"),
+    "keyword": "class ModelNew(nn.Module):\n    def forward(self, x):\n        return super(ModelNew, obj=self)\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(SUPER_OK))
+def test_super_as_the_plain_call_is_allowed(name):
+    report = analyze("import torch\nimport torch.nn as nn\n" + SUPER_OK[name])
+    assert not [h for h in report.hacks if "super used" in h.evidence], report.hacks
+
+
+@pytest.mark.parametrize("name", sorted(SUPER_REFUSED))
+def test_super_naming_another_class_or_object_is_hack_14(name):
+    """``super(torch.Tensor, t).tolist()`` is the C method beneath the wrapped ``Tensor.tolist``."""
+    report = analyze("import torch\nimport torch.nn as nn\n" + SUPER_REFUSED[name])
+    assert any(h.code == 14 and "super used" in h.evidence for h in report.hacks), report.hacks

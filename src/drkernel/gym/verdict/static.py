@@ -654,6 +654,7 @@ def _analyze(source: str) -> StaticReport:
     report = StaticReport()
     report.hacks.extend(_without_main_blocks(tree))
     report.hacks.extend(_declared_encoding(source))
+    report.hacks.extend(_explicit_super(tree))
     classes = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
     report.has_modelnew = "ModelNew" in classes or _assigned_name(tree, "ModelNew")
     calls: list[TorchCall] = []
@@ -1008,6 +1009,44 @@ def _class_body_imports(tree: ast.Module, unions: _Unions) -> list[Hack]:
                 hacks.append(make_hack(14, f"line {node.lineno}: imports the module {chain} into a class body, where "
                                            f"the rules on its attributes no longer follow it (solution contract)"))
     return hacks
+
+
+def _explicit_super(tree: ast.Module) -> list[Hack]:
+    """``super`` only as the call ``super()``, or ``super(C, x)`` written in a method of class ``C`` with
+    ``x`` that method's first parameter (the old spelling of the same call). Any other class or object
+    resolves past the methods the harness wraps: ``super(torch.Tensor, t).tolist()`` is the C method
+    beneath ``torch.Tensor.tolist``, where no host read is counted (hack 14)."""
+    hacks: list[Hack] = []
+
+    def visit(node: ast.AST, cls: str | None, first: str | None, parent: ast.AST | None) -> None:
+        if isinstance(node, ast.ClassDef):
+            cls, first = node.name, None
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            params = node.args.posonlyargs + node.args.args
+            in_class = isinstance(parent, ast.ClassDef)
+            first = params[0].arg if in_class and params else None
+            cls = cls if in_class else None
+        elif isinstance(node, ast.Lambda):
+            cls, first = None, None
+        if isinstance(node, ast.Name) and node.id == "super" and not _plain_super_call(node, parent, cls, first):
+            hacks.append(make_hack(14, f"line {node.lineno}: super used other than as super() or "
+                                       f"super(ThisClass, self) in a method (solution contract)"))
+        for child in ast.iter_child_nodes(node):
+            visit(child, cls, first, node)
+
+    visit(tree, None, None, None)
+    return hacks
+
+
+def _plain_super_call(name: ast.Name, parent: ast.AST | None, cls: str | None, first: str | None) -> bool:
+    if not (isinstance(name.ctx, ast.Load) and isinstance(parent, ast.Call) and parent.func is name):
+        return False
+    args = parent.args
+    if not args and not parent.keywords:
+        return True
+    return (len(args) == 2 and not parent.keywords and cls is not None and first is not None
+            and isinstance(args[0], ast.Name) and args[0].id == cls
+            and isinstance(args[1], ast.Name) and args[1].id == first)
 
 
 def _class_patterns(tree: ast.Module) -> list[Hack]:
