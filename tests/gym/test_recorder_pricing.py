@@ -121,6 +121,22 @@ def test_matmul_and_attention_variants_cost_their_arithmetic():
     assert prof.unpriced == 0
 
 
+def test_a_solve_with_many_right_hand_sides_costs_at_least_its_gemm():
+    """``cholesky_solve(B, L)`` takes the right-hand side first; with k right-hand sides a solve by an
+    n-by-n factor is 2 n^2 k of arithmetic, a GEMM in disguise (red team thirteen priced one from B's
+    bytes and had a GEMM paid as the solution's own work)."""
+    n, k = 16, 256
+    factor = torch.linalg.cholesky(torch.eye(n) * 4 + 0.1 * torch.ones(n, n))
+    rhs = torch.randn(n, k)
+    gemm = _flops(torch.mm, torch.randn(k, n), torch.randn(n, n))  # 2 n^2 k
+    assert _flops(torch.cholesky_solve, rhs, factor) >= gemm
+    assert _flops(lambda b, a: torch.linalg.solve_triangular(a, b, upper=False), rhs, factor) >= gemm / 2
+    assert _flops(torch.linalg.inv, factor) >= n ** 3  # one matrix, no right-hand side: n^3
+    # the factor broadcast over a batch of narrow right-hand sides: 2 n^2 k per batch element
+    batched = torch.randn(64, n, 2)
+    assert _flops(torch.cholesky_solve, batched, factor) >= 2 * 64 * n * n * 2
+
+
 def test_worst_keeps_per_op_the_largest_count_and_cost():
     # hand-worked: call A ran 2 reads and an mm of cost 1; call B 900 reads and an mm of cost 0.5
     a = OpProfile({"aten::_local_scalar_dense.default": [2, 0.0, 0, 0], "aten::mm.default": [1, 1.0, 8, 4]})

@@ -155,10 +155,17 @@ def _multilabel_margin_flops(args: tuple, kwargs: Mapping[str, Any], out: Any) -
 
 
 def _cubic_flops(args: tuple, kwargs: Mapping[str, Any], out: Any) -> float:
-    """Dense factorisations, inverses and solves: about n^3 per n-by-n matrix."""
-    a = next(t for t in _tensors(args))
-    n = a.shape[-1] if _dim(a) else 1
-    return float(_numel(a)) * n
+    """Dense factorisations, inverses and solves: about n^3 per n-by-n matrix, and n^2 k for k right-hand
+    sides. Priced from every operand and the result, the largest ``numel x last dimension`` (an upper
+    bound of both whichever argument holds the matrix: ``cholesky_solve`` and ``triangular_solve`` take
+    the right-hand side first, and a solve with many right-hand sides is a GEMM in disguise)."""
+    tensors = _tensors((args, kwargs, out))
+    last = [torch.Tensor.size(t, -1) if _dim(t) else 1 for t in tensors]
+    each = max((_numel(t) * n for t, n in zip(tensors, last)), default=1)
+    # a solve by an n-by-n matrix broadcast over a batch of right-hand sides: 2 n per result element
+    square = [n for t, n in zip(tensors, last) if _dim(t) >= 2 and torch.Tensor.size(t, -2) == n]
+    solved = 2 * max(square, default=1) * max((_numel(t) for t in _tensors(out)), default=1)
+    return float(max(each, solved))
 
 
 def _nlogn_flops(args: tuple, kwargs: Mapping[str, Any], out: Any) -> float:
