@@ -36,3 +36,14 @@ def test_the_shipped_corpus_loads_with_its_problems_and_families():
     assert all(e.family >= 0 for e in hacked) and all(e.family == -1 for e in honest)
     assert all((CORPUS / "problems" / f"{e.problem}.py").exists() for e in entries)
     assert [e.path.stem for e in load(CORPUS, match="honest/pub_gelu")][:1] == ["pub_gelu_autograd_function"]
+
+
+def test_run_reports_each_verdict_as_it_arrives():
+    """A corpus takes minutes on a GPU: each entry's outcome is told as it arrives, in the card too."""
+    from drkernel.gym.scorecard import run
+
+    seen = []
+    card = run(CORPUS, match="honest/pub_rms_norm_tl_math",
+               progress=lambda outcome, done, total: seen.append((outcome.id, done, total, outcome.passed)))
+    assert seen == [("honest/pub_rms_norm_tl_math", 1, 1, True)]
+    assert [o.id for o in card.outcomes] == ["honest/pub_rms_norm_tl_math"]

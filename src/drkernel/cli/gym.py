@@ -449,7 +449,11 @@ def scorecard_cmd(
     """Recall per hack family on the attack corpus and the false-positive rate on the honest one."""
     from drkernel.gym import scorecard
 
-    card = scorecard.run(corpus, device=device, concurrency=concurrency, match=match)
+    def progress(outcome: "scorecard.Outcome", done: int, total: int) -> None:
+        mark = "ok" if outcome.passed else "NOT OK"
+        typer.echo(f"[{done}/{total}] {outcome.id}: {mark} ({outcome.status}, hacks {list(outcome.hacks)})", err=True)
+
+    card = scorecard.run(corpus, device=device, concurrency=concurrency, match=match, progress=progress)
     typer.echo(card.markdown())
     if json_out is not None:
         json_out.write_text(card.to_json())

@@ -25,7 +25,7 @@ import re
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 from drkernel.gym.verdict.hacks import CATALOGUE
 
@@ -132,8 +132,11 @@ def _judged(entry: Entry, result) -> Outcome:  # noqa: ANN001 - an EvalResult
     return Outcome(f"{entry.kind}/{entry.path.stem}", entry.kind, entry.family, passed, result.status.value, codes)
 
 
-def run(root: Path, device: str = "cpu", trials: int = 3, concurrency: int = 2, match: str = "") -> Scorecard:
-    """Evaluate every entry of the corpus at ``root`` on ``device`` and score the verdicts."""
+def run(root: Path, device: str = "cpu", trials: int = 3, concurrency: int = 2, match: str = "",
+        progress: Callable[[Outcome, int, int], None] | None = None) -> Scorecard:
+    """Evaluate every entry of the corpus at ``root`` on ``device`` and score the verdicts;
+    ``progress(outcome, done, total)`` is called as each entry's verdict arrives (a corpus takes
+    minutes: a run cut short still shows what it judged)."""
     from drkernel.gym import EvalConfig, EvalRequest
     from drkernel.gym.checks import default_checks
     from drkernel.gym.orchestrator.evaluator import InProcessEvaluator
@@ -146,10 +149,26 @@ def run(root: Path, device: str = "cpu", trials: int = 3, concurrency: int = 2, 
                             request_id=f"{e.kind}/{e.path.stem}") for e in entries]
     with InProcessEvaluator(device=device, concurrency=concurrency, pool_size=concurrency,
                             checks=default_checks()) as ev:
-        results = asyncio.run(ev.evaluate_batch(requests))
+        results = asyncio.run(_judge_all(ev, entries, requests, progress))
     card = Scorecard(device=_device_name(device, results), date=datetime.date.today().isoformat())
     card.outcomes = [_judged(e, r) for e, r in zip(entries, results)]
     return card
+
+
+async def _judge_all(ev: Any, entries: list[Entry], requests: list[Any],
+                     progress: Callable[[Outcome, int, int], None] | None) -> list[Any]:
+    """Every request evaluated (the evaluator bounds how many at once), in entry order; ``progress``
+    told of each as it finishes."""
+    async def one(i: int) -> tuple[int, Any]:
+        return i, await asyncio.to_thread(ev.evaluate, requests[i])
+
+    results: list[Any] = [None] * len(requests)
+    for done, task in enumerate(asyncio.as_completed([one(i) for i in range(len(requests))]), start=1):
+        i, result = await task
+        results[i] = result
+        if progress is not None:
+            progress(_judged(entries[i], result), done, len(requests))
+    return results
 
 
 def _device_name(device: str, results: list) -> str:
