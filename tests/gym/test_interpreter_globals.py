@@ -46,7 +46,7 @@ print(json.dumps({"added": sorted(set(mod.__dict__) - before), "ok": bool(torch.
 
 def test_a_launch_adds_no_names_to_the_kernels_module():
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    out = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, timeout=300, check=False)
     assert out.returncode == 0, out.stderr[-2000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["ok"], got  # the kernel still ran, comparisons chained and all
