@@ -291,6 +291,6 @@ class RssWatch:
             wanted = now_wanted
             if now - window_t >= CPU_WINDOW_S:
                 if used / 1e9 > CPU_SHARE_CORES * (now - window_t):
-                    self.demoted = True
                     bounded = demote(pids)
+                    self.demoted = True  # after the demotion: a reader of the flag finds it done
                 window_t, used = now, 0
