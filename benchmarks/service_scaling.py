@@ -17,7 +17,13 @@ job) for ``--warmup-s`` + ``--duration-s``, then waits for the rest. Reported pe
 * per-status counts (job status / result status), p50/p95 latency from submission to result;
 * jobs submitted vs terminal (lost = submitted - terminal; must be 0);
 * evaluations per worker and device (the job record names the worker that ran it);
-* scaling efficiency = rate(k) / (k x rate(1)); target >= 0.9 on GPUs.
+* scaling efficiency = rate(k) / (k x rate(1)); target >= 0.9 on GPUs;
+* per stage of the results' ``stage_seconds`` (``child_start``, ``child_wait``, ``compile``,
+  ``correctness``, ``timing``, ``exclusive``, ...): count, median, p95 and mean over the results that
+  finished in the measured window, so a stage that grows with k shows where the time goes;
+* the host's load every second (``/proc/loadavg``, and user / system / iowait / idle fractions of all
+  CPUs from ``/proc/stat``) and, where ``nvidia-smi`` exists, each used GPU's utilisation: the window's
+  mean and p95 per figure, and each GPU's busy fraction (mean utilisation / 100).
 
 ``--kill-one-worker`` adds a run at the largest k in which one worker process gets SIGKILL at mid-run
 (its pid from ``/v1/workers``): completions per device before/after, the victim's in-flight jobs
@@ -43,11 +49,14 @@ import argparse
 import json
 import os
 import random
+import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter, defaultdict
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -89,6 +98,7 @@ class Row:
     submitted_s: float
     done_s: float
     latency_s: float
+    stages: dict[str, float] = field(default_factory=dict)  # the result's stage_seconds (done jobs)
 
 
 @dataclass
@@ -132,6 +142,9 @@ class RunSummary:
     per_worker: dict[str, int]
     worker_devices: dict[str, str]
     samples: list[dict[str, Any]]  # /v1/workers every second: t, and per worker state/completed/restarts
+    stages: dict[str, dict[str, float]] = field(default_factory=dict)  # stage -> n/median/p95/mean, window
+    host: dict[str, Any] = field(default_factory=dict)  # window load: see `load_stats`
+    host_samples: list[dict[str, Any]] = field(default_factory=list)  # `HostLoad` every second
     kill: KillReport | None = None
     rows: list[Row] = field(default_factory=list)
 
@@ -195,6 +208,108 @@ class RayHead:
             stop_group(self.proc, grace_s=15.0)
 
 
+# -- host load and stage figures --------------------------------------------------------------------
+
+
+def cpu_times() -> tuple[float, ...]:
+    """All CPUs' jiffies from ``/proc/stat``: (user + nice, system + irq + softirq, iowait, idle, total)."""
+    with open("/proc/stat") as f:
+        v = [float(x) for x in f.readline().split()[1:9]]  # user nice system idle iowait irq softirq steal
+    return v[0] + v[1], v[2] + v[5] + v[6], v[4], v[3], sum(v)
+
+
+def cpu_split(before: tuple[float, ...], after: tuple[float, ...]) -> dict[str, float]:
+    """The CPU time between two `cpu_times` as fractions: user, system, iowait, idle."""
+    total = after[4] - before[4]
+    if total <= 0:
+        return {}
+    return {k: (a - b) / total for k, a, b in zip(("user", "system", "iowait", "idle"), after, before)}
+
+
+class HostLoad:
+    """The host's load every ``period_s`` in a background thread, each sample ``{t, load1, running,
+    cpu: {user, system, iowait, idle}, gpu: {index: utilisation %}}`` (``t``: seconds since ``t0`` on
+    the monotonic clock; ``gpu`` empty without ``nvidia-smi``). GPU utilisation comes from one
+    ``nvidia-smi -l 1`` reader (the latest line per GPU), so a slow ``nvidia-smi`` delays no sample."""
+
+    def __init__(self, gpus: int, t0: float, period_s: float = 1.0):
+        self.gpus, self.t0, self.period_s = gpus, t0, period_s
+        self.samples: list[dict[str, Any]] = []
+        self.gpu_now: dict[str, float] = {}
+        self.stopped = threading.Event()
+        self.smi: subprocess.Popen | None = None
+        if gpus and shutil.which("nvidia-smi"):
+            self.smi = subprocess.Popen(
+                ["nvidia-smi", "--query-gpu=index,utilization.gpu", "--format=csv,noheader,nounits", "-l", "1"],
+                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            threading.Thread(target=self._read_smi, daemon=True).start()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+        self.thread.start()
+
+    def _read_smi(self) -> None:
+        for line in self.smi.stdout:
+            index, _, util = line.partition(",")
+            try:
+                if int(index) < self.gpus:
+                    self.gpu_now[index.strip()] = float(util)
+            except ValueError:
+                pass
+
+    def _sample(self) -> None:
+        before = cpu_times()
+        while not self.stopped.wait(self.period_s):
+            after = cpu_times()
+            with open("/proc/loadavg") as f:
+                fields = f.read().split()
+            self.samples.append({"t": time.monotonic() - self.t0, "load1": float(fields[0]),
+                                 "running": int(fields[3].split("/")[0]), "cpu": cpu_split(before, after),
+                                 "gpu": dict(self.gpu_now)})
+            before = after
+
+    def stop(self) -> list[dict[str, Any]]:
+        self.stopped.set()
+        self.thread.join()
+        if self.smi is not None:
+            self.smi.terminate()
+            self.smi.wait()
+        return self.samples
+
+
+def spread(xs: list[float]) -> dict[str, float] | None:
+    """n, median, p95 and mean of ``xs`` (None when empty)."""
+    if not xs:
+        return None
+    return {"n": len(xs), "median": statistics.median(xs), "p95": pct(xs, 0.95), "mean": statistics.mean(xs)}
+
+
+def stage_stats(rows: list[Row], lo: float, hi: float) -> dict[str, dict[str, float]]:
+    """Per stage of the done jobs' ``stage_seconds`` finished in ``[lo, hi]``: n, median, p95, mean
+    (a stage counts only the results that recorded it), largest median first."""
+    per: dict[str, list[float]] = defaultdict(list)
+    for r in rows:
+        if r.job_status == "done" and lo <= r.done_s <= hi:
+            for stage, seconds in r.stages.items():
+                per[stage].append(seconds)
+    stats = {stage: spread(xs) for stage, xs in per.items()}
+    return dict(sorted(stats.items(), key=lambda kv: -kv[1]["median"]))
+
+
+def load_stats(samples: list[dict[str, Any]], lo: float, hi: float) -> dict[str, Any]:
+    """The window's host load from `HostLoad` samples taken in ``[lo, hi]``: spread of the 1-minute load
+    average, runnable tasks, each CPU fraction, each GPU's utilisation %, and each GPU's busy fraction
+    (its mean utilisation / 100)."""
+    window = [s for s in samples if lo <= s["t"] <= hi]
+    out: dict[str, Any] = {"samples": len(window), "cpus": os.cpu_count(),
+                           "load1": spread([s["load1"] for s in window]),
+                           "running": spread([float(s["running"]) for s in window])}
+    for key in ("user", "system", "iowait", "idle"):
+        out[f"cpu_{key}"] = spread([s["cpu"][key] for s in window if key in s["cpu"]])
+    gpus = sorted({g for s in window for g in s["gpu"]}, key=int)
+    out["gpu_util"] = {g: spread([s["gpu"][g] for s in window if g in s["gpu"]]) for g in gpus}
+    out["gpu_busy"] = {g: u["mean"] / 100 for g, u in out["gpu_util"].items()}
+    return out
+
+
 # -- the load ---------------------------------------------------------------------------------------
 
 
@@ -230,9 +345,11 @@ def one(client: ServiceClient, load: Load, item: Item, n: int, t0: float) -> Row
     if info is None or not info.terminal:
         return Row(job_id, item.problem.name, item.label, "lost", None, None, 0, None,
                    submitted - t0, done - t0, done - submitted)
+    result = info.result
     return Row(job_id, item.problem.name, item.label, info.status,
-               info.result.status.value if info.result is not None else None, info.error_class,
-               info.attempts, info.worker, submitted - t0, done - t0, done - submitted)
+               result.status.value if result is not None else None, info.error_class,
+               info.attempts, info.worker, submitted - t0, done - t0, done - submitted,
+               dict(result.stage_seconds) if result is not None else {})
 
 
 def sample_workers(client: ServiceClient, t: float) -> dict[str, Any] | None:
@@ -272,7 +389,7 @@ def progress(name: str, rows: list[Row], load: Load, now: float, sample: dict | 
 
 def drive(client: ServiceClient, args, load: Load, k: int, kill: bool):
     """Keep ``2 x slots x k`` requests outstanding for warmup + duration, then wait for the rest.
-    Returns (rows, worker samples, kill report, wall seconds)."""
+    Returns (rows, worker samples, kill report, wall seconds, host load samples)."""
     rng = random.Random(args.seed)
     target, stop_submit = 2 * args.slots * k, args.warmup_s + args.duration_s
     rows: list[Row] = []
@@ -280,6 +397,7 @@ def drive(client: ServiceClient, args, load: Load, k: int, kill: bool):
     report: KillReport | None = None
     next_sample, next_progress, n = 0.0, args.progress_s, 0
     t0 = time.monotonic()
+    host = HostLoad(k if args.device_kind == "cuda" else 0, t0)
     with ThreadPoolExecutor(max_workers=target) as pool:
         pending: set[Future] = set()
         while (now := time.monotonic() - t0) < stop_submit or pending:
@@ -298,7 +416,7 @@ def drive(client: ServiceClient, args, load: Load, k: int, kill: bool):
             if now >= next_progress:
                 progress(load.name, rows, load, now, samples[-1] if samples else None)
                 next_progress += args.progress_s
-    return rows, samples, report, time.monotonic() - t0
+    return rows, samples, report, time.monotonic() - t0, host.stop()
 
 
 def settle_kill(report: KillReport, rows: list[Row], samples: list[dict], end_submit: float,
@@ -330,7 +448,7 @@ def settle_kill(report: KillReport, rows: list[Row], samples: list[dict], end_su
 
 
 def summarize(name: str, backend: str, k: int, args, startup_s: float, rows: list[Row], samples: list[dict],
-              report: KillReport | None, wall: float, submitted: int) -> RunSummary:
+              report: KillReport | None, wall: float, submitted: int, host: list[dict]) -> RunSummary:
     lo, hi = args.warmup_s, args.warmup_s + args.duration_s
     in_window = sum(1 for r in rows if r.job_status in TERMINAL and lo <= r.done_s <= hi)
     terminal = sum(1 for r in rows if r.job_status in TERMINAL)
@@ -345,7 +463,8 @@ def summarize(name: str, backend: str, k: int, args, startup_s: float, rows: lis
         statuses=dict(Counter(f"{r.job_status}/{r.status or r.error_class}" for r in rows)),
         latency_p50_s=pct(lat, 0.5), latency_p95_s=pct(lat, 0.95),
         per_worker={w: per_worker.get(w, 0) for w in devices} | dict(per_worker),
-        worker_devices=devices, samples=samples, kill=report, rows=rows)
+        worker_devices=devices, samples=samples, stages=stage_stats(rows, lo, hi),
+        host=load_stats(host, lo, hi), host_samples=host, kill=report, rows=rows)
 
 
 def serve_args(args, backend: str, k: int, ray_address: str | None) -> tuple[str, list[str]]:
@@ -391,18 +510,31 @@ def run_service(args, name: str, backend: str, k: int, kill: bool) -> RunSummary
             startup = time.monotonic() - t0
             print(f"  {k} worker(s) ready in {startup:.1f} s", flush=True)
             with ServiceClient(service.url, service.token, timeout_s=120.0) as client:
-                rows, samples, report, wall = drive(client, args, load, k, kill)
+                rows, samples, report, wall, host = drive(client, args, load, k, kill)
         finally:
             service.stop()
             if head is not None:
                 head.stop()
     if report is not None:
         settle_kill(report, rows, samples, args.warmup_s + args.duration_s, args.warmup_s)
-    s = summarize(name, backend, k, args, startup, rows, samples, report, wall, len(load.submitted))
+    s = summarize(name, backend, k, args, startup, rows, samples, report, wall, len(load.submitted), host)
     print(f"  {name}: {s.evals_per_s:.2f} evaluations/s (window), {s.terminal}/{s.submitted} terminal, "
           f"lost {s.lost}, p50 {s.latency_p50_s or 0:.1f} s, p95 {s.latency_p95_s or 0:.1f} s, "
           f"per worker {s.per_worker}", flush=True)
+    print_figures(s)
     return s
+
+
+def print_figures(s: RunSummary) -> None:
+    """The run's stage spreads and host load, one line each."""
+    for stage, st in s.stages.items():
+        print(f"  {s.name} stage {stage:<24} n {st['n']:4d}  median {st['median']:8.3f} s  "
+              f"p95 {st['p95']:8.3f} s", flush=True)
+    h = s.host
+    figures = {k: h[k]["mean"] for k in ("load1", "running", "cpu_user", "cpu_system", "cpu_idle") if h.get(k)}
+    busy = {g: round(b, 2) for g, b in h.get("gpu_busy", {}).items()}
+    print(f"  {s.name} host ({h.get('cpus')} CPUs, {h.get('samples')} samples): "
+          f"{ {k: round(v, 2) for k, v in figures.items()} }, GPU busy {busy or 'n/a'}", flush=True)
 
 
 # -- verdicts, plot, main ---------------------------------------------------------------------------
@@ -448,6 +580,25 @@ def verdicts(result: dict) -> list[tuple[str, str]]:
     for k, ratio in result["ray_over_local"].items():
         out.append((rate_level(ratio >= 0.9), (f"Ray {k} devices: {ratio:.2f} x local workers' rate "
                                               f"(target within 10 %)")))
+    return out + stage_lines(runs)
+
+
+def stage_lines(runs: dict[str, dict]) -> list[tuple[str, str]]:
+    """INFO lines across the per-k runs: each stage's median / p95 and the host's load per device count,
+    so a stage or a load that grows with k stands out."""
+    local = sorted((r for r in runs.values() if r["backend"] == "local" and not r["kill"]),
+                   key=lambda r: r["devices"])
+    stages = list(dict.fromkeys(st for r in local for st in r.get("stages", {})))
+    out = []
+    for stage in stages:
+        cells = [f"k{r['devices']} {st['median']:.3f}/{st['p95']:.3f}" for r in local
+                 if (st := r.get("stages", {}).get(stage))]
+        out.append(("INFO", f"stage {stage} median/p95 s: " + ", ".join(cells)))
+    for r in local:
+        h = r.get("host") or {}
+        mean = {k: round(h[k]["mean"], 2) for k in ("load1", "cpu_system", "cpu_idle") if h.get(k)}
+        busy = {g: round(b, 2) for g, b in h.get("gpu_busy", {}).items()}
+        out.append(("INFO", f"host k{r['devices']}: {mean}, GPU busy {busy or 'n/a'}"))
     return out
 
 
