@@ -154,6 +154,9 @@ fi
 #                        8 of 24 runs finished, each cut by the 300 s guard after 1-2 of 12 steps (~150 s
 #                        per step, 8 runs at once). The target: ~25 s per step, 2 calls; not measured
 #                        since the change (CPU dry run: docs/ORGANISM.md "Time on the GPU").
+# On several GPUs ($ORGANISM_GPUS, e.g. 4 with ORGANISM_PARALLEL=12): each seed's SFT and all its arms
+# on one GPU (placed by runs left, recorded in cache/placement-<n>.json so the runs find the SFT), a
+# pool of $ORGANISM_PARALLEL/$ORGANISM_GPUS per GPU, a cache (verdicts, reference timings, turns) per GPU.
 # SFT policies, runs and the verdict file persist under $ORGANISM_RUNS between calls on a warm
 # machine. On a fresh machine carry $ORGANISM_RUNS/claims without cache/ and checkpoints (seeds.json,
 # runs/*/*/organism_run.json, metrics, episodes, logs: 16 MB for 17 runs): a finished run is known by
@@ -167,6 +170,7 @@ ORGANISM_RUNS="${ORGANISM_RUNS:-runs/organism-gpu}"
 ORGANISM_CLAIM_SEEDS="${ORGANISM_CLAIM_SEEDS:-8}"       # seeds per arm, drawn at run time (>= 8: the protocol)
 ORGANISM_CLAIM_ARMS="${ORGANISM_CLAIM_ARMS:-nocheck,nopr,full}"  # add grpo for the exploratory TRLOO claim
 ORGANISM_PARALLEL="${ORGANISM_PARALLEL:-8}"             # runs at once (each gets 16/8 = 2 CPU threads)
+ORGANISM_GPUS="${ORGANISM_GPUS:-1}"                     # GPUs to spread the seeds over (a pool and a cache per GPU)
 ORGANISM_BUDGET_S="${ORGANISM_BUDGET_S:-420}"           # RL seconds per run: a guard (start + held-out fit the call)
 ORGANISM_DEADLINE_S="${ORGANISM_DEADLINE_S:-$((SECTION_TIMEOUT - 40))}"  # start no run likely to end later
 ORGANISM_RUN_ESTIMATE_S="${ORGANISM_RUN_ESTIMATE_S:-150}"  # a run's wall time, until one has finished
@@ -175,14 +179,14 @@ section organism-probe "organism: what each arm pays each writer's program (full
     --cache "$ORGANISM_RUNS/claims/cache" --out "$OUT/organism_probe.json"
 section organism-claims-plan "organism: what $ORGANISM_RUNS/claims leaves to do" \
     "$PY" -m drkernel.organism claims --plan --seeds "$ORGANISM_CLAIM_SEEDS" --arms "$ORGANISM_CLAIM_ARMS" \
-    --scale "$ORGANISM_SCALE" --device "$ORGANISM_DEVICE" --out "$ORGANISM_RUNS/claims"
+    --gpus "$ORGANISM_GPUS" --scale "$ORGANISM_SCALE" --device "$ORGANISM_DEVICE" --out "$ORGANISM_RUNS/claims"
 section organism-claims-sft "organism: $ORGANISM_CLAIM_SEEDS fresh seeds, SFT $ORGANISM_PARALLEL at once" \
     "$PY" -m drkernel.organism claims --sft-only --seeds "$ORGANISM_CLAIM_SEEDS" --arms "$ORGANISM_CLAIM_ARMS" \
-    --parallel "$ORGANISM_PARALLEL" --scale "$ORGANISM_SCALE" --device "$ORGANISM_DEVICE" \
+    --gpus "$ORGANISM_GPUS" --parallel "$ORGANISM_PARALLEL" --scale "$ORGANISM_SCALE" --device "$ORGANISM_DEVICE" \
     --out "$ORGANISM_RUNS/claims"
 section organism-claims "organism: $ORGANISM_CLAIM_ARMS x $ORGANISM_CLAIM_SEEDS seeds, $ORGANISM_PARALLEL at once, the registered tests" \
     "$PY" -m drkernel.organism claims --seeds "$ORGANISM_CLAIM_SEEDS" --arms "$ORGANISM_CLAIM_ARMS" \
-    --parallel "$ORGANISM_PARALLEL" --scale "$ORGANISM_SCALE" --device "$ORGANISM_DEVICE" \
+    --gpus "$ORGANISM_GPUS" --parallel "$ORGANISM_PARALLEL" --scale "$ORGANISM_SCALE" --device "$ORGANISM_DEVICE" \
     --out "$ORGANISM_RUNS/claims" --budget-s "$ORGANISM_BUDGET_S" --report "$OUT/organism_claims" \
     --deadline-s "$ORGANISM_DEADLINE_S" --run-estimate-s "$ORGANISM_RUN_ESTIMATE_S"
 # --- end organism ---

@@ -22,7 +22,10 @@ from drkernel.organism.parallel import (
     arm_jobs,
     draw_seeds,
     finished,
+    place,
+    placement,
     plan,
+    run_per_gpu,
     run_pool,
     seeds_for,
     set_aside,
@@ -80,8 +83,41 @@ def test_arm_jobs_share_the_cache_and_the_turns_and_name_their_run_file(tmp_path
     assert argv[argv.index("--budget-s") + 1] == "90.0"
     assert argv[argv.index("--gym-concurrency") + 1] == "2"
     assert jobs[1].done == tmp_path / "runs" / "full-s7" / "full-s7" / "organism_run.json"
-    (sft,) = sft_jobs([7], "dry", "cpu", tmp_path / "cache")  # done when the policy's info exists
+    (sft,) = sft_jobs([7], "dry", "cpu", tmp_path)  # done when the policy's info exists
     assert sft.done == sft_folder(SCALES["dry"], 7, tmp_path / "cache") / "organism_sft.json"
+
+
+def test_several_gpus_get_whole_seeds_balanced_and_kept_where_their_sft_is(tmp_path):
+    work = {1: 1, 2: 3, 3: 2, 4: 1, 5: 3, 6: 1, 7: 1}  # runs left per seed (12, as after a cut call)
+    where = place(work, 4)
+    load = [sum(n for s, n in work.items() if where[s] == g) for g in range(4)]
+    assert sorted(where) == sorted(work) and load == [3, 3, 3, 3]
+    kept = place(work, 4, kept={1: 3, 2: 3})
+    assert kept[1] == kept[2] == 3
+    assert place(work, 4, kept={9: 0, 1: 7}).keys() == work.keys()  # stale or impossible entries dropped
+    # the jobs of a seed: its GPU, that GPU's cache (SFT, verdicts, reference timings, turns' locks)
+    jobs = arm_jobs(["nocheck", "full"], [2, 5], "gpu", "cuda", tmp_path, None, 2, {2: 1, 5: 0})
+    assert [j.gpu for j in jobs] == [1, 1, 0, 0]
+    argv = jobs[0].argv
+    assert argv[argv.index("--cache") + 1] == str(tmp_path / "cache" / "gpu1")
+    assert argv[argv.index("--turns") + 1] == str(tmp_path / "cache" / "gpu1" / "device.lock")
+    (sft,) = sft_jobs([2], "gpu", "cuda", tmp_path, {2: 1})
+    assert sft.gpu == 1 and sft.done == sft_folder(SCALES["gpu"], 2, tmp_path / "cache" / "gpu1") / "organism_sft.json"
+    # recorded, so the runs after an SFT-only call (or a postponed run) find the seed where its SFT is
+    todo = arm_jobs(["nocheck"], [1, 2, 3], "gpu", "cuda", tmp_path, None)
+    first = placement(tmp_path, todo, 2)
+    assert placement(tmp_path, todo[1:], 2) == {s: g for s, g in first.items() if s != 1}
+    assert placement(tmp_path, todo, 1) is None
+
+
+def test_jobs_on_several_gpus_run_side_by_side_each_seeing_only_its_gpu(tmp_path):
+    show = (sys.executable, "-c", "import os; print(os.environ.get('CUDA_VISIBLE_DEVICES', 'all'))")
+    jobs = [Job("a", show, gpu=0), Job("b", show, gpu=1), Job("c", show, gpu=1)]
+    got = run_per_gpu(jobs, 2, tmp_path / "logs", threads=1)
+    assert [r.label for r in got] == ["a", "b", "c"] and all(r.returncode == 0 for r in got)
+    assert [(tmp_path / "logs" / f"{j}.log").read_text().strip() for j in "abc"] == ["0", "1", "1"]
+    one = run_per_gpu([Job("d", show)], 2, tmp_path / "logs", threads=1)
+    assert one[0].returncode == 0 and (tmp_path / "logs" / "d.log").read_text().strip() == "all"
 
 
 def _record(job, **fields):

@@ -152,6 +152,8 @@ def parser() -> argparse.ArgumentParser:
                    help="start no run likely to end later than this many seconds into the call")
     c.add_argument("--run-estimate-s", type=float, default=0.0,
                    help="a run's expected wall time until one has finished (for --deadline-s)")
+    c.add_argument("--gpus", type=int, default=1,
+                   help="spread the seeds over this many GPUs (all arms of a seed on one; a cache per GPU)")
     c.add_argument("--plan", action="store_true",
                    help="only print what the folder's run records leave to do (runs kept, cut, to do; SFT seeds)")
     q = sub.add_parser("probe", help="what each arm would pay each writer's program (both check settings)")
@@ -189,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                            _scale(args.scale, args.device).name, args.device, Path(args.out), args.parallel,
                            args.budget_s, args.cpus, args.sft_only,
                            Path(args.report) if args.report else None, args.deadline_s, args.run_estimate_s,
-                           args.plan)
+                           args.plan, args.gpus)
         elif args.command == "probe":
             from drkernel.organism.probe import probe
 

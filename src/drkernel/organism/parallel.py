@@ -21,6 +21,7 @@ for all of them. Each process gets ``cpus // parallel`` intra-op threads; its ou
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -45,6 +46,8 @@ class Job:
     argv: tuple[str, ...]
     done: Path | None = None
     seed: int | None = None
+    gpu: int | None = None
+    """The GPU it runs on (``CUDA_VISIBLE_DEVICES``) when the call spreads over several; None: all."""
 
 
 @dataclass(frozen=True)
@@ -161,8 +164,9 @@ def run_pool(jobs: Sequence[Job], parallel: int, logs: Path, threads: int,
         if deadline is not None and not deadline.allows():
             return JobResult(job.label, 0, 0.0, postponed=True)
         t0 = time.monotonic()
+        job_env = env if job.gpu is None else dict(env, CUDA_VISIBLE_DEVICES=str(job.gpu))
         with (logs / f"{job.label}.log").open("w") as log:
-            rc = subprocess.run(job.argv, stdout=log, stderr=subprocess.STDOUT, env=env, check=False).returncode
+            rc = subprocess.run(job.argv, stdout=log, stderr=subprocess.STDOUT, env=job_env, check=False).returncode
         if deadline is not None:
             deadline.record(time.monotonic() - t0)
         return JobResult(job.label, rc, time.monotonic() - t0)
@@ -171,34 +175,102 @@ def run_pool(jobs: Sequence[Job], parallel: int, logs: Path, threads: int,
         return list(pool.map(one, jobs))
 
 
+def run_per_gpu(jobs: Sequence[Job], parallel: int, logs: Path, threads: int,
+                deadline: Deadline | None = None) -> list[JobResult]:
+    """`run_pool` once per GPU the jobs name, side by side, each with its share of ``parallel`` (at
+    least one), so no GPU gets more runs at once than another; results in the order of ``jobs``."""
+    groups: dict[int | None, list[Job]] = {}
+    for j in jobs:
+        groups.setdefault(j.gpu, []).append(j)
+    if len(groups) <= 1:
+        return run_pool(jobs, parallel, logs, threads, deadline)
+    share = max(1, parallel // len(groups))
+    with ThreadPoolExecutor(max_workers=len(groups)) as pool:
+        done = dict(zip(groups, pool.map(lambda g: run_pool(groups[g], share, logs, threads, deadline), groups)))
+    by_label = {r.label: r for results in done.values() for r in results}
+    return [by_label[j.label] for j in jobs]
+
+
+def place(work: dict[int, int], gpus: int, kept: dict[int, int] | None = None) -> dict[int, int]:
+    """Each seed's GPU, all arms of a seed on one (they share its SFT policy and verdicts). A seed of
+    ``kept`` (an earlier call's placement) stays where it was, so its cached SFT is found again; the
+    others go, most runs left first, each to the GPU with the fewest runs so far (ties: the lower)."""
+    load = [0] * max(1, gpus)
+    where = {s: g for s, g in (kept or {}).items() if s in work and 0 <= g < len(load)}
+    for s, g in where.items():
+        load[g] += work[s]
+    for seed in sorted((s for s in work if s not in where), key=lambda s: -work[s]):
+        g = min(range(len(load)), key=lambda i: (load[i], i))
+        where[seed] = g
+        load[g] += work[seed]
+    return where
+
+
+def placement(out: Path, todo: Sequence[Job], gpus: int) -> dict[int, int] | None:
+    """`place` the seeds of ``todo`` on ``gpus`` GPUs (None for one), recorded in
+    ``out/cache/placement-<gpus>.json`` so that the next call (the runs after an SFT-only call, or the
+    postponed runs) puts each seed where its SFT policy is."""
+    if gpus <= 1:
+        return None
+    path = out / "cache" / f"placement-{gpus}.json"
+    kept = {int(k): int(v) for k, v in json.loads(path.read_text()).items()} if path.exists() else {}
+    work: dict[int, int] = {}
+    for j in todo:
+        if j.seed is not None:
+            work[j.seed] = work.get(j.seed, 0) + 1
+    where = place(work, gpus, kept)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps({str(k): v for k, v in sorted((kept | where).items())}, indent=1))
+    os.replace(tmp, path)
+    return where
+
+
+def cache_of(out: Path, gpu: int | None) -> Path:
+    """The cache folder of the runs on ``gpu``: SFT policies, the verdict file, reference timings and
+    the turns' lock files. One GPU: ``out/cache``; several: ``out/cache/gpu<i>`` each, so a GPU's runs
+    take turns only with each other and its speedups divide by its own reference timings."""
+    return out / "cache" if gpu is None else out / "cache" / f"gpu{gpu}"
+
+
 def _cli(*args: str) -> tuple[str, ...]:
     return (sys.executable, "-m", "drkernel.organism", *args)
 
 
-def sft_jobs(seeds: Sequence[int], scale: str, device: str, cache: Path) -> list[Job]:
-    """One SFT per seed; done once its policy's info file exists (`run.prepare_policy` caches it)."""
+def sft_jobs(seeds: Sequence[int], scale: str, device: str, out: Path,
+             where: dict[int, int] | None = None) -> list[Job]:
+    """One SFT per seed, on its GPU of ``where`` (none: one GPU); done once its policy's info file
+    exists (`run.prepare_policy` caches it)."""
     from drkernel.organism.arms import scale as scale_of
     from drkernel.organism.run import sft_folder
 
-    return [Job(f"sft-s{s}", _cli("sft", "--seed", str(s), "--scale", scale, "--device", device,
-                                  "--out", str(cache)), sft_folder(scale_of(scale), s, cache) / "organism_sft.json", s)
-            for s in seeds]
+    jobs = []
+    for s in seeds:
+        gpu = None if where is None else where[s]
+        cache = cache_of(out, gpu)
+        jobs.append(Job(f"sft-s{s}", _cli("sft", "--seed", str(s), "--scale", scale, "--device", device,
+                                         "--out", str(cache)), sft_folder(scale_of(scale), s, cache) / "organism_sft.json",
+                        s, gpu))
+    return jobs
 
 
 def arm_jobs(arms: Sequence[str], seeds: Sequence[int], scale: str, device: str, out: Path,
-             budget_s: float | None, gym_concurrency: int = 2) -> list[Job]:
-    """One job per (arm, seed), seeds outermost (the first runs to finish span the arms); each gym
-    judges ``gym_concurrency`` programs at once (a process's share of the cores)."""
+             budget_s: float | None, gym_concurrency: int = 2, where: dict[int, int] | None = None) -> list[Job]:
+    """One job per (arm, seed), seeds outermost (the first runs to finish span the arms), on the seed's
+    GPU of ``where`` (none: one GPU for all); each gym judges ``gym_concurrency`` programs at once (a
+    process's share of the cores)."""
     jobs = []
     for s in seeds:
+        gpu = None if where is None else where.get(s, 0)
+        cache = cache_of(out, gpu)
         for a in arms:
             folder = out / "runs" / f"{a}-s{s}"
             argv = ["run", "--arm", a, "--seed", str(s), "--scale", scale, "--device", device,
-                    "--out", str(folder), "--cache", str(out / "cache"),
-                    "--turns", str(out / "cache" / "device.lock"), "--gym-concurrency", str(gym_concurrency)]
+                    "--out", str(folder), "--cache", str(cache),
+                    "--turns", str(cache / "device.lock"), "--gym-concurrency", str(gym_concurrency)]
             if budget_s is not None:
                 argv += ["--budget-s", str(budget_s)]
-            jobs.append(Job(f"{a}-s{s}", _cli(*argv), folder / f"{a}-s{s}" / "organism_run.json", s))
+            jobs.append(Job(f"{a}-s{s}", _cli(*argv), folder / f"{a}-s{s}" / "organism_run.json", s, gpu))
     return jobs
 
 
@@ -264,23 +336,32 @@ def stage_lines(run_files: Sequence[Path]) -> list[str]:
 def claims(arms: Sequence[str], n_seeds: int, scale: str, device: str, out: Path, parallel: int,
            budget_s: float | None = None, cpus: int | None = None, sft_only: bool = False,
            report: Path | None = None, deadline_s: float | None = None, run_estimate_s: float = 0.0,
-           plan_only: bool = False) -> list[str]:
+           plan_only: bool = False, gpus: int = 1) -> list[str]:
     """SFT and run ``arms`` x ``n_seeds`` fresh seeds in a pool, write the report (to ``report``,
     default ``out/report``); SUMMARY lines. Only what the folder's run records leave to do is done
     (`plan`); ``plan_only``: say what that is and stop. ``sft_only``: stop after the SFTs (a call of
     its own). ``deadline_s``: start no run that would likely end more than this many seconds after
-    the call began (`Deadline`, first guess ``run_estimate_s``); the postponed ones run on the next call."""
+    the call began (`Deadline`, first guess ``run_estimate_s``); the postponed ones run on the next call.
+    ``gpus`` > 1: each seed's SFT and runs on one of that many GPUs (`placement`), a pool per GPU with
+    ``parallel // gpus`` at once and a cache of its own (`cache_of`)."""
     from drkernel.organism.report import write_report
 
     seeds = seeds_for(out, n_seeds)
     threads = max(1, (cpus or os.cpu_count() or 1) // max(1, parallel))
     todo = plan(arm_jobs(arms, seeds, scale, device, out, budget_s, max(2, threads)))
+    where = placement(out, todo.todo, gpus) if not plan_only else None
+    if where is not None:  # the same jobs, each on its seed's GPU with that GPU's cache
+        placed = {j.label: j for j in arm_jobs(arms, list(where), scale, device, out, budget_s,
+                                               max(2, threads), where)}
+        todo = dataclasses.replace(todo, todo=tuple(placed[j.label] for j in todo.todo))
     lines = [f"SUMMARY organism seeds (drawn at run time, {out / SEEDS_FILE}): {','.join(map(str, seeds))}",
              *todo.lines()]
+    if where is not None:
+        lines.append("SUMMARY organism placement: " + ", ".join(f"s{s} on GPU {g}" for s, g in where.items()))
     if plan_only:
         return lines
     t0 = time.monotonic()
-    sft = run_pool(sft_jobs(todo.sft_seeds, scale, device, out / "cache"), parallel, out / "logs", threads)
+    sft = run_per_gpu(sft_jobs(todo.sft_seeds, scale, device, out, where), parallel, out / "logs", threads)
     t_sft = time.monotonic() - t0
     jobs = [] if sft_only else list(todo.todo)
     if not sft_only:
@@ -288,7 +369,7 @@ def claims(arms: Sequence[str], n_seeds: int, scale: str, device: str, out: Path
                   f"{set_aside(j, out / 'cut')}"
                   for j in todo.cut]
     deadline = Deadline(t0 + deadline_s, run_estimate_s) if deadline_s else None
-    runs = run_pool(jobs, parallel, out / "logs", threads, deadline)
+    runs = run_per_gpu(jobs, parallel, out / "logs", threads, deadline)
     t_runs = time.monotonic() - t0 - t_sft
     lines.append(f"SUMMARY organism claims: {len(sft)} SFTs in {t_sft:.0f} s, {len(runs)} runs in {t_runs:.0f} s "
                  f"wall ({parallel} at once, {threads} threads each; {len(todo.kept)} finished before)")
