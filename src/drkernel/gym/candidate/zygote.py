@@ -45,6 +45,8 @@ from drkernel.gym.messages import LANDLOCK_MIN_ABI, Fork
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
+FORK_NAMESPACES = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWUTS
+"""The namespaces A creates for each fork (`enter_namespaces`)."""
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 0x4000, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 4, 24, 38
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
@@ -81,16 +83,18 @@ def _write(path: str, text: str) -> None:
         f.write(text)
 
 
-def enter_namespaces() -> None:
+def enter_namespaces(flags: int = FORK_NAMESPACES) -> None:
     """In A: new user, mount, pid (for A's children), IPC, network and UTS namespaces, with our uid
-    and gid mapped onto themselves (an unprivileged process may map exactly its own ids).
+    and gid mapped onto themselves (an unprivileged process may map exactly its own ids). ``flags``:
+    other sets of namespaces, for ``benchmarks/namespace_cost.py`` only (it must include
+    ``CLONE_NEWUSER``).
 
     The map files of a non-dumpable process belong to root, so A is dumpable while it writes them.
     No request code can use that moment: every candidate runs under Landlock (`landlock_ptrace`),
     which denies it ptrace access (and so /proc/<pid>/fd, mem, environ) to any process outside its
     own domain, A included."""
     uid, gid = os.getuid(), os.getgid()
-    _call("unshare", CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWUTS)
+    _call("unshare", flags)
     _call("prctl", PR_SET_DUMPABLE, 1, 0, 0, 0)
     try:
         _write("/proc/self/setgroups", "deny")
