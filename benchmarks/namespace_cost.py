@@ -10,7 +10,8 @@ Variants: ``full`` (user, mount, pid, IPC, network, UTS: what every fork gets), 
 kind (``no-net``, ``no-ipc``, ``no-pid``, ``no-uts``), ``user+mount`` only, ``fork-only`` (A and B, no
 namespace, no walls: the two forks' own cost) and ``one-fork`` (A alone). Variants without a kind are
 for measurement only. ``--zygote-rounds`` adds batches of N real candidates forked by a real zygote
-(CPU device, the real sandbox) to ready and killed; ``--torch-parent`` repeats ``full``, ``fork-only``
+(``--zygote-devices``, one zygote each, default the CPU; on GPUs ready includes the candidate's CUDA
+context and warm-up kernel) to ready and killed; ``--torch-parent`` repeats ``full``, ``fork-only``
 and ``one-fork`` from a parent with torch imported, the size of a zygote (a fork copies its page tables).
 
 Per variant and N:
@@ -205,15 +206,16 @@ def report(r: Run) -> None:
           f"  parent {r.parent_rss_mb:.0f} MB" + (f"  FAILED {r.failed}" if r.failed else ""), flush=True)
 
 
-def zygote_batch(zyg, lanes: int) -> dict[str, float]:
-    """``lanes`` candidates forked by the real zygote at once, each to ready, then all killed at once:
-    the batch's walls, each candidate's start (fork request to ready) and exit (SIGKILL to A's
-    report of its status), and the host's system seconds per candidate."""
+def zygote_batch(zygotes: list, lanes: int) -> dict[str, float]:
+    """``lanes`` candidates forked by the real zygotes (round robin) at once, each to ready (on a GPU:
+    its CUDA context and warm-up kernel), then all killed at once: the batch's walls, each candidate's
+    start (fork request to ready) and exit (SIGKILL to A's report of its status), and the host's
+    system seconds per candidate."""
     from concurrent.futures import ThreadPoolExecutor
 
-    def up(_: int):
+    def up(i: int):
         t = time.monotonic()
-        child = zyg.fork()
+        child = zygotes[i % len(zygotes)].fork()
         child.wait_ready()
         return child, time.monotonic() - t
 
@@ -232,27 +234,29 @@ def zygote_batch(zyg, lanes: int) -> dict[str, float]:
             "exit_s": exits, "host_sys_s_per_candidate": (sys_jiffies() - sys0) / lanes}
 
 
-def zygote_runs(lanes: list[int], rounds: int) -> list[dict]:
-    """`zygote_batch` ``rounds`` times per N, on a real zygote (CPU device) in the real sandbox."""
+def zygote_runs(lanes: list[int], rounds: int, devices: list[str]) -> list[dict]:
+    """`zygote_batch` ``rounds`` times per N, on real zygotes (one per device) in the real sandbox."""
     from drkernel.gym.orchestrator.sandbox import bwrap_runner
     from drkernel.gym.orchestrator.zygote import Zygote
 
-    zyg = Zygote("cpu", {}, bwrap_runner())
+    zygotes = []
     out = []
     try:
+        zygotes += [Zygote(d, {}, bwrap_runner()) for d in devices]
         for n in lanes:
-            batches = [zygote_batch(zyg, n) for _ in range(rounds)]
+            batches = [zygote_batch(zygotes, n) for _ in range(rounds)]
             start = spread([s for b in batches for s in b["start_s"]])
             exits = spread([s for b in batches for s in b["exit_s"]])
             sys_per = statistics.mean(b["host_sys_s_per_candidate"] for b in batches)
-            out.append({"lanes": n, "rounds": rounds, "start": start, "exit": exits,
+            out.append({"lanes": n, "devices": devices, "rounds": rounds, "start": start, "exit": exits,
                         "up_wall_s": spread([b["up_wall_s"] for b in batches]),
                         "host_sys_s_per_candidate": sys_per, "batches": batches})
-            print(f"zygote N={n}  start median {1e3 * start['median']:7.1f} p95 {1e3 * start['p95']:7.1f} ms  "
+            print(f"zygote N={n} on {len(devices)} device(s)  start median {1e3 * start['median']:7.1f} p95 {1e3 * start['p95']:7.1f} ms  "
                   f"exit median {1e3 * exits['median']:7.1f} p95 {1e3 * exits['p95']:7.1f} ms  "
                   f"host sys/candidate {1e3 * sys_per:6.1f} ms", flush=True)
     finally:
-        zyg.close()
+        for zyg in zygotes:
+            zyg.close()
     return out
 
 
@@ -281,6 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=1, help="repeat the whole grid (interleaved) this often")
     ap.add_argument("--zygote-rounds", type=int, default=5,
                     help="batches per N of real candidates forked by a real zygote (0: none)")
+    ap.add_argument("--zygote-devices", default="cpu",
+                    help="one zygote per device, candidates spread over them (e.g. cuda:0,cuda:1,cuda:2,cuda:3)")
     ap.add_argument("--torch-parent", action="store_true",
                     help="then full, fork-only and one-fork from a parent with torch imported (a zygote's size)")
     ap.add_argument("--out", default="out/namespace_cost.json")
@@ -289,7 +295,8 @@ def main(argv: list[str] | None = None) -> int:
     lanes = [int(n) for n in args.lanes.split(",")]
     load_before = Path("/proc/loadavg").read_text().split()[:3]
     runs = grid(variants, lanes, args.cycles, args.rounds)
-    zygote_out = zygote_runs(lanes, args.zygote_rounds) if args.zygote_rounds else []
+    devices = [d for d in args.zygote_devices.split(",") if d]
+    zygote_out = zygote_runs(lanes, args.zygote_rounds, devices) if args.zygote_rounds else []
     if args.torch_parent:  # the zygote imported torch: the same cycles forked from a parent of its size
         import torch  # noqa: F401
 

