@@ -227,9 +227,9 @@ def test_own_launches_missing_from_the_timed_region_are_a_passthrough():
 
 def test_half_precision_tiles_are_named_for_the_kernelbench_profile():
     """Mechanism 11: fp16 tiles before tl.dot in an fp32 problem (even with input_precision="ieee")."""
-    from drkernel.gym.verdict.checks import _static_tf32
+    from drkernel.gym.verdict.checks import static_tf32
 
     src = "acc += tl.dot(a.to(tl.float16), b.to(tl.float16), input_precision='ieee')\n"
-    found = _static_tf32(src)
+    found = static_tf32(src)
     assert len(found) == 2 and all("float16" in f for f in found)
-    assert _static_tf32("acc += tl.dot(a, b, input_precision='ieee')\ny = acc.to(tl.float32)\n") == []
+    assert static_tf32("acc += tl.dot(a, b, input_precision='ieee')\ny = acc.to(tl.float32)\n") == []

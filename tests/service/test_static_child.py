@@ -37,10 +37,11 @@ def test_the_child_finds_what_the_checks_find_in_process_and_is_reused():
     source = "import os\nos.system('true')\nclass ModelNew:\n    pass\n"
     checks = StaticChecks(default_checks().static)
     try:
-        hacks, blocked = checks.run(source, PROBLEM, 60, _plain)
-        assert (hacks, blocked) == (BlockingStaticCheck().check(source, PROBLEM), True)
+        facts = checks.run(source, PROBLEM, 60, _plain)
+        assert (list(facts.hacks), facts.blocked) == (BlockingStaticCheck().check(source, PROBLEM), True)
         first = checks._idle[0].proc.pid
-        assert checks.run("class ModelNew:\n    pass\n", PROBLEM, 60, _plain) == ([], False)
+        facts = checks.run("class ModelNew:\n    pass\n", PROBLEM, 60, _plain)
+        assert (facts.hacks, facts.blocked) == ((), False)
         assert [c.proc.pid for c in checks._idle] == [first]  # the same child served both
     finally:
         checks.close()

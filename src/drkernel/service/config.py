@@ -101,9 +101,9 @@ class ServiceConfig:
     max_problem_bytes: int = 1 << 20
     """Largest reference source (custom problems) in bytes."""
     max_solution_bytes: int = 256 << 10
-    """Largest solution source in bytes. The static checks run in the worker's evaluation thread, where no
-    cancel reaches them, at about 65 us a statement on a 2-core host: 1 MiB (47,000 statements) held a
-    worker past a short deadline; 256 KiB bounds it near 15 s. Public kernel files are tens of KB."""
+    """Largest solution source in bytes. The source is read (static checks, the verdict's view, a CUDA
+    contract) in a checker child that the request's ``timeout_s`` and a cancel kill, at about 65 us a
+    statement on a 2-core host: 256 KiB keeps an honest reading near 10 s. Public kernel files are tens of KB."""
     max_queued_per_client: int = 10_000
     """Jobs a client may have queued or running at once; more are answered 429."""
     rate_per_client: float = 50.0

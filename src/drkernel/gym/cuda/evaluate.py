@@ -3,8 +3,9 @@
 `CudaEvaluator` implements the `Evaluator` protocol around another one. A request whose ``language``
 is ``triton`` goes to the inner evaluator untouched. A ``cuda`` request is judged in stages:
 
-1. the contract (`drkernel.gym.cuda.contract.check_cuda`): a syntax error, no ``ModelNew``, or a
-   blocking hack (C++ rules, loader arguments, the Triton contract on the Python) ends it here;
+1. the contract (`drkernel.gym.cuda.contract.check_cuda`, read in the inner gym's checker child within
+   the request's ``timeout_s``): a syntax error, no ``ModelNew``, or a blocking hack (C++ rules,
+   loader arguments, the Triton contract on the Python) ends it here;
 2. the build (`drkernel.gym.cuda.build.Compiler`): every extension compiled in its own sandbox, in
    parallel, or found in the host's cache; a failure is ``compile_error`` with the compiler's lines;
 3. on a CPU device nothing runs: ``unsupported_on_cpu`` once the sources compiled, never a pass.
@@ -31,13 +32,16 @@ from drkernel.errors import InfrastructureError
 from drkernel.gym.config import EvalRequest
 from drkernel.gym.cuda import toolchain
 from drkernel.gym.cuda.build import BuildCancelled, BuildOutcome, CompileCache, Compiler, default_cache_dir
-from drkernel.gym.cuda.contract import CudaModule, CudaReport, check_cuda
+from drkernel.gym.cuda.contract import CudaModule, CudaReport
 from drkernel.gym.cuda.wording import relabel
 from drkernel.gym.messages import NativeBuild
+from drkernel.gym.orchestrator.runtime import WaitCancelled
 from drkernel.gym.orchestrator.sandbox import make_runner
+from drkernel.gym.orchestrator.static_child import StaticFacts, StaticTimeout, read_source
 from drkernel.gym.protocol import Evaluator
 from drkernel.gym.result import EvalResult, Hack, Status
 from drkernel.gym.verdict.hacks import dedupe
+from drkernel.gym.verdict.static import StaticReport
 
 CPU_NAME = "cpu (CUDA sources compiled, not run)"
 CPU_NOTE = ("the CUDA sources compiled; a CUDA solution runs only on a GPU, so correctness, hacks found at "
@@ -71,6 +75,14 @@ def static_status(report: CudaReport) -> tuple[Status, list[Hack]] | None:
     if python is not None and not python.has_modelnew:
         return Status.NO_MODELNEW, []
     return None
+
+
+def report_of(facts: StaticFacts) -> CudaReport:
+    """The contract's report as the checker child read it (`StaticFacts`): its modules, and its hacks
+    as blocking ones where one blocks (`static_status` reads nothing else)."""
+    python = StaticReport(own_kernels=facts.own_kernels, torch_calls=facts.torch_calls,
+                          has_modelnew=facts.has_modelnew, parse_error=facts.parse_error)
+    return CudaReport(modules=list(facts.modules), hacks=list(facts.hacks) if facts.blocked else [], python=python)
 
 
 def native_builds(modules: Sequence[CudaModule], outcomes: Sequence[BuildOutcome],
@@ -124,10 +136,15 @@ class CudaEvaluator:
 
     def evaluate_cuda(self, request: EvalRequest) -> EvalResult:
         t0 = time.monotonic()
-        report = check_cuda(request.solution)
+        device = self._device(request)
+        try:
+            facts = self.read_source(request)
+        except (StaticTimeout, WaitCancelled) as e:  # the contract's reading ran past timeout_s, or a cancel
+            status = Status.TIMEOUT if isinstance(e, StaticTimeout) else Status.CRASHED
+            return _result(request, status, {"static_checks": time.monotonic() - t0}, t0, error=str(e), device=device)
+        report = report_of(facts)
         stages = {"static_checks": time.monotonic() - t0}
         early = static_status(report)
-        device = self._device(request)
         if early is not None:
             status, hacks = early
             error = report.python.parse_error if report.python else None
@@ -153,10 +170,19 @@ class CudaEvaluator:
             return _result(request, Status.UNSUPPORTED_ON_CPU, stages, t0, error=note, note=note, compiled=True)
         native = native_builds(report.modules, outcomes, self.compiler.arch)
         before = time.monotonic() - t0
-        result = self.inner.evaluate(request, native=native)  # type: ignore[call-arg]
+        result = self.inner.evaluate(request, native=native, static=facts)  # type: ignore[call-arg]
         result.stage_seconds.update(stages)  # the inner one ran no static checks: the contract was ours
         result.elapsed_s = before + (result.elapsed_s or 0.0)
         return relabel(result)
+
+    def read_source(self, request: EvalRequest) -> StaticFacts:
+        """The contract read from the source: by the inner gym's checker child, bounded by the request's
+        ``timeout_s`` and by a cancel (`InProcessEvaluator.read_source`), where the inner evaluator
+        has one; else here (an inner evaluator of tests, which runs no request code)."""
+        read = getattr(self.inner, "read_source", None)
+        if read is not None:
+            return read(request)
+        return read_source((), request.solution, request.problem, "cuda", run_checks=False)
 
     def build_all(self, report: CudaReport, owner: int | None = None) -> list[BuildOutcome]:
         """Every module of the solution, compiled in parallel (each in its own compile child) within

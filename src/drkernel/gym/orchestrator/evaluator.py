@@ -32,7 +32,7 @@ from drkernel.gym.orchestrator.judge_pool import JUDGE_ROUTINGS
 from drkernel.gym.orchestrator.own_judge import OwnJudge, is_request_reference
 from drkernel.gym.orchestrator.refcache import TIMING_FIELDS, ReferenceTimingCache, reference_key
 from drkernel.gym.provenance import read_clocks
-from drkernel.gym.result import EvalResult, Hack, KernelStat, Provenance, Status, TimingStats, TrialResult
+from drkernel.gym.result import EvalResult, KernelStat, Provenance, Status, TimingStats, TrialResult
 from drkernel.gym.roofline import NOMINAL_BANDWIDTH, work_of
 from drkernel.gym.orchestrator.runtime import (DeviceRuntime, JudgeLost, JudgeOutOfMemory, OuterLock, WaitCancelled,
                                               cancellable_waits)
@@ -42,7 +42,7 @@ from drkernel.gym.verdict.assemble import (CandidateFacts, CheckFacts, ErrorRepo
 from drkernel.gym.verdict.coverage import OpProfile
 from drkernel.gym.orchestrator.sandbox import SECCOMP_ENV, make_runner
 from drkernel.gym.orchestrator.session import CandidateSession, SessionOutcome
-from drkernel.gym.orchestrator.static_child import StaticChecks, StaticTimeout
+from drkernel.gym.orchestrator.static_child import StaticChecks, StaticFacts, StaticTimeout
 
 log = logging.getLogger(__name__)
 STAGE_LOGGER = "drkernel.gym.stages"
@@ -149,19 +149,17 @@ class InProcessEvaluator:
 
     # -- Evaluator protocol --------------------------------------------------------------------
 
-    def evaluate(self, request: EvalRequest, native: Sequence[tuple[NativeBuild, bytes]] = ()) -> EvalResult:
+    def evaluate(self, request: EvalRequest, native: Sequence[tuple[NativeBuild, bytes]] = (),
+                 static: StaticFacts | None = None) -> EvalResult:
         """Evaluate one solution; a bad solution is a result, never an exception. ``native``: a CUDA
         solution's builds with their libraries (from `drkernel.gym.cuda.evaluate`, which has checked
-        its contract, so the Triton static checks do not run), handed to its candidate."""
-        ident = threading.get_ident()
-        running = Cancellation()
-        with self._lock:
-            self._running[ident] = running
-        try:
+        its contract, so the Triton static checks do not run), handed to its candidate; ``static``:
+        what `read_source` read from it there (read here when None)."""
+        with self._registered() as running:
             for attempt in range(2):
                 try:
                     with cancellable_waits(lambda: running.cancelled):
-                        return self._evaluate(request, native)
+                        return self._evaluate(request, native, static)
                 except (WaitCancelled, StaticTimeout) as e:  # stopped before its candidate ran
                     status = Status.TIMEOUT if isinstance(e, StaticTimeout) else Status.CRASHED
                     return EvalResult(status=status, problem_key=request.problem.key,
@@ -173,6 +171,23 @@ class InProcessEvaluator:
                         raise InfrastructureError(f"the judge was {what} twice evaluating {request.problem.key}") from e
                     log.warning("judge %s, retrying %s once: %s", what, request.problem.key, str(e).splitlines()[0])
             raise AssertionError("unreachable")
+
+    def read_source(self, request: EvalRequest) -> StaticFacts:
+        """What the evaluation reads from the request's source, read once in a checker child
+        (`static_child`) bounded by the request's ``timeout_s`` and by `cancel_thread`: raises
+        `StaticTimeout` or `WaitCancelled` (a CUDA solution's contract, read before its build)."""
+        with self._registered() as running, cancellable_waits(lambda: running.cancelled):
+            return self._static_checks(request, run_checks=True)
+
+    @contextlib.contextmanager
+    def _registered(self) -> Iterator[Cancellation]:
+        """This thread's evaluation, registered for `cancel_thread` while it runs."""
+        ident = threading.get_ident()
+        running = Cancellation()
+        with self._lock:
+            self._running[ident] = running
+        try:
+            yield running
         finally:
             with self._lock:
                 self._running.pop(ident, None)
@@ -263,7 +278,8 @@ class InProcessEvaluator:
 
     # -- one evaluation -----------------------------------------------------------------------
 
-    def _evaluate(self, request: EvalRequest, native: Sequence[tuple[NativeBuild, bytes]] = ()) -> EvalResult:
+    def _evaluate(self, request: EvalRequest, native: Sequence[tuple[NativeBuild, bytes]] = (),
+                  static: StaticFacts | None = None) -> EvalResult:
         t0 = time.monotonic()
         cfg = request.config
         facts = Facts(RequestFacts(request.problem.key, request.request_id, cfg.tolerance, cfg.verdict_mode,
@@ -271,20 +287,21 @@ class InProcessEvaluator:
                                    hashlib.sha256(request.solution.encode()).hexdigest()))
         stages: dict[str, float] = {}
         _announce(request, "static checks")
-        hacks, blocked = ([], False) if native else self._static_checks(request)
+        static = static or self._static_checks(request, run_checks=not native)
         stages["static_checks"] = time.monotonic() - t0
-        if blocked:
-            return self._done(replace(facts, checks=CheckFacts(tuple(hacks), blocked=True)), stages, t0)
+        if static.blocked:
+            return self._done(replace(facts, checks=CheckFacts(static.hacks, blocked=True)), stages, t0)
 
         rt = self._runtime(cfg.device)
         judge_limit = memory_limit(cfg.rss_limit_mb, self.memory_share, own_judge=True)
         with _judge_of(request, rt, *judge_limit, self._cancellable) as judge:
-            return self._run_job(request, facts, hacks, stages, t0, rt, judge, native)
+            return self._run_job(request, facts, static, stages, t0, rt, judge, native)
 
-    def _run_job(self, request: EvalRequest, facts: Facts, hacks: list, stages: dict[str, float], t0: float,
+    def _run_job(self, request: EvalRequest, facts: Facts, static: StaticFacts, stages: dict[str, float], t0: float,
                  rt: DeviceRuntime, judge: OwnJudge | None,
                  native: Sequence[tuple[NativeBuild, bytes]] = ()) -> EvalResult:
-        """Prepare, run the candidate, check and time (``judge``: the job's own, for a request's reference)."""
+        """Prepare, run the candidate, check and time (``judge``: the job's own, for a request's reference;
+        ``static``: what the checker child read from the source, the only reading of it here)."""
         cfg = request.config
         facts = replace(facts, request=replace(
             facts.request, device=rt.device, device_name=rt.device_name, cpu_mode=not rt.is_cuda,
@@ -301,12 +318,12 @@ class InProcessEvaluator:
         limit = memory_limit(cfg.rss_limit_mb, self.memory_share, own_judge=judge is not None)
         with rt.slot(prepared.input_bytes):  # the memory claim is empty on CPU
             session = CandidateSession(rt, job, job_id, cfg.tolerance, job["weight_seed"], cfg.timeout_s,
-                                       limit[0], judge, b"".join(lib for _, lib in native))
+                                       limit[0], judge, b"".join(lib for _, lib in native), static.functions)
             out = self._run_cancellable(session)
         _session_stages(stages, out)
         candidate = candidate_facts(out, job, limit)
-        checks = self._verdict_checks(request, replace(facts, candidate=candidate, checks=CheckFacts(tuple(hacks))),
-                                      out, job, prepared, stages)
+        checks = self._verdict_checks(request, replace(facts, candidate=candidate, checks=CheckFacts(static.hacks)),
+                                      out, job, prepared, stages, static)
         timing = self._timing(assemble(replace(facts, candidate=candidate)).status, out, rt, job, cfg, stages, judge)
         clocks_end = read_clocks(rt.device) if clocks_start is not None else None
         work = (work_of(prepared.op_profile, prepared.input_bytes, out.out_bytes)
@@ -316,15 +333,16 @@ class InProcessEvaluator:
                                                          clocks_start, clocks_end)), stages, t0)
 
     def _verdict_checks(self, request: EvalRequest, facts: Facts, out: SessionOutcome, job: dict[str, Any],
-                        prepared: Prepared, stages: dict[str, float]) -> CheckFacts:
+                        prepared: Prepared, stages: dict[str, float], static: StaticFacts) -> CheckFacts:
         """Run the verdict checks on a provisional result (they read it and add to it) and keep what
-        they found as facts; the result itself is assembled later, once, from those."""
+        they found as facts; the result itself is assembled later, once, from those. They read the
+        source through ``static`` (the judge report's ``source_view``), never again here."""
         judge_report = {"trials": out.trials, "extra": out.extra, "sol_wall_s": out.sol_wall_s,
                         "sol_timing": out.sol_timing, "sol_timing_sync": out.sol_timing_sync,
                         "out_bytes": out.out_bytes, "timing_plan": job["timing_plan"] if job["timing"] else None,
                         "roofline_ms": job["roofline_ms"],
                         "lock_wait_s": out.lock_wait_s,
-                        "op_profile": prepared.op_profile}
+                        "op_profile": prepared.op_profile, "source_view": static}
         candidate_report = dict((out.done or {}).get("reports") or {})
         for hook, report in candidate_report.items():  # hooks may account for their own runs' cost
             seconds = report.get("seconds") if isinstance(report, dict) else None
@@ -345,10 +363,12 @@ class InProcessEvaluator:
                           op_coverage=provisional.op_coverage, time_coverage=provisional.time_coverage,
                           kernels=tuple(provisional.kernels))
 
-    def _static_checks(self, request: EvalRequest) -> tuple[list[Hack], bool]:
-        """In a checker child, bounded by the request's ``timeout_s`` and its cancellation
-        (`static_child`)."""
-        return self.static.run(request.solution, request.problem, request.config.timeout_s, self._cancellable)
+    def _static_checks(self, request: EvalRequest, run_checks: bool) -> StaticFacts:
+        """The one reading of the source: in a checker child, bounded by the request's ``timeout_s``
+        and its cancellation (`static_child`); the checks run unless ``run_checks`` is False (a CUDA
+        solution, whose contract was checked before)."""
+        return self.static.run(request.solution, request.problem, request.config.timeout_s, self._cancellable,
+                               getattr(request, "language", "triton"), run_checks)
 
     def _job(self, request: EvalRequest, prepared: Prepared, rt: DeviceRuntime,
              native: tuple[NativeBuild, ...] = ()) -> tuple[dict[str, Any], SeedPlan]:

@@ -15,7 +15,6 @@ The messages and their sequence (the candidate's side included) are in `drkernel
 
 from __future__ import annotations
 
-import ast
 import enum
 import logging
 import os
@@ -24,7 +23,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from drkernel import pyast
 from drkernel.gym.compile_cache import scope_key
 from drkernel.gym.ipc import ChannelClosed, ChannelTimeout, ProtocolViolation, close_fds
 from drkernel.gym.messages import (Compare, CompareRequest, Done, Error, Extra, Message, NativeBuild, Op,
@@ -32,6 +30,7 @@ from drkernel.gym.messages import (Compare, CompareRequest, Done, Error, Extra, 
 from drkernel.gym.orchestrator.memory import RssWatch, group_memory_bytes
 from drkernel.gym.verdict.plausibility import suspicious, tree_bytes
 from drkernel.gym.orchestrator.runtime import DeviceRuntime
+from drkernel.gym.orchestrator.static_child import defined_functions
 
 log = logging.getLogger(__name__)
 KILL_GRACE_S = 2.0
@@ -149,10 +148,13 @@ class ProtocolOrder:
         self.phase = Phase.SAMPLES
 
 
-def forged_claims(source: str, done: dict[str, Any], native: tuple[NativeBuild, ...] = ()) -> str | None:
+def forged_claims(source: str, done: dict[str, Any], native: tuple[NativeBuild, ...] = (),
+                  functions: frozenset[str] | None = None) -> str | None:
     """A final report that claims launches of the solution's own kernels the source cannot have:
     own kernels without any ``jit`` in the source, or named after no function it defines; for a CUDA
-    solution (``native``: its builds), own launches of anything but ``<extension>.<function>`` of them."""
+    solution (``native``: its builds), own launches of anything but ``<extension>.<function>`` of them.
+    ``functions``: the functions the source defines where they were read already (the evaluator's
+    checker child); None parses ``source`` here."""
     reports = done.get("reports") if isinstance(done.get("reports"), dict) else {}
     launches = reports.get("launches") if isinstance(reports.get("launches"), dict) else {}
     kernels = launches.get("kernels") if isinstance(launches.get("kernels"), list) else []
@@ -163,11 +165,7 @@ def forged_claims(source: str, done: dict[str, Any], native: tuple[NativeBuild, 
         exported = {f"{b.name}.{f}" for b in native for f in b.functions}
         missing = [n for n in own if n not in exported]
         return f"the report claims own launches {missing[:4]} its extensions do not export" if missing else None
-    try:
-        defined = {n.name for n in ast.walk(pyast.parse(source))
-                   if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    except (SyntaxError, ValueError):
-        defined = set()
+    defined = functions if functions is not None else defined_functions(source)
     if "jit" not in source:
         return f"the report claims launches of own kernels {own[:4]} but the source uses no triton.jit"
     missing = [n for n in own if n.rsplit(".", 1)[-1] not in defined]
@@ -179,11 +177,12 @@ def forged_claims(source: str, done: dict[str, Any], native: tuple[NativeBuild, 
 class CandidateSession:
     def __init__(self, runtime: DeviceRuntime, job: dict[str, Any], job_id: str, profile: str,
                  weight_seed: int, timeout_s: float, rss_limit_bytes: int, judge: Any = None,
-                 native_blob: bytes = b"") -> None:
+                 native_blob: bytes = b"", functions: frozenset[str] | None = None) -> None:
         self.rt = runtime
         self.job = job
         self.native = tuple(NativeBuild.from_header(b) for b in job.get("native") or ())  # a CUDA solution's builds
         self.native_blob = native_blob  # their libraries, in order: the head of the job's blob
+        self.functions = functions  # the functions the source defines, as the checker child read them
         self.job_id = job_id
         self.profile = profile
         self.weight_seed = weight_seed
@@ -347,7 +346,7 @@ class CandidateSession:
             self.out.error = msg.as_dict()
         elif isinstance(msg, Done):
             done = msg.to_header()
-            forged = forged_claims(str(self.job.get("solution", "")), done, self.native)
+            forged = forged_claims(str(self.job.get("solution", "")), done, self.native, self.functions)
             if forged:
                 raise ProtocolViolation(f"forged report: {forged}")
             self.out.done = done

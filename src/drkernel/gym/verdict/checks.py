@@ -74,7 +74,7 @@ def _own_launches(candidate_report: Mapping[str, Any]) -> int | None:
     return int(integrity["own_launches"])
 
 
-def _static_tf32(source: str) -> list[str]:
+def static_tf32(source: str) -> list[str]:
     """``tl.dot`` calls in own kernels that let fp32 operands run as TF32 (Triton's GPU default)."""
     import ast
 
@@ -100,17 +100,33 @@ def _static_tf32(source: str) -> list[str]:
     return found
 
 
-def static_view(request: Any) -> tuple[Any, tuple[str, ...], str]:
+def source_view(source: str, language: str = "triton") -> tuple[Any, tuple[str, ...], str]:
     """The static report of a solution's Python, the kernels its source defines, and its language's
     name. A CUDA solution's Python is read with its validated ``load_inline`` calls masked, and its
     kernels are the ``__global__`` functions of its sources (`drkernel.gym.cuda.contract`)."""
-    if getattr(request, "language", "triton") == "cuda":
+    if language == "cuda":
         from drkernel.gym.cuda.contract import check_cuda
 
-        report = check_cuda(request.solution)
-        return report.python or analyze(request.solution), report.own_kernels, "CUDA"
-    static = analyze(request.solution)
+        report = check_cuda(source)
+        return report.python or analyze(source), report.own_kernels, "CUDA"
+    static = analyze(source)
     return static, tuple(static.own_kernels), "Triton"
+
+
+def static_view(request: Any, judge_report: Mapping[str, Any] | None = None) -> tuple[Any, tuple[str, ...], str]:
+    """`source_view` of the request's solution: the judge report's ``source_view`` when it has one (the
+    orchestrator read the source once, in its checker child, bounded by the request's deadline:
+    `drkernel.gym.orchestrator.static_child.StaticFacts`), else read here."""
+    view = (judge_report or {}).get("source_view")
+    if view is not None:
+        return view, view.own_kernels, view.language
+    return source_view(request.solution, getattr(request, "language", "triton"))
+
+
+def _tf32_findings(request: Any, judge_report: Mapping[str, Any]) -> list[str]:
+    """`static_tf32` of the solution, from the judge report's ``source_view`` when it has one."""
+    view = judge_report.get("source_view")
+    return list(view.tf32) if view is not None else static_tf32(request.solution)
 
 
 class IntegrityVerdict:
@@ -123,13 +139,13 @@ class IntegrityVerdict:
         config = request.config
         report = candidate_report.get("integrity") or {}
         hacks = [Hack(**h) for h in report.get("hacks", [])]
-        static, own_kernels, language = static_view(request)
+        static, own_kernels, language = static_view(request, judge_report)
         launches = _own_launches(candidate_report)
         trials = judge_report.get("trials") or []
         if config.tolerance == "kernelbench" and request.problem.dtype == "float32" and language == "Triton":
             # Reported even when the lowered precision already failed a trial: it says why.
             hacks += [make_hack(12, f"{e} in a float32 problem under the kernelbench profile")
-                      for e in _static_tf32(request.solution)]
+                      for e in _tf32_findings(request, judge_report)]
         primary = [t for t in trials if int(t.get("trial", 0)) < config.trials]
         second = [t for t in trials if int(t.get("trial", 0)) >= config.trials]
         primary_ok = len(primary) >= config.trials and all(t.get("passed") for t in primary)
@@ -268,7 +284,7 @@ def annotate(result: EvalResult, request: Any, candidate_report: Mapping[str, An
         result.op_coverage = IntegrityVerdict.op_coverage(candidate_report, judge_report, launches)
     profile = profiled_kernels(candidate_report)
     if profile.get("kernels"):  # the profiler's view of one forward: every kernel, with device times
-        result.kernels = kernel_stats({"kernels": attributed(profile["kernels"], request)})
+        result.kernels = kernel_stats({"kernels": attributed(profile["kernels"], request, judge_report)})
         result.time_coverage = time_coverage(result.kernels)
     if result.status is Status.CORRECT and (apart := coverage_apart(result.op_coverage, result.time_coverage)):
         result.hacks.append(make_hack(2, apart))
@@ -294,12 +310,12 @@ def skipped_checks(judge_report: Mapping[str, Any]) -> list[str]:
             if isinstance(entry, Mapping) and entry.get("skipped")]
 
 
-def attributed(kernels: list[Any], request: Any) -> list[Any]:
+def attributed(kernels: list[Any], request: Any, judge_report: Mapping[str, Any] | None = None) -> list[Any]:
     """The profiled kernels with ``own`` as the solution's source backs it: a Triton kernel is the
     solution's own only when the candidate's launch watch saw it launched as such and its name is one
     of the ``@triton.jit`` functions the source defines (`static.analyze`'s ``own_kernels``), so a name
     added to the watch's set in the candidate's process (a library kernel's) counts as someone else's."""
-    _, own, language = static_view(request)
+    _, own, language = static_view(request, judge_report)
     if language != "Triton":
         return kernels
     names = set(own)
