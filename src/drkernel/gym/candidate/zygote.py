@@ -24,6 +24,19 @@ them, and nothing of a job ever reaches the zygote: the orchestrator sends the j
 channel. A kernel without Landlock gets no zygote (fresh processes, as before). The zygote never initialises CUDA (a CUDA context does not survive ``fork``); B
 creates its own.
 
+Shared network namespace (``DRKERNEL_FORK_SHARED_NET=1`` in the zygote's environment; off by default,
+kept only where a measurement shows that it wins: ``benchmarks/service_scaling.py --shared-net-ab``).
+A then creates every namespace but the network one: the forks stay in the zygote's, which bubblewrap
+made (only a loopback device, no route anywhere), so none is created or destroyed per candidate.
+What a network namespace of its own gave B is kept by other walls: a socket of any family but
+``AF_UNIX`` kills the candidate (`drkernel.gym.candidate.seccomp`); B's Landlock domain also handles
+TCP bind and connect with no rule allowing them (Landlock ABI 4), and is scoped against abstract
+Unix sockets (ABI 6): B can neither connect nor send to one that a process outside its own domain
+(the zygote, a sibling) bound, so the loopback and the abstract socket names the siblings now share
+reach nobody. Pathname sockets are file system objects, walled off as before (B's /tmp and /dev/shm
+are its own, the rest is read-only). A kernel below ABI 6 gets no sharing (each fork its own
+network namespace, as by default).
+
 A ``fork`` request carries three descriptors: B's channel (a Unix socket), A's status socket
 (A writes B's exit status there, as Popen would report it) and B's log (a pipe's writing end: its
 stdout and stderr).
@@ -47,6 +60,11 @@ CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
 FORK_NAMESPACES = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWNET | CLONE_NEWUTS
 """The namespaces A creates for each fork (`enter_namespaces`)."""
+SHARED_NET_NAMESPACES = FORK_NAMESPACES & ~CLONE_NEWNET
+"""The same without the network namespace: the forks share the zygote's (module docstring)."""
+SHARED_NET_ENV = "DRKERNEL_FORK_SHARED_NET"
+"""``1`` in the zygote's environment: its forks share its network namespace, where Landlock scopes them."""
+SHARED_NET_MIN_ABI = 6  # Landlock's scope against abstract Unix sockets
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 0x4000, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 1, 4, 24, 38
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
@@ -56,6 +74,8 @@ AT_FDCWD, AT_RECURSIVE, OPEN_TREE_CLONE, O_CLOEXEC, MOVE_MOUNT_F_EMPTY_PATH = -1
 SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446  # x86_64 and aarch64
 LANDLOCK_CREATE_RULESET_VERSION, LANDLOCK_RULE_PATH_BENEATH = 1, 1
 LANDLOCK_ACCESS_FS_MAKE_BLOCK, LANDLOCK_ACCESS_FS_REFER = 1 << 11, 1 << 13
+LANDLOCK_ACCESS_NET_BIND_TCP, LANDLOCK_ACCESS_NET_CONNECT_TCP = 1 << 0, 1 << 1
+LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0
 SEED_DIR = "/tmp/drkernel-seed-cache"  # in the zygote's own tmpfs; no candidate can reach it
 TMP_OPTS = "size={tmp},mode=0700"
 SHM_OPTS = "size={shm},mode=1777"
@@ -110,13 +130,20 @@ def landlock_abi() -> int:
     return max(0, int(version))
 
 
-def landlock_ptrace() -> None:
+def landlock_ptrace(shared_net: bool = False) -> None:
     """Enter a Landlock domain of our own. Its file rules only forbid making block devices (renames
     across directories are granted everywhere; nothing else of the file system changes); what matters is Landlock's ptrace rule: a process in a domain
     cannot ptrace, nor open the /proc files guarded by ptrace access, of any process outside its
     domain or the domains nested in it. So a candidate cannot reach the zygote, A, or a sibling
-    (each in a domain of its own), whatever their uid or dumpable flag. Needs no_new_privs."""
-    attr = struct.pack("=Q", LANDLOCK_ACCESS_FS_MAKE_BLOCK | LANDLOCK_ACCESS_FS_REFER)
+    (each in a domain of its own), whatever their uid or dumpable flag. Needs no_new_privs.
+    ``shared_net`` (the fork shares the zygote's network namespace, ABI >= 6): the domain also denies
+    every TCP bind and connect, and connecting or sending to an abstract Unix socket bound outside it."""
+    fs = LANDLOCK_ACCESS_FS_MAKE_BLOCK | LANDLOCK_ACCESS_FS_REFER
+    if shared_net:  # struct landlock_ruleset_attr: handled_access_fs, handled_access_net, scoped
+        net = LANDLOCK_ACCESS_NET_BIND_TCP | LANDLOCK_ACCESS_NET_CONNECT_TCP
+        attr = struct.pack("=QQQ", fs, net, LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET)
+    else:
+        attr = struct.pack("=Q", fs)
     fd = _libc.syscall(SYS_LANDLOCK_CREATE_RULESET, ctypes.c_char_p(attr), ctypes.c_size_t(len(attr)), 0)
     if fd < 0:
         err = ctypes.get_errno()
@@ -137,8 +164,9 @@ def landlock_ptrace() -> None:
         os.close(fd)
 
 
-def wall_off(tmp_bytes: int, shm_bytes: int, private_tmp: bool = True) -> list[str]:
-    """In B (pid 1 of the new pid namespace): private mounts, then drop every capability. Returns
+def wall_off(tmp_bytes: int, shm_bytes: int, private_tmp: bool = True, shared_net: bool = False) -> list[str]:
+    """In B (pid 1 of the new pid namespace): private mounts, then drop every capability and enter a
+    Landlock domain (scoped for a shared network namespace: `landlock_ptrace`). Returns
     what could not be done (a fresh /proc is refused where the outer /proc has covered parts, as
     bubblewrap's has when it runs as root and the boot did not uncover it: B then keeps the zygote's
     /proc, in which it cannot address any process, but CUDA fails to initialise)."""
@@ -154,7 +182,7 @@ def wall_off(tmp_bytes: int, shm_bytes: int, private_tmp: bool = True) -> list[s
         _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     except IsolationError as e:
         notes.append(f"no fresh /proc ({e.strerror})")
-    drop_capabilities()
+    drop_capabilities(shared_net)
     return notes
 
 
@@ -198,8 +226,9 @@ def _attach_tree(fd: int, path: str, is_dir: bool) -> None:
         os.close(fd)
 
 
-def drop_capabilities() -> None:
-    """Bounding set, ambient set, then effective/permitted/inheritable all empty; no_new_privs."""
+def drop_capabilities(shared_net: bool = False) -> None:
+    """Bounding set, ambient set, then effective/permitted/inheritable all empty; no_new_privs; a
+    Landlock domain (`landlock_ptrace`)."""
     try:
         with open("/proc/sys/kernel/cap_last_cap") as f:
             last = int(f.read())
@@ -213,7 +242,7 @@ def drop_capabilities() -> None:
     _call("capset", ctypes.c_char_p(header), ctypes.c_char_p(data))
     _call("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
     _call("prctl", PR_SET_DUMPABLE, 0, 0, 0, 0)  # siblings (same uid) cannot open our /proc/<pid>/*
-    landlock_ptrace()
+    landlock_ptrace(shared_net)
 
 
 def _only_fds(keep: set[int]) -> None:
@@ -226,7 +255,7 @@ def _only_fds(keep: set[int]) -> None:
                 pass
 
 
-def run_b(chan_fd: int, log_fd: int, request: Fork, seed: dict[str, bytes]) -> None:
+def run_b(chan_fd: int, log_fd: int, request: Fork, seed: dict[str, bytes], shared_net: bool = False) -> None:
     """B: the candidate (or, for a ``seed`` request, the one trusted fork that warms the seed cache).
     Never returns."""
     try:
@@ -242,12 +271,12 @@ def run_b(chan_fd: int, log_fd: int, request: Fork, seed: dict[str, bytes]) -> N
         from drkernel.gym.messages import Op, Signal
 
         if request.seed:  # a trusted fork without a job: compile the warm-up kernel into the zygote's dir
-            wall_off(request.tmp_bytes, request.shm_bytes, private_tmp=False)
+            wall_off(request.tmp_bytes, request.shm_bytes, private_tmp=False, shared_net=shared_net)
             os.environ["TRITON_CACHE_DIR"] = SEED_DIR
             warm_up(torch.device(os.environ["DRKERNEL_DEVICE"]))
             Channel(chan_fd).send(Signal(Op.SEEDED).to_header())
             os._exit(0)
-        for note in wall_off(request.tmp_bytes, request.shm_bytes):
+        for note in wall_off(request.tmp_bytes, request.shm_bytes, shared_net=shared_net):
             print(f"zygote fork: {note}", file=sys.stderr)
         _seed_cache(seed)
         serve(Channel(chan_fd), pidfd=os.pidfd_open(os.getpid()))
@@ -270,9 +299,11 @@ def _seed_cache(seed: dict[str, bytes]) -> None:
             f.write(data)
 
 
-def fork_candidate(fds: list[int], request: Fork, seed: dict[str, bytes], close: list[int]) -> int:
+def fork_candidate(fds: list[int], request: Fork, seed: dict[str, bytes], close: list[int],
+                   shared_net: bool = False) -> int:
     """Fork A (which walls itself off and forks B); returns A's pid. ``close``: the zygote's own
-    descriptors, closed in A before anything else."""
+    descriptors, closed in A before anything else. ``shared_net``: A keeps the zygote's network
+    namespace and B's Landlock domain is scoped (module docstring)."""
     chan_fd, status_fd, log_fd = fds
     pid = os.fork()
     if pid:
@@ -283,12 +314,12 @@ def fork_candidate(fds: list[int], request: Fork, seed: dict[str, bytes], close:
             os.close(fd)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        enter_namespaces()
+        enter_namespaces(SHARED_NET_NAMESPACES if shared_net else FORK_NAMESPACES)
         _call("prctl", PR_SET_DUMPABLE, 0, 0, 0, 0)
         b = os.fork()
         if b == 0:
             os.close(status_fd)
-            run_b(chan_fd, log_fd, request, seed)
+            run_b(chan_fd, log_fd, request, seed, shared_net)
         os.close(chan_fd)
         os.close(log_fd)
         _, status = os.waitpid(b, 0)
@@ -316,6 +347,18 @@ def read_seed(root: str) -> dict[str, bytes]:
     return out
 
 
+def shares_network(abi: int) -> bool:
+    """Whether the forks share the zygote's network namespace: asked for (`SHARED_NET_ENV`) and a
+    Landlock that scopes abstract Unix sockets (else each fork gets its own, with a note)."""
+    if os.environ.get(SHARED_NET_ENV) != "1":
+        return False
+    if abi < SHARED_NET_MIN_ABI:
+        print(f"zygote: {SHARED_NET_ENV}=1 needs Landlock ABI {SHARED_NET_MIN_ABI} (this kernel: {abi}); "
+              "each fork gets a network namespace of its own", file=sys.stderr)
+        return False
+    return True
+
+
 def main() -> None:
     from drkernel.gym.candidate import main as candidate  # torch, triton and the harness: the point
     from drkernel.gym.candidate import guards, integrity, launches, profiling  # noqa: F401
@@ -336,6 +379,7 @@ def main() -> None:
     channel.send(Ready(os.getpid(), landlock=abi).to_header())
     if abi < LANDLOCK_MIN_ABI:  # without it a fork could reach its siblings through /proc: refuse to be used
         print("zygote: the kernel has no Landlock; candidates start as fresh processes", file=sys.stderr)
+    shared_net = shares_network(abi)
     seed: dict[str, bytes] = {}
     while True:
         msg = channel.recv(max_fds=3)
@@ -347,7 +391,7 @@ def main() -> None:
                 seed = read_seed(SEED_DIR)
                 channel.send(Signal(Op.SEEDED).to_header())
             elif isinstance(request, Fork) and len(msg.fds) == 3:
-                pid = fork_candidate(msg.fds, request, seed, [channel.read_fd, channel.write_fd])
+                pid = fork_candidate(msg.fds, request, seed, [channel.read_fd, channel.write_fd], shared_net)
                 channel.send(Forked(pid).to_header())
             else:
                 raise ValueError(f"unexpected {msg.op!r} with {len(msg.fds)} descriptors")

@@ -56,6 +56,7 @@ from typing import IO, Protocol, Sequence
 import drkernel
 from drkernel.errors import InfrastructureError
 from drkernel.gym.candidate.seccomp import SECCOMP_ENV
+from drkernel.gym.candidate.zygote import SHARED_NET_ENV
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,8 @@ EXTRA_RO_ENV = "DRKERNEL_SANDBOX_RO"  # more read-only paths, e.g. a CUDA instal
 GPU_NODES = re.compile(r"^(nvidia.*|dri|kfd)$")  # /dev entries bound into a GPU child
 ENV_KEEP = {"PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "LD_LIBRARY_PATH", "CUDA_VISIBLE_DEVICES",
             "PYTHONHASHSEED", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-            "KERNELGYM_WORKER_TAG"}  # the service's worker tag: its orphan sweep finds a dead worker's children
+            "KERNELGYM_WORKER_TAG",  # the service's worker tag: its orphan sweep finds a dead worker's children
+            SHARED_NET_ENV}  # the zygote's forks share its network namespace (off unless set to 1)
 ENV_KEEP_PREFIXES = ("CUDA_", "NVIDIA_", "PYTORCH_", "TORCH_", "TRITON_")
 ENV_DROP = {"TRITON_CACHE_DIR", "TRITON_HOME", "TRITON_DUMP_DIR", "TRITON_OVERRIDE_DIR"}  # set per child
 BOOT = "from drkernel.gym.orchestrator.sandbox import main; main()"
