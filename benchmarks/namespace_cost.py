@@ -7,9 +7,10 @@ capabilities dropped, a Landlock domain), reports that it is up and exits; A rea
 ``--lanes`` N keeps N cycles in flight at once (a new one starts when one ends), ``--cycles`` per lane.
 
 Variants: ``full`` (user, mount, pid, IPC, network, UTS: what every fork gets), the same without one
-kind (``no-net``, ``no-ipc``, ``no-pid``, ``no-uts``), ``user+mount`` only, ``fork-only`` (A and B, no
-namespace, no walls: the two forks' own cost) and ``one-fork`` (A alone). Variants without a kind are
-for measurement only. ``--zygote-rounds`` adds batches of N real candidates forked by a real zygote
+kind (``no-net``, ``no-ipc``, ``no-pid``, ``no-uts``), ``shared-net`` (``no-net`` with B's Landlock
+domain scoped, as ``DRKERNEL_FORK_SHARED_NET=1`` runs a fork), ``user+mount`` only, ``fork-only`` (A and B, no
+namespace, no walls: the two forks' own cost) and ``one-fork`` (A alone). Variants without a kind
+but ``shared-net`` are for measurement only. ``--zygote-rounds`` adds batches of N real candidates forked by a real zygote
 (``--zygote-devices``, one zygote each, default the CPU; on GPUs ready includes the candidate's CUDA
 context and warm-up kernel) to ready and killed; ``--torch-parent`` repeats ``full``, ``fork-only``
 and ``one-fork`` from a parent with torch imported, the size of a zygote (a fork copies its page tables).
@@ -56,6 +57,7 @@ FULL = zygote.FORK_NAMESPACES
 VARIANTS = {
     "full": FULL,
     "no-net": FULL & ~zygote.CLONE_NEWNET,
+    "shared-net": zygote.SHARED_NET_NAMESPACES,  # no-net with B's Landlock domain scoped: the setting
     "no-ipc": FULL & ~zygote.CLONE_NEWIPC,
     "no-pid": FULL & ~zygote.CLONE_NEWPID,
     "no-uts": FULL & ~zygote.CLONE_NEWUTS,
@@ -92,8 +94,9 @@ class Run:
     parent_rss_mb: float  # the forking process's size: a fork copies its page tables
 
 
-def a_process(flags: int, w: int) -> None:
-    """A: enter the namespaces, fork B, reap it; never returns. B writes its up-time on ``w``."""
+def a_process(flags: int, w: int, scoped: bool = False) -> None:
+    """A: enter the namespaces, fork B, reap it; never returns. B writes its up-time on ``w``
+    (``scoped``: B's Landlock domain as with ``DRKERNEL_FORK_SHARED_NET=1``)."""
     code = 0
     try:
         if flags == VARIANTS["one-fork"]:
@@ -105,7 +108,7 @@ def a_process(flags: int, w: int) -> None:
         if b == 0:
             try:
                 if flags & zygote.CLONE_NEWNS:
-                    zygote.wall_off(TMP_BYTES, SHM_BYTES)
+                    zygote.wall_off(TMP_BYTES, SHM_BYTES, shared_net=scoped)
                 os.write(w, struct.pack("=d", time.monotonic()))
             finally:
                 os._exit(0)
@@ -119,14 +122,14 @@ def a_process(flags: int, w: int) -> None:
         os._exit(code)
 
 
-def start_cycle(flags: int) -> tuple[int, int, int, float]:
+def start_cycle(variant: str) -> tuple[int, int, int, float]:
     """Fork A; returns (its pidfd, the read end B reports on, its pid, the fork's time)."""
     r, w = os.pipe()
     t = time.monotonic()
     pid = os.fork()
     if pid == 0:
         os.close(r)
-        a_process(flags, w)
+        a_process(VARIANTS[variant], w, scoped=variant == "shared-net")
     os.close(w)
     return os.pidfd_open(pid), r, pid, t
 
@@ -140,7 +143,7 @@ def sys_jiffies() -> float:
 
 def run(variant: str, lanes: int, cycles: int) -> Run:
     """``lanes`` cycles in flight until ``lanes x cycles`` have ended."""
-    flags, total = VARIANTS[variant], lanes * cycles
+    total = lanes * cycles
     sel = selectors.DefaultSelector()
     state: dict[int, dict] = {}  # pid -> t0, up, pidfd, r
     done: list[Cycle] = []
@@ -149,7 +152,7 @@ def run(variant: str, lanes: int, cycles: int) -> Run:
 
     def launch() -> None:
         nonlocal started
-        pidfd, r, pid, t = start_cycle(flags)
+        pidfd, r, pid, t = start_cycle(variant)
         state[pid] = {"t0": t, "up": None, "pidfd": pidfd, "r": r}
         sel.register(r, selectors.EVENT_READ, ("up", pid))
         sel.register(pidfd, selectors.EVENT_READ, ("exit", pid))
@@ -234,30 +237,41 @@ def zygote_batch(zygotes: list, lanes: int) -> dict[str, float]:
             "exit_s": exits, "host_sys_s_per_candidate": (sys_jiffies() - sys0) / lanes}
 
 
-def zygote_runs(lanes: list[int], rounds: int, devices: list[str]) -> list[dict]:
-    """`zygote_batch` ``rounds`` times per N, on real zygotes (one per device) in the real sandbox."""
+def zygote_runs(lanes: list[int], rounds: int, devices: list[str], arms: tuple[bool, ...] = (False,)) -> list[dict]:
+    """`zygote_batch` ``rounds`` times per N, on real zygotes (one per device) in the real sandbox; one set
+    of zygotes per arm (``True``: forks sharing the zygote's network namespace), batches alternating."""
     from drkernel.gym.orchestrator.sandbox import bwrap_runner
     from drkernel.gym.orchestrator.zygote import Zygote
 
-    zygotes = []
+    zygotes: dict[bool, list] = {}
     out = []
     try:
-        zygotes += [Zygote(d, {}, bwrap_runner()) for d in devices]
+        for shared in arms:  # the zygote reads the setting from the environment it starts with
+            os.environ[zygote.SHARED_NET_ENV] = "1" if shared else "0"
+            zygotes[shared] = [Zygote(d, {}, bwrap_runner()) for d in devices]
+        os.environ.pop(zygote.SHARED_NET_ENV)
         for n in lanes:
-            batches = [zygote_batch(zygotes, n) for _ in range(rounds)]
-            start = spread([s for b in batches for s in b["start_s"]])
-            exits = spread([s for b in batches for s in b["exit_s"]])
-            sys_per = statistics.mean(b["host_sys_s_per_candidate"] for b in batches)
-            out.append({"lanes": n, "devices": devices, "rounds": rounds, "start": start, "exit": exits,
-                        "up_wall_s": spread([b["up_wall_s"] for b in batches]),
-                        "host_sys_s_per_candidate": sys_per, "batches": batches})
-            print(f"zygote N={n} on {len(devices)} device(s)  start median {1e3 * start['median']:7.1f} p95 {1e3 * start['p95']:7.1f} ms  "
-                  f"exit median {1e3 * exits['median']:7.1f} p95 {1e3 * exits['p95']:7.1f} ms  "
-                  f"host sys/candidate {1e3 * sys_per:6.1f} ms", flush=True)
+            batches: dict[bool, list] = {shared: [] for shared in arms}
+            for _ in range(rounds):
+                for shared in arms:
+                    batches[shared].append(zygote_batch(zygotes[shared], n))
+            out += [zygote_summary(n, devices, rounds, shared, batches[shared]) for shared in arms]
     finally:
-        for zyg in zygotes:
+        for zyg in (z for zs in zygotes.values() for z in zs):
             zyg.close()
     return out
+
+
+def zygote_summary(n: int, devices: list[str], rounds: int, shared: bool, batches: list[dict]) -> dict:
+    start = spread([s for b in batches for s in b["start_s"]])
+    exits = spread([s for b in batches for s in b["exit_s"]])
+    sys_per = statistics.mean(b["host_sys_s_per_candidate"] for b in batches)
+    print(f"zygote{' shared-net' if shared else ''} N={n} on {len(devices)} device(s)  start median "
+          f"{1e3 * start['median']:7.1f} p95 {1e3 * start['p95']:7.1f} ms  exit median {1e3 * exits['median']:7.1f} "
+          f"p95 {1e3 * exits['p95']:7.1f} ms  host sys/candidate {1e3 * sys_per:6.1f} ms", flush=True)
+    return {"lanes": n, "devices": devices, "rounds": rounds, "shared_net": shared, "start": start, "exit": exits,
+            "up_wall_s": spread([b["up_wall_s"] for b in batches]), "host_sys_s_per_candidate": sys_per,
+            "batches": batches}
 
 
 def rss_mb() -> float:
@@ -287,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="batches per N of real candidates forked by a real zygote (0: none)")
     ap.add_argument("--zygote-devices", default="cpu",
                     help="one zygote per device, candidates spread over them (e.g. cuda:0,cuda:1,cuda:2,cuda:3)")
+    ap.add_argument("--zygote-shared-net-ab", action="store_true",
+                    help="zygote batches also with DRKERNEL_FORK_SHARED_NET=1, alternating with the default")
     ap.add_argument("--torch-parent", action="store_true",
                     help="then full, fork-only and one-fork from a parent with torch imported (a zygote's size)")
     ap.add_argument("--out", default="out/namespace_cost.json")
@@ -296,7 +312,8 @@ def main(argv: list[str] | None = None) -> int:
     load_before = Path("/proc/loadavg").read_text().split()[:3]
     runs = grid(variants, lanes, args.cycles, args.rounds)
     devices = [d for d in args.zygote_devices.split(",") if d]
-    zygote_out = zygote_runs(lanes, args.zygote_rounds, devices) if args.zygote_rounds else []
+    arms = (False, True) if args.zygote_shared_net_ab else (False,)
+    zygote_out = zygote_runs(lanes, args.zygote_rounds, devices, arms) if args.zygote_rounds else []
     if args.torch_parent:  # the zygote imported torch: the same cycles forked from a parent of its size
         import torch  # noqa: F401
 

@@ -25,6 +25,9 @@ job) for ``--warmup-s`` + ``--duration-s``, then waits for the rest. Reported pe
   CPUs from ``/proc/stat``) and, where ``nvidia-smi`` exists, each used GPU's utilisation: the window's
   mean and p95 per figure, and each GPU's busy fraction (mean utilisation / 100).
 
+``--shared-net-ab`` runs every k twice in the same call, without and with ``DRKERNEL_FORK_SHARED_NET=1``
+(the zygote's forks share its network namespace: ``drkernel.gym.candidate.zygote``) in the server's
+environment (runs ``local-k{k}`` and ``local-k{k}-sharednet``): the rate with over the rate without.
 ``--kill-one-worker`` adds a run at the largest k in which one worker process gets SIGKILL at mid-run
 (its pid from ``/v1/workers``): completions per device before/after, the victim's in-flight jobs
 (re-queued by the scheduler, finished with attempts 2), none lost, when the worker was back.
@@ -72,6 +75,7 @@ from service_server import ServerProcess, free_port
 from sustained_load import ROWS, Item, add_workload_args, draw, pct, pyplot, workload
 
 from drkernel.errors import ServiceError
+from drkernel.gym.candidate.zygote import SHARED_NET_ENV, SHARED_NET_MIN_ABI, landlock_abi
 from drkernel.gym import EvalConfig, EvalRequest
 from drkernel.service.client import ServiceClient
 
@@ -149,12 +153,14 @@ class RunSummary:
     rows: list[Row] = field(default_factory=list)
 
 
-def child_env() -> dict[str, str]:
+def child_env(shared_net: bool = False) -> dict[str, str]:
     """The environment of the server and the Ray head: ours, the GPU settings, ``src`` on the path, and
-    Ray's token authentication off unless set (the head and its drivers would need a shared token)."""
+    Ray's token authentication off unless set (the head and its drivers would need a shared token);
+    ``shared_net``: the zygotes' forks share their network namespace (else that setting is off)."""
     paths = [str(SRC), os.environ.get("PYTHONPATH", "")]
-    return {"RAY_AUTH_MODE": "disabled", **os.environ, **GPU_ENV,
-            "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+    env = {"RAY_AUTH_MODE": "disabled", **os.environ, **GPU_ENV, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+    env.pop(SHARED_NET_ENV, None)
+    return env | ({SHARED_NET_ENV: "1"} if shared_net else {})
 
 
 def stop_group(proc: subprocess.Popen, grace_s: float = 20.0) -> None:
@@ -478,17 +484,18 @@ def serve_args(args, backend: str, k: int, ray_address: str | None) -> tuple[str
     return devices, extra
 
 
-def server(tmp: Path, log: Path, devices: str, slots: int, extra: list[str]) -> ServerProcess:
+def server(tmp: Path, log: Path, devices: str, slots: int, extra: list[str],
+           shared_net: bool = False) -> ServerProcess:
     """The real ``drkernel gym serve`` with ``slots`` per worker, problems by key, no result cache and no
     rate limit (the load is one client's)."""
     kwargs = json.dumps({"concurrency": slots, "pool_size": slots})
     return ServerProcess(tmp / "kernelgym.sqlite", "--devices", devices, "--slots", str(slots),
                          "--evaluator-kwargs", kwargs, "--problems", f"builtin,{ROWS}", "--no-cache",
                          "--rate-per-client", "10000", "--rate-burst", "10000", *extra,
-                         log=log, custom=False, env=child_env())
+                         log=log, custom=False, env=child_env(shared_net))
 
 
-def run_service(args, name: str, backend: str, k: int, kill: bool) -> RunSummary:
+def run_service(args, name: str, backend: str, k: int, kill: bool, shared_net: bool = False) -> RunSummary:
     """One run: (a Ray head,) the server, the load, then everything stopped."""
     print(f"=== {name}: {k} {args.device_kind} worker(s), {backend}, {args.slots} slots each", flush=True)
     out = Path(args.out)
@@ -503,7 +510,7 @@ def run_service(args, name: str, backend: str, k: int, kill: bool) -> RunSummary
             head = RayHead(tmp, out / f"ray-{name}.log", gpus=gpus, cpus=k + 2)
             head.start()
         devices, extra = serve_args(args, backend, k, head.address if head else None)
-        service = server(tmp, out / f"server-{name}.log", devices, args.slots, extra)
+        service = server(tmp, out / f"server-{name}.log", devices, args.slots, extra, shared_net)
         try:
             t0 = time.monotonic()
             service.start(args.start_timeout_s, workers=k)
@@ -543,12 +550,15 @@ def print_figures(s: RunSummary) -> None:
 def derived(runs: dict[str, dict]) -> dict[str, Any]:
     """Scaling efficiency per k (against local-k1) and Ray's rate over local workers' at equal k."""
     base = runs.get("local-k1", {}).get("evals_per_s")
-    scaling = {str(r["devices"]): r["evals_per_s"] / (r["devices"] * base)
-               for r in runs.values() if r["backend"] == "local" and r["kill"] is None and base}
+    plain = [r for r in runs.values() if r["backend"] == "local" and r["kill"] is None and not r.get("shared_net")]
+    scaling = {str(r["devices"]): r["evals_per_s"] / (r["devices"] * base) for r in plain if base}
+    shared = {str(r["devices"]): r["evals_per_s"] / runs[f"local-k{r['devices']}"]["evals_per_s"]
+              for r in runs.values() if r.get("shared_net") and runs.get(f"local-k{r['devices']}", {}).get(
+                  "evals_per_s")}
     ray = {str(r["devices"]): r["evals_per_s"] / runs[f"local-k{r['devices']}"]["evals_per_s"]
            for r in runs.values() if r["backend"] == "ray" and runs.get(f"local-k{r['devices']}", {}).get(
                "evals_per_s")}
-    return {"scaling_efficiency": scaling, "ray_over_local": ray}
+    return {"scaling_efficiency": scaling, "ray_over_local": ray, "shared_net_over_own": shared}
 
 
 def verdicts(result: dict) -> list[tuple[str, str]]:
@@ -577,6 +587,11 @@ def verdicts(result: dict) -> list[tuple[str, str]]:
                     f"{_rates(kill['rate_before'])}, after {_rates(kill['rate_after'])})")))
         back = f"back after {kill['back_s'] - kill['at_s']:.1f} s" if kill["back_s"] else "not back"
         out.append(("INFO", f"{r['name']}: worker {kill['victim']} killed at {kill['at_s']:.1f} s, {back}"))
+    for k, ratio in result.get("shared_net_over_own", {}).items():
+        abi = result.get("landlock_abi", 0)
+        took = "" if abi >= SHARED_NET_MIN_ABI else f" (NOT SHARED: Landlock ABI {abi} < {SHARED_NET_MIN_ABI})"
+        out.append(("INFO", f"shared network namespace {k} devices: {ratio:.2f} x the rate with one per fork "
+                            f"(same call; adopt only if it wins on the GPUs){took}"))
     for k, ratio in result["ray_over_local"].items():
         out.append((rate_level(ratio >= 0.9), (f"Ray {k} devices: {ratio:.2f} x local workers' rate "
                                               f"(target within 10 %)")))
@@ -587,18 +602,19 @@ def stage_lines(runs: dict[str, dict]) -> list[tuple[str, str]]:
     """INFO lines across the per-k runs: each stage's median / p95 and the host's load per device count,
     so a stage or a load that grows with k stands out."""
     local = sorted((r for r in runs.values() if r["backend"] == "local" and not r["kill"]),
-                   key=lambda r: r["devices"])
+                   key=lambda r: (r["devices"], bool(r.get("shared_net"))))
+    label = {r["name"]: f"k{r['devices']}" + ("-sharednet" if r.get("shared_net") else "") for r in local}
     stages = list(dict.fromkeys(st for r in local for st in r.get("stages", {})))
     out = []
     for stage in stages:
-        cells = [f"k{r['devices']} {st['median']:.3f}/{st['p95']:.3f}" for r in local
+        cells = [f"{label[r['name']]} {st['median']:.3f}/{st['p95']:.3f}" for r in local
                  if (st := r.get("stages", {}).get(stage))]
         out.append(("INFO", f"stage {stage} median/p95 s: " + ", ".join(cells)))
     for r in local:
         h = r.get("host") or {}
         mean = {k: round(h[k]["mean"], 2) for k in ("load1", "cpu_system", "cpu_idle") if h.get(k)}
         busy = {g: round(b, 2) for g, b in h.get("gpu_busy", {}).items()}
-        out.append(("INFO", f"host k{r['devices']}: {mean}, GPU busy {busy or 'n/a'}"))
+        out.append(("INFO", f"host {label[r['name']]}: {mean}, GPU busy {busy or 'n/a'}"))
     return out
 
 
@@ -611,7 +627,7 @@ def plot(result: dict, path: Path) -> None:
     if plt is None:
         return
     runs = result["runs"].values()
-    local = sorted((r for r in runs if r["backend"] == "local" and not r["kill"]),
+    local = sorted((r for r in runs if r["backend"] == "local" and not r["kill"] and not r.get("shared_net")),
                    key=lambda r: r["devices"])
     kill = next((r for r in runs if r["kill"]), None)
     fig, axes = plt.subplots(1, 2 if kill else 1, figsize=(13 if kill else 6.5, 4.5), squeeze=False)
@@ -662,6 +678,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--ray", action="store_true", help="add a run at the largest k with Ray actors")
     ap.add_argument("--no-scaling", action="store_true",
                     help="skip the per-k runs (kill / Ray parts alone)")
+    ap.add_argument("--shared-net-ab", action="store_true",
+                    help="each k again with the zygotes' forks in a shared network namespace, same call")
     add_workload_args(ap)
     ap.add_argument("--start-timeout-s", type=float, default=600.0)
     ap.add_argument("--give-up-s", type=float, default=900.0,
@@ -690,18 +708,22 @@ def main(argv: list[str] | None = None) -> int:
         plot(json.loads(path.read_text()), out / "service_scaling.png")
         return 0
     ks = sorted({int(k) for k in args.gpus.split(",") if k.strip()})
-    plan = [] if args.no_scaling else [(f"local-k{k}", "local", k, False) for k in ks]
+    plan = []
+    for k in [] if args.no_scaling else ks:
+        plan.append((f"local-k{k}", "local", k, False, False))
+        if args.shared_net_ab:
+            plan.append((f"local-k{k}-sharednet", "local", k, False, True))
     if args.kill_one_worker:
-        plan.append((f"local-k{ks[-1]}-kill", "local", ks[-1], True))
+        plan.append((f"local-k{ks[-1]}-kill", "local", ks[-1], True, False))
     if args.ray:
-        plan.append((f"ray-k{ks[-1]}", "ray", ks[-1], False))
+        plan.append((f"ray-k{ks[-1]}", "ray", ks[-1], False, False))
     earlier = json.loads(path.read_text()) if path.exists() and not args.fresh else {}
     runs = dict(earlier.get("runs", {})) if earlier.get("device_kind") == args.device_kind else {}
-    for name, backend, k, kill in plan:
-        runs[name] = asdict(run_service(args, name, backend, k, kill))
+    for name, backend, k, kill, shared_net in plan:
+        runs[name] = asdict(run_service(args, name, backend, k, kill, shared_net)) | {"shared_net": shared_net}
     result = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
               "host": socket.gethostname(), "device_kind": args.device_kind, "args": vars(args),
-              "runs": runs, **derived(runs)}
+              "runs": runs, "landlock_abi": landlock_abi(), **derived(runs)}
     path.write_text(json.dumps(result, indent=1))
     print(f"wrote {path}")
     plot(result, out / "service_scaling.png")

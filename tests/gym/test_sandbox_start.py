@@ -64,7 +64,7 @@ def test_a_measurement_variant_leaves_out_only_its_kind(ours):
     assert {k for k in KINDS if theirs[k] != ours[k]} == set(KINDS) - {"net"}
 
 
-@pytest.mark.parametrize("variant", ["full", "no-net", "fork-only", "one-fork"])
+@pytest.mark.parametrize("variant", ["full", "no-net", "shared-net", "fork-only", "one-fork"])
 def test_every_cycle_of_the_benchmark_comes_up_and_is_reaped(variant):
     # two lanes of two cycles: four A/B pairs, each up (B walled off) and reaped with exit status 0
     r = namespace_cost.run(variant, lanes=2, cycles=2)
