@@ -51,7 +51,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from drkernel.gym.candidate import zygote  # noqa: E402
+from drkernel.gym.candidate import zygote
 
 FULL = zygote.FORK_NAMESPACES
 VARIANTS = {
@@ -202,7 +202,7 @@ def spread(xs: list[float]) -> dict[str, float]:
 
 
 def report(r: Run) -> None:
-    ms = lambda d, k: f"{1e3 * d[k]:7.2f}" if d else "    n/a"  # noqa: E731
+    ms = lambda d, k: f"{1e3 * d[k]:7.2f}" if d else "    n/a"
     print(f"{r.variant:<11} N={r.lanes}  {r.cycles_per_s:7.1f} cycles/s  start median {ms(r.start, 'median')} "
           f"p95 {ms(r.start, 'p95')} ms  teardown median {ms(r.teardown, 'median')} p95 {ms(r.teardown, 'p95')} ms  "
           f"sys/cycle host {1e3 * r.host_sys_s_per_cycle:6.2f} own {1e3 * r.own_sys_s_per_cycle:6.2f} ms"

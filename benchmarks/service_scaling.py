@@ -75,8 +75,8 @@ from service_server import ServerProcess, free_port
 from sustained_load import ROWS, Item, add_workload_args, draw, pct, pyplot, workload
 
 from drkernel.errors import ServiceError
-from drkernel.gym.candidate.zygote import SHARED_NET_ENV, SHARED_NET_MIN_ABI, landlock_abi
 from drkernel.gym import EvalConfig, EvalRequest
+from drkernel.gym.candidate.zygote import SHARED_NET_ENV, SHARED_NET_MIN_ABI, landlock_abi
 from drkernel.service.client import ServiceClient
 
 REPO = Path(__file__).resolve().parents[1]
@@ -590,8 +590,8 @@ def verdicts(result: dict) -> list[tuple[str, str]]:
     for k, ratio in result.get("shared_net_over_own", {}).items():
         abi = result.get("landlock_abi", 0)
         took = "" if abi >= SHARED_NET_MIN_ABI else f" (NOT SHARED: Landlock ABI {abi} < {SHARED_NET_MIN_ABI})"
-        out.append(("INFO", f"shared network namespace {k} devices: {ratio:.2f} x the rate with one per fork "
-                            f"(same call; adopt only if it wins on the GPUs){took}"))
+        out.append(("INFO", (f"shared network namespace {k} devices: {ratio:.2f} x the rate with one per fork "
+                             f"(same call; adopt only if it wins on the GPUs){took}")))
     for k, ratio in result["ray_over_local"].items():
         out.append((rate_level(ratio >= 0.9), (f"Ray {k} devices: {ratio:.2f} x local workers' rate "
                                               f"(target within 10 %)")))

@@ -14,7 +14,7 @@ from drkernel.gym.candidate import zygote
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-import namespace_cost  # noqa: E402
+import namespace_cost
 
 KINDS = {"user": zygote.CLONE_NEWUSER, "mnt": zygote.CLONE_NEWNS, "pid": zygote.CLONE_NEWPID,
          "ipc": zygote.CLONE_NEWIPC, "net": zygote.CLONE_NEWNET, "uts": zygote.CLONE_NEWUTS}

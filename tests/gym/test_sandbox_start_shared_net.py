@@ -10,14 +10,14 @@ import errno
 import json
 import os
 import socket
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
+from gym_cases import RELU_SOLUTION, request
 
 from drkernel.gym import InProcessEvaluator, Status
 from drkernel.gym.candidate import zygote
 from drkernel.gym.checks import core_checks
-from gym_cases import RELU_SOLUTION, request
 
 pytestmark = pytest.mark.skipif(zygote.landlock_abi() < zygote.SHARED_NET_MIN_ABI,
                                 reason="Landlock below ABI 6: forks never share the network namespace")
