@@ -200,3 +200,82 @@ def test_an_export_never_runs_the_outputs_own_code():
     with pytest.raises(TypeError, match="cannot export an output"):
         encode_tree(Pair((x,)))
     assert called == []
+
+
+# The candidate's channel holds what a candidate's message can: a header past `CANDIDATE_HEADER` (60 MiB
+# of JSON, 1.5 GiB once parsed) is refused from its 4-byte length, before a byte of it is read.
+HUGE_HEADER = '''
+import os, struct
+import torch
+import torch.nn as nn
+
+SIZE = 60 << 20
+for fd in sorted(int(f) for f in os.listdir("/proc/self/fd")):
+    try:
+        link = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:  # the listing's own descriptor
+        continue
+    if link.startswith("socket:"):
+        body = b"[" + b"{}," * (SIZE // 3 - 1) + b"{}]"
+        os.write(fd, struct.pack(">I", len(body)))
+        view = memoryview(body)
+        while view:  # blocks once the socket is full, until the orchestrator kills us
+            view = view[os.write(fd, view[:1 << 20]):]
+        break
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+'''
+
+
+def test_a_candidate_writing_a_huge_header_by_hand_is_its_own_crash(boundary_only_evaluator):
+    from drkernel.gym.ipc import CANDIDATE_HEADER
+
+    r = boundary_only_evaluator.evaluate(request(HUGE_HEADER))
+    assert r.status is Status.CRASHED and not r.valid, (r.status, r.error)
+    sent = len(b"[" + b"{}," * ((60 << 20) // 3 - 1) + b"{}]")  # the solution's header, as it announced it
+    assert f"a message header of {sent} bytes (at most {CANDIDATE_HEADER} here)" in r.error
+
+
+def test_a_header_past_the_cap_is_refused_from_its_length_and_a_deep_one_from_the_parser():
+    """The refusal needs only the length: the peer below never sends the header it announces."""
+    import socket
+    import struct
+
+    from drkernel.gym.ipc import Channel
+
+    ours, theirs = socket.socketpair()
+    channel = Channel(ours.detach())
+    try:
+        theirs.sendall(struct.pack(">I", 1 << 20))
+        with pytest.raises(ProtocolViolation, match="header of 1048576 bytes"):
+            channel.recv(max_header=1 << 16)
+    finally:
+        channel.close()
+        theirs.close()
+    ours, theirs = socket.socketpair()
+    channel = Channel(ours.detach())
+    try:
+        deep = b"[" * 10_000 + b"]" * 10_000
+        theirs.sendall(struct.pack(">I", len(deep)) + deep + struct.pack(">Q", 0))
+        with pytest.raises(ProtocolViolation, match="recursion"):
+            channel.recv()
+    finally:
+        channel.close()
+        theirs.close()
+
+
+def test_the_encoder_refuses_a_tree_described_past_its_byte_bound():
+    """What keeps an honest candidate's message under the cap: a tree's description over
+    `MAX_TREE_BYTES` is the solution's output error where it is encoded (nodes within their bound)."""
+    import torch
+
+    from drkernel.gym.ipc import MAX_TREE_BYTES, MAX_TREE_NODES, encode_tree
+
+    many = [torch.zeros([1] * 8) for _ in range(MAX_TREE_NODES // 2)]  # about 2.9 MB of descriptions
+    with pytest.raises(TypeError, match=f"at most {MAX_TREE_BYTES}"):
+        encode_tree(many)
+    tree, _ = encode_tree(many[:1000])
+    assert len(tree["items"]) == 1000

@@ -28,12 +28,26 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 MAX_HEADER = 64 << 20
+"""A header from a trusted peer (the orchestrator, a shared judge, the zygote, a checker child): a job
+with its solution, a prepared problem's code, a CUDA contract's sources."""
+CANDIDATE_HEADER = 4 << 20
+"""A header from a candidate, whose solution code can write any bytes on its channel: what its messages
+legitimately hold (an output tree's description of at most `MAX_TREE_BYTES`, a timed region's
+samples: at most `drkernel.gym.messages.SAMPLES_CAP`, about 2.5 MB; a traceback of 20,000
+characters; tensors travel out of band, in the blob or the staging buffer). Parsing JSON costs up
+to 25 times its size in memory outside every limit: 4 MiB is about 100 MiB, 64 MiB was 1.6 GiB."""
+REFERENCE_HEADER = 8 << 20
+"""A header from a judge that runs a request's reference (`drkernel.gym.orchestrator.own_judge`):
+the prepared problem's two codes (1 MiB sources, escaped), its op profile, a timing's samples."""
 MAX_BLOB = 16 << 30
 MAX_FDS = 4  # descriptors taken per read; the kernel closes any beyond
 MAX_TREE_NODES = 1 << 16
 """Nodes (tensors, tuples, lists, scalars) of one exported output tree: outputs are tensors, so a
 tree of millions of Python scalars (a header of tens of MiB that the orchestrator and the judge
 would parse outside every memory limit) is refused where it is encoded and where it is read."""
+MAX_TREE_BYTES = 2 << 20
+"""The JSON of one exported output tree, refused where it is encoded (the solution's output error)
+so that an honest candidate's message stays within `CANDIDATE_HEADER` whatever its tensors' shapes."""
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")  # a JSON escape that may decode to a lone surrogate
 
 
@@ -100,14 +114,15 @@ class Channel:
             view = view[n:]
 
     def recv(self, deadline: float | None = None, max_fds: int = 0,
-             max_blob: int | Callable[[], int] = MAX_BLOB) -> Message:
+             max_blob: int | Callable[[], int] = MAX_BLOB, max_header: int = MAX_HEADER) -> Message:
         """Next message; ``deadline`` is a ``time.monotonic()`` value (None waits forever). A message
         may carry at most ``max_fds`` descriptors (the caller owns them: `Message.fds`); more is a
         `ProtocolViolation`, and every descriptor of a message that fails is closed. A blob declared
-        larger than ``max_blob`` (a callable: asked once the header has arrived) is a
-        `ProtocolViolation` before any of it is read."""
+        larger than ``max_blob`` (a callable: asked once the header has arrived), or a header longer
+        than ``max_header`` (an untrusted peer's: `CANDIDATE_HEADER`), is a `ProtocolViolation` before
+        any of it is read; so is a header nested past the parser's recursion limit."""
         try:
-            msg = self._recv(deadline, max_blob)
+            msg = self._recv(deadline, max_blob, min(max_header, MAX_HEADER))
             if len(self._fds) > max_fds:
                 raise ProtocolViolation(f"a message with {len(self._fds)} descriptors (at most {max_fds})")
         except BaseException:
@@ -117,15 +132,18 @@ class Channel:
         msg.fds, self._fds = self._fds, []
         return msg
 
-    def _recv(self, deadline: float | None, max_blob: int | Callable[[], int] = MAX_BLOB) -> Message:
+    def _recv(self, deadline: float | None, max_blob: int | Callable[[], int] = MAX_BLOB,
+              max_header: int = MAX_HEADER) -> Message:
         (n,) = struct.unpack(">I", self._read_exact(4, deadline))
-        if n > MAX_HEADER:
-            raise ProtocolViolation(f"header of {n} bytes")
+        if n > max_header:
+            raise ProtocolViolation(f"a message header of {n} bytes (at most {max_header} here)")
         data = self._read_exact(n, deadline)
         try:
             header = json.loads(data)
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise ProtocolViolation(f"header is not JSON: {e}") from e
+        except RecursionError:
+            raise ProtocolViolation("a header nested past the parser's recursion limit") from None
         if not isinstance(header, dict):
             raise ProtocolViolation("header is not an object")
         if _SURROGATE_ESCAPE.search(data):
@@ -344,6 +362,10 @@ def encode_tree(value: Any, staging: StagingBuffer | None = None) -> tuple[Any, 
                         f"outputs are tensors, tuples or lists of them, or plain numbers")
 
     tree = enc(value)
+    size = len(json.dumps(tree, separators=(",", ":")))
+    if size > MAX_TREE_BYTES:
+        raise TypeError(f"cannot export an output tree whose description takes {size} bytes (at most "
+                        f"{MAX_TREE_BYTES}): outputs are a few tensors")
     return tree, b"".join(chunks)
 
 

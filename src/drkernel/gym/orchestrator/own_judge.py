@@ -26,6 +26,7 @@ from typing import Any, Mapping
 from drkernel.errors import JudgeError
 from drkernel.gym.orchestrator.memory import RssWatch
 from drkernel.gym.orchestrator.pool import Child
+from drkernel.gym.ipc import REFERENCE_HEADER, ProtocolViolation
 from drkernel.gym.orchestrator.runtime import JudgeLost, JudgeSlot
 from drkernel.gym.orchestrator.sandbox import CANDIDATE_LIMITS
 
@@ -46,6 +47,8 @@ def mark_request_reference(metadata: Mapping[str, Any]) -> dict[str, Any]:
 class OwnJudge(JudgeSlot):
     """A fresh judge for one evaluation of a request's reference; `close` when the evaluation ends."""
 
+    MAX_HEADER = REFERENCE_HEADER  # the reference's code runs in it and can write on its channel
+
     def __init__(self, runtime: Any, timeout_s: float, rss_limit_bytes: int,
                  limit_source: str = "the request's rss_limit_mb") -> None:
         super().__init__(-1, lambda: Child(JUDGE_MODULE, runtime.device, runtime.env, runtime.runner,
@@ -63,8 +66,12 @@ class OwnJudge(JudgeSlot):
         try:
             return super().call(header, blob, min(timeout_s, self.timeout_s), fds)
         except JudgeLost as e:
-            why = (f"passed its memory limit ({self.watch.limit >> 20} MiB: {self.limit_source})"
-                   if self.watch.fired else f"died or did not answer within {self.timeout_s:g} s")
+            if self.watch.fired:
+                why = f"passed its memory limit ({self.watch.limit >> 20} MiB: {self.limit_source})"
+            elif isinstance(e.__cause__, ProtocolViolation):
+                why = "broke the judge's protocol"
+            else:
+                why = f"died or did not answer within {self.timeout_s:g} s"
             raise JudgeError(f"the request's reference {why} in its own judge: {e}") from e
 
     def cancel(self) -> None:

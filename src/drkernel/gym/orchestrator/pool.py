@@ -21,7 +21,7 @@ import time
 from typing import Any, Callable
 
 from drkernel.errors import InfrastructureError
-from drkernel.gym.ipc import MAX_BLOB, Channel, ChannelClosed, ChannelTimeout, Message, channel_pair
+from drkernel.gym.ipc import MAX_BLOB, MAX_HEADER, Channel, ChannelClosed, ChannelTimeout, Message, channel_pair
 from drkernel.gym.messages import Op, Signal
 from drkernel.gym.orchestrator.childlog import ChildLog
 from drkernel.gym.orchestrator.sandbox import CANDIDATE_LIMITS, Limits, Runner, Spawn
@@ -68,8 +68,8 @@ class Talker:
         self.channel.send(header, blob, fds or ())
 
     def recv(self, deadline: float | None = None, max_fds: int = 0,
-             max_blob: int | Callable[[], int] = MAX_BLOB) -> Message:
-        return self.channel.recv(deadline, max_fds, max_blob)
+             max_blob: int | Callable[[], int] = MAX_BLOB, max_header: int = MAX_HEADER) -> Message:
+        return self.channel.recv(deadline, max_fds, max_blob, max_header)
 
     def log_tail(self, n: int = LOG_TAIL) -> str:
         """The last ``n`` bytes of its output (stderr and stdout), which explain a crash."""

@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator, Protocol
 from drkernel.devices import Device
 from drkernel.errors import InfrastructureError, JudgeError
 from drkernel.gym.compile_cache import CompileCache
-from drkernel.gym.ipc import ChannelClosed, ChannelTimeout, Message, ProtocolViolation
+from drkernel.gym.ipc import MAX_HEADER, ChannelClosed, ChannelTimeout, Message, ProtocolViolation
 from drkernel.gym.messages import Error, Op, Prepare, Prepared, Signal
 from drkernel.gym.orchestrator.judge_pool import JUDGE_ROUTINGS, JudgeFreed, SharedJudge
 from drkernel.gym.orchestrator.pool import Child, Talker, WarmPool
@@ -426,6 +426,9 @@ class JudgeSlot:
     """One judge child, the lock that serialises requests to it, and how many jobs stick to it
     (``freed``: notified after each request, for `judge_pool.SharedJudge` requests waiting for any)."""
 
+    MAX_HEADER = MAX_HEADER
+    """The longest reply header taken from it (a judge that runs a request's reference takes less)."""
+
     def __init__(self, index: int, start: Any, freed: JudgeFreed | None = None) -> None:
         self.index = index
         self._start = start
@@ -449,7 +452,7 @@ class JudgeSlot:
         t = time.monotonic()
         try:
             self.child.send(header, blob, fds)
-            reply = self.child.recv(time.monotonic() + timeout_s).header
+            reply = self.child.recv(time.monotonic() + timeout_s, max_header=self.MAX_HEADER).header
             self.served += 1
             self.busy_s += time.monotonic() - t
             return reply

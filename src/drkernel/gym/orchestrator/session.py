@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from drkernel.gym.compile_cache import scope_key
-from drkernel.gym.ipc import ChannelClosed, ChannelTimeout, ProtocolViolation, close_fds
+from drkernel.gym.ipc import CANDIDATE_HEADER, ChannelClosed, ChannelTimeout, ProtocolViolation, close_fds
 from drkernel.gym.messages import (Compare, CompareRequest, Done, Error, Extra, Message, NativeBuild, Op,
                                    Outputs, Release, Signal, SolutionPath, Timing, Verdict, parse_candidate)
 from drkernel.gym.orchestrator.memory import RssWatch, group_memory_bytes
@@ -268,8 +268,10 @@ class CandidateSession:
             job, seed = self._job_with_compiled()
             child.send(job, self.native_blob + seed)
             while True:
-                # outputs travel in the candidate's staging buffer, or as a blob counted against its limit
-                raw = child.recv(deadline, max_fds=1, max_blob=lambda: self._blob_room(child))
+                # outputs travel in the candidate's staging buffer, or as a blob counted against its limit;
+                # its header holds what a candidate's message can (`CANDIDATE_HEADER`), checked before it is read
+                raw = child.recv(deadline, max_fds=1, max_blob=lambda: self._blob_room(child),
+                                 max_header=CANDIDATE_HEADER)
                 try:
                     msg = parse_candidate(raw.header)
                     self.order.check(msg.op, getattr(msg, "trial", None))
