@@ -123,7 +123,7 @@ section multi-namespaces "several GPUs: candidate namespaces per kind and zygote
     --zygote-devices "$MULTI_DEVICES" --zygote-shared-net-ab --torch-parent --out "$OUT/namespace_cost.json"
 # multi-shared-net: the service on $MULTI_MAX GPUs twice in one call, the zygotes' forks with a network namespace each
 # (the default) and sharing the zygote's (DRKERNEL_FORK_SHARED_NET=1, Landlock-scoped; needs Landlock ABI 6): adopt the
-# setting only if its rate wins here (~7 min; its own JSON, so multi-service's runs stay as they were).
+# setting only if its rate wins here (~5 min; its own JSON, so multi-service's runs stay as they were).
 section multi-shared-net "several GPUs: the service on $MULTI_MAX GPUs, forks with own vs shared network namespace, same call" \
     "$PY" benchmarks/service_scaling.py --gpus "$MULTI_MAX" --shared-net-ab --fresh --duration-s "$MULTI_S" \
     --out "$OUT/service_scaling_shared_net"
