@@ -51,10 +51,13 @@ HOST_ENDED = re.compile(r"signal terminated program|Killed signal|killed by sign
 diagnostic of the source: such an outcome is not cached (a later build may pass) and the evaluation ends
 as a timeout or crash, which the service does not cache either."""
 COMPILE_TIMEOUT_S = 900.0
-BUILD_BYTES = 4 << 30
-"""Host memory one build is planned at when an evaluation's share bounds its builds (`build_plan`): a
-torch extension's build peaked at 3.1 GB over its compile child's tree (gelu's gold, nvcc 13.0 and the
-host compiler at once, each parsing torch's headers; measured on a CPU host, 2026-11-27)."""
+COMPILER_BYTES = 7 << 28
+"""Host memory one compiler of a build is planned at when an evaluation's share bounds its builds
+(`build_plan`): 1.75 GiB, the larger peak of the two, 1.50 GiB, and a sixth more. Measured on gelu's
+gold over each compiler's process tree (nvcc 13.0 and its cicc, ptxas: 1.47 GiB; the host's c++:
+1.50 GiB; each parsing torch's headers; a 2-core CPU host, 2026-11-27)."""
+BUILD_BYTES = 2 * COMPILER_BYTES
+"""A build whose two compilers run side by side (3.1 GB measured together, the sum of the two)."""
 WAIT_POLL_S = 0.2
 """How often a build waiting for its key's lock or a compile slot looks whether it was cancelled."""
 ERROR_LINES = 40
@@ -172,15 +175,19 @@ def default_cache_dir() -> str:
     return os.path.join(base, "drkernel", "cuda")
 
 
-def build_plan(modules: int, share: int | None) -> tuple[int, int | None]:
+def build_plan(modules: int, share: int | None) -> tuple[int, int | None, bool]:
     """How an evaluation's ``modules`` builds run within its host-memory ``share`` (None: unbounded):
-    ``(at_once, bytes_each)``, as many at once as `BUILD_BYTES` each fit the share (at least one, at
-    most every module), each watched against its part of the share. Without a share every module
-    builds at once, each bounded per process by `COMPILE_LIMITS` alone."""
+    ``(at_once, bytes_each, in_turn)``. As many at once as `BUILD_BYTES` each fit the share (at most
+    every module), each watched against its part of the share; where not even one fits, one build at
+    a time with its two compilers one after the other (`COMPILER_BYTES`, about half), watched against
+    the whole share: a default CPU worker's 2 GiB a slot builds so. Without a share every module builds
+    at once, each bounded per process by `COMPILE_LIMITS` alone."""
     if share is None:
-        return max(1, modules), None
-    at_once = max(1, min(modules, share // BUILD_BYTES))
-    return at_once, max(1, share // at_once)
+        return max(1, modules), None, False
+    if share < BUILD_BYTES:
+        return 1, max(1, share), True
+    at_once = min(max(1, modules), share // BUILD_BYTES)
+    return at_once, share // at_once, False
 
 
 class BuildCancelled(Exception):
@@ -238,16 +245,17 @@ class Compiler:
         """One evaluation's ``modules``, built side by side within its host-memory share
         (`memory_share`, `build_plan`): the share that bounds its candidate bounds its compilers too,
         so a worker's slots cannot hold more than the worker's host memory with builds either."""
-        at_once, each = build_plan(len(modules), self.memory_share)
+        at_once, each, in_turn = build_plan(len(modules), self.memory_share)
         if at_once == 1:
-            return [self.build(m, owner, each) for m in modules]
+            return [self.build(m, owner, each, in_turn) for m in modules]
         with concurrent.futures.ThreadPoolExecutor(max_workers=at_once) as pool:
-            return list(pool.map(lambda m: self.build(m, owner, each), modules))
+            return list(pool.map(lambda m: self.build(m, owner, each, in_turn), modules))
 
     def build(self, module: CudaModule, owner: int | None = None,
-              memory_bytes: int | None = None) -> BuildOutcome:
+              memory_bytes: int | None = None, in_turn: bool = False) -> BuildOutcome:
         """``module``'s build (from the cache, or a compile child whose processes together hold at most
-        ``memory_bytes`` of host memory: killed past it, a host-ended outcome, not cached)."""
+        ``memory_bytes`` of host memory: killed past it, a host-ended outcome, not cached; ``in_turn``:
+        its compilers one after the other)."""
         job = job_for(module, self.arch, self.link)
         key = build_key(job, toolchain.toolchain())
         with self._guard:
@@ -257,7 +265,7 @@ class Compiler:
             if found is not None:
                 return found
             with self._waiting(self._slots, owner):
-                reply, blob = self._run(job, owner, memory_bytes)
+                reply, blob = self._run(job, owner, memory_bytes, in_turn)
             error = None if reply.ok else trim_errors(reply.log)
             if not reply.ok and HOST_ENDED.search(reply.log):
                 return BuildOutcome(key=key, ok=False, seconds=reply.seconds, cached=False, linked=False,
@@ -287,8 +295,8 @@ class Compiler:
             if owner in self._owners:
                 self._owners[owner].append(child)
 
-    def _run(self, job: CompileJob, owner: int | None = None,
-             memory_bytes: int | None = None) -> tuple[CompileReply, bytes]:
+    def _run(self, job: CompileJob, owner: int | None = None, memory_bytes: int | None = None,
+             in_turn: bool = False) -> tuple[CompileReply, bytes]:
         from drkernel.gym.orchestrator.pool import Child
 
         t = time.monotonic()
@@ -297,7 +305,7 @@ class Compiler:
         try:
             self._adopt(owner, child)
             with watch or contextlib.nullcontext():
-                child.send(job.to_header())
+                child.send({**job.to_header(), "in_turn": in_turn})  # not the job's: its key is the same
                 msg = child.recv(deadline=time.monotonic() + self.timeout_s)
             return CompileReply.from_header(msg.header), bytes(msg.blob)
         except (ChannelClosed, ChannelTimeout) as e:

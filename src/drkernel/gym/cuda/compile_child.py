@@ -3,7 +3,8 @@
 Started by `drkernel.gym.cuda.build.Compiler` through the gym's `Runner` (the sandbox: no network, a
 private /tmp, read-only system and Python folders, a CPU-time limit). It receives one `CompileJob`,
 writes the two rendered files into its private /tmp, runs nvcc and the host C++ compiler side by side
-(the first failure stops the other), links when asked, and answers one `CompileReply` whose blob is
+(the first failure stops the other), or one after the other where the host asks (``in_turn``: its
+evaluation's memory share holds one compiler, not two), links when asked, and answers one `CompileReply` whose blob is
 the linked library. It never writes the shared cache: the host does, under the key it computed itself.
 It imports no torch (the headers are found from torch's folder), so it starts in a fraction of a second.
 """
@@ -41,8 +42,23 @@ def commands(job: CompileJob, work: str) -> tuple[list[str], list[str], list[str
 
 def run_both(first: list[str], second: list[str], work: str) -> tuple[bool, str]:
     """Both compiles at once; when one fails the other is stopped. (ok, the failing one's output)."""
+    return _run_together([first, second], work)
+
+
+def run_in_turn(first: list[str], second: list[str], work: str) -> tuple[bool, str]:
+    """One compile, then the other (each alone peaks at about half of both at once); the first failure
+    stops there. (ok, the failing one's output)."""
+    for cmd in (first, second):
+        ok, out = _run_together([cmd], work)
+        if not ok:
+            return ok, out
+    return True, ""
+
+
+def _run_together(cmds: list[list[str]], work: str) -> tuple[bool, str]:
+    """``cmds`` at once; when one fails the others are stopped. (ok, the failing one's output)."""
     procs = [subprocess.Popen(cmd, cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for cmd in (first, second)]
+             for cmd in cmds]
     pending = list(procs)
     while pending:
         for p in list(pending):
@@ -61,8 +77,8 @@ def run_both(first: list[str], second: list[str], work: str) -> tuple[bool, str]
     return True, ""
 
 
-def build(job: CompileJob) -> tuple[CompileReply, bytes]:
-    """One build in a fresh folder of the private /tmp."""
+def build(job: CompileJob, in_turn: bool = False) -> tuple[CompileReply, bytes]:
+    """One build in a fresh folder of the private /tmp (``in_turn``: its compilers one after the other)."""
     start = time.monotonic()
     work = tempfile.mkdtemp(prefix="cuda-build-")
     rendered = toolchain.render(job.name, job.cpp_sources, job.cuda_sources, job.functions)
@@ -75,7 +91,7 @@ def build(job: CompileJob) -> tuple[CompileReply, bytes]:
         with open(os.path.join(work, fname), "w") as f:
             f.write(text)
     nvcc, cxx, link = commands(job, work)
-    ok, log = run_both(nvcc, cxx, work)
+    ok, log = (run_in_turn if in_turn else run_both)(nvcc, cxx, work)
     blob = b""
     if ok and job.link:
         done = subprocess.run(link, cwd=work, capture_output=True, text=True)
@@ -92,7 +108,7 @@ def main() -> None:
 
     channel = ipc.child_channel()
     msg = channel.recv()
-    reply, blob = build(CompileJob.from_header(msg.header))
+    reply, blob = build(CompileJob.from_header(msg.header), in_turn=msg.header.get("in_turn") is True)
     channel.send(reply.to_header(), blob)
 
 
