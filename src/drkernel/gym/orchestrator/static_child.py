@@ -10,12 +10,13 @@ that answered is kept for the next evaluation (`IDLE_CHILDREN`), so an evaluatio
 The child's answer is the one reading of the source an evaluation makes (`StaticFacts`): besides the
 checks' findings it carries what the verdict reads from the source (the kernels it defines, the
 PyTorch compute reachable from forward, its TF32 findings, the functions it defines), so nothing in
-the evaluation's own thread parses or analyses the solution again (the analysis of a hostile
-256 KiB source took 10-23 s there, where no deadline or cancel reached it).
+the evaluation's own thread parses or analyses the solution (the analysis of a hostile 256 KiB
+source took 10-38 s there, where no deadline or cancel reached it).
 
 The parent sends the checks (pickled: our own objects, parent to child only) once, then per job the
-source, the problem, the language and whether the checks run (a CUDA solution's contract was
-checked before: only its facts are read); the child answers one JSON header per job
+source, the problem, the language (a CUDA solution's contract takes the checks' place, read here
+before its build: `drkernel.gym.cuda.evaluate`) and whether the checks run; the child answers one
+JSON header per job
 (`drkernel.gym.ipc.Channel`)::
 
     parent: checks <pickled registry.static>
