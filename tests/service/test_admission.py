@@ -67,8 +67,8 @@ def test_size_constants_are_bounded_not_computed():
 
 
 def test_what_admission_remembers_is_a_digest_whatever_the_code_size():
-    """200 distinct 100-kB references: the remembered entries hold none of their code."""
-    pad = "#" * 100_000
+    """200 distinct 4-kB references: the remembered entries hold none of their code."""
+    pad = "#" * 4_000
     for i in range(200):
         code = f"{REF}\n# {i}\n{pad}\n"
         assert estimate_device_bytes(EvalRequest(Problem(name="t", level=1, code=code), "",
@@ -86,3 +86,41 @@ def test_code_too_deep_to_parse_is_unreadable_and_a_deep_constant_is_unknown():
     p = Problem(name="t", level=1, code=folded + REF)
     expected = OVERHEAD_BYTES + FOOTPRINT_FACTOR * (16384 + 16) * 4
     assert estimate_device_bytes(EvalRequest(p, "", EvalConfig(device="cuda"))) == expected
+
+
+def _req(code: str) -> EvalRequest:
+    return EvalRequest(Problem(name="t", level=1, code=code), "", EvalConfig(device="cuda"))
+
+
+def test_a_large_source_is_read_in_a_child_with_the_same_answer():
+    """Past INLINE_READ_BYTES the reading runs in a child process: same estimate as the inline read
+    (randn(16, 1024) and randint size (16,))."""
+    big = REF + "\n" + "pad = 0\n" * (admission.INLINE_READ_BYTES // 8 + 1)
+    assert len(big) > admission.INLINE_READ_BYTES
+    expected = OVERHEAD_BYTES + FOOTPRINT_FACTOR * (16384 + 16) * 4
+    assert estimate_device_bytes(_req(big)) == expected
+
+
+def test_a_refused_source_is_remembered_and_not_read_again(monkeypatch):
+    """A large source the parser cannot take (50,000 unary minus: the parser's MemoryError) is
+    refused from the child; asked again with no Python to start a child, the same refusal comes from
+    what admission remembers."""
+    bad = "x = " + "-" * 50_000 + "1\n" + REF
+    with pytest.raises(Unreadable):
+        estimate_device_bytes(_req(bad))
+    monkeypatch.setattr(admission.sys, "executable", "/nonexistent/python")
+    with pytest.raises(Unreadable):
+        estimate_device_bytes(_req(bad))
+
+
+def test_a_client_holds_at_most_its_readers(monkeypatch):
+    """With alice's one reading child taken, her next large source is ReadersBusy (a 429), and bob's
+    is read; with READERS taken in all, bob waits too."""
+    big = REF + "\n# alice\n" + "pad = 0\n" * (admission.INLINE_READ_BYTES // 8 + 1)
+    monkeypatch.setitem(admission._readers, "alice", admission.READERS_PER_CLIENT)
+    with pytest.raises(admission.ReadersBusy):
+        estimate_device_bytes(_req(big), client="alice")
+    assert estimate_device_bytes(_req(big), client="bob") > OVERHEAD_BYTES
+    monkeypatch.setitem(admission._readers, "carol", admission.READERS - admission.READERS_PER_CLIENT)
+    with pytest.raises(admission.ReadersBusy):
+        estimate_device_bytes(_req(big.replace("# alice", "# bob")), client="bob")

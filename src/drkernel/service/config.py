@@ -98,8 +98,10 @@ class ServiceConfig:
     """Largest ``timeout_s`` a request may ask for (the slot watchdog allows this plus the grace)."""
     max_rss_limit_mb: int = 32768
     """Largest ``rss_limit_mb`` a request may ask for."""
-    max_problem_bytes: int = 1 << 20
-    """Largest reference source (custom problems) in bytes."""
+    max_problem_bytes: int = 64 << 10
+    """Largest reference source (custom problems) in bytes. Admission parses it (a large one in a child
+    process, `admission.INLINE_READ_BYTES`); KernelBench references are a few kB (levels 1-2: 2.7 kB at
+    most; the builtin set: 1.6 kB), so 64 KiB leaves room for whole-model references."""
     max_solution_bytes: int = 256 << 10
     """Largest solution source in bytes. The source is read (static checks, the verdict's view, a CUDA
     contract) in a checker child that the request's ``timeout_s`` and a cancel kill, at about 65 us a

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 from drkernel.gym.config import EvalRequest
 from drkernel.gym.orchestrator.own_judge import mark_request_reference
 from drkernel.problems.problem import Problem
-from drkernel.service.admission import TooLargeForCpu, Unreadable, estimate_device_bytes
+from drkernel.service.admission import ReadersBusy, TooLargeForCpu, Unreadable, estimate_device_bytes
 from drkernel.service.schemas import eval_config, valid_problem_key
 from drkernel.service.store import NewJob
 
@@ -95,11 +95,13 @@ def to_request(body: Any, catalog: ProblemCatalog, allow_custom: bool, served: S
 def admitted(job: NewJob, request: EvalRequest, where: tuple = ("body",),
              served: Sequence[str] = ()) -> NewJob:
     """``job`` with its estimated device bytes on the workers' devices ``served``; `Rejected` (422) for
-    problem code nested too deeply for admission to read, and for an unscaled request too large for a CPU
-    worker (`admission.TooLargeForCpu`)."""
+    problem code admission cannot read (`admission.Unreadable`), and for an unscaled request too large for a
+    CPU worker (`admission.TooLargeForCpu`); 429 while the client may not start another reading child."""
     try:
-        return replace(job, est_bytes=estimate_device_bytes(request, served))
+        return replace(job, est_bytes=estimate_device_bytes(request, served, job.client))
     except Unreadable as e:
         raise Rejected(422, "invalid_problem", (*where, "problem", "code"), str(e)) from None
     except TooLargeForCpu as e:
         raise Rejected(422, "too_large_for_cpu", (*where, "config", "cpu_scale"), str(e)) from None
+    except ReadersBusy as e:
+        raise Rejected(429, "admission_busy", (*where, "problem", "code"), str(e)) from None
