@@ -121,6 +121,15 @@ class _Checker:
         self.channel = Channel(self.proc.stdout.fileno(), self.proc.stdin.fileno())
         self.channel.send({"op": "checks"}, payload)
         self.cancelled = False
+        self.ready = False  # it said ``ready``: its start is over, and a request's deadline may begin
+
+    def wait_ready(self) -> None:
+        """Its start (imports, the module index the analysis walks): our cost, bounded by
+        `START_TIMEOUT_S`, never a request's ``timeout_s``."""
+        if not self.ready:
+            if self.channel.recv(deadline=time.monotonic() + START_TIMEOUT_S).header.get("op") != "ready":
+                raise ProtocolViolation("the static checks' process did not say ready")
+            self.ready = True
 
     def cancel(self) -> None:
         self.cancelled = True
@@ -162,6 +171,14 @@ class StaticChecks:
         return StaticFacts.from_header(answer)
 
     def _ask(self, checker: _Checker, job: tuple[str, Any, str, bool], timeout_s: float) -> dict[str, Any]:
+        try:
+            checker.wait_ready()
+        except ChannelTimeout:
+            raise InfrastructureError(f"the static checks' process did not start within {START_TIMEOUT_S:g} s") from None
+        except ChannelClosed:
+            if checker.cancelled:
+                raise WaitCancelled("the evaluation was cancelled during its static checks") from None
+            raise InfrastructureError(f"the static checks' process ended ({checker.proc.poll()})") from None
         deadline = time.monotonic() + max(0.0, timeout_s)
         try:
             checker.channel.send({"op": "check"}, pickle.dumps(job))
@@ -272,6 +289,12 @@ def defined_functions(source: str) -> frozenset[str]:
 
 def _serve(channel: Channel) -> None:
     checks = pickle.loads(channel.recv().blob)  # our parent's, never a peer's
+    from drkernel.gym.cuda import contract  # noqa: F401 - the readers, imported before the first deadline
+    from drkernel.gym.verdict import checks as _verdict  # noqa: F401
+    from drkernel.gym.verdict.module_index import module_graph
+
+    module_graph()  # the module index the analysis walks (read from disk, or built once by a child)
+    channel.send({"op": "ready"})
     while True:
         try:
             msg = channel.recv()
