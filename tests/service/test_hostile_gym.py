@@ -233,3 +233,22 @@ def test_cancelling_a_cuda_job_stops_its_build(roomy_gym):
         while _compilers(gym.proc.pid):
             assert time.monotonic() < deadline, "the cancelled job's compiler still runs"
             time.sleep(0.2)
+
+
+def test_hostile_cuda_sources_free_their_slots_at_their_timeout(gym):
+    """Two CUDA solutions of 256 KiB of ``a.b.b...`` chains with ``timeout_s`` 1 fill both slots: their
+    contracts are read in the checker child, which the deadline kills, so each ends ``timeout`` in one
+    attempt after its second and a kill (the error names the deadline, which only that wait raises),
+    and a plain job sent after them is done. Read in the worker's thread, each held its slot 38 s."""
+    line = "_x = _a" + ".b" * 100 + "\n"
+    head = CUDA_SOLUTION.replace("BOMB", "")
+    hostile = head + line * ((256 * 1024 - len(head) - 100) // len(line))
+    with _http(gym) as c:
+        ids = [c.post("/v1/jobs", json={**_job(hostile + f"# {i}\n", timeout_s=1), "language": "cuda"}).json()["id"]
+               for i in range(2)]
+        plain = c.post("/v1/jobs", json=_job(GOLD + "# after the hostile ones\n")).json()["id"]
+        assert c.get(f"/v1/jobs/{plain}/wait?timeout=240").json()["status"] == "done"
+        for job in ids:
+            out = c.get(f"/v1/jobs/{job}/wait?timeout=240").json()
+            assert (out["status"], out["attempts"], out["result"]["status"]) == ("done", 1, "timeout"), out
+            assert "did not finish within timeout_s (1 s)" in out["result"]["error"]
