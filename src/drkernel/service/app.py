@@ -75,6 +75,8 @@ def _make_handles(config: ServiceConfig) -> list[WorkerHandle]:
 
 MAX_ERRORS_SHOWN = 50
 """Validation errors listed in a 422 reply (the rest counted)."""
+MAX_LOC_CHARS = 128
+"""Characters of each part of an error's location (an unknown key a client sent) in a 422 reply."""
 
 
 def _error(code: int, error: str, detail) -> JSONResponse:
@@ -246,9 +248,10 @@ def _install_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError):
-        errors = exc.errors()
+        errors = exc.errors()  # few: every container is refused by its length before its items
         detail = [
-            {"loc": list(e.get("loc", ())), "msg": str(e.get("msg", ""))[:500], "type": e.get("type", "")}
+            {"loc": [p if isinstance(p, int) else str(p)[:MAX_LOC_CHARS] for p in e.get("loc", ())],
+             "msg": str(e.get("msg", ""))[:500], "type": e.get("type", "")}
             for e in errors[:MAX_ERRORS_SHOWN]
         ]
         if len(errors) > MAX_ERRORS_SHOWN:

@@ -9,17 +9,57 @@ import types
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Optional, Union, get_args, get_origin, get_type_hints
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, StrictBool, StringConstraints, create_model
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    StrictBool,
+    StringConstraints,
+    create_model,
+    model_validator,
+)
 
-from drkernel.gym.config import (LANGUAGES, REFERENCE_MODES, TIMING_RULES, TOLERANCE_PROFILES, VERDICT_MODES,
-                                 EvalConfig)
+from drkernel.gym.config import (
+    LANGUAGES,
+    REFERENCE_MODES,
+    TIMING_RULES,
+    TOLERANCE_PROFILES,
+    VERDICT_MODES,
+    EvalConfig,
+)
 from drkernel.service.admission import DTYPE_BYTES
 from drkernel.service.config import ServiceConfig
 from drkernel.service.store import Job
 
 
 class _Strict(BaseModel):
+    """A body object: strict, no unknown keys. An object with more keys than the model has fields holds
+    an unknown one, so it is refused whole, before any key is looked at: half a million unknown keys
+    cost one error, not one each."""
+
     model_config = ConfigDict(extra="forbid", strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _few_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict) and len(data) > len(cls.model_fields):
+            raise ValueError(f"{len(data)} keys where {cls.__name__} has {len(cls.model_fields)} fields; "
+                             f"known: {sorted(cls.model_fields)}")
+        return data
+
+
+def at_most(limit: int) -> BeforeValidator:
+    """A dict or list refused by its length before its items are validated (a ``max_length`` bound
+    applies after them: a million bad items would each build an error first)."""
+
+    def check(value: Any) -> Any:
+        if isinstance(value, (dict, list)) and len(value) > limit:
+            raise ValueError(f"at most {limit} items (this one has {len(value)})")
+        return value
+
+    return BeforeValidator(check)
 
 
 KEY_PART = r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,127}"
@@ -101,7 +141,7 @@ def config_model(limits: ServiceConfig) -> type[BaseModel]:
     for f in dataclasses.fields(EvalConfig):
         default = list(f.default) if isinstance(f.default, tuple) else f.default
         spec[f.name] = (_api_type(hints[f.name], dict(table[f.name])), Field(default))
-    return create_model("EvalConfigIn", __config__=ConfigDict(extra="forbid", strict=True), **spec)
+    return create_model("EvalConfigIn", __base__=_Strict, **spec)
 
 
 @dataclass(frozen=True)
@@ -127,12 +167,12 @@ def request_models(limits: ServiceConfig) -> RequestModels:
         problem_id: Annotated[int, Field(ge=0, le=2**31)] | Annotated[str, Field(max_length=128)] = ""
         source: str = Field("file", max_length=128, pattern=rf"^{KEY_PART}$")
         dtype: Literal[tuple(DTYPE_BYTES)] = "float32"
-        cpu_overrides: dict[
+        cpu_overrides: Annotated[dict[
             Annotated[str, Field(max_length=64, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")],
             Annotated[int, Field(ge=1, le=1 << 24)],
-        ] = Field(default_factory=dict, max_length=64)
+        ], at_most(MAX_OVERRIDES)] = Field(default_factory=dict)
         metadata: Annotated[dict[Annotated[str, Field(max_length=128)], Any],
-                            AfterValidator(shallow_json)] = Field(default_factory=dict)
+                            BeforeValidator(shallow_json)] = Field(default_factory=dict)
 
     class EvalRequestIn(_Strict):
         """One solution to evaluate against one problem, named by key (``source/L{level}/name``)."""
@@ -170,18 +210,22 @@ MAX_LIST = 1 << 16
 """The longest list a body may hold (each route's own limit, e.g. ``max_batch``, is checked after):
 a longer one is refused before its items are validated, and the first bad item ends validation, so
 a body of a million wrong items costs one error, not a million."""
+MAX_OVERRIDES = 64
+"""Most entries of a problem's ``cpu_overrides``."""
 MAX_DEPTH = 8
 MAX_NODES = 4096
 
 
 def shallow_json(value: Any) -> Any:
-    """Metadata at most `MAX_DEPTH` deep and `MAX_NODES` values in all (walked without recursion): a
-    deeply nested value would crash the store's JSON encoder and fill the log with its traceback."""
+    """Metadata at most `MAX_DEPTH` deep and `MAX_NODES` values in all (walked without recursion, before
+    its keys are validated, a container's length counted before its items are): a deeply nested value
+    would crash the store's JSON encoder and fill the log with its traceback."""
     stack, nodes = [(value, 1)], 0
     while stack:
         item, depth = stack.pop()
         nodes += 1
-        if depth > MAX_DEPTH or nodes > MAX_NODES:
+        children = len(item) if isinstance(item, (dict, list)) else 0
+        if depth > MAX_DEPTH or nodes + len(stack) + children > MAX_NODES:  # values seen or pending
             raise ValueError(f"metadata nested deeper than {MAX_DEPTH} or larger than {MAX_NODES} values")
         if isinstance(item, dict):
             stack.extend((v, depth + 1) for v in item.values())
