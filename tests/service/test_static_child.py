@@ -83,3 +83,16 @@ def test_a_check_that_raises_is_our_failure_and_the_child_serves_on(fixtures_imp
         assert len(checks._idle) == 1
     finally:
         checks.close()
+
+
+@pytest.mark.parametrize("source", ["x = " + "-" * 50_000 + "1\n", "f = " + "lambda: " * 3_000 + "1\n"])
+def test_a_source_nested_past_the_parser_is_the_solutions_parse_error(source):
+    """50,000 unary minus or 3,000 nested lambdas make CPython's parser raise MemoryError in the
+    child: the solution's compile error (no ModelNew), not our failure, and the child serves on."""
+    checks = StaticChecks(default_checks().static)
+    try:
+        facts = checks.run(source, PROBLEM, 60, _plain)
+        assert "nests too deeply" in facts.parse_error and not facts.has_modelnew
+        assert checks.run("class ModelNew:\n    pass\n", PROBLEM, 60, _plain).parse_error is None
+    finally:
+        checks.close()

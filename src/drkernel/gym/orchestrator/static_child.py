@@ -287,6 +287,14 @@ def defined_functions(source: str) -> frozenset[str]:
         return frozenset()
 
 
+def unreadable(language: str, e: BaseException) -> StaticFacts:
+    """The facts of a source nested past what the parser or a check's walk can hold (CPython raises
+    `MemoryError` for 50,000 nested unary operators, `RecursionError` deeper in a walk): the
+    solution's compile error, like any source that does not parse, never our failure."""
+    return StaticFacts(language="CUDA" if language == "cuda" else "Triton", has_modelnew=False,
+                       parse_error=f"the source nests too deeply to be read ({type(e).__name__})")
+
+
 def _serve(channel: Channel) -> None:
     checks = pickle.loads(channel.recv().blob)  # our parent's, never a peer's
     from drkernel.gym.cuda import contract  # noqa: F401 - the readers, imported before the first deadline
@@ -300,8 +308,11 @@ def _serve(channel: Channel) -> None:
             msg = channel.recv()
         except ChannelClosed:
             return
+        job = pickle.loads(msg.blob)
         try:
-            facts = read_source(checks, *pickle.loads(msg.blob))
+            facts = read_source(checks, *job)
+        except (MemoryError, RecursionError) as e:  # the parser's or a walk's limit on nesting: the source's
+            facts = unreadable(job[2], e)
         except Exception as e:  # noqa: BLE001 - our checks' failure, reported to the evaluation
             log.exception("static check failed")
             channel.send({"op": "error", "error": f"{type(e).__name__}: {str(e)[:300]}"})
