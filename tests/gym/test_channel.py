@@ -279,3 +279,19 @@ def test_the_encoder_refuses_a_tree_described_past_its_byte_bound():
         encode_tree(many)
     tree, _ = encode_tree(many[:1000])
     assert len(tree["items"]) == 1000
+
+
+def test_a_request_reference_writing_a_huge_header_fails_as_the_reference(evaluator):
+    """A request's reference runs in a judge of its own, so it can write on that judge's channel too:
+    a header past `REFERENCE_HEADER` is refused from its length, as the reference's failure."""
+    from drkernel.errors import JudgeError
+    from drkernel.gym.ipc import REFERENCE_HEADER
+    from drkernel.gym.orchestrator.own_judge import mark_request_reference
+    from drkernel.problems.problem import Problem
+    from gym_cases import RELU_REFERENCE, RELU_SOLUTION
+
+    writes = HUGE_HEADER.split("\n\nclass ModelNew")[0].replace("import torch.nn as nn\n", "")
+    problem = Problem(name="relu_loud", level=1, code=RELU_REFERENCE + writes, problem_id="relu_loud",
+                      source="request", metadata=mark_request_reference({}))
+    with pytest.raises(JudgeError, match=f"broke the judge's protocol.*at most {REFERENCE_HEADER} here"):
+        evaluator.evaluate(request(RELU_SOLUTION, problem=problem))
