@@ -148,3 +148,32 @@ def test_device_kernels_per_call_from_the_profilers_records():
     assert kernels["mm_kernel"]["own"] and kernels["mm_kernel"]["launches"] == 1
     assert abs(kernels["mm_kernel"]["device_time_ms"] - 3.0) < 1e-9 and not kernels["nvjet_gemm"]["own"]
     assert found["off_stream"] == ["nvjet_gemm"]
+
+
+def test_a_foreign_kernel_named_like_an_own_one_is_not_counted_as_own():
+    """A library kernel (or one run by cuBLAS) that carries an own kernel's name: the launch watch
+    counted the own launches of that name while the profile ran; the executions beyond them, the
+    longest ones, are listed apart as not own, and the verdict's time coverage leaves them out."""
+    import torch
+
+    from drkernel.gym.candidate.profiling import CLASH_SUFFIX, device_kernels
+
+    def event(name, start, ns):
+        return SimpleNamespace(name=lambda: name, start_ns=lambda: start, duration_ns=lambda: ns,
+                               device_resource_id=lambda: 7, device_type=lambda: torch.autograd.DeviceType.CUDA)
+
+    records = [event("marker_add", 0, 10)]
+    for call in range(2):  # per call: the solution's tiny epilogue and a big GEMM under the same name
+        t = 100 * (call + 1)
+        records += [event("mm_kernel", t, 4_000_000), event("mm_kernel", t + 1, 100_000)]
+    prof = SimpleNamespace(kineto_results=SimpleNamespace(events=lambda: list(records)))
+    found = device_kernels(prof, {"mm_kernel"}, (), calls=2, own_launched={"mm_kernel": 2})
+    kernels = {k["name"]: k for k in found["kernels"]}
+    assert kernels["mm_kernel"]["own"] and abs(kernels["mm_kernel"]["device_time_ms"] - 0.1) < 1e-9
+    foreign = kernels["mm_kernel" + CLASH_SUFFIX]
+    assert not foreign["own"] and abs(foreign["device_time_ms"] - 4.0) < 1e-9
+    assert found["name_clash"] == ["mm_kernel"]
+    same = device_kernels(prof, {"mm_kernel"}, (), calls=2, own_launched={"mm_kernel": 4})
+    assert [k["own"] for k in same["kernels"]] == [True] and "name_clash" not in same
+    result = _annotated(_candidate(found["kernels"]))
+    assert abs(result.time_coverage - 0.1 / 4.1) < 1e-9

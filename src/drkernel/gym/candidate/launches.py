@@ -39,6 +39,9 @@ class LaunchWatch:
         self.total: Counter[tuple[str, bool]] = Counter()
         self.own_launches = 0
         self.own_names: set[str] = set()
+        self.own_by_name: Counter[str] = Counter()
+        """Own Triton launches per kernel name: each is one kernel execution the profiler may see, so a
+        profile can tell an own kernel from a foreign one of the same name (`profiling.device_kernels`)."""
         self.skip_own = False
         self.scoped = True  # mark launches for the recorders (off while timed: no extra cost)
         self._own_of: dict[int, bool] = {}  # id(code) -> own; a launch must stay cheap (timed on GPU)
@@ -60,7 +63,9 @@ class LaunchWatch:
             self.total[(getattr(fn, "__qualname__", getattr(fn_self, "__name__", "?")), own)] += 1
             if own:
                 self.own_launches += 1
-                self.own_names.add(getattr(fn, "__name__", "?"))
+                name = getattr(fn, "__name__", "?")
+                self.own_names.add(name)
+                self.own_by_name[name] += 1
                 if self.skip_own:
                     return None
         if self.scoped:

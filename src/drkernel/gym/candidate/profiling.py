@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import torch
 
@@ -51,11 +51,15 @@ def profile_forward(fn: Callable[..., Any], args: Sequence[Any], own_names: set[
     return device_kernels(prof, own_names, own_kernels)
 
 
-def device_kernels(prof: Any, own_names: set[str], own_kernels: Sequence[str] = (), calls: int = 1) -> dict[str, Any]:
+def device_kernels(prof: Any, own_names: set[str], own_kernels: Sequence[str] = (), calls: int = 1,
+                   own_launched: Mapping[str, int] | None = None) -> dict[str, Any]:
     """The kernels a profile saw after its first device event (the harness's marker, whose stream is
     the caller's), per call of ``calls``: name, own, launches (rounded up), device time (ms), streams;
     and the kernels that ran off the caller's stream. Copies and fills the runtime issues (memcpy,
-    memset) are left out."""
+    memset) are left out. ``own_launched``: the own Triton launches per name the launch watch counted
+    while the profile ran; a name that ran more often than that is shared with kernels the solution
+    did not launch (a library's, or one named to pass for it): the shortest of its executions, as many
+    as were launched, are own, the rest are listed apart as not own (``name_clash``)."""
     from drkernel.gym.cuda.attribution import base_name
 
     events = sorted((e for e in prof.kineto_results.events()
@@ -65,12 +69,15 @@ def device_kernels(prof: Any, own_names: set[str], own_kernels: Sequence[str] = 
     if not events:
         return {"kernels": [], "off_stream": []}
     home = int(events[0].device_resource_id())
+    not_own = _foreign_namesakes(events[1:], own_names, own_launched)
     kernels: dict[str, dict[str, Any]] = {}
     off_stream = set()
     for e in events[1:]:
-        own = e.name() in own_names or (bool(own_kernels) and base_name(e.name()) in own_kernels)
-        k = kernels.setdefault(e.name(), {"name": e.name(), "own": own, "launches": 0,
-                                          "device_time_ms": 0.0, "streams": set()})
+        name = e.name() + CLASH_SUFFIX if id(e) in not_own else e.name()
+        own = id(e) not in not_own and (e.name() in own_names
+                                        or (bool(own_kernels) and base_name(e.name()) in own_kernels))
+        k = kernels.setdefault(name, {"name": name, "own": own, "launches": 0,
+                                      "device_time_ms": 0.0, "streams": set()})
         k["launches"] += 1
         k["device_time_ms"] += e.duration_ns() / 1e6
         k["streams"].add(int(e.device_resource_id()))
@@ -80,7 +87,30 @@ def device_kernels(prof: Any, own_names: set[str], own_kernels: Sequence[str] = 
         k["streams"] = sorted(k["streams"])
         k["launches"] = -(-k["launches"] // calls)
         k["device_time_ms"] /= calls
-    return {"kernels": list(kernels.values()), "off_stream": sorted(off_stream)}
+    clash = sorted({e.name() for e in events[1:] if id(e) in not_own})
+    return {"kernels": list(kernels.values()), "off_stream": sorted(off_stream),
+            **({"name_clash": clash} if clash else {})}
+
+
+CLASH_SUFFIX = " [same name, not launched by the solution]"
+
+
+def _foreign_namesakes(events: Sequence[Any], own_names: set[str],
+                       own_launched: Mapping[str, int] | None) -> set[int]:
+    """The ids of the events named like an own Triton kernel beyond the own launches of that name
+    (the longest ones: what the solution did not launch is never counted as its own work)."""
+    if own_launched is None:
+        return set()
+    by_name: dict[str, list[Any]] = {}
+    for e in events:
+        if e.name() in own_names:
+            by_name.setdefault(e.name(), []).append(e)
+    extra: set[int] = set()
+    for name, runs in by_name.items():
+        launched = max(0, int(own_launched.get(name, 0)))
+        if len(runs) > launched:
+            extra |= {id(e) for e in sorted(runs, key=lambda e: e.duration_ns())[launched:]}
+    return extra
 
 
 def _profiled_draws(draw: Callable[[int], list[Any]], first: int, calls: int, budget_bytes: int) -> list[list[Any]]:
@@ -100,14 +130,16 @@ def _profiled_draws(draw: Callable[[int], list[Any]], first: int, calls: int, bu
 
 def profiled_timing(fn: Callable[..., Any], draw: Callable[[int], list[Any]], first: int, device: torch.device,
                     own_names: set[str], own_kernels: Sequence[str] = (), calls: int = PROFILED_CALLS,
-                    budget_bytes: int = 1 << 62) -> dict[str, Any]:
+                    budget_bytes: int = 1 << 62,
+                    own_counts: Callable[[], Mapping[str, int]] | None = None) -> dict[str, Any]:
     """``calls`` more timed calls under the profiler's device activity tracing, each on its own draw
     ``draw(first + k)`` (drawn before tracing starts, so no draw's kernels count as the forward's; as
     many as ``budget_bytes`` holds, at least one):
     ``profiled_ms``, the device time of one call's kernels (their durations summed, per call: what the
     call ran, whatever the host's launches cost), ``profiled_span_ms``, the least time of a call
     between CUDA events on the calling stream (what the host's launches under tracing cost included),
-    and the kernels of a call (`device_kernels`, time coverage's source).
+    and the kernels of a call (`device_kernels`, time coverage's source). ``own_counts``: the launch
+    watch's own launches per name so far, read before and after the profile (`device_kernels`).
 
     Called inside the exclusive region right after the timed calls: an honest forward's kernels take
     no longer there than its timed median (the median adds launch gaps and a cold L2), and its span
@@ -122,6 +154,7 @@ def profiled_timing(fn: Callable[..., Any], draw: Callable[[int], list[Any]], fi
     spans = []
     marker = torch.zeros(1, device=device)
     torch.cuda.synchronize(device)
+    before = dict(own_counts()) if own_counts is not None else None
     with torch.no_grad(), profile(use_device="cuda", use_kineto=True, use_cpu=False) as prof:
         marker.add_(1)
         for k in range(calls):
@@ -134,7 +167,8 @@ def profiled_timing(fn: Callable[..., Any], draw: Callable[[int], list[Any]], fi
             spans.append(start.elapsed_time(end))
             draws[k] = args = None
         torch.cuda.synchronize(device)
-    found = device_kernels(prof, own_names, own_kernels, calls)
+    launched = None if before is None else {n: c - before.get(n, 0) for n, c in own_counts().items()}
+    found = device_kernels(prof, own_names, own_kernels, calls, launched)
     return {"profiled_ms": sum(k["device_time_ms"] for k in found["kernels"]), "profiled_span_ms": min(spans),
             "profiled_calls": calls, **found}
 

@@ -291,6 +291,11 @@ def annotate(result: EvalResult, request: Any, candidate_report: Mapping[str, An
     if result.status is Status.CORRECT and profile.get("off_stream"):
         result.hacks.append(make_hack(7, f"kernels {', '.join(map(str, profile['off_stream'][:4]))} ran on "
                                          f"another stream than forward's caller in the timed region"))
+    if profile.get("name_clash"):
+        note = (f"kernels named like your own ({', '.join(map(str, profile['name_clash'][:4]))}) ran more often than "
+                f"you launched them: the extra runs are not counted as your kernels' time")
+        if note not in result.warnings:
+            result.warnings.append(note)
     result.hacks.extend(timing_hacks(result, judge_report))
     result.hacks.extend(timed_launches(result, request.config, candidate_report, judge_report))
     coverage = result.op_coverage if result.op_coverage is not None else result.time_coverage
