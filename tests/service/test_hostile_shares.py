@@ -15,7 +15,8 @@ import httpx
 import pytest
 from service_server import DIRECTIVE, SMALL_REFERENCE, SRC, ServerProcess
 
-from drkernel.service.scheduler import fair_share_excess
+from drkernel.service.scheduler import fair_share_excess, pick_preempted
+from drkernel.service.store import Job, JobStatus
 
 PEER_BURST = 150
 SUBMIT_BURST = 60
@@ -83,6 +84,23 @@ def test_fair_share_worked_cases(slots, running, waiting, gives_back):
     assert fair_share_excess(slots, running, waiting) == gives_back
 
 
+def _running(job_id: str, started: float) -> Job:
+    return Job(job_id, JobStatus.RUNNING, "h", None, 0, 0, 1, "c", "cpu-0", 0.0, started, None, None, None, None,
+               False, None, "", client="a")
+
+
+@pytest.mark.parametrize("started, given_back, chosen", [
+    ({"A1": 1, "A2": 2}, {}, "A2"),                         # the latest started: least work lost
+    ({"A1": 1, "A2": 2}, {"A2": 1}, "A1"),                  # given back fewer times first
+    ({"A1": 5, "A2": 3}, {"A1": 1, "A2": 1}, "A1"),         # both once: the latest again
+    ({"A1": 1, "A2": 2, "A3": 3}, {"A2": 1, "A3": 1}, "A1"),  # the one never given back
+    ({}, {}, None),                                         # nothing running: nothing to give back
+])
+def test_which_job_is_given_back_worked_cases(started, given_back, chosen):
+    picked = pick_preempted([_running(i, t) for i, t in started.items()], given_back)
+    assert (picked.id if picked else None) == chosen
+
+
 def test_a_client_filling_every_slot_gives_one_back_to_a_waiting_client(shares):
     """alice's two long jobs fill the worker's two slots; bob's short job then runs while both of
     alice's are still unfinished: the one of hers started last was preempted, queued again with its
@@ -101,6 +119,25 @@ def test_a_client_filling_every_slot_gives_one_back_to_a_waiting_client(shares):
         assert _metric(srv, "kernelgym_jobs_preempted_total") == 1
         _until(lambda: all(alice.get(f"/v1/jobs/{j}").json()["status"] == "running" for j in long_jobs),
                "the preempted job running again")
+        for j in long_jobs:
+            assert alice.delete(f"/v1/jobs/{j}").json()["status"] == "cancelled"
+
+
+def test_the_fair_share_holds_over_repeated_arrivals(shares):
+    """alice's two long jobs fill the worker; bob's short jobs arrive one after another, three times:
+    after two, each of alice's jobs has been given back once (the case that used to make bob wait for
+    alice's 300-s job), and bob's third still runs while both of hers are unfinished."""
+    srv, tokens = shares
+    with _http(srv, tokens["alice"]) as alice, _http(srv, tokens["bob"]) as bob:
+        long_jobs = [alice.post("/v1/jobs", json=_job(f"class ModelNew: pass\n# sleep: 300\n# r{i}")).json()["id"]
+                     for i in range(2)]
+        for k in range(3):
+            _until(lambda: all(alice.get(f"/v1/jobs/{j}").json()["status"] == "running" for j in long_jobs),
+                   "both of alice's jobs running")
+            short = bob.post("/v1/jobs", json=_job(f"class ModelNew: pass\n# sleep: 0.1\n# rb{k}")).json()["id"]
+            assert bob.get(f"/v1/jobs/{short}/wait?timeout=50").json()["status"] == "done", k
+        theirs = [alice.get(f"/v1/jobs/{j}").json() for j in long_jobs]
+        assert [(j["status"] in ("queued", "running"), j["attempts"]) for j in theirs] == [(True, 1)] * 2, theirs
         for j in long_jobs:
             assert alice.delete(f"/v1/jobs/{j}").json()["status"] == "cancelled"
 

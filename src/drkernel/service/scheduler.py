@@ -25,9 +25,12 @@ the client running fewest jobs (the store's fair order). A one-slot worker never
 clients would take the slot from each other forever): there the wait is bounded by the running job's
 ``timeout_s``. This is the shape of a multi-tenant batch scheduler's fair-share preemption with
 requeue (Slurm's ``PreemptMode=REQUEUE``, Kubernetes' priority preemption): a waiting client's wait
-for a multi-slot worker is one kill, not another client's longest job. A job is preempted at most
-once, and a client that cancels a job preempts no one until one of its jobs ends with a result, so
-submit-then-cancel cycles cannot make another client's job start over and over.
+for a multi-slot worker is one kill, not another client's longest job, however often it comes back.
+Of the over-share client's jobs, one given back fewest times goes first (`pick_preempted`), so its
+restarts spread over its jobs rather than one job starting over each time. A preemption hands a slot
+to a client that then runs a job of its own, and a client that cancels a job preempts no one until
+one of its jobs ends with a result, so submit-then-cancel cycles cannot make another client's job
+start over and over.
 
 Jobs are keyed (for the result cache and for coalescing duplicates) by `request_key`: the problem as
 the judge runs it (code, level, dtype, CPU overrides, metadata), the solution, the config and the
@@ -94,11 +97,22 @@ def fair_share_excess(slots: int, running: dict[str, int], waiting: set[str]) ->
     return max(over, key=lambda c: (running[c], c)) if over else None
 
 
+def pick_preempted(jobs: Sequence[Job], given_back: dict[str, int]) -> Job | None:
+    """Which of an over-share client's running ``jobs`` on a worker to give back: the one given back
+    fewest times so far (``given_back``: job id -> count), then the latest started (the least work
+    lost). So a job is given back again only once every other job of its client running there has
+    been given back as often: the restarts spread over the client's jobs (with ``k`` of them running,
+    none starts over more than ``ceil(p / k)`` times in ``p`` preemptions), and every preemption
+    is a slot given to a client that runs a job of its own in it. Worked cases: A1 started at 1, A2
+    at 2, none given back -> A2. A2 once, A1 never -> A1. Both once, A1 at 5, A2 at 3 -> A1."""
+    return min(jobs, key=lambda j: (given_back.get(j.id, 0), -(j.started or 0.0), j.id), default=None)
+
+
 LOOP_RESTART_S = 0.5
 """Pause before a scheduler loop that raised starts again (`Scheduler._supervised`)."""
 
 MAX_REMEMBERED_PREEMPTIONS = 65536
-"""Preempted jobs remembered (so that none is preempted twice) until they finish; past it, the oldest."""
+"""Preempted jobs whose count of preemptions is remembered until they finish; past it, the oldest."""
 
 ENDS_PER_CHECK = 16
 """Crash and timeout results on a worker after which it is canaried again, whoever's they are."""
@@ -204,7 +218,7 @@ class Scheduler:
         self._tasks: set[asyncio.Task] = set()
         self._stopping = False
         self.loop_restarts = 0  # times a scheduler loop raised and was started again (`_supervised`)
-        self._preempted_once: OrderedDict[str, None] = OrderedDict()  # jobs given back once: never again
+        self._preempted: OrderedDict[str, int] = OrderedDict()  # job -> times given back (`pick_preempted`)
         self._cancelled_since_result: set[str] = set()  # clients who preempt no one until a result
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -538,11 +552,10 @@ class Scheduler:
                 if j.id not in w.cancelled:
                     running[j.client] = running.get(j.client, 0) + 1
             over = fair_share_excess(w.handle.slots, running, set(waiting))
-            givable = [j for j in w.in_flight.values() if j.client == over and j.id not in w.cancelled
-                       and j.id not in self._preempted_once]
-            if not givable:
+            job = pick_preempted([j for j in w.in_flight.values() if j.client == over and j.id not in w.cancelled],
+                                 self._preempted)
+            if job is None:
                 continue
-            job = max(givable, key=lambda j: (j.started or 0.0, j.id))
             room = w.budget_bytes - w.used_bytes + job.est_bytes
             if not any(b <= room for c, b in waiting.items() if c != over):
                 continue
@@ -550,9 +563,9 @@ class Scheduler:
                      job.id, over, w.handle.name)
             self.metrics.preempted.inc()
             w.preempted.add(job.id)
-            self._preempted_once[job.id] = None
-            if len(self._preempted_once) > MAX_REMEMBERED_PREEMPTIONS:
-                self._preempted_once.popitem(last=False)
+            self._preempted[job.id] = self._preempted.get(job.id, 0) + 1
+            if len(self._preempted) > MAX_REMEMBERED_PREEMPTIONS:
+                self._preempted.popitem(last=False)
             self._spawn(self._cancel_running(w, job.id))
 
     async def _lease_loop(self) -> None:
@@ -732,7 +745,7 @@ class Scheduler:
             log.error("storing the result of %s failed (its lease will lapse and it re-runs): %s", job.id, e)
             return
         w.completed += 1
-        self._preempted_once.pop(job.id, None)
+        self._preempted.pop(job.id, None)
         self._cancelled_since_result.discard(job.client)
         self.metrics.results.inc(status=result.status.value)
         self.metrics.eval_seconds.observe(seconds)
