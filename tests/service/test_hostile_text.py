@@ -99,3 +99,14 @@ def test_a_solution_returning_many_python_numbers_is_its_own_error(gym):
         out = c.get(f"/v1/jobs/{job}/wait?timeout=240").json()
     assert (out["status"], out["attempts"]) == ("done", 1), out
     assert out["result"]["status"] == "incorrect" and "Python numbers" in out["result"]["error"], out["result"]
+
+
+def test_a_solution_nested_past_the_parser_is_a_result_not_our_failure(gym):
+    """50,000 unary minus make the checker child's parser raise MemoryError: the solution's result
+    (done, one attempt, no infrastructure error), never a retried, canaried failure of ours."""
+    minus = "x = " + "-" * 50_000 + "1\n" + GOLD
+    with httpx.Client(base_url=gym.url, headers={"Authorization": f"Bearer {gym.token}"}, timeout=300) as c:
+        job = c.post("/v1/jobs", json=_job(minus, name="minus")).json()["id"]
+        out = c.get(f"/v1/jobs/{job}/wait?timeout=240").json()
+    assert (out["status"], out["attempts"], out["error_class"]) == ("done", 1, None), out
+    assert out["result"]["status"] not in ("correct", "incorrect"), out["result"]
