@@ -759,3 +759,19 @@ def test_super_naming_another_class_or_object_is_hack_14(name):
     """``super(torch.Tensor, t).tolist()`` is the C method beneath the wrapped ``Tensor.tolist``."""
     report = analyze("import torch\nimport torch.nn as nn\n" + SUPER_REFUSED[name])
     assert any(h.code == 14 and "super used" in h.evidence for h in report.hacks), report.hacks
+
+
+@pytest.mark.parametrize("snippet, flagged", [
+    # a real-world launcher's signature names a process group it never uses: only evaluated
+    ("from typing import Optional\ndef launch(x, group: Optional[torch.distributed.ProcessGroup] = None)"
+     " -> torch.cuda.Stream | None:\n    return None", False),
+    # the same annotation read back as an object: the reference counts
+    ("import typing\ndef launch(x, s: torch.cuda.Stream = None):\n    return None\n"
+     "S = typing.get_type_hints(launch)['s']", True),
+    ("import functools\n@functools.singledispatch\ndef f(x):\n    return x\n"
+     "@f.register\ndef _(x: torch.cuda.Stream):\n    return x", True),
+    ("from typing import Optional\ndef launch(x, s: Optional[torch.cuda.Stream()] = None):\n    return None", True),
+    ("class Cfg:\n    s: torch.cuda.Stream = None", True),  # a class body's annotations: dataclasses read them
+])
+def test_a_signatures_type_hints_are_no_reference_unless_read_back(snippet, flagged):
+    assert (7 in codes(snippet)) is flagged

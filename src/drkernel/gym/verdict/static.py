@@ -751,10 +751,52 @@ flag): a read changes nothing, and a write is caught where it happens (an assign
 hack 8, ``setattr`` with the name is still refused here, and the flags are compared after every call)."""
 
 
+ANNOTATION_READERS = frozenset({"get_type_hints", "get_annotations", "__annotations__", "__annotate__",
+                                "annotationlib", "signature", "getfullargspec", "singledispatch",
+                                "singledispatchmethod", "ForwardRef", "_eval_type", "infer_schema"})
+"""Names through which a program reads its functions' annotations back as objects. Where the source
+names none of them, a signature's annotation is only evaluated, never used (`_type_hints_only`)."""
+_TYPE_EXPR = (ast.Name, ast.Attribute, ast.Subscript, ast.Tuple, ast.List, ast.Constant, ast.BinOp,
+              ast.BitOr, ast.Load, ast.Index if hasattr(ast, "Index") else ast.Load)
+
+
+def _type_hints_only(tree: ast.Module) -> set[int]:
+    """The nodes of a function signature's annotations (parameters, return) that are plain type
+    expressions (names, attributes, subscripts, ``|`` unions, constants: no call, no lambda), where the
+    source names no way to read annotations back (`ANNOTATION_READERS`): evaluating such an annotation
+    only looks an attribute up, and nothing can get the object it names, so the names in it (a
+    ``torch.distributed.ProcessGroup`` in a real-world launcher's signature) are no reference. A
+    class body's annotations are read by ``dataclasses`` and are not exempt."""
+    words = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    words |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    words |= {a.name.split(".")[-1] for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
+              for a in n.names}
+    words |= {n.module.split(".")[-1] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    words |= {w for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+              for w in ANNOTATION_READERS if w in n.value}
+    if words & ANNOTATION_READERS:
+        return set()
+    exempt: set[int] = set()
+    for fn in ast.walk(tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        a = fn.args
+        hints = [x.annotation for x in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg)
+                 if x is not None and x.annotation is not None] + ([fn.returns] if fn.returns else [])
+        for hint in hints:
+            nodes = list(ast.walk(hint))
+            if all(isinstance(n, _TYPE_EXPR) for n in nodes):
+                exempt |= {id(n) for n in nodes}
+    return exempt
+
+
 def _forbidden_references(tree: ast.Module, names: _Names) -> list[Hack]:
     hacks = []
     inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    hints = _type_hints_only(tree)
     for node in ast.walk(tree):
+        if id(node) in hints:
+            continue
         if isinstance(node, ast.Attribute) and (node.attr in INTROSPECTION_ATTRS or (
                 node.attr == "__dict__" and names.resolve(node.value) is not None)):
             hacks.append(make_hack(14, f"line {node.lineno}: reads .{node.attr} "
