@@ -79,6 +79,19 @@ def test_duplicates_coalesce_with_a_running_job(store):
     assert [store.get(i).cached for i in ids[:4]] == [False, True, True, True]
 
 
+def test_ends_reads_status_and_times_of_known_jobs_only(store):
+    """What a finished job's metrics need (status, created, finished) for 600 ids, past one chunk of
+    500; an unknown id is left out, a queued job has no end time."""
+    ids = [j.id for j, _ in store.submit([_job(i) for i in range(600)])]
+    (c,) = store.claim("w", 1, 100, True, 30)
+    store.complete(c.id, c.claim, '{"status": "correct"}', cache_key=None)
+    ends = store.ends([*ids, "no-such-job"])
+    assert len(ends) == 600
+    assert sorted(status for status, _, _ in ends).count("done") == 1
+    assert all((finished is None) == (status == "queued") for status, _, finished in ends)
+    assert all(finished is None or finished >= created for _, created, finished in ends)
+
+
 def test_admission_by_estimated_bytes(store):
     store.submit([_job(1, est=60), _job(2, est=60), _job(3, est=30), _job(4, est=500)])
     got = store.claim("w", 4, budget_bytes=100, idle=False, lease_s=30)

@@ -327,7 +327,7 @@ class Scheduler:
         """Count stored jobs, answer waiters of the cached ones, wake the dispatcher (event loop)."""
         created = [job for job, is_new in out if is_new]
         self.metrics.submitted.inc(len(created))
-        hits = [job.id for job in created if job.status is JobStatus.DONE]
+        hits = [job for job in created if job.status is JobStatus.DONE]
         if hits:
             self.metrics.cache_hits.inc(len(hits), kind="submit")
             self._notify(hits)
@@ -359,7 +359,7 @@ class Scheduler:
             if job.id in w.in_flight and job.id not in w.cancelled:
                 w.cancelled.add(job.id)
                 self._spawn(self._cancel_running(w, job.id))
-        self._notify([job.id])
+        self._notify([job])
 
     async def _cancel_running(self, w: Worker, job_id: str) -> None:
         try:
@@ -394,17 +394,29 @@ class Scheduler:
                             del self._waiters[i]
         return await asyncio.to_thread(self.store.get_many, list(states), client)
 
-    def _notify(self, ids: Sequence[str]) -> None:
-        """Jobs reached a terminal state: count them and wake their waiters."""
+    def _notify(self, jobs: Sequence[Job]) -> None:
+        """``jobs`` (as the caller holds them) reached a terminal state: count them, wake their waiters."""
+        self._count_ends([(j.status.value, j.created, j.finished) for j in jobs])
+        self._wake_waiters([j.id for j in jobs])
+
+    async def _notify_stored(self, ids: Sequence[str]) -> None:
+        """`_notify` for jobs known by id: their status and times are read in a thread, without their
+        requests or results (a result and its 4,096 coalesced duplicates, say), never on the event loop."""
         if not ids:
             return
         try:
-            for job in self.store.get_many(list(ids)).values():
-                self.metrics.finished.inc(outcome=job.status.value)
-                if job.finished is not None:
-                    self.metrics.job_latency.observe(max(0.0, job.finished - job.created))
+            self._count_ends(await asyncio.to_thread(self.store.ends, list(ids)))
         except StoreError as e:
             log.error("metrics for finished jobs skipped: %s", e)
+        self._wake_waiters(ids)
+
+    def _count_ends(self, ends: Sequence[tuple[str, float, float | None]]) -> None:
+        for status, created, finished in ends:
+            self.metrics.finished.inc(outcome=status)
+            if finished is not None:
+                self.metrics.job_latency.observe(max(0.0, finished - created))
+
+    def _wake_waiters(self, ids: Sequence[str]) -> None:
         for i in ids:
             for f in self._waiters.get(i, ()):
                 if not f.done():
@@ -582,7 +594,7 @@ class Scheduler:
                 continue
             if reaped:
                 self.metrics.errors.inc(len(reaped), error_class="lease_expired")
-                self._notify([i for i, s in reaped.items() if s is JobStatus.FAILED])
+                await self._notify_stored([i for i, s in reaped.items() if s is JobStatus.FAILED])
                 self.wake()
             try:
                 purged = await asyncio.to_thread(self.store.purge, time.time() - self.config.retention_s)
@@ -752,7 +764,7 @@ class Scheduler:
         coalesced = len(fin.ids) - int(fin.current)
         if coalesced:
             self.metrics.cache_hits.inc(coalesced, kind="coalesced")
-        self._notify(fin.ids)
+        await self._notify_stored(fin.ids)
         if result.status in (Status.CRASHED, Status.TIMEOUT) and job.id not in w.cancelled | w.preempted | w.overdue:
             # (a cancelled or preempted job's candidate crashed because we killed it: no news of the device)
             self._after_bad_end(w, job, result.status)
@@ -771,7 +783,7 @@ class Scheduler:
         self.metrics.errors.inc(error_class="reference_error")
         try:
             if await asyncio.to_thread(self.store.reject, job.id, job.claim, "reference_error", message):
-                self._notify([job.id])
+                await self._notify_stored([job.id])
         except StoreError as e:
             self.metrics.errors.inc(error_class="store_error")
             log.error("recording the failure of %s failed (its lease will lapse): %s", job.id, e)
@@ -787,7 +799,7 @@ class Scheduler:
             log.error("recording the failure of %s failed (its lease will lapse): %s", job.id, e)
             status = None
         if status is JobStatus.FAILED:
-            self._notify([job.id])
+            await self._notify_stored([job.id])
         self._begin_check(
             w, f"{error_class}: {message}", restart=error_class in ("worker_hung", "worker_lost")
         )

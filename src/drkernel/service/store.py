@@ -767,6 +767,20 @@ class JobStore:
         jobs = self._read(fn)
         return jobs if client is None else {i: j for i, j in jobs.items() if j.client == client}
 
+    def ends(self, ids: Sequence[str]) -> list[tuple[str, float, float | None]]:
+        """``(status, created, finished)`` of the jobs by id (what metrics count; no request or result
+        is read)."""
+
+        def fn(db):
+            out = []
+            for i in range(0, len(ids), 500):
+                chunk = list(ids[i : i + 500])
+                q = f"SELECT status, created, finished FROM jobs WHERE id IN ({','.join('?' * len(chunk))})"
+                out += [(r["status"], r["created"], r["finished"]) for r in db.execute(q, chunk)]
+            return out
+
+        return self._read(fn)
+
     def counts(self) -> dict[str, int]:
         """Jobs per status (every status present, zeros included)."""
         rows = self._read(
