@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from drkernel.service.store import Cancel, IdempotencyConflict, JobStatus, JobStore, NewJob
+from drkernel.service.store import (SUBMIT_CHUNK, Cancel, IdempotencyConflict, JobStatus, JobStore, NewJob, Quota,
+                                    QuotaExceeded)
 
 
 def _job(n: int, est: int = 10, key: str | None = None, cache_keys=(), req: str | None = None) -> NewJob:
@@ -56,6 +57,27 @@ def test_idempotency_key_returns_same_job_and_conflicts_on_other_request(store):
     with pytest.raises(IdempotencyConflict):
         store.submit([_job(2, key="k")])
     assert store.counts()["queued"] == 1
+
+
+def test_a_batch_refused_in_a_later_chunk_stores_nothing_and_frees_its_keys(store):
+    """Item 0 takes key "k"; item SUBMIT_CHUNK + 1 (in the second write transaction) uses "k" for another
+    request: the batch is refused, the first chunk's jobs are withdrawn (none queued), and "k" is
+    free for the request that retries."""
+    batch = [_job(0, key="k")] + [_job(i) for i in range(1, SUBMIT_CHUNK + 1)] + [_job(9999, key="k")]
+    with pytest.raises(IdempotencyConflict):
+        store.submit(batch)
+    assert store.counts()["queued"] == 0
+    assert store.claim("w", 5, 1000, True, 30) == []
+    ((retry, created),) = store.submit([_job(9999, key="k")])
+    assert created and retry.status is JobStatus.QUEUED
+
+
+def test_a_batch_over_the_quota_is_refused_whole_from_its_first_chunk(store):
+    """Quota 300 jobs, a batch of 2 * SUBMIT_CHUNK: the first chunk counts the rest of its batch, so
+    nothing is stored."""
+    with pytest.raises(QuotaExceeded):
+        store.submit([_job(i) for i in range(2 * SUBMIT_CHUNK)], Quota(300, 1 << 30))
+    assert store.counts()["queued"] == 0
 
 
 def test_cache_hit_at_submit_costs_nothing(store):

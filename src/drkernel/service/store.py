@@ -100,6 +100,9 @@ _ADDED_COLUMNS = (
 )
 
 
+SUBMIT_CHUNK = 256
+"""Jobs stored per write transaction of a batch (`JobStore.submit`): a full batch of 4,096 (32 MB of
+requests) held the write lock for about 0.5 s in one transaction; a chunk holds it a few tens of ms."""
 _CLIENT_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 
@@ -292,10 +295,39 @@ class JobStore:
     # -- submission ---------------------------------------------------------------------------
 
     def submit(self, jobs: Sequence[NewJob], quota: Quota | None = None) -> list[tuple[Job, bool]]:
-        """Store jobs atomically; returns ``(job, created)`` per input, in order. A known idempotency
+        """Store jobs, all or none; returns ``(job, created)`` per input, in order. A known idempotency
         key returns the existing job (``created`` False); reusing it for another request raises.
-        With ``quota``, `QuotaExceeded` when the jobs would take a client past it."""
-        return self._tx(self._submit, jobs, quota)
+        With ``quota``, `QuotaExceeded` when the jobs would take a client past it.
+
+        A batch is stored `SUBMIT_CHUNK` jobs per write transaction, so it never holds the write lock
+        (which claims, heartbeats, completions and every other submission wait for) for long; each
+        chunk checks the quota for itself and the rest of its batch. A chunk that is refused (a race
+        of the client with itself: another of its submissions took the quota or the key meanwhile)
+        withdraws the jobs its batch stored before it (`_withdraw`), then raises."""
+        out: list[tuple[Job, bool]] = []
+        try:
+            for start in range(0, len(jobs), SUBMIT_CHUNK):
+                end = start + SUBMIT_CHUNK
+                out += self._tx(self._submit, jobs[start:end], quota, jobs[end:])
+        except BaseException:
+            if out:
+                self._withdraw([job.id for job, created in out if created])
+            raise
+        return out
+
+    def _withdraw(self, ids: Sequence[str]) -> None:
+        """Cancel jobs of a batch that was refused after part of it was stored (a running one is then
+        stopped by its worker's lease renewal), and free their idempotency keys for a retry."""
+
+        def fn(db):
+            for i in range(0, len(ids), 500):
+                chunk = list(ids[i : i + 500])
+                db.execute("UPDATE jobs SET status = 'cancelled', claim = NULL, lease_until = NULL, finished = ? "
+                           f"WHERE id IN ({','.join('?' * len(chunk))}) AND status IN ('queued', 'running')",
+                           [time.time(), *chunk])
+                db.execute(f"UPDATE jobs SET idem_key = NULL WHERE id IN ({','.join('?' * len(chunk))})", chunk)
+
+        self._tx(fn)
 
     def precheck(self, jobs: Sequence[NewJob], quota: Quota | None = None) -> None:
         """`submit`'s refusals (`QuotaExceeded`, `IdempotencyConflict`) on the read connection,
@@ -346,11 +378,13 @@ class JobStore:
                                     f"max_stored_bytes_per_client={quota.max_bytes} (finished jobs "
                                     "are removed after the retention time)")
 
-    def _submit(self, db: sqlite3.Connection, jobs: Sequence[NewJob], quota: Quota | None = None
-                ) -> list[tuple[Job, bool]]:
+    def _submit(self, db: sqlite3.Connection, jobs: Sequence[NewJob], quota: Quota | None = None,
+                rest: Sequence[NewJob] = ()) -> list[tuple[Job, bool]]:
+        """Store ``jobs`` (one chunk of a batch; ``rest``: the batch's chunks still to come, counted by
+        the quota with them)."""
         self._check_clients(db, jobs)
         if quota is not None:
-            self._check_quota(db, jobs, quota)
+            self._check_quota(db, [*jobs, *rest], quota)
         now = time.time()
         out = []
         for nj in jobs:
