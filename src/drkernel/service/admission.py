@@ -24,7 +24,8 @@ import subprocess
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from drkernel.gym.config import EvalRequest
 from drkernel.service.size_reader import (
@@ -132,27 +133,42 @@ def _input_elements(code: str, overrides: tuple[tuple[str, int], ...], client: s
 
 def _read_in_child(code: str, overrides: tuple, client: str) -> int:
     """`size_reader.read_elements` in a child process (see the module docstring); `Unreadable` when
-    the child refuses the code, dies or passes `READ_TIMEOUT_S`."""
+    the child refuses the code, is killed by its own limits or passes `READ_TIMEOUT_S`; a child that
+    exits without an answer (it could not start: our failure) raises `RuntimeError`."""
+    with _reader_slot(client):
+        try:
+            done = subprocess.run([sys.executable, "-m", "drkernel.service.size_reader"],
+                                  input=json.dumps({"code": code, "overrides": list(overrides)}).encode(),
+                                  capture_output=True, timeout=READ_TIMEOUT_S, check=False)
+        except subprocess.TimeoutExpired:
+            raise Unreadable(f"the problem's code took more than {READ_TIMEOUT_S:g} s to read") from None
+    try:
+        answer = json.loads(done.stdout)
+    except ValueError:
+        answer = None
+    if isinstance(answer, dict) and type(answer.get("elements")) is int:
+        return answer["elements"]
+    if isinstance(answer, dict) and isinstance(answer.get("unreadable"), str):
+        raise Unreadable(answer["unreadable"])
+    if done.returncode < 0:  # a signal: its own CPU limit (SIGXCPU), or the kernel's OOM killer
+        raise Unreadable("the problem's code could not be read within the reader's memory and time limits")
+    tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
+    raise RuntimeError(f"admission's reading child exited {done.returncode} without an answer: "
+                       f"{tail[0][:300]}")
+
+
+@contextmanager
+def _reader_slot(client: str) -> Iterator[None]:
+    """One of the `READERS` reading children, at most `READERS_PER_CLIENT` of them ``client``'s."""
     with _elements_lock:
         if sum(_readers.values()) >= READERS or _readers.get(client, 0) >= READERS_PER_CLIENT:
             raise ReadersBusy(f"admission reads at most {READERS} large references at once, "
                               f"{READERS_PER_CLIENT} per client; retry shortly")
         _readers[client] = _readers.get(client, 0) + 1
     try:
-        done = subprocess.run([sys.executable, "-I", "-m", "drkernel.service.size_reader"],
-                              input=json.dumps({"code": code, "overrides": list(overrides)}).encode(),
-                              capture_output=True, timeout=READ_TIMEOUT_S, check=False)
-        answer = json.loads(done.stdout or b"{}")
-    except subprocess.TimeoutExpired:
-        answer = {"unreadable": f"the problem's code took more than {READ_TIMEOUT_S:g} s to read"}
-    except ValueError:
-        answer = {}
+        yield
     finally:
         with _elements_lock:
             _readers[client] -= 1
             if not _readers[client]:
                 del _readers[client]
-    if isinstance(answer.get("elements"), int):
-        return answer["elements"]
-    raise Unreadable(str(answer.get("unreadable") or "the problem's code could not be read within the "
-                         "reader's memory and time limits"))
