@@ -117,7 +117,7 @@ def test_the_profiled_calls_draw_as_many_as_the_budget_holds():
 def test_a_kernel_is_own_only_where_the_source_defines_it():
     """The launch watch's names live in the candidate's process: a library kernel's name added there
     is still someone else's, since the source defines no Triton function of that name."""
-    result = _annotated(_candidate([OWN, {**CUBLAS, "own": True, "device_time_ms": 3.0}]))
+    result = _annotated(_candidate([OWN, {**CUBLAS, "own": True, "device_time_ms": 3.0}]), op_coverage=0.3)
     assert [(k.name, k.own) for k in result.kernels] == [("mm_kernel", True), ("nvjet_sm90_tst_bf16", False)]
     assert result.time_coverage == 0.25 and [h.code for h in result.hacks] == []
     forged = _annotated(_candidate([{**OWN, "device_time_ms": 0.01}, {**CUBLAS, "own": True, "device_time_ms": 3.0}]))
@@ -177,3 +177,19 @@ def test_a_foreign_kernel_named_like_an_own_one_is_not_counted_as_own():
     assert [k["own"] for k in same["kernels"]] == [True] and "name_clash" not in same
     result = _annotated(_candidate(found["kernels"]))
     assert abs(result.time_coverage - 0.1 / 4.1) < 1e-9
+
+
+def test_library_time_in_the_timed_calls_must_be_explained_by_the_observed_calls():
+    """Observed calls that left no work to PyTorch (op coverage 1.0) and profiled timed calls where a
+    library GEMM ran 54 % of the device time: the timed calls ran other work (hack 2). The same split
+    after observed calls that left PyTorch a tenth of the reference's work, or a launch-sized fill
+    beside a tiny own kernel, is no evidence."""
+    gemm = {**CUBLAS, "device_time_ms": 1.17}
+    switched = _annotated(_candidate([OWN, gemm]), op_coverage=1.0)
+    assert [h.code for h in switched.hacks] == [2] and "did not launch" in switched.hacks[0].evidence
+    lazy_ish = _annotated(_candidate([OWN, gemm]), op_coverage=0.9)
+    assert [h.code for h in lazy_ish.hacks] == []
+    fill = {"name": "at::native::vectorized_elementwise_kernel<FillFunctor>", "own": False, "launches": 1,
+            "device_time_ms": 0.002, "streams": [7]}
+    small = _annotated(_candidate([{**OWN, "device_time_ms": 0.004}, fill]), op_coverage=1.0)
+    assert [h.code for h in small.hacks] == [] and small.time_coverage < 0.7

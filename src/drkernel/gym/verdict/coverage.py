@@ -153,6 +153,39 @@ def coverage_apart(op_cov: float | None, time_cov: float | None) -> str | None:
             f"work when it is not observed")
 
 
+LAUNCH_ALLOWANCE_MS = 0.005
+"""Device time a kernel launch may take whatever its work (a fill of a one-element accumulator, a
+small copy): left out of `unexplained_time`'s share, which is about work, not launches."""
+UNEXPLAINED_SHARE = 0.2
+"""Least share of a profiled forward's device time in kernels the solution did not launch, beyond
+launch allowances, that `unexplained_time` weighs."""
+UNEXPLAINED_FACTOR = 10.0
+"""How many times the observed calls' PyTorch share (1 - op coverage) that device time share may be."""
+
+
+def unexplained_time(op_cov: float | None, kernels: list[KernelStat]) -> str | None:
+    """Evidence for hack 2 when the profiled timed calls spent a share of their device time in
+    kernels the solution did not launch that its observed calls' PyTorch work cannot explain: the
+    observed calls left ``1 - op_cov`` of the reference's work (by roofline cost, copies included) to
+    PyTorch, the timed calls gave other kernels ``share`` of the device time (each launch's first
+    `LAUNCH_ALLOWANCE_MS` not counted), and ``share`` is at least `UNEXPLAINED_SHARE` and above
+    `UNEXPLAINED_FACTOR` times that plus 0.05. An honest forward runs the same code in both, so its
+    PyTorch kernels take a time near their cost; a forward that recognises the unobserved calls (a
+    tell in fresh allocations, the dispatch stack) and hands work to a library only there does not."""
+    timed = [k for k in kernels if k.device_time_ms is not None]
+    total = sum(k.device_time_ms for k in timed)
+    if op_cov is None or not timed or total <= 0.0:
+        return None
+    other = sum(max(0.0, k.device_time_ms - LAUNCH_ALLOWANCE_MS * max(1, k.launches)) for k in timed if not k.own)
+    share, observed = other / total, max(0.0, 1.0 - op_cov)
+    if share < UNEXPLAINED_SHARE or share <= UNEXPLAINED_FACTOR * observed + 0.05:
+        return None
+    names = ", ".join(sorted({k.name[:60] for k in timed if not k.own})[:3])
+    return (f"kernels you did not launch ({names}) ran {share:.0%} of the profiled timed calls' device time, "
+            f"while your observed calls left {observed:.1%} of the reference's work to PyTorch: the timed "
+            f"calls run other work than the observed ones")
+
+
 def time_coverage_hack(time_cov: float | None, speedup: float | None,
                        floor: float = TIME_COVERAGE_FLOOR, speedup_high: float | None = None) -> str | None:
     """Evidence for hack 2 when the solution's own kernels ran under ``floor`` of its device time and
