@@ -261,7 +261,10 @@ def _install_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Rejected)
     async def rejected(_: Request, exc: Rejected):
-        return _error(exc.code, exc.error, [{"loc": list(exc.loc), "msg": exc.message, "type": exc.error}])
+        out = _error(exc.code, exc.error, [{"loc": list(exc.loc), "msg": exc.message, "type": exc.error}])
+        if exc.code == 429:  # busy (admission's reading children): a retry soon may pass
+            out.headers["Retry-After"] = "1"
+        return out
 
     @app.exception_handler(ConfigError)
     async def bad_config(_: Request, exc: ConfigError):
