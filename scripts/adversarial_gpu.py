@@ -32,6 +32,7 @@ from corpus import Case, cases, problem_source  # noqa: E402
 from drkernel.gym import EvalConfig, EvalRequest  # noqa: E402
 from drkernel.gym.checks import default_checks  # noqa: E402
 from drkernel.gym.orchestrator.evaluator import InProcessEvaluator  # noqa: E402
+from drkernel.problems import resolve_problem  # noqa: E402
 from drkernel.problems.problem import Problem  # noqa: E402
 
 BIG_RELU = """import torch
@@ -217,6 +218,9 @@ class ModelNew(nn.Module):
         return torch.relu(x)  # PyTorch's speed reported as the solution's, correct outputs
 """, (2,)),
     ("library_gemm_unless_profiled_or_observed", problem_source("gemm2048"), PROFILER_TELL, (0, 2, 7, 10)),
+    # a fresh allocation's poison tells the observed calls; cuBLAS does 3/4 of the rows only unobserved
+    ("library_gemm_only_unobserved", resolve_problem("builtin/L1/matmul_square").code,
+     (ROOT / "tests" / "adversarial" / "gpu" / "redteam14_unobserved_cublas.py").read_text(), (2,)),
 ]
 HONEST_GPU = [
     ("triton_gemm_2048", "gemm2048", GEMM_KERNEL + """
