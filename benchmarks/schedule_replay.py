@@ -188,7 +188,8 @@ class ReplayCandidate(Talker):
         if header.get("op") == Op.JOB:
             self.script = self.replay.script_of(header["replay"])
 
-    def recv(self, deadline: float | None = None, max_fds: int = 0, max_blob: object = None) -> Message:
+    def recv(self, deadline: float | None = None, max_fds: int = 0, max_blob: object = None,
+             max_header: object = None) -> Message:
         """The replayed candidate's next message (``max_blob``, the real channel's cap, bounds nothing here:
         a replayed message carries no blob)."""
         if self.script is None:  # warming up under the gate: CUDA context and the warm-up kernel
@@ -241,7 +242,7 @@ class ReplayJudge:
     def send(self, header: dict, blob: bytes = b"", fds: list[int] | None = None) -> None:
         self.request = header
 
-    def recv(self, deadline: float | None = None) -> Message:
+    def recv(self, deadline: float | None = None, max_header: object = None) -> Message:
         h = self.request
         sc = self.replay.scripts[int(str(h.get("job")))]
         if h.get("op") == Op.RELEASE:  # the judge that answered the job last frees its tensors
