@@ -87,3 +87,26 @@ def test_passes_and_trivial_answer_on_non_finite_references():
 
 def test_integer_and_scalar_leaves_have_no_derived_bound():
     assert derive((torch.tensor([1, 2]), 3.0), None, [], "kernelgym") == [None, None]
+
+
+def test_a_summary_of_many_inputs_gets_a_derived_relative_term():
+    """A cross-entropy's mean over 8192 rows: the reference's own rounding supports far less than 1 %.
+    The mean of 7/8 of the rows (what a kernel that skips the rest returns, rescaled) passed the
+    profile's rtol and fails the derived one; the same loss summed in another order passes. An output
+    of many values keeps the profile's rtol."""
+    g = torch.Generator().manual_seed(3)
+    logits, target = torch.randn(8192, 64, generator=g) * 2, torch.randint(0, 64, (8192,), generator=g)
+
+    def loss(x):
+        return torch.nn.functional.cross_entropy(x, target)
+
+    ref, bounds = _bounds(loss, logits)
+    assert bounds[0].rtol < 1e-3 and bounds[0].atol < 1e-3
+    rows = torch.nn.functional.cross_entropy(logits, target, reduction="none")
+    part = rows[: 8192 * 7 // 8].mean()
+    assert compare_outputs(part, ref, "kernelgym").passed  # inside the profile's 1 % band
+    assert not compare_outputs(part, ref, "kernelgym", bounds=bounds).passed
+    blocked = rows.reshape(64, 128).sum(dim=1).sum() / 8192  # fp32, another order
+    assert compare_outputs(blocked, ref, "kernelgym", bounds=bounds).passed
+    _, many = _bounds(lambda x: x.mean(dim=1), logits)
+    assert many[0].rtol == 1e-2
