@@ -43,6 +43,8 @@ FP64_MAX_BYTES = 8 << 30
 """Above this many bytes of float64 inputs and weights the judge skips the fp64 run (the profile's
 atol stands); the trivial answers are still tried."""
 PROBE_OFFSET = 0x5EED
+SEEN_MARGIN = 4.0
+"""How far past its bound a within-row swap must move an output to count as seen (`Judge.swaps_unseen`)."""
 """The prepare probes draw inputs at the public seed XOR this: at the weight seed itself the inputs are
 the generator's first draws after the weights' seeding, correlated with the weights (the logsumexp
 of a GEMM of such inputs varies where that of independent ones is a constant)."""
@@ -152,7 +154,10 @@ class Judge:
         reference within its derived tolerance? Probed once per problem at the public seed, on the
         first defined distribution: a mean over the last dimension or a scalar loss cannot see such
         swaps, so a cache keyed on sampled values would never serve a wrong answer. Where this holds,
-        the plan moves the problem's perturbations across rows (`drkernel.gym.seeds.ACROSS_BIT`)."""
+        the plan moves the problem's perturbations across rows (`drkernel.gym.seeds.ACROSS_BIT`). A
+        move within `SEEN_MARGIN` times the bound counts as unseen: a summary's derived bound is tight,
+        and a swap that moves a scalar loss just past it would leave a stale answer a draw away from
+        passing."""
         base = with_distribution(seed ^ PROBE_OFFSET,
                                  Distribution(distributions[0]) if distributions else Distribution.PLAIN)
         try:
@@ -166,7 +171,9 @@ class Judge:
         pairs = [(o, r, b) for o, r, b in zip(leaves(moved), leaves(out), bounds)
                  if b is not None and isinstance(o, torch.Tensor) and isinstance(r, torch.Tensor)
                  and o.shape == r.shape and o.is_floating_point()]
-        return bool(pairs) and all(_within(o, r, b) for o, r, b in pairs)
+        return bool(pairs) and all(_within(o, r, dataclasses.replace(b, atol=b.atol * SEEN_MARGIN,
+                                                                     rtol=b.rtol * SEEN_MARGIN))
+                                   for o, r, b in pairs)
 
     def op_profile(self, code: str, seed: int) -> OpProfile | None:
         """The reference's aten ops with roofline costs (the denominator of op coverage)."""
