@@ -39,9 +39,6 @@ class LaunchWatch:
         self.total: Counter[tuple[str, bool]] = Counter()
         self.own_launches = 0
         self.own_names: set[str] = set()
-        self.own_by_name: Counter[str] = Counter()
-        """Own Triton launches per kernel name: each is one kernel execution the profiler may see, so a
-        profile can tell an own kernel from a foreign one of the same name (`profiling.device_kernels`)."""
         self.skip_own = False
         self.scoped = True  # mark launches for the recorders (off while timed: no extra cost)
         self._own_of: dict[int, bool] = {}  # id(code) -> own; a launch must stay cheap (timed on GPU)
@@ -56,6 +53,16 @@ class LaunchWatch:
                                             and os.path.realpath(filename) == self.solution_path)
         return own
 
+    def own_by_name(self) -> Counter[str]:
+        """Own launches so far per kernel name (a qualified name's last part, the compiled kernel's
+        name): each is one kernel execution the profiler may see, so a profile can tell an own kernel
+        from a foreign one of the same name (`profiling.device_kernels`)."""
+        counts: Counter[str] = Counter()
+        for (qualname, own), n in self.total.items():
+            if own:
+                counts[qualname.rsplit(".", 1)[-1]] += n
+        return counts
+
     def launch(self, original: Callable[..., Any], fn_self: Any, args: tuple, kwargs: dict) -> Any:
         if not kwargs.get("warmup", False):
             own = self.is_own(fn_self)
@@ -63,9 +70,7 @@ class LaunchWatch:
             self.total[(getattr(fn, "__qualname__", getattr(fn_self, "__name__", "?")), own)] += 1
             if own:
                 self.own_launches += 1
-                name = getattr(fn, "__name__", "?")
-                self.own_names.add(name)
-                self.own_by_name[name] += 1
+                self.own_names.add(getattr(fn, "__name__", "?"))
                 if self.skip_own:
                     return None
         if self.scoped:

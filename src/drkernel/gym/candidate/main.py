@@ -387,7 +387,7 @@ class Candidate:
             return
         profile = profiled_timing(model, draw, int(stats["n"]), self.device, set(hook.watch.own_names),
                                   tuple(getattr(ctx, "native_kernels", ())), budget_bytes=budget,
-                                  own_counts=lambda: hook.watch.own_by_name)
+                                  own_counts=hook.watch.own_by_name)
         for key in ("profiled_ms", "profiled_span_ms", "profiled_calls"):
             stats[key] = profile.pop(key)
         hook.timed_profile = profile

@@ -757,7 +757,7 @@ ANNOTATION_READERS = frozenset({"get_type_hints", "get_annotations", "__annotati
 """Names through which a program reads its functions' annotations back as objects. Where the source
 names none of them, a signature's annotation is only evaluated, never used (`_type_hints_only`)."""
 _TYPE_EXPR = (ast.Name, ast.Attribute, ast.Subscript, ast.Tuple, ast.List, ast.Constant, ast.BinOp,
-              ast.BitOr, ast.Load, ast.Index if hasattr(ast, "Index") else ast.Load)
+              ast.BitOr, ast.Load)
 
 
 def _type_hints_only(tree: ast.Module) -> set[int]:
@@ -767,15 +767,19 @@ def _type_hints_only(tree: ast.Module) -> set[int]:
     only looks an attribute up, and nothing can get the object it names, so the names in it (a
     ``torch.distributed.ProcessGroup`` in a real-world launcher's signature) are no reference. A
     class body's annotations are read by ``dataclasses`` and are not exempt."""
-    words = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
-    words |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
-    words |= {a.name.split(".")[-1] for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
-              for a in n.names}
-    words |= {n.module.split(".")[-1] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-    words |= {w for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
-              for w in ANNOTATION_READERS if w in n.value}
-    if words & ANNOTATION_READERS:
-        return set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name):
+            words = {n.id}
+        elif isinstance(n, ast.Attribute):
+            words = {n.attr}
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            words = {a.name.split(".")[-1] for a in n.names} | {(getattr(n, "module", None) or "").split(".")[-1]}
+        elif isinstance(n, ast.Constant) and isinstance(n.value, str):
+            words = {w for w in ANNOTATION_READERS if w in n.value}
+        else:
+            continue
+        if words & ANNOTATION_READERS:
+            return set()
     exempt: set[int] = set()
     for fn in ast.walk(tree):
         if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
