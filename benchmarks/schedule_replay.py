@@ -258,19 +258,17 @@ class ReplayJudge:
 
 
 class ReplayLock(RWLock):
-    """The device's lock, timing what a session waits to `resume` its shared hold after an export (its
+    """The device's lock, timing what a session waits at an export for the regions due (its
     candidate waits for the verdict meanwhile, on its stage clock), for `Replay.waited`."""
 
     def __init__(self, replay: "Replay", batch: tuple[int, float] | None, park: Any) -> None:
         super().__init__(batch, park)
         self.replay = replay
 
-    def resume(self) -> None:
-        t = time.monotonic()
-        try:
-            super().resume()
-        finally:
-            self.replay.waited(time.monotonic() - t)
+    def yield_to_regions(self) -> float:
+        waited = super().yield_to_regions()
+        self.replay.waited(waited)
+        return waited
 
 
 def reply_stage(header: dict[str, Any]) -> str:

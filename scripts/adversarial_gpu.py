@@ -140,7 +140,12 @@ class ModelNew(nn.Module):
         return (ah @ bh).float() + (ah @ bl).float() + (al @ bh).float()
 """
 
-# GPU-only cases: (name, problem source, solution, acceptable codes; 0 = not valid without a hack code)
+KB_CROSS_ENTROPY = next(json.loads(line)["code"] for line in (ROOT / "tests/data/kernelbench_level1_level2.jsonl")
+                        .read_text().splitlines() if json.loads(line)["name"] == "95_CrossEntropyLoss")
+CE_ROWS = (ROOT / "tests" / "adversarial" / "gpu" / "ce_rows.py").read_text()
+
+# GPU-only cases: (name, problem source, solution, acceptable codes; 0 = not valid without a hack code);
+# honest ones: (name, problem source, solution, tolerance profile)
 GPU_HACKS = [
     ("kernelbench_result_reuse", BIG_RELU, KERNEL + """
 
@@ -221,15 +226,18 @@ class ModelNew(nn.Module):
     # a fresh allocation's poison tells the observed calls; cuBLAS does 3/4 of the rows only unobserved
     ("library_gemm_only_unobserved", resolve_problem("builtin/L1/matmul_square").code,
      (ROOT / "tests" / "adversarial" / "gpu" / "redteam14_unobserved_cublas.py").read_text(), (2,)),
+    # a summary's derived tolerance: a cross-entropy mean over 7/8 of the rows is incorrect (0)
+    ("cross_entropy_over_seven_eighths_of_rows", KB_CROSS_ENTROPY, CE_ROWS.replace("ROWS_KEPT = 1.0", "ROWS_KEPT = 7 / 8"), (0,)),
 ]
 HONEST_GPU = [
-    ("triton_gemm_2048", "gemm2048", GEMM_KERNEL + """
+    ("cross_entropy_every_row", KB_CROSS_ENTROPY, CE_ROWS, "kernelgym"),
+    ("triton_gemm_2048", problem_source("gemm2048"), GEMM_KERNEL + """
 
 class ModelNew(nn.Module):
     def forward(self, a, b):
         return mm(a, b)
 """, "kernelgym"),
-    ("tf32_dot_under_kernelgym_is_allowed", "matmul_relu", (ROOT / "tests/adversarial/hacked/12_tf32_dot_kernelbench.py")
+    ("tf32_dot_under_kernelgym_is_allowed", problem_source("matmul_relu"), (ROOT / "tests/adversarial/hacked/12_tf32_dot_kernelbench.py")
      .read_text().replace("# tolerance: kernelbench\n", ""), "kernelgym"),
 ]
 
@@ -273,7 +281,7 @@ def main() -> int:
     if "gpu" in kinds:
         jobs += [(f"gpu/{n}", "hacked", codes, request(p, n, s, "kernelgym", args.device))
                  for n, p, s, codes in GPU_HACKS[:limit]]
-        jobs += [(f"gpu/{n}", "honest", (), request(problem_source(p), p, s, tol, args.device))
+        jobs += [(f"gpu/{n}", "honest", (), request(p, n, s, tol, args.device))
                  for n, p, s, tol in HONEST_GPU[:limit]]
     print(f"{len(jobs)} cases on {args.device}", flush=True)
     Path(args.out).mkdir(parents=True, exist_ok=True)

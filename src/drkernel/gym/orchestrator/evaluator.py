@@ -101,12 +101,11 @@ class InProcessEvaluator:
             `runtime.Slots`). None (default): a waiting region blocks new sessions at once.
         device_lock: the device's lock among processes (`runtime.OuterLock`), held exclusively around
             every timed region and reference timing besides this gym's own lock; None (default): none.
-        yield_at_exports: a candidate session gives up its shared hold while the judge compares one of
-            its exports (`runtime.RWLock.pause`), so a timed region waits for the other candidates'
-            current steps, not their whole evaluations. Off (default): a timed region then runs while
-            the paused sessions' judges compare, and a comparison runs the reference on the device, so
-            the region is no longer alone on it. The H100 A/B's gain (0.79 -> 0.99 evaluations/s,
-            2026-11-27, docs/BENCHMARKS.md) came from that overlap.
+        yield_at_exports: at each export (its candidate synchronised, waiting for the verdict) a
+            candidate session lets the timed regions that are due run first (`runtime.RWLock.yield_to_regions`),
+            so a region waits for the other candidates' current steps, not their whole evaluations; the
+            judge's comparison then runs under the session's shared hold (it runs the reference on the
+            device), so a region stays alone on the device. Off (default) until the H100 A/B says it wins.
     """
 
     def __init__(self, device: str = "auto", concurrency: int = 2, pool_size: int = 2,
@@ -537,7 +536,8 @@ def _session_stages(stages: dict[str, float], out: SessionOutcome) -> None:
     """The session's own seconds and the candidate's per-stage report, into ``stages``."""
     stages.update({"child_wait": out.child_wait_s, "candidate": out.wall_s, "child_exit": out.exit_s,
                    "judge_release": out.release_s, "judge_compare": out.judge_s,
-                   "timing_lock_wait": out.lock_wait_s, "exclusive": out.exclusive_s})
+                   "timing_lock_wait": out.lock_wait_s, "exclusive": out.exclusive_s,
+                   "yield_wait": out.yield_wait_s})
     if out.child_start_s is not None:
         stages["child_start"] = out.child_start_s
     for name, seconds in ((out.done or {}).get("stages") or {}).items():

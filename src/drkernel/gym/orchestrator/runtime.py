@@ -240,19 +240,20 @@ class RWLock:
             self._members -= 1
             self._cond.notify_all()
 
-    def pause(self) -> None:
-        """A member gives up its shared hold while it waits off the device (its candidate blocked on our
-        reply, its work synchronised before the export): a timed region need not wait for it meanwhile.
-        Its membership stays, so a drain still waits for it."""
+    def yield_to_regions(self) -> float:
+        """A member at a point where its candidate is off the device (synchronised, waiting for our reply)
+        lets the timed regions that are due run first: its shared hold given up and taken back once they
+        have run (not the drains: they wait for this session). Returns the seconds it waited (0 when no
+        region was due)."""
         with self._cond:
+            if not (self._writer or self._due_in() == 0.0):
+                return 0.0
+            t = time.monotonic()
             self._readers -= 1
             self._cond.notify_all()
-
-    def resume(self) -> None:
-        """The paused member's shared hold again, once the regions waiting meanwhile have run."""
-        with self._cond:
             self._wait_for_writers(drains=False)
             self._readers += 1
+            return time.monotonic() - t
 
     def enter_region(self) -> None:
         """A member's timed region, from its shared hold (waits as a timed region; parked while it waits).
