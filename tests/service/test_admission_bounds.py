@@ -68,3 +68,32 @@ def test_an_unscaled_cpu_request_past_the_cpu_bound_is_refused_and_a_small_one_p
     small = Problem(name="t", level=1, code="S = (64, 64)\n" + TAIL)
     assert estimate_device_bytes(EvalRequest(small, "", EvalConfig(device="cpu", cpu_scale=False))) == (
         OVERHEAD_BYTES + FOOTPRINT_FACTOR * 64 * 64 * 4)
+
+
+def test_a_body_s_token_bound_read_from_its_bytes_is_never_below_its_count():
+    """`body_reader.upper_bound` (separators and openings in the bytes) decides which bodies the server
+    parses without counting them: it must never be below the real count of values and keys."""
+    import json
+    import random
+
+    from drkernel.service.body_reader import count_tokens, upper_bound
+
+    rng = random.Random(0)
+
+    def value(depth: int):
+        kind = rng.randrange(6 if depth < 4 else 3)
+        if kind == 0:
+            return rng.randrange(-5, 5)
+        if kind == 1:
+            return "".join(rng.choice('ab,[{":}] ') for _ in range(rng.randrange(6)))
+        if kind == 2:
+            return rng.choice([None, True, 1.5])
+        if kind in (3, 4):
+            return [value(depth + 1) for _ in range(rng.randrange(4))]
+        return {f"k{i}": value(depth + 1) for i in range(rng.randrange(4))}
+
+    for _ in range(500):
+        doc = value(0)
+        for text in (json.dumps(doc), json.dumps(doc, separators=(",", ":"))):
+            assert upper_bound(text.encode()) >= count_tokens(json.loads(text))
+    assert count_tokens({"a": [1, 2, {"b": None}]}) == 1 + 1 + 1 + 2 + 1 + 1 + 1

@@ -10,6 +10,7 @@ import httpx
 import pytest
 from service_server import SMALL_REFERENCE, ServerProcess
 
+from drkernel.service.body_reader import MAX_BODY_TOKENS
 from drkernel.service.schemas import MAX_NODES, MAX_OVERRIDES
 
 GOLD = "import torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x * 2\n"
@@ -101,3 +102,22 @@ def test_a_large_reference_the_parser_refuses_is_the_clients_422_twice(gym):
             assert r.status_code == 422, r.text
             assert r.json()["error"] == "invalid_problem"
         assert c.get("/v1/queue").json()["counts"]["queued"] == 0
+
+
+def test_a_body_of_more_json_tokens_than_the_server_parses_is_413_before_it_is_parsed(gym):
+    """1.2 M small numbers (2.4 MB, under the byte limit): parsing it would hold the GIL every client
+    shares for about 0.15 s per million; its tokens are counted in a reading child and it is refused."""
+    raw = b'{"problem_key":"builtin/L1/gelu","solution":"x","metadata":[' + b"0," * 1_200_000 + b'0]}'
+    r = _post(gym, raw)
+    assert r.status_code == 413, r.text
+    assert r.json()["error"] == "request_too_large" and str(MAX_BODY_TOKENS) in r.json()["detail"]
+    assert httpx.get(f"{gym.url}/v1/health", timeout=30).status_code == 200
+
+
+def test_separators_inside_strings_do_not_refuse_a_body(gym):
+    """600k commas inside one string: the bound read from the bytes passes the limit, the exact count in
+    the child does not, so the body is parsed and judged by its schema as any other (the solution is
+    past max_solution_bytes: a 422 naming it, not a 413)."""
+    r = _post(gym, b'{"problem_key":"builtin/L1/gelu","solution":"' + b"," * 600_000 + b'"}')
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"][0]["loc"][-1] == "solution"

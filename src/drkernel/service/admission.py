@@ -28,6 +28,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from drkernel.gym.config import EvalRequest
+from drkernel.service import body_reader
 from drkernel.service.size_reader import (
     MAX_FOLD_WORK,
     MAX_STATIC_INT,
@@ -37,7 +38,7 @@ from drkernel.service.size_reader import (
 )
 
 __all__ = ["DTYPE_BYTES", "FOOTPRINT_FACTOR", "MAX_FOLD_WORK", "MAX_STATIC_INT", "MAX_STATIC_TUPLE",
-           "OVERHEAD_BYTES", "ReadersBusy", "TooLargeForCpu", "Unreadable", "estimate_device_bytes",
+           "OVERHEAD_BYTES", "BodyTooComplex", "ReadersBusy", "TooLargeForCpu", "Unreadable", "estimate_device_bytes",
            "prepared_on_cpu"]
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int64": 8, "int32": 4}
@@ -155,6 +156,38 @@ def _read_in_child(code: str, overrides: tuple, client: str) -> int:
     tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
     raise RuntimeError(f"admission's reading child exited {done.returncode} without an answer: "
                        f"{tail[0][:300]}")
+
+
+class BodyTooComplex(ValueError):
+    """A request body holding more JSON values and keys than the server parses (`body_reader`)."""
+
+
+def read_body_tokens(body: bytes, client: str) -> None:
+    """Refuse a body past `body_reader.MAX_BODY_TOKENS` before the server parses it: read from its bytes
+    when their bound allows (`body_reader.upper_bound`), else counted in a reading child (one of
+    ``client``'s, `_reader_slot`). `BodyTooComplex` past the limit or when the child's own limits end
+    it; `ReadersBusy` as for references; a body that is not JSON passes (the server's parse answers it)."""
+    if body_reader.upper_bound(body) <= body_reader.MAX_BODY_TOKENS:
+        return
+    with _reader_slot(client):
+        try:
+            done = subprocess.run([sys.executable, "-m", "drkernel.service.body_reader"], input=body,
+                                  capture_output=True, timeout=READ_TIMEOUT_S, check=False)
+        except subprocess.TimeoutExpired:
+            raise BodyTooComplex(f"the body took more than {READ_TIMEOUT_S:g} s to count") from None
+    try:
+        answer = json.loads(done.stdout)
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        if done.returncode < 0:  # its own limits (SIGXCPU, the address space) or the OOM killer
+            raise BodyTooComplex("the body could not be counted within the reader's memory and time limits")
+        tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
+        raise RuntimeError(f"the body's counting child exited {done.returncode} without an answer: {tail[0][:300]}")
+    tokens = answer.get("tokens")
+    if type(tokens) is int and tokens > body_reader.MAX_BODY_TOKENS:
+        raise BodyTooComplex(f"the body holds {tokens} JSON values and keys; at most "
+                             f"{body_reader.MAX_BODY_TOKENS} are parsed")
 
 
 @contextmanager
