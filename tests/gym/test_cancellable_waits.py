@@ -5,7 +5,6 @@ of killing the worker with every other job on it. Each wait leaves nothing behin
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -79,36 +78,6 @@ def test_a_wait_for_the_device_lock_ends_when_cancelled():
     rw.leave()
     rw.acquire_exclusive(drain=True)
     rw.release_exclusive()
-
-
-def test_a_member_yielding_at_an_export_lets_a_due_region_run_and_a_drain_still_waits_for_it():
-    """``yield_at_exports``: a session at an export gives up its shared hold to a waiting timed region and
-    takes it back once the region ran, before its comparison; it stays a member (a drain waits for it)."""
-    rw = RWLock()
-    assert rw.yield_to_regions() == 0.0  # nothing due: the hold is kept, no wait
-    rw.join()
-    ran = threading.Event()
-    region = threading.Thread(target=lambda: (rw.acquire_exclusive(), ran.set(), rw.release_exclusive()))
-    region.start()
-    while not rw.contended:  # the region waits for the member's shared hold
-        time.sleep(0.01)
-    assert not ran.is_set()
-    rw.yield_to_regions()  # returns once the region has run, the member holding shared again
-    assert ran.is_set()
-    region.join(timeout=30)
-    blocked = threading.Thread(target=lambda: (rw.acquire_exclusive(), rw.release_exclusive()))
-    blocked.start()
-    blocked.join(timeout=0.2)
-    assert blocked.is_alive()  # the member's hold is back: a region waits for it again
-    drained = threading.Event()
-    drain = threading.Thread(target=lambda: (rw.acquire_exclusive(drain=True), drained.set(), rw.release_exclusive()))
-    drain.start()
-    rw.yield_to_regions()  # the waiting region runs; the drain still waits for the member
-    blocked.join(timeout=30)
-    assert not blocked.is_alive() and not drained.is_set()
-    rw.leave()
-    drain.join(timeout=30)
-    assert drained.is_set()
 
 
 def test_a_wait_for_a_timed_region_ends_when_cancelled_with_the_member_back_on_its_shared_hold():

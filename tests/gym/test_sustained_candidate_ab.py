@@ -22,8 +22,7 @@ def test_the_candidate_ab_runs_both_configurations_and_reports_their_verdicts(tm
         [sys.executable, "benchmarks/sustained_load.py", "--ab-candidate", "--device", "cpu", "--duration-s", "3",
          "--quick", "--concurrency", "1", "--pool-size", "1", "--levels", "1", "--candidate-concurrency", "2",
          "--candidate-pool-size", "2", "--candidate-judges", "2", "--candidate-judge-routing", "shared",
-         "--candidate-region-batch", "2", "1", "--candidate-yield-at-exports", "--fail-fraction", "0.3",
-         "--out", str(out)],
+         "--candidate-region-batch", "2", "1", "--fail-fraction", "0.3", "--out", str(out)],
         cwd=REPO, capture_output=True, text=True, timeout=300,
         env={**os.environ, "PYTHONPATH": str(REPO / "src")},
     )
@@ -33,8 +32,7 @@ def test_the_candidate_ab_runs_both_configurations_and_reports_their_verdicts(tm
     assert base["setting"]["compile_cache"] is False and base["device"]["compile_cache"] is None
     assert base["device"]["judge_routing"] == "sticky"
     assert cand["setting"] == {"concurrency": 2, "pool_size": 2, "judges": 2, "judge_routing": "shared",
-                               "compile_cache": True, "timing_rule": "adaptive", "region_batch": [2, 1.0],
-                               "yield_at_exports": True}
+                               "compile_cache": True, "timing_rule": "adaptive", "region_batch": [2, 1.0]}
     assert cand["device"]["judge_routing"] == "shared" and cand["device"]["compile_cache"] is not None
     assert cand["device"]["region_batch"] == [2, 1.0] and base["device"]["region_batch"] is None
     assert base["evaluations"] > 0 and cand["evaluations"] > 0

@@ -101,11 +101,6 @@ class InProcessEvaluator:
             `runtime.Slots`). None (default): a waiting region blocks new sessions at once.
         device_lock: the device's lock among processes (`runtime.OuterLock`), held exclusively around
             every timed region and reference timing besides this gym's own lock; None (default): none.
-        yield_at_exports: at each export (its candidate synchronised, waiting for the verdict) a
-            candidate session lets the timed regions that are due run first (`runtime.RWLock.yield_to_regions`),
-            so a region waits for the other candidates' current steps, not their whole evaluations; the
-            judge's comparison then runs under the session's shared hold (it runs the reference on the
-            device), so a region stays alone on the device. Off (default) until the H100 A/B says it wins.
     """
 
     def __init__(self, device: str = "auto", concurrency: int = 2, pool_size: int = 2,
@@ -114,9 +109,8 @@ class InProcessEvaluator:
                  unsafe_no_sandbox: bool = False, zygote: bool = True, judges: int = 0,
                  seccomp: bool = True, compile_cache_dir: str | None = None,
                  judge_routing: str = "sticky", region_batch: tuple[int, float] | None = None,
-                 device_lock: OuterLock | None = None, yield_at_exports: bool = False) -> None:
+                 device_lock: OuterLock | None = None) -> None:
         EvalConfig(device=device)  # validates the device string
-        self.yield_at_exports = yield_at_exports
         if judge_routing not in JUDGE_ROUTINGS:
             raise ConfigError(f"judge_routing {judge_routing!r}: expected one of {', '.join(JUDGE_ROUTINGS)}")
         if region_batch is not None and not (len(region_batch) == 2 and int(region_batch[0]) >= 1
@@ -255,8 +249,7 @@ class InProcessEvaluator:
         return DeviceRuntime(device, pool_size=self.pool_size, concurrency=self.concurrency, env=self.env,
                              runner=self.runner, zygote=self.zygote, judges=self.judges,
                              compile_cache=self.compile_cache, judge_routing=self.judge_routing,
-                             region_batch=self.region_batch, outer_lock=self.device_lock,
-                             yield_at_exports=self.yield_at_exports)
+                             region_batch=self.region_batch, outer_lock=self.device_lock)
 
     def _runtime(self, device: str) -> DeviceRuntime:
         with self._lock:
@@ -536,8 +529,7 @@ def _session_stages(stages: dict[str, float], out: SessionOutcome) -> None:
     """The session's own seconds and the candidate's per-stage report, into ``stages``."""
     stages.update({"child_wait": out.child_wait_s, "candidate": out.wall_s, "child_exit": out.exit_s,
                    "judge_release": out.release_s, "judge_compare": out.judge_s,
-                   "timing_lock_wait": out.lock_wait_s, "exclusive": out.exclusive_s,
-                   "yield_wait": out.yield_wait_s})
+                   "timing_lock_wait": out.lock_wait_s, "exclusive": out.exclusive_s})
     if out.child_start_s is not None:
         stages["child_start"] = out.child_start_s
     for name, seconds in ((out.done or {}).get("stages") or {}).items():

@@ -240,21 +240,6 @@ class RWLock:
             self._members -= 1
             self._cond.notify_all()
 
-    def yield_to_regions(self) -> float:
-        """A member at a point where its candidate is off the device (synchronised, waiting for our reply)
-        lets the timed regions that are due run first: its shared hold given up and taken back once they
-        have run (not the drains: they wait for this session). Returns the seconds it waited (0 when no
-        region was due)."""
-        with self._cond:
-            if not (self._writer or self._due_in() == 0.0):
-                return 0.0
-            t = time.monotonic()
-            self._readers -= 1
-            self._cond.notify_all()
-            self._wait_for_writers(drains=False)
-            self._readers += 1
-            return time.monotonic() - t
-
     def enter_region(self) -> None:
         """A member's timed region, from its shared hold (waits as a timed region; parked while it waits).
         A cancelled evaluation's wait (`cancellable_waits`) ends in `WaitCancelled` with the member back
@@ -483,8 +468,7 @@ class DeviceRuntime:
     def __init__(self, device: str, *, pool_size: int, concurrency: int, env: dict[str, str],
                  runner: Runner, zygote: bool = True, judges: int = 0,
                  compile_cache: CompileCache | None = None, judge_routing: str = "sticky",
-                 region_batch: tuple[int, float] | None = None, outer_lock: OuterLock | None = None,
-                 yield_at_exports: bool = False) -> None:
+                 region_batch: tuple[int, float] | None = None, outer_lock: OuterLock | None = None) -> None:
         if judge_routing not in JUDGE_ROUTINGS:
             raise ValueError(f"judge_routing {judge_routing!r}: one of {JUDGE_ROUTINGS}")
         self.requested = device
@@ -499,7 +483,6 @@ class DeviceRuntime:
         self.env = env
         self.slots = Slots(concurrency)
         self.region_batch = region_batch
-        self.yield_at_exports = yield_at_exports  # a session's shared hold paused while the judge compares
         self.rw = RWLock(region_batch, self.slots.park if region_batch else None, outer_lock)
         self.warm_up_gate = WarmUpGate(self.rw)
         self.in_flight = 0

@@ -59,8 +59,6 @@ class SessionOutcome:
     child_start_s: float | None = None
     child_wait_s: float = 0.0
     lock_wait_s: float = 0.0
-    yield_wait_s: float = 0.0
-    """Seconds the session's exports waited for other candidates' timed regions (``yield_at_exports``)."""
     compile_seeded: int = 0
     """Files of earlier candidates' compiled kernels written into this candidate's cache."""
     compile_stored: int = 0
@@ -359,10 +357,6 @@ class CandidateSession:
     def _relay(self, child: Any, msg: Outputs | Compare, blob: bytes, fds: list[int]) -> None:
         """An export (a trial's outputs, or a hook's tagged outputs) to the judge; its verdict back."""
         tag = msg.tag if isinstance(msg, Compare) else None
-        if self.rt.yield_at_exports and self.hold == "shared":
-            # the candidate synchronised before exporting and waits for our reply: the regions due run
-            # first; the comparison then runs under this session's hold (the judge uses the device)
-            self.out.yield_wait_s += self.rt.rw.yield_to_regions()
         verdict = self._compare(msg, blob, tag, fds)
         if verdict.retry_host:  # the judge could not map the staging buffer
             self.out.ipc_fallback = verdict.message
