@@ -139,3 +139,34 @@ def test_a_request_reference_holding_a_memfd_is_held_to_its_limit(evaluator):
     with pytest.raises(JudgeError, match=r"passed its memory limit \(1024 MiB"):
         evaluator.evaluate(request(RELU_SOLUTION, problem=_memfd_reference(1536), rss_limit_mb=1024,
                                    timeout_s=120))
+
+
+TREE = ("import subprocess, sys, threading, time\n"
+        "sleep = [sys.executable, '-c', 'import time; time.sleep(60)']\n"
+        "nest = [sys.executable, '-c', 'import subprocess, sys, time; subprocess.Popen(%r); time.sleep(60)' % (sleep,)]\n"
+        "threading.Thread(target=lambda: subprocess.Popen(sleep)).start()  # a child of a second thread\n"
+        "subprocess.Popen(nest)  # a child with a child of its own\n"
+        "time.sleep(60)\n")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="Linux's /proc")
+def test_the_tree_walk_finds_every_process_the_host_scan_finds():
+    """`tree_rss` (each task's children lists: only the group's processes read) against `group_rss`
+    (every process of the host): the same processes, a child started by a second thread and a
+    grandchild included."""
+    from drkernel.gym.orchestrator.memory import CHILDREN_LISTS, group_rss, tree_rss
+
+    if not CHILDREN_LISTS:
+        pytest.skip("this kernel lists no task's children (CONFIG_PROC_CHILDREN)")
+    p = subprocess.Popen([sys.executable, "-c", TREE], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while len(group_rss(p.pid)) < 4 and time.monotonic() < deadline:  # the leader, 2 children, 1 grandchild
+            time.sleep(0.1)
+        scanned = group_rss(p.pid)
+        assert len(scanned) == 4, scanned
+        assert set(tree_rss([p.pid])) == set(scanned)
+        assert all(b > 0 for b in tree_rss([p.pid]).values())
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()

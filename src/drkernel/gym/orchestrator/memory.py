@@ -2,8 +2,9 @@
 reference in its own judge), by watching its processes (not ``RLIMIT_AS``, which breaks CUDA
 initialisation: the driver reserves far more address space than it uses).
 
-A watcher thread finds every process in the child's process group and every descendant of its
-leader (the sandbox's processes) ten times a second, and:
+A watcher thread finds every descendant of the child's leader (the sandbox's processes) ten times a
+second through the kernel's lists of each task's children (`tree_rss`: the group's own processes are
+read, not the host's), and every process of its process group once a second (`group_rss`), and:
 
 * **memory**: sums their resident size and the bytes stored in the tmpfs mounts of their own mount
   namespaces (the private ``/tmp`` and ``/dev/shm`` of the sandbox: tmpfs pages are host memory
@@ -58,7 +59,8 @@ _warned = False
 def group_rss(pgid: int) -> dict[int, int]:
     """``pid -> resident bytes`` of the processes in process group ``pgid`` and of every descendant of
     process ``pgid`` (under the sandbox the child runs in a session of its own inside bwrap's pid
-    namespace, so it is a descendant of the group's leader, not a member of its group)."""
+    namespace, so it is a descendant of the group's leader, not a member of its group). Reads every
+    process of the host (`tree_rss` reads only the group's)."""
     try:
         pids = [p for p in os.listdir("/proc") if p.isdigit()]
     except OSError:
@@ -67,14 +69,8 @@ def group_rss(pgid: int) -> dict[int, int]:
     children: dict[int, list[int]] = {}
     members: list[int] = []
     for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        # fields after the ")" that closes the command name: state ppid pgrp ... rss is field 24
-        fields = stat[stat.rfind(b")") + 2:].split()
-        if len(fields) <= 21:
+        fields = _stat_fields(pid)
+        if fields is None:
             continue
         rss[int(pid)] = int(fields[21]) * PAGE
         children.setdefault(int(fields[1]), []).append(int(pid))
@@ -88,6 +84,55 @@ def group_rss(pgid: int) -> dict[int, int]:
             seen.add(pid)
             todo.extend(children.get(pid, ()))
     return {pid: rss[pid] for pid in seen if pid in rss}
+
+
+def _stat_fields(pid: int | str) -> list[bytes] | None:
+    """The fields of ``/proc/<pid>/stat`` after the ")" that closes the command name (state ppid pgrp
+    ...; the resident pages are index 21), or None for a process gone or unreadable."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2:].split()
+    return fields if len(fields) > 21 else None
+
+
+CHILDREN_LISTS = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
+"""Whether this kernel lists each task's children (``/proc/<pid>/task/<tid>/children``,
+``CONFIG_PROC_CHILDREN``); without it `tree_rss` falls back to `group_rss`."""
+SCAN_EVERY = 10
+"""`RssWatch` reads the whole host's processes (`group_rss`: the group's members outside its
+leader's tree) every this many looks, and only the group's tree (`tree_rss`) in between."""
+
+
+def tree_rss(roots: Collection[int]) -> dict[int, int]:
+    """``pid -> resident bytes`` of ``roots`` and their descendants, found through each task's list of
+    children: the group's own processes and threads are read, not every process of the host (whose
+    scan, ten times a second for each of eight candidates, held the orchestrator's interpreter about
+    one core's worth on an H100 host: py-spy, 2026-11-27). A process forked during the walk shows at
+    the next look, as with a scan."""
+    rss: dict[int, int] = {}
+    todo = list(roots)
+    while todo:
+        pid = todo.pop()
+        if pid in rss:
+            continue
+        fields = _stat_fields(pid)
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        if fields is None:
+            continue
+        rss[pid] = int(fields[21]) * PAGE
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                    todo.extend(int(c) for c in f.read().split())
+            except OSError:
+                continue
+    return rss
 
 
 def group_rss_bytes(pgid: int) -> int:
@@ -229,7 +274,7 @@ def _warn_tmpfs(point: str, e: OSError) -> None:
 def group_memory_bytes(pgid: int) -> int:
     """What the group holds of host memory: resident bytes, its private tmpfs contents, and the
     memory-backed files it holds open or mapped (`shared_file_bytes`)."""
-    rss = group_rss(pgid)
+    rss = tree_rss([pgid]) if CHILDREN_LISTS else group_rss(pgid)
     stored, devs = tmpfs_bytes(list(rss))
     return sum(rss.values()) + stored + shared_file_bytes(list(rss), devs)
 
@@ -261,9 +306,13 @@ class RssWatch:
 
     def _run(self) -> None:
         window_t, wanted, used, bounded = time.monotonic(), None, 0, True
-        looks, shared = 0, 0
+        looks, shared, members = 0, 0, [self.pgid]
         while not self._stop.wait(self.interval):
-            rss = group_rss(self.pgid)
+            if looks % SCAN_EVERY == 0 or not CHILDREN_LISTS:  # the group's members outside the tree too
+                rss = group_rss(self.pgid)
+                members = list(rss)
+            else:
+                rss = tree_rss(members)
             pids = list(rss)
             stored, devs = tmpfs_bytes(pids)
             if looks % SHARED_EVERY == 0:  # every descriptor and mapping: a slower look
