@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import random
 from typing import Any
 
 import torch
@@ -61,6 +60,9 @@ MAX_ACROSS_PAIRS = 1 << 16
 """At most this many pairs per tensor in the across-rows mode."""
 CANDIDATES = 8
 """Candidate pairs drawn per pair kept (those whose values are equal or zero are passed over)."""
+MIN_CANDIDATES = 64
+"""Candidate pairs drawn per tensor at least: a small sparse tensor (half its values zero) still finds
+a pair of unequal nonzero values."""
 
 
 def pair_count(n: int, step: int = 1, across: bool = False) -> int:
@@ -78,9 +80,11 @@ def _pairs_of(n: int, seed: int) -> int:
     return pair_count(n, perturbation_of(seed), across_rows(seed))
 
 
-def _rng(seed: int, index: int) -> random.Random:
+def _rng(seed: int, index: int) -> torch.Generator:
     digest = hashlib.sha256(f"drkernel-perturb:{int(seed)}:{index}".encode()).digest()
-    return random.Random(int.from_bytes(digest[:16], "big"))
+    g = torch.Generator()  # on the host: judge and candidate draw the same positions whatever their device
+    g.manual_seed(int.from_bytes(digest[:8], "big") >> 1)
+    return g
 
 
 def symmetric(x: torch.Tensor) -> bool:
@@ -88,58 +92,70 @@ def symmetric(x: torch.Tensor) -> bool:
     return x.dim() >= 2 and x.shape[-1] == x.shape[-2] > 1 and bool(torch.equal(x, x.mT))
 
 
-def _candidates(shape: tuple[int, ...], seed: int, index: int, sym: bool) -> list[tuple[int, int]]:
-    """The candidate pairs of input ``index`` at ``seed``'s perturbation step: up to `CANDIDATES` per
-    pair kept, both positions in one row of the last dimension (anywhere in the tensor in the
-    across-rows mode), no position in two pairs; off the diagonal of a symmetric matrix (``sym``),
-    whose mirrored positions are not used either."""
+def _candidates(shape: tuple[int, ...], seed: int, index: int, sym: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """The candidate pairs (flat positions ``p``, ``q``, on the host) of input ``index`` at ``seed``'s
+    perturbation step: `CANDIDATES` drawn per pair kept (at least `MIN_CANDIDATES`), both positions
+    in one row of the last dimension (anywhere in the tensor in the across-rows mode), two distinct
+    positions, off the diagonal of a symmetric matrix (``sym``). Drawn as tensors: the across-rows mode
+    draws half a million candidates, which a Python loop took seconds over on each side of every
+    perturbed call. `_chosen` keeps pairs that share no position."""
     n = math.prod(shape)
     row = n if across_rows(seed) else (shape[-1] if shape else 1)
-    rng, used, pairs = _rng(seed, index), set(), []
-    for _ in range(CANDIDATES * _pairs_of(n, seed)):
-        p = rng.randrange(n)
-        q = p - p % row + rng.randrange(row)
-        group = [p, q] + (_mirrors((p, q), shape) if sym else [])
-        if p != q and len(set(group)) == len(group) and not used.intersection(group):
-            used.update(group)
-            pairs.append((p, q))
-    return pairs
+    g, count = _rng(seed, index), max(MIN_CANDIDATES, CANDIDATES * _pairs_of(n, seed))
+    p = torch.randint(n, (count,), generator=g)
+    q = p - p % row + torch.randint(row, (count,), generator=g)
+    ordered = _group(p, q, shape, sym).sort(dim=1).values
+    distinct = (ordered[:, 1:] != ordered[:, :-1]).all(dim=1)  # p != q, no diagonal mirror
+    return p[distinct], q[distinct]
 
 
-def _mirrors(pair: tuple[int, int], shape: tuple[int, ...]) -> list[int]:
-    """The positions across the diagonal from a pair in one row of a square matrix (a diagonal
-    position mirrors onto itself, which `_candidates` then refuses)."""
-    m = shape[-1]
-    out = []
-    for flat in pair:
-        base, i, j = flat - flat % (m * m), (flat % (m * m)) // m, flat % m
-        out.append(base + j * m + i)
-    return out
+def _group(p: torch.Tensor, q: torch.Tensor, shape: tuple[int, ...], sym: bool) -> torch.Tensor:
+    """Each pair's positions, its mirrors' too in a symmetric matrix: (pairs, 2 or 4)."""
+    return torch.stack([p, q, *((_mirror(p, shape[-1]), _mirror(q, shape[-1])) if sym else ())], dim=1)
 
 
-def _with_mirrors(pairs: list[tuple[int, int]], shape: tuple[int, ...], sym: bool) -> list[tuple[int, int]]:
-    return pairs + [tuple(_mirrors(pair, shape)) for pair in pairs] if sym else pairs  # type: ignore[misc]
+def _first_use(group: torch.Tensor) -> torch.Tensor:
+    """Per row of ``group``: does none of its positions appear in an earlier row?"""
+    if not group.shape[0]:
+        return torch.zeros(0, dtype=torch.bool)
+    _, where = torch.unique(group.reshape(-1), return_inverse=True)
+    owner = torch.arange(group.shape[0]).repeat_interleave(group.shape[1])
+    first = torch.full((int(where.max()) + 1,), group.shape[0]).scatter_reduce(0, where, owner, "amin")
+    return (first[where] == owner).reshape(group.shape).all(dim=1)
 
 
-def _chosen(pairs: list[tuple[int, int]], differ: list[float], k: int) -> list[tuple[int, int]]:
-    """The ``k`` candidate pairs whose two values differ most (both nonzero; maybe none): the larger
-    the difference, the more an output that reads a swapped value moves."""
-    ranked = sorted((i for i, d in enumerate(differ) if d > 0), key=lambda i: (-differ[i], i))
-    return [pairs[i] for i in ranked[:k]]
+def _mirror(flat: torch.Tensor, m: int) -> torch.Tensor:
+    """The positions across the diagonal of a batch of ``m`` x ``m`` matrices (a diagonal position
+    mirrors onto itself, which `_candidates` then refuses)."""
+    base, within = flat - flat % (m * m), flat % (m * m)
+    return base + (within % m) * m + within // m
 
 
-def _unravel(flat: list[int], shape: tuple[int, ...], device: torch.device) -> tuple[torch.Tensor, ...]:
+def _with_mirrors(p: torch.Tensor, q: torch.Tensor, shape: tuple[int, ...], sym: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    if not sym:
+        return p, q
+    return torch.cat([p, _mirror(p, shape[-1])]), torch.cat([q, _mirror(q, shape[-1])])
+
+
+def _chosen(p: torch.Tensor, q: torch.Tensor, differ: torch.Tensor, k: int, shape: tuple[int, ...],
+            sym: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``k`` candidate pairs whose two values differ most (both nonzero; maybe none), earlier
+    candidates first among equals, none sharing a position (nor a mirror) with a pair ranked before it:
+    the larger the difference, the more an output that reads a swapped value moves."""
+    order = torch.sort(-differ, stable=True).indices
+    order = order[differ[order] > 0]
+    order = order[_first_use(_group(p[order], q[order], shape, sym))][:k]
+    return p[order], q[order]
+
+
+def _unravel(flat: torch.Tensor, shape: tuple[int, ...], device: torch.device) -> tuple[torch.Tensor, ...]:
     """Row-major flat positions as one index tensor per dimension (``torch.unravel_index`` costs a
     lazy import of ~0.4 s on its first call)."""
     dims = []
     for size in reversed(shape):
-        dims.append([f % size for f in flat])
-        flat = [f // size for f in flat]
-    return tuple(torch.tensor(d, device=device, dtype=torch.long) for d in reversed(dims))
-
-
-def _sides(pairs: list[tuple[int, int]], x: torch.Tensor) -> tuple[tuple[torch.Tensor, ...], ...]:
-    return tuple(_unravel([pair[side] for pair in pairs], tuple(x.shape), x.device) for side in (0, 1))
+        dims.append(flat % size)
+        flat = flat // size
+    return tuple(d.to(device) for d in reversed(dims))
 
 
 _INT_OF_SIZE = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
@@ -152,16 +168,16 @@ def _bits(x: torch.Tensor) -> torch.Tensor:
     return x if x.dtype == torch.bool or x.is_complex() or size not in _INT_OF_SIZE else x.view(_INT_OF_SIZE[size])
 
 
-def _differ(x: torch.Tensor, p: tuple[torch.Tensor, ...], q: tuple[torch.Tensor, ...]) -> list[float]:
+def _differ(x: torch.Tensor, p: tuple[torch.Tensor, ...], q: tuple[torch.Tensor, ...]) -> torch.Tensor:
     """Per pair: how much a swap changes the content (|difference| of the two values; 1 for unequal
     values without a magnitude), 0 where they are equal or either is zero (zeros are kept)."""
-    b = _bits(x)
-    qualifies = (b[p] != b[q]) & (x[p] != 0) & (x[q] != 0)
+    xp, xq = x[p], x[q]  # each gathered once (half a million positions in the across-rows mode)
+    qualifies = (_bits(xp) != _bits(xq)) & (xp != 0) & (xq != 0)
     if x.dtype == torch.bool or not (x.is_floating_point() or x.is_complex() or x.dtype.is_signed):
-        return qualifies.double().tolist()
+        return qualifies.double().cpu()
     wide = torch.complex128 if x.is_complex() else torch.float64
-    gap = (x[p].to(wide) - x[q].to(wide)).abs()
-    return torch.where(qualifies, gap.nan_to_num(nan=1.0, posinf=1.0).clamp_min(1e-300), 0.0).tolist()
+    gap = (xp.to(wide) - xq.to(wide)).abs()
+    return torch.where(qualifies, gap.nan_to_num(nan=1.0, posinf=1.0).clamp_min(1e-300), 0.0).cpu()
 
 
 def _swap(x: torch.Tensor, p: tuple[torch.Tensor, ...], q: tuple[torch.Tensor, ...]) -> None:
@@ -188,14 +204,14 @@ def swap_some(x: torch.Tensor, seed: int, index: int) -> torch.Tensor:
         return x
     if any(stride == 0 and size > 1 for size, stride in zip(x.shape, x.stride())):
         x = x.clone()
-    sym = symmetric(x)
-    pairs = _candidates(tuple(x.shape), seed, index, sym)
-    if not pairs:
+    sym, shape = symmetric(x), tuple(x.shape)
+    p, q = _candidates(shape, seed, index, sym)
+    if not p.numel():
         return x
-    p, q = _sides(pairs, x)
-    chosen = _with_mirrors(_chosen(pairs, _differ(x, p, q), k), tuple(x.shape), sym)
-    if chosen:
-        sides = _sides(chosen, x)
+    differ = _differ(x, _unravel(p, shape, x.device), _unravel(q, shape, x.device))
+    p, q = _with_mirrors(*_chosen(p, q, differ, k, shape, sym), shape, sym)
+    if p.numel():
+        sides = _unravel(p, shape, x.device), _unravel(q, shape, x.device)
         _swap(x, *sides)
         if across_rows(seed):
             _amplify(x, *sides)
