@@ -309,3 +309,33 @@ def test_waiting_clients_are_those_a_worker_could_serve_now(store):
     assert held.id == retry.id and store.fail(held.id, held.claim, "worker_lost", "gone") is JobStatus.QUEUED
     store.submit([mine(4, "bob", est=5), mine(5, "bob", est=50)])
     assert store.waiting_clients() == {"bob": 5}
+
+
+def test_a_batch_is_staged_until_its_last_chunk_and_a_crash_meanwhile_leaves_nothing(tmp_path):
+    """A batch past one chunk is written staged and published in one transaction: a worker claims none
+    of a half-written batch, and the next server's `recover` deletes what a server that died while
+    writing it had staged (before, 256 of 4,096 jobs were queued and run with ids known to nobody)."""
+    s = JobStore(tmp_path / "jobs.sqlite")
+    chunk = [_job(i) for i in range(SUBMIT_CHUNK)]
+    staged = s._tx(s._submit, chunk, None, [_job(SUBMIT_CHUNK)], True)  # the first chunk, then "kill -9"
+    assert len(staged) == SUBMIT_CHUNK and all(created for _, created in staged)
+    assert s.claim("w", 5, 1000, True, 30) == [] and s.counts()["queued"] == 0
+    assert s.get(staged[0][0]) is None  # no route shows a staged job
+    s.close()
+    again = JobStore(tmp_path / "jobs.sqlite")
+    again.recover()
+    assert again._read(lambda db: db.execute("SELECT COUNT(*) FROM jobs").fetchone()[0]) == 0
+    again.close()
+
+
+def test_a_batch_of_several_chunks_is_published_whole_in_order_with_its_cache_hits_done(store):
+    ((first, _),) = store.submit([_job(0)])
+    (c,) = store.claim("w", 1, 100, True, 30)
+    store.complete(c.id, c.claim, '{"status": "correct"}', cache_key="content-0")
+    batch = [_job(i) for i in range(1, 2 * SUBMIT_CHUNK + 2)] + [_job(7777, cache_keys=["content-0"])]
+    out = store.submit(batch)
+    assert [j.req_hash for j, _ in out] == [f"h{i}" for i in range(1, 2 * SUBMIT_CHUNK + 2)] + ["h7777"]
+    assert all(created for _, created in out)
+    assert [j.status for j, _ in out[:-1]] == [JobStatus.QUEUED] * (2 * SUBMIT_CHUNK + 1)
+    assert out[-1][0].status is JobStatus.DONE and out[-1][0].cached
+    assert store.counts()["queued"] == 2 * SUBMIT_CHUNK + 1

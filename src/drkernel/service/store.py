@@ -100,6 +100,9 @@ _ADDED_COLUMNS = (
 )
 
 
+STAGED = "staged"
+"""The status of a batch's jobs while it is written (`JobStore.submit`): no `JobStatus`, since no
+route, claim or count but the quota's ever reads one."""
 SUBMIT_CHUNK = 256
 """Jobs stored per write transaction of a batch (`JobStore.submit`): a full batch of 4,096 (32 MB of
 requests) held the write lock for about 0.5 s in one transaction; a chunk holds it a few tens of ms."""
@@ -299,33 +302,45 @@ class JobStore:
         key returns the existing job (``created`` False); reusing it for another request raises.
         With ``quota``, `QuotaExceeded` when the jobs would take a client past it.
 
-        A batch is stored `SUBMIT_CHUNK` jobs per write transaction, so it never holds the write lock
-        (which claims, heartbeats, completions and every other submission wait for) for long; each
-        chunk checks the quota for itself and the rest of its batch. A chunk that is refused (a race
-        of the client with itself: another of its submissions took the quota or the key meanwhile)
-        withdraws the jobs its batch stored before it (`_withdraw`), then raises."""
-        out: list[tuple[Job, bool]] = []
+        A batch of more than `SUBMIT_CHUNK` jobs is written `SUBMIT_CHUNK` per write transaction, so it
+        never holds the write lock (which claims, heartbeats, completions and every other submission
+        wait for) for long: its jobs are written *staged* (no worker claims them, no route shows them,
+        the quota counts them), then published in one transaction. A chunk that is refused (a race of
+        the client with itself: another of its submissions took the quota or the key meanwhile) deletes
+        what its batch staged, then raises; a server that dies meanwhile leaves staged jobs that
+        `recover` deletes: a batch is never half stored (hostile round 10 found 256 of 4,096 jobs queued
+        and run after a kill, their ids known to nobody)."""
+        if len(jobs) <= SUBMIT_CHUNK:
+            return self._tx(self._submit, jobs, quota)
+        staged: list[tuple[Job | str, bool]] = []
         try:
             for start in range(0, len(jobs), SUBMIT_CHUNK):
                 end = start + SUBMIT_CHUNK
-                out += self._tx(self._submit, jobs[start:end], quota, jobs[end:])
+                staged += self._tx(self._submit, jobs[start:end], quota, jobs[end:], True)
+            self._tx(self._publish, jobs, [x for x, created in staged if created])
         except BaseException:
-            if out:
-                self._withdraw([job.id for job, created in out if created])
+            self._drop_staged([x for x, created in staged if created])
             raise
-        return out
+        return self._read(lambda db: [(self._get(db, x) if isinstance(x, str) else x, created)
+                                      for x, created in staged])
 
-    def _withdraw(self, ids: Sequence[str]) -> None:
-        """Cancel jobs of a batch that was refused after part of it was stored (a running one is then
-        stopped by its worker's lease renewal), and free their idempotency keys for a retry."""
+    def _publish(self, db: sqlite3.Connection, jobs: Sequence[NewJob], ids: Sequence[str]) -> None:
+        """A staged batch's jobs (``ids``, those it created of ``jobs``) queued, or done for a cache hit,
+        in one transaction; none if a client of the batch was removed meanwhile."""
+        self._check_clients(db, jobs)
+        for i in range(0, len(ids), 500):
+            chunk = list(ids[i : i + 500])
+            db.execute("UPDATE jobs SET status = CASE WHEN result IS NULL THEN 'queued' ELSE 'done' END "
+                       f"WHERE id IN ({','.join('?' * len(chunk))}) AND status = 'staged'", chunk)
+
+    def _drop_staged(self, ids: Sequence[str]) -> None:
+        """Delete a refused batch's staged jobs (never shown to anyone)."""
 
         def fn(db):
             for i in range(0, len(ids), 500):
                 chunk = list(ids[i : i + 500])
-                db.execute("UPDATE jobs SET status = 'cancelled', claim = NULL, lease_until = NULL, finished = ? "
-                           f"WHERE id IN ({','.join('?' * len(chunk))}) AND status IN ('queued', 'running')",
-                           [time.time(), *chunk])
-                db.execute(f"UPDATE jobs SET idem_key = NULL WHERE id IN ({','.join('?' * len(chunk))})", chunk)
+                db.execute(f"DELETE FROM jobs WHERE id IN ({','.join('?' * len(chunk))}) AND status = 'staged'",
+                           chunk)
 
         self._tx(fn)
 
@@ -353,6 +368,8 @@ class JobStore:
         if row is not None and row["req_hash"] != nj.req_hash:
             raise IdempotencyConflict(f"idempotency key {nj.idem_key!r} was used for another request "
                                       f"(job {row['id']})")
+        if row is not None and row["status"] == STAGED:
+            raise IdempotencyConflict(f"idempotency key {nj.idem_key!r} is in a batch being stored; retry")
         return row
 
     @staticmethod
@@ -368,7 +385,7 @@ class JobStore:
         for client in {nj.client for nj in jobs}:
             mine = [nj for nj in jobs if nj.client == client]
             active, stored = db.execute(
-                "SELECT (SELECT COUNT(*) FROM jobs WHERE client = ? AND status IN ('queued', 'running')), "
+                "SELECT (SELECT COUNT(*) FROM jobs WHERE client = ? AND status IN ('queued', 'running', 'staged')), "
                 "(SELECT COALESCE(SUM(bytes), 0) FROM jobs WHERE client = ?)", (client, client)).fetchone()
             if active + len(mine) > quota.max_active:
                 raise QuotaExceeded(f"client {client!r} has max_queued_per_client={quota.max_active} jobs "
@@ -379,9 +396,9 @@ class JobStore:
                                     "are removed after the retention time)")
 
     def _submit(self, db: sqlite3.Connection, jobs: Sequence[NewJob], quota: Quota | None = None,
-                rest: Sequence[NewJob] = ()) -> list[tuple[Job, bool]]:
+                rest: Sequence[NewJob] = (), staged: bool = False) -> list[tuple[Job | str, bool]]:
         """Store ``jobs`` (one chunk of a batch; ``rest``: the batch's chunks still to come, counted by
-        the quota with them)."""
+        the quota with them); ``staged``: written as staged, each new one returned by its id."""
         self._check_clients(db, jobs)
         if quota is not None:
             self._check_quota(db, [*jobs, *rest], quota)
@@ -395,7 +412,7 @@ class JobStore:
                 continue
             hit = self._cache_lookup(db, nj.cache_keys)
             job_id = uuid.uuid4().hex
-            status = JobStatus.DONE if hit is not None else JobStatus.QUEUED
+            status = STAGED if staged else JobStatus.DONE.value if hit is not None else JobStatus.QUEUED.value
             db.execute(
                 "INSERT INTO jobs (id, idem_key, req_hash, request, request_id, est_bytes, priority, "
                 "status, created, started, finished, result, cached, client, problem_key, bytes) "
@@ -408,7 +425,7 @@ class JobStore:
                     nj.request_id,
                     nj.est_bytes,
                     nj.priority,
-                    status.value,
+                    status,
                     now,
                     None if hit is None else now,
                     None if hit is None else now,
@@ -419,7 +436,7 @@ class JobStore:
                     len(nj.request_json) + len(hit or ""),
                 ),
             )
-            out.append((self._get(db, job_id), True))
+            out.append((job_id if staged else self._get(db, job_id), True))
         return out
 
     @staticmethod
@@ -625,11 +642,13 @@ class JobStore:
         )
 
     def recover(self) -> list[str]:
-        """At server start: every job left running by a previous server is re-queued, and the
+        """At server start: a batch a previous server died storing is deleted (its staged jobs were
+        never shown, `submit`), and every job left running by a previous server is re-queued, and the
         interrupted attempt is not counted: the server never runs solution code, so its death says
         nothing about the job (a worker's death may, and counts). Returns the re-queued ids."""
 
         def fn(db):
+            db.execute("DELETE FROM jobs WHERE status = ?", (STAGED,))  # a batch it died storing: never shown
             ids = [r["id"] for r in db.execute("SELECT id FROM jobs WHERE status = 'running'")]
             db.execute(
                 "UPDATE jobs SET status = 'queued', attempts = attempts - 1, claim = NULL, worker = NULL, "
@@ -765,7 +784,7 @@ class JobStore:
     @staticmethod
     def _get(db: sqlite3.Connection, job_id: str, with_request: bool = False) -> Job | None:
         columns = _COLUMNS + ", request" if with_request else _COLUMNS
-        row = db.execute(f"SELECT {columns} FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        row = db.execute(f"SELECT {columns} FROM jobs WHERE id = ? AND status != ?", (job_id, STAGED)).fetchone()
         return None if row is None else Job.from_row(row)
 
     def get(self, job_id: str, client: str | None = None) -> Job | None:
@@ -781,7 +800,8 @@ class JobStore:
             out = {}
             for i in range(0, len(ids), 500):
                 chunk = list(ids[i : i + 500])
-                q = f"SELECT id, status FROM jobs WHERE client = ? AND id IN ({','.join('?' * len(chunk))})"
+                q = (f"SELECT id, status FROM jobs WHERE client = ? AND status != '{STAGED}' "
+                     f"AND id IN ({','.join('?' * len(chunk))})")
                 out.update({r["id"]: JobStatus(r["status"]) for r in db.execute(q, [client, *chunk])})
             return out
 
@@ -818,7 +838,8 @@ class JobStore:
     def counts(self) -> dict[str, int]:
         """Jobs per status (every status present, zeros included)."""
         rows = self._read(
-            lambda db: db.execute("SELECT status, COUNT(*) AS n FROM jobs GROUP BY status").fetchall()
+            lambda db: db.execute("SELECT status, COUNT(*) AS n FROM jobs WHERE status != ? GROUP BY status",
+                                  (STAGED,)).fetchall()
         )
         out = {s.value: 0 for s in JobStatus}
         out.update({r["status"]: r["n"] for r in rows})
