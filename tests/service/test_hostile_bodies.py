@@ -121,3 +121,23 @@ def test_separators_inside_strings_do_not_refuse_a_body(gym):
     r = _post(gym, b'{"problem_key":"builtin/L1/gelu","solution":"' + b"," * 600_000 + b'"}')
     assert r.status_code == 422, r.text
     assert r.json()["detail"][0]["loc"][-1] == "solution"
+
+
+@pytest.fixture(scope="module")
+def budgeted(tmp_path_factory):
+    """A server whose clients' parse budget refills at 1,000 tokens a second: the burst (two bodies'
+    worth) is what a test can spend."""
+    srv = ServerProcess(tmp_path_factory.mktemp("gym-budget") / "jobs.sqlite", "--devices", "cpu:1",
+                        "--max-body-bytes", str(8 << 20), "--parse-rate-per-client", "1000").start(timeout_s=300)
+    yield srv
+    srv.stop()
+
+
+def test_a_client_s_bodies_are_charged_their_tokens_and_refused_past_its_parse_budget(budgeted):
+    """Bodies of 0.9 M tokens each (under the per-body limit: parsed without a child): two fit the
+    burst, the third is a 429 with Retry-After before it is parsed (hostile round 10: 16 connections of
+    one client's 1-MiB bodies stalled every other client for seconds)."""
+    raw = b'{"problem_key":"builtin/L1/gelu","solution":"x","metadata":[' + b"0," * 450_000 + b'0]}'
+    codes = [_post(budgeted, raw) for _ in range(3)]
+    assert [r.status_code for r in codes] == [422, 422, 429], [r.text[:200] for r in codes]
+    assert "Retry-After" in codes[2].headers and "parse_rate_per_client" in codes[2].json()["detail"]

@@ -162,13 +162,15 @@ class BodyTooComplex(ValueError):
     """A request body holding more JSON values and keys than the server parses (`body_reader`)."""
 
 
-def read_body_tokens(body: bytes, client: str) -> None:
+def read_body_tokens(body: bytes, client: str) -> int:
     """Refuse a body past `body_reader.MAX_BODY_TOKENS` before the server parses it: read from its bytes
     when their bound allows (`body_reader.upper_bound`), else counted in a reading child (one of
     ``client``'s, `_reader_slot`). `BodyTooComplex` past the limit or when the child's own limits end
-    it; `ReadersBusy` as for references; a body that is not JSON passes (the server's parse answers it)."""
-    if body_reader.upper_bound(body) <= body_reader.MAX_BODY_TOKENS:
-        return
+    it; `ReadersBusy` as for references; a body that is not JSON passes (the server's parse answers it).
+    Returns what the server's parse will cost in tokens: the bound, or the child's count."""
+    bound = body_reader.upper_bound(body)
+    if bound <= body_reader.MAX_BODY_TOKENS:
+        return bound
     with _reader_slot(client):
         try:
             done = subprocess.run([sys.executable, "-m", "drkernel.service.body_reader"], input=body,
@@ -185,9 +187,12 @@ def read_body_tokens(body: bytes, client: str) -> None:
         tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
         raise RuntimeError(f"the body's counting child exited {done.returncode} without an answer: {tail[0][:300]}")
     tokens = answer.get("tokens")
-    if type(tokens) is int and tokens > body_reader.MAX_BODY_TOKENS:
+    if type(tokens) is not int:  # not JSON: the server's parse refuses it at its first error
+        return body_reader.MAX_BODY_TOKENS
+    if tokens > body_reader.MAX_BODY_TOKENS:
         raise BodyTooComplex(f"the body holds {tokens} JSON values and keys; at most "
                              f"{body_reader.MAX_BODY_TOKENS} are parsed")
+    return tokens
 
 
 @contextmanager

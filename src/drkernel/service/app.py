@@ -33,6 +33,7 @@ from starlette.routing import Match
 from drkernel import __version__
 from drkernel.errors import ConfigError
 from drkernel.service.admission import BodyTooComplex, ReadersBusy, read_body_tokens
+from drkernel.service.body_reader import MAX_BODY_TOKENS
 from drkernel.service.config import ServiceConfig
 from drkernel.service.gate import Gate, RateLimiter, client_of
 from drkernel.service.intake import ProblemCatalog, Rejected, admitted, to_request
@@ -163,6 +164,7 @@ def create_app(config: ServiceConfig, handles: Sequence[WorkerHandle] | None = N
         "front of per-device gym workers.",
     )
     _install_handlers(app)
+    app.state.parse_budget = RateLimiter(config.parse_rate_per_client, 2 * MAX_BODY_TOKENS)
     api = _router(config, catalog, waits)
     app.include_router(api)
     app.add_api_route("/metrics", lambda: PlainTextResponse(metrics.render()), methods=["GET"],
@@ -244,6 +246,12 @@ class _Timed:
         return "unmatched"  # one label for every unknown path: no cardinality from scanners
 
 
+def _message(error: dict) -> str:
+    """A validation error's message; a body that is not JSON also says where the parser stopped."""
+    reason = (error.get("ctx") or {}).get("error") if error.get("type") == "json_invalid" else None
+    return f"{error.get('msg', '')}: {reason}" if reason else str(error.get("msg", ""))
+
+
 def _install_handlers(app: FastAPI) -> None:
     """Errors as ``{"error", "detail"}``: a 422 names the field; nothing carries a traceback."""
 
@@ -252,7 +260,7 @@ def _install_handlers(app: FastAPI) -> None:
         errors = exc.errors()  # few: every container is refused by its length before its items
         detail = [
             {"loc": [p if isinstance(p, int) else str(p)[:MAX_LOC_CHARS] for p in e.get("loc", ())],
-             "msg": str(e.get("msg", ""))[:500], "type": e.get("type", "")}
+             "msg": _message(e)[:500], "type": e.get("type", "")}
             for e in errors[:MAX_ERRORS_SHOWN]
         ]
         if len(errors) > MAX_ERRORS_SHOWN:
@@ -465,40 +473,41 @@ def _job_routes(r: APIRouter, config: ServiceConfig, waits: "WaitSlots") -> None
         return JobOut.from_job(job)
 
 
-JSON_FALLBACK_BYTES = 1 << 20
-"""A body pydantic-core refuses (it stops at 200 levels of nesting) is parsed again by ``json.loads``
-when at most this large (a millisecond-scale parse), so its 422 names the field at fault."""
-
-
 class _OffLoopJSON(Request):
     """A request whose JSON body is parsed in a worker thread by pydantic-core's parser, once `_counted`
-    has bounded its tokens: the parse holds the GIL throughout (about 130 ns a token, 0.85 s for a
-    31-MiB body of numbers on a 2-core host), so the bound, not the thread, is what keeps every other
-    client's requests moving. A body that is not JSON is the same 422 as before."""
+    has bounded its tokens and charged them to its client: the parse holds the GIL throughout (about
+    130 ns a token, 0.85 s for a 31-MiB body of numbers on a 2-core host), so the bound and the budget,
+    not the thread, are what keep every other client's requests moving. A body that is not JSON, or
+    nests past pydantic-core's 200 levels, is a 422 with the parser's message; it is never parsed again
+    (a second parse on the event loop let one client's 1-MiB bodies stall every other client for
+    seconds: hostile round 10)."""
 
     async def json(self) -> Any:
         if not hasattr(self, "_json"):
             body = await self.body()
-            await _counted(body, client_of(self.scope))
+            await _counted(body, client_of(self.scope), self.scope["app"].state.parse_budget)
             try:
                 self._json = await run_in_threadpool(pydantic_core.from_json, body)
             except ValueError as e:
-                if len(body) > JSON_FALLBACK_BYTES:
-                    raise json.JSONDecodeError(str(e), "", 0) from e
-                self._json = json.loads(body)  # nesting past its limit: the schema's own message says where
+                raise json.JSONDecodeError(str(e)[:300], "", 0) from None
         return self._json
 
 
-async def _counted(body: bytes, client: str) -> None:
+async def _counted(body: bytes, client: str, budget: RateLimiter) -> None:
     """Refuse a body of more JSON values and keys than the server parses (`admission.read_body_tokens`:
     its parse alone would hold the GIL every client shares): 413, or 429 while ``client``'s reading
-    child is busy."""
+    child is busy; then charge its tokens to ``client``'s parse budget: 429 past it."""
     try:
-        await run_in_threadpool(read_body_tokens, body, client)
+        tokens = await run_in_threadpool(read_body_tokens, body, client)
     except BodyTooComplex as e:
         raise HTTPException(413, str(e)) from None
     except ReadersBusy as e:
         raise HTTPException(429, str(e), headers={"Retry-After": "1"}) from None
+    wait = budget.take(client, tokens)
+    if wait:
+        raise HTTPException(429, f"client {client!r} sends more JSON values and keys to parse than "
+                            f"parse_rate_per_client={budget.rate:g} per second; retry in {wait:.1f} s",
+                            headers={"Retry-After": str(max(1, math.ceil(wait)))})
 
 
 class _OffLoopRoute(APIRoute):

@@ -127,6 +127,11 @@ class ServiceConfig:
     submit_burst: int = 8192
     """Jobs a client may submit at once before ``submit_rate_per_client`` applies (at least
     ``max_batch``, so a full batch can pass)."""
+    parse_rate_per_client: int = 1 << 20
+    """JSON values and keys a client's request bodies may have parsed per second, on average (about
+    0.14 s of the GIL every client shares; a burst of two bodies at the per-body limit,
+    `body_reader.MAX_BODY_TOKENS`); a body past it is 429 before it is parsed. A maximal legitimate
+    batch (4,096 requests) is about half a million."""
     max_waits_per_client: int = 8
     """Long polls a client may hold open at once; more are answered 429."""
     max_stored_bytes_per_client: int = 1 << 30
@@ -172,6 +177,7 @@ class ServiceConfig:
             "max_stored_bytes_per_client",
             "max_connections",
             "max_body_bytes_in_flight",
+            "parse_rate_per_client",
         ):
             if getattr(self, name) < 1:
                 problems.append(f"{name}={getattr(self, name)} (at least 1)")
