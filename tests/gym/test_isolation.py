@@ -120,6 +120,17 @@ def test_a_request_reference_that_rebinds_the_comparison_changes_only_its_own_ev
     assert again.status is Status.INCORRECT
 
 
+def test_a_full_size_reference_on_cpu_runs_in_a_judge_of_its_own(evaluator):
+    # cpu_scale=False asks for the reference at full size: seconds a trial in the interpreter's judge,
+    # so it gets a judge of its own (hostile round 10: in the shared one, every other client's
+    # comparisons waited behind it). Seen through a reference that rebinds its judge's comparison: the
+    # rebinding stays in that evaluation, a later one in the shared judge is intact.
+    problem = Problem(name="relu_rebind_unscaled", level=1, code=REBIND, source="test")
+    own = evaluator.evaluate(request(WRONG_SOLUTION, problem=problem, cpu_scale=False))
+    assert own.status is Status.CORRECT  # its own judge was rebound
+    assert evaluator.evaluate(request(WRONG_SOLUTION)).status is Status.INCORRECT
+
+
 def test_a_request_reference_cannot_read_another_reference_from_judge_memory(evaluator):
     # One client's reference carries a secret; another's searches every string of its process for it.
     secret = f"# SECRET-{uuid.uuid4().hex}\n"

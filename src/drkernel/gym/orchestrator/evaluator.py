@@ -29,7 +29,7 @@ from drkernel.gym.config import EvalConfig, EvalRequest
 from drkernel.gym import provenance
 from drkernel.gym.messages import Job, NativeBuild, Prepared, TimeReference, Timed, timing_samples
 from drkernel.gym.orchestrator.judge_pool import JUDGE_ROUTINGS
-from drkernel.gym.orchestrator.own_judge import OwnJudge, is_request_reference
+from drkernel.gym.orchestrator.own_judge import OwnJudge, needs_own_judge
 from drkernel.gym.orchestrator.refcache import TIMING_FIELDS, ReferenceTimingCache, reference_key
 from drkernel.gym.provenance import read_clocks
 from drkernel.gym.result import EvalResult, KernelStat, Provenance, Status, TimingStats, TrialResult
@@ -483,9 +483,10 @@ def memory_limit(rss_limit_mb: int, share: int | None, own_judge: bool) -> tuple
 @contextlib.contextmanager
 def _judge_of(request: EvalRequest, rt: DeviceRuntime, rss_limit_bytes: int, limit_source: str,
               cancellable: Any) -> Iterator[OwnJudge | None]:
-    """A judge of the evaluation's own when its reference came with the request (`own_judge`), else
-    None (the device's shared judges); it joins the evaluation's cancellation (``cancellable``)."""
-    if not is_request_reference(request.problem):
+    """A judge of the evaluation's own when its reference came with the request or runs at full size
+    on CPU (`own_judge.needs_own_judge`), else None (the device's shared judges); it joins the
+    evaluation's cancellation (``cancellable``)."""
+    if not needs_own_judge(request, rt.is_cuda):
         yield None
         return
     judge = OwnJudge(rt, request.config.timeout_s, rss_limit_bytes, limit_source)

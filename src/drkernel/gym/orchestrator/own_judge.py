@@ -13,7 +13,9 @@ the timeout, passed the memory limit) is the reference's failure, a `JudgeError`
 ours. The price is one judge start per such evaluation (an interpreter with torch, and on a GPU a
 CUDA context).
 
-A problem is marked by the side that accepted its code (`mark_request_reference`, in the service's
+A request for a full-size reference on CPU (``cpu_scale=False``) gets one too (`needs_own_judge`): its
+reference is trusted, but seconds of its work per trial in a shared judge would hold every other
+client's comparisons. A problem is marked by the side that accepted its code (`mark_request_reference`, in the service's
 intake): the mark is the problem's metadata, set after the client's fields, so a client cannot clear it.
 """
 
@@ -37,6 +39,14 @@ JUDGE_MODULE = "drkernel.gym.judge"
 def is_request_reference(problem: Any) -> bool:
     """Whether ``problem``'s reference came with a request (it then runs in an `OwnJudge`)."""
     return (getattr(problem, "metadata", None) or {}).get(REQUEST_REFERENCE) is True
+
+
+def needs_own_judge(request: Any, on_cuda: bool) -> bool:
+    """Whether an evaluation gets a judge of its own: its reference came with the request, or it asks
+    for the reference at full size on CPU (``cpu_scale=False``). A full-size reference in the CPU
+    interpreter's judge is seconds of work per trial; in the shared judge every other client's
+    comparisons waited behind it (hostile round 10: another client's 0.6-s job took 7.7-11.6 s)."""
+    return is_request_reference(request.problem) or (not on_cuda and not request.config.cpu_scale)
 
 
 def mark_request_reference(metadata: Mapping[str, Any]) -> dict[str, Any]:
