@@ -205,6 +205,21 @@ def test_pure_triton_forward_has_no_torch_compute():
     assert report.torch_calls == () and report.all_hacks == []
 
 
+def test_a_kernel_launched_through_wrap_triton_is_no_torch_compute():
+    # flash-attention's rotary launches its kernel through torch.library.wrap_triton (honest round 11:
+    # the strict verdict read the wrapper as PyTorch compute)
+    src = HEADER + "from torch.library import wrap_triton\n" + KERNEL + textwrap.dedent('''
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                y = torch.empty_like(x)
+                wrap_triton(k)[(triton.cdiv(x.numel(), 64),)](x, y, x.numel(), BLOCK=64)
+                torch.library.wrap_triton(k)[(1,)](x, y, 4, BLOCK=64)
+                return y
+    ''')
+    report = analyze(src)
+    assert report.torch_calls == () and report.all_hacks == []
+
+
 def test_syntax_error_is_reported_not_raised():
     report = analyze("def broken(:\n")
     assert report.parse_error and report.hacks == []
