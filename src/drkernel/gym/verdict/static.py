@@ -123,6 +123,12 @@ ALLOWED_REFERENCES = (
     # autograd.Function decorators: they cast only with a `cast_inputs` dtype, which the kernelbench
     # profile's half-type rule names like any other cast (kernelgym allows it, as it allows fp16 tiles)
     "torch.amp.custom_fwd", "torch.amp.custom_bwd", "torch.cuda.amp.custom_fwd", "torch.cuda.amp.custom_bwd",
+    # PyTorch's own "is Triton usable here" queries (torchao gates its kernels on them): they try an
+    # import and read the device's capability, nothing else of that private module is admitted.
+    *(f"torch.utils._triton.{q}" for q in (
+        "has_triton", "has_triton_package", "has_triton_tma", "has_triton_tma_device",
+        "has_triton_experimental_host_tma", "has_triton_tensor_descriptor_host_tma", "has_triton_stable_tma_api",
+        "has_datacenter_blackwell_tma_device")),
     # A lock serialises the calling thread's own work (a kernel built lazily, once); it starts nothing.
     # Everything else of `threading` (Thread, Timer, settrace, excepthook) stays refused.
     "threading.Lock", "threading.RLock",
