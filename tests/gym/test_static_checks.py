@@ -544,6 +544,8 @@ def test_reading_the_tf32_flag_is_allowed_writing_it_is_not():
     "ws = 1 if torch.distributed.is_initialized() is False else torch.distributed.get_world_size()",
     "props = triton.runtime.driver.utils.get_device_properties(0)",         # Triton 2's spelling
     "from torch.library import wrap_triton",
+    "import logging\nlog = logging.getLogger(__name__)\nlog.warning('slow path for %s', 'x')",
+    "label = 'block={}'.format(64) + str.format('{:d}', 3)",
     "from torch.utils._triton import has_triton\nok = has_triton()",       # torchao's gate on its kernels
     "if __name__ == '__main__':\n    torch.testing.assert_close(torch.ones(1), torch.ones(1))\n    import os\n    os.system('x')",
 ])
@@ -560,6 +562,12 @@ def test_honest_idioms_of_public_triton_code_are_admitted(snippet):
     ("from torch.cuda.amp import autocast", 14),
     ("from torch.library import triton_op", 14),
     ("from torch.library import custom_op, wrap_triton", 14),
+    # format fields read attributes by name: a .format out of sight, or one logging applies (red team 15)
+    ("def f(fmt, o):\n    g = str.format\n    return g(fmt, o)", 14),
+    ("import functools\ndef f(fmt, o):\n    return functools.partial(str.format, fmt)(o)", 14),
+    ("def f(fmt, o):\n    return list(map(fmt.format_map, [o]))", 14),
+    ("import logging\nh = logging.StreamHandler(None)\nh.setFormatter(logging.Formatter('{msg}', style='{'))", 14),
+    ("from logging import StrFormatStyle as S\nx = S('{0}')", 14),
     ("from torch.utils._triton import has_triton, has_triton_package as p\nimport torch.utils._triton as t\nx = t.__dict__", 14),
     ("import torch.utils._triton\nx = torch.utils._triton.triton_backend", 14),
     ("import warnings\nwarnings.showwarning = print", 8),       # patching a library the harness calls

@@ -374,17 +374,26 @@ def _wrapper_copies(tree: ast.AST, resolve: Callable[[ast.AST], str | None]) -> 
 
 def _runtime_formats(tree: ast.AST) -> list[Hack]:
     """``fmt.format(obj)`` with a format string the folder cannot read: its fields (``{0.name}``)
-    read attributes by names chosen at run time."""
+    read attributes by names chosen at run time. A ``.format`` or ``.format_map`` taken as a value
+    (``g = str.format``, ``partial(str.format, fmt)``, ``map(fmt.format, ...)``) is refused too: the
+    call it reaches is out of sight (red team 15 reached ``sys.modules`` through a format run inside
+    a library)."""
     folder = _Folder(tree)
+    calls = {id(n.func): n for n in ast.walk(tree) if isinstance(n, ast.Call)}
     hacks = []
     for node in ast.walk(tree):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                and node.func.attr in ("format", "format_map")):
+        if not (isinstance(node, ast.Attribute) and node.attr in ("format", "format_map")):
             continue
-        receiver = node.func.value
+        if id(node) not in calls:
+            hacks.append(make_hack(14, f"line {node.lineno}: .{node.attr} taken as a value (the format it "
+                                       f"runs, and the attributes its fields read, are out of sight) "
+                                       f"(solution contract)"))
+            continue
+        call = calls[id(node)]
+        receiver = node.value
         if isinstance(receiver, ast.Name) and receiver.id == "str":
-            receiver = node.args[0] if node.args else receiver
+            receiver = call.args[0] if call.args else receiver
         if not isinstance(folder.fold(receiver), str):
-            hacks.append(make_hack(14, f"line {node.lineno}: .{node.func.attr} on a format string built at run "
+            hacks.append(make_hack(14, f"line {node.lineno}: .{node.attr} on a format string built at run "
                                        f"time (its fields read attributes by name) (solution contract)"))
     return hacks

@@ -64,6 +64,11 @@ FORBIDDEN: dict[str, tuple[int, str]] = {
         "functools.singledispatch", "functools.singledispatchmethod", "logging.config")},
     **{m: (14, "attributes by computed name") for m in ("operator.attrgetter", "operator.methodcaller")},
     **{m: (14, "frame introspection") for m in ("logging.currentframe",)},
+    # a formatter applies its format string's fields inside logging ("{msg.__globals__}" reads
+    # attributes by name where no .format is in sight: red team 15)
+    **{m: (14, "format fields applied inside logging") for m in (
+        "logging.Formatter", "logging.BufferingFormatter", "logging.StrFormatStyle", "logging.PercentStyle",
+        "logging.StringTemplateStyle", "logging.LoggerAdapter")},
     **{m: (14, "file or network output") for m in (
         "logging.handlers", "logging.FileHandler", "logging.basicConfig", "logging.setLoggerClass",
         "logging.setLogRecordFactory", "logging.captureWarnings")},
