@@ -89,11 +89,11 @@ def test_integer_and_scalar_leaves_have_no_derived_bound():
     assert derive((torch.tensor([1, 2]), 3.0), None, [], "kernelgym") == [None, None]
 
 
-def test_a_summary_of_many_inputs_gets_a_derived_relative_term():
+def test_an_aggregate_of_many_inputs_gets_a_derived_relative_term():
     """A cross-entropy's mean over 8192 rows: the reference's own rounding supports far less than 1 %.
     The mean of 7/8 of the rows (what a kernel that skips the rest returns, rescaled) passed the
     profile's rtol and fails the derived one; the same loss summed in another order passes. An output
-    of many values keeps the profile's rtol."""
+    with more than 1/64 as many values as its inputs keeps the profile's rtol."""
     g = torch.Generator().manual_seed(3)
     logits, target = torch.randn(8192, 64, generator=g) * 2, torch.randint(0, 64, (8192,), generator=g)
 
@@ -108,5 +108,26 @@ def test_a_summary_of_many_inputs_gets_a_derived_relative_term():
     assert not compare_outputs(part, ref, "kernelgym", bounds=bounds).passed
     blocked = rows.reshape(64, 128).sum(dim=1).sum() / 8192  # fp32, another order
     assert compare_outputs(blocked, ref, "kernelgym", bounds=bounds).passed
-    _, many = _bounds(lambda x: x.mean(dim=1), logits)
+    _, many = _bounds(lambda x: x.reshape(8192, 16, 4).mean(dim=2), logits)  # 1/4 as many values
     assert many[0].rtol == 1e-2
+    _, rows_mean = _bounds(lambda x: x.mean(dim=1), logits)  # 1/64: an aggregate
+    assert rows_mean[0].rtol < 1e-3
+
+
+def test_a_row_sum_of_sigmoids_replaced_by_its_first_order_expansion_fails_and_the_honest_one_passes():
+    """Red team 15: sum_j sigmoid(x W^T + b)_j as OUT/2 + (x . colsum(W) + sum(b)) / 4, a matrix-vector
+    product in place of the GEMM, is 0.2 % off on plain inputs: inside the profile's 1 %, outside the
+    aggregate's derived term. The honest sum, in another order, passes."""
+    g = torch.Generator().manual_seed(5)
+    x, w, b = torch.randn(256, 1024, generator=g), torch.rand(2048, 1024, generator=g) * 0.0625 - 0.03125, \
+        torch.rand(2048, generator=g) * 0.0625 - 0.03125
+
+    def model(x):
+        return torch.sigmoid(x @ w.to(x.dtype).T + b.to(x.dtype)).sum(dim=1, keepdim=True)
+
+    ref, bounds = _bounds(model, x)
+    taylor = 2048 / 2 + (x @ w.sum(dim=0) + b.sum()).unsqueeze(1) / 4
+    assert compare_outputs(taylor, ref, "kernelgym").passed  # the profile's band let it through
+    assert not compare_outputs(taylor, ref, "kernelgym", bounds=bounds).passed
+    honest = torch.sigmoid(x @ w.T + b).reshape(256, 16, 128).sum(dim=2).sum(dim=1, keepdim=True)
+    assert compare_outputs(honest, ref, "kernelgym", bounds=bounds).passed
