@@ -342,7 +342,8 @@ class Candidate:
             stats = time_cuda(model, inputs, warmup=int(cfg["warmup_calls"]) + int(plan["extra_warmup"]),
                               calls=int(cfg["timed_calls"]), l2_flush=bool(cfg["l2_flush"]), device=self.device,
                               keep=keep, kept=kept, draw=draw, **timing_options(cfg))
-            self.profile_timed(ctx, model, draw, stats, int(job["input_budget_bytes"]))
+            kept.update(self.profile_timed(ctx, model, draw, stats, int(job["input_budget_bytes"]),
+                                           keep_last=3 * self.out_bytes <= int(job["input_budget_bytes"])))
             self.channel.send(Timing(Op.TIMING, stats).to_header())
             if self.channel.recv().op == Op.REMEASURE:
                 stats = time_synchronized(model, inputs, calls=int(plan["remeasure_calls"]),
@@ -376,21 +377,25 @@ class Candidate:
             draw.ahead(min(calls, max(0, budget) // size) if size else calls, budget)
         return draw
 
-    def profile_timed(self, ctx: Context, model: Any, draw: Any, stats: dict[str, Any], budget: int) -> None:
+    def profile_timed(self, ctx: Context, model: Any, draw: Any, stats: dict[str, Any], budget: int,
+                      keep_last: bool) -> dict[int, Any]:
         """With the integrity hook on: a few more timed calls under the profiler, still in the exclusive
         region (`drkernel.gym.candidate.profiling.profiled_timing`); their least time joins the timing
-        stats, their kernels the hook's report (time coverage is read from them)."""
+        stats, their kernels the hook's report (time coverage is read from them). Returns the last
+        one's output by its call index (``keep_last``), judged like a sampled timed call's."""
         from drkernel.gym.candidate.profiling import profiled_timing
 
         hook = next((h for h in self.hooks if h.name == "integrity" and getattr(h, "watch", None)), None)
         if hook is None:
-            return
+            return {}
         profile = profiled_timing(model, draw, int(stats["n"]), self.device, set(hook.watch.own_names),
                                   tuple(getattr(ctx, "native_kernels", ())), budget_bytes=budget,
-                                  own_counts=hook.watch.own_by_name)
+                                  own_counts=hook.watch.own_by_name, keep_last=keep_last)
         for key in ("profiled_ms", "profiled_span_ms", "profiled_calls"):
             stats[key] = profile.pop(key)
+        kept = profile.pop("kept")
         hook.timed_profile = profile
+        return kept
 
     def report(self) -> dict[str, Any]:
         reports = {}
