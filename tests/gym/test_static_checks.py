@@ -205,6 +205,17 @@ def test_pure_triton_forward_has_no_torch_compute():
     assert report.torch_calls == () and report.all_hacks == []
 
 
+def test_a_matmul_spelled_through_operator_is_torch_compute():
+    # red team 15 ran cuBLAS in its unobserved calls as operator.matmul, which `x @ w` would have shown
+    src = HEADER + "import operator\nfrom operator import matmul as mm\n" + textwrap.dedent('''
+        class ModelNew(nn.Module):
+            def forward(self, x, w):
+                y = operator.matmul(x, w)
+                return mm(y, w)
+    ''')
+    assert [(c.name, c.line) for c in analyze(src).torch_calls] == [("@ (matmul)", 11), ("@ (matmul)", 12)]
+
+
 def test_a_kernel_launched_through_wrap_triton_is_no_torch_compute():
     # flash-attention's rotary launches its kernel through torch.library.wrap_triton (honest round 11:
     # the strict verdict read the wrapper as PyTorch compute)

@@ -1273,7 +1273,9 @@ class _Reach:
                 self._visit_class_method(f.id, "forward")
                 continue
             resolved = self.names.resolve(f)
-            if resolved is not None:
+            if resolved in ("operator.matmul", "operator.imatmul"):  # `@` spelled as a call (red team 15)
+                self.calls.append(TorchCall("@ (matmul)", node.lineno, where))
+            elif resolved is not None:
                 if self._is_torch_compute(resolved):
                     self.calls.append(TorchCall(resolved, node.lineno, where))
             elif isinstance(f, ast.Attribute) and f.attr in TENSOR_COMPUTE_METHODS:
