@@ -66,6 +66,21 @@ def test_coverages_must_agree_where_the_observed_calls_did_most_of_the_work():
     assert coverage_apart(None, 0.01) is None and coverage_apart(0.9, None) is None
 
 
+def test_launch_bound_epilogue_kernels_do_not_set_the_coverages_apart():
+    """Honest round 11: a 24-row loss whose own kernel takes 5 us and whose four PyTorch epilogue
+    kernels (a sum, a count, a division) take 4-5 us each, launch-bound: 20 % time coverage by time,
+    but the work's coverage (each launch's first 5 us discounted) agrees with the observed calls. A
+    library GEMM of 0.4 ms in the unobserved calls is still apart."""
+    from drkernel.gym.result import KernelStat
+    from drkernel.gym.verdict.coverage import time_coverage, work_time_coverage
+
+    tiny = [KernelStat("ce_kernel", True, 1, 0.005)] + [KernelStat(f"aten_{i}", False, 1, 0.0045) for i in range(4)]
+    assert time_coverage(tiny) < 0.25 and coverage_apart(0.9996, time_coverage(tiny)) is not None
+    assert work_time_coverage(tiny) == 1.0 and coverage_apart(0.9996, work_time_coverage(tiny)) is None
+    gemm = [KernelStat("mm_kernel", True, 1, 0.05), KernelStat("sm90_xmma_gemm", False, 1, 0.4)]
+    assert coverage_apart(1.0, work_time_coverage(gemm)) is not None
+
+
 def test_the_profiled_calls_count_in_the_timed_regions_launches():
     config = SimpleNamespace(warmup_calls=10)
     judge = {"sol_timing": {"n": 100, "median_ms": 0.1, "profiled_ms": 0.1}, "timing_plan": {"extra_warmup": 3}}

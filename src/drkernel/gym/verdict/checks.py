@@ -27,7 +27,7 @@ from typing import Any, Mapping
 
 from drkernel import pyast
 from drkernel.gym.checks import CheckRegistry
-from drkernel.gym.verdict.coverage import HOST_COPY, OpProfile, base_name, coverage_apart, op_coverage, time_coverage, unexplained_time
+from drkernel.gym.verdict.coverage import HOST_COPY, OpProfile, base_name, coverage_apart, op_coverage, time_coverage, unexplained_time, work_time_coverage
 from drkernel.gym.verdict.hacks import LAZY_WARNING, dedupe, make_hack
 from drkernel.gym.verdict.hacks import EXTRA_TAGS
 from drkernel.gym.config import EvalConfig
@@ -286,7 +286,8 @@ def annotate(result: EvalResult, request: Any, candidate_report: Mapping[str, An
     if profile.get("kernels"):  # the profiler's view of one forward: every kernel, with device times
         result.kernels = kernel_stats({"kernels": attributed(profile["kernels"], request, judge_report)})
         result.time_coverage = time_coverage(result.kernels)
-    if result.status is Status.CORRECT and (apart := coverage_apart(result.op_coverage, result.time_coverage)):
+    if result.status is Status.CORRECT and (
+            apart := coverage_apart(result.op_coverage, work_time_coverage(result.kernels or []))):
         result.hacks.append(make_hack(2, apart))
     elif result.status is Status.CORRECT and (other := unexplained_time(result.op_coverage, result.kernels or [])):
         result.hacks.append(make_hack(2, other))
