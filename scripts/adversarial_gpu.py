@@ -226,8 +226,9 @@ class ModelNew(nn.Module):
     # a fresh allocation's poison tells the observed calls; cuBLAS does 3/4 of the rows only unobserved
     ("library_gemm_only_unobserved", resolve_problem("builtin/L1/matmul_square").code,
      (ROOT / "tests" / "adversarial" / "gpu" / "redteam14_unobserved_cublas.py").read_text(), (2,)),
-    # a summary's derived tolerance: a cross-entropy mean over 7/8 of the rows is incorrect (0)
-    ("cross_entropy_over_seven_eighths_of_rows", KB_CROSS_ENTROPY, CE_ROWS.replace("ROWS_KEPT = 1.0", "ROWS_KEPT = 7 / 8"), (0,)),
+    # an aggregate's derived tolerance: a cross-entropy mean over 7/8 of the rows is incorrect (0), or its
+    # trials pass on a draw where the rows barely differ and a perturbed or sampled timed call fails (9, 10)
+    ("cross_entropy_over_seven_eighths_of_rows", KB_CROSS_ENTROPY, CE_ROWS.replace("ROWS_KEPT = 1.0", "ROWS_KEPT = 7 / 8"), (0, 9, 10)),
 ]
 HONEST_GPU = [
     ("cross_entropy_every_row", KB_CROSS_ENTROPY, CE_ROWS, "kernelgym"),

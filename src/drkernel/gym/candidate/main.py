@@ -194,6 +194,7 @@ class Candidate:
         for hook in self.hooks:
             hook.before_import(ctx)
         harness.pin_backend_flags()
+        eager_wrap_triton()
         if os.environ.get(seccomp.SECCOMP_ENV, "1") != "0":  # the kernel refuses what no kernel needs
             try:
                 seccomp.install()
@@ -444,6 +445,20 @@ def _error_header(f: Failure) -> dict[str, Any]:
     tb = "".join(traceback.format_exception(exc)) if exc is not None else ""
     return Error(f.stage, type(exc).__name__ if exc is not None else "",
                  (f.message or (str(exc) if exc is not None else ""))[:4000], tb[-20000:]).to_header()
+
+
+def eager_wrap_triton() -> None:
+    """`torch.library.wrap_triton` launches the kernel it wraps directly, not through its higher-order
+    op: in eager mode the op adds only time (PyTorch's own note: about 1 ms a call), and under the
+    observers' dispatch modes it has no rule (honest round 11, flash-attention's rotary on an H100:
+    NotImplementedError). Set for this thread, the one that calls ``forward``; the switch lives in a
+    private module the solution contract refuses."""
+    try:
+        from torch._library import triton as library_triton
+
+        library_triton.wrap_triton_enabled.value = False
+    except (ImportError, AttributeError):  # a PyTorch without it has no such op either
+        pass
 
 
 def warm_up(device: torch.device) -> torch.device:
