@@ -136,26 +136,13 @@ def _read_in_child(code: str, overrides: tuple, client: str) -> int:
     """`size_reader.read_elements` in a child process (see the module docstring); `Unreadable` when
     the child refuses the code, is killed by its own limits or passes `READ_TIMEOUT_S`; a child that
     exits without an answer (it could not start: our failure) raises `RuntimeError`."""
-    with _reader_slot(client):
-        try:
-            done = subprocess.run([sys.executable, "-m", "drkernel.service.size_reader"],
-                                  input=json.dumps({"code": code, "overrides": list(overrides)}).encode(),
-                                  capture_output=True, timeout=READ_TIMEOUT_S, check=False)
-        except subprocess.TimeoutExpired:
-            raise Unreadable(f"the problem's code took more than {READ_TIMEOUT_S:g} s to read") from None
-    try:
-        answer = json.loads(done.stdout)
-    except ValueError:
-        answer = None
-    if isinstance(answer, dict) and type(answer.get("elements")) is int:
+    answer = _ask_reader("size_reader", json.dumps({"code": code, "overrides": list(overrides)}).encode(),
+                         client, Unreadable, "the problem's code")
+    if type(answer.get("elements")) is int:
         return answer["elements"]
-    if isinstance(answer, dict) and isinstance(answer.get("unreadable"), str):
+    if isinstance(answer.get("unreadable"), str):
         raise Unreadable(answer["unreadable"])
-    if done.returncode < 0:  # a signal: its own CPU limit (SIGXCPU), or the kernel's OOM killer
-        raise Unreadable("the problem's code could not be read within the reader's memory and time limits")
-    tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
-    raise RuntimeError(f"admission's reading child exited {done.returncode} without an answer: "
-                       f"{tail[0][:300]}")
+    raise RuntimeError(f"admission's reading child answered {str(answer)[:300]}")
 
 
 class BodyTooComplex(ValueError):
@@ -171,28 +158,36 @@ def read_body_tokens(body: bytes, client: str) -> int:
     bound = body_reader.upper_bound(body)
     if bound <= body_reader.MAX_BODY_TOKENS:
         return bound
-    with _reader_slot(client):
-        try:
-            done = subprocess.run([sys.executable, "-m", "drkernel.service.body_reader"], input=body,
-                                  capture_output=True, timeout=READ_TIMEOUT_S, check=False)
-        except subprocess.TimeoutExpired:
-            raise BodyTooComplex(f"the body took more than {READ_TIMEOUT_S:g} s to count") from None
-    try:
-        answer = json.loads(done.stdout)
-    except ValueError:
-        answer = None
-    if not isinstance(answer, dict):
-        if done.returncode < 0:  # its own limits (SIGXCPU, the address space) or the OOM killer
-            raise BodyTooComplex("the body could not be counted within the reader's memory and time limits")
-        tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
-        raise RuntimeError(f"the body's counting child exited {done.returncode} without an answer: {tail[0][:300]}")
-    tokens = answer.get("tokens")
+    tokens = _ask_reader("body_reader", body, client, BodyTooComplex, "the body").get("tokens")
     if type(tokens) is not int:  # not JSON: the server's parse refuses it at its first error
         return body_reader.MAX_BODY_TOKENS
     if tokens > body_reader.MAX_BODY_TOKENS:
         raise BodyTooComplex(f"the body holds {tokens} JSON values and keys; at most "
                              f"{body_reader.MAX_BODY_TOKENS} are parsed")
     return tokens
+
+
+def _ask_reader(module: str, payload: bytes, client: str, refused: type[Exception], what: str) -> dict:
+    """``python -m drkernel.service.<module>`` with ``payload`` on stdin, in one of ``client``'s reading
+    slots; its JSON answer. ``refused`` (the client's fault) when it passes `READ_TIMEOUT_S` or its own
+    memory and CPU limits end it; `RuntimeError` (ours) when it exits without an answer otherwise."""
+    with _reader_slot(client):
+        try:
+            done = subprocess.run([sys.executable, "-m", f"drkernel.service.{module}"], input=payload,
+                                  capture_output=True, timeout=READ_TIMEOUT_S, check=False)
+        except subprocess.TimeoutExpired:
+            raise refused(f"{what} took more than {READ_TIMEOUT_S:g} s to read") from None
+    try:
+        answer = json.loads(done.stdout)
+    except ValueError:
+        answer = None
+    if isinstance(answer, dict):
+        return answer
+    if done.returncode < 0:  # a signal: its own CPU limit (SIGXCPU), the address space, the OOM killer
+        raise refused(f"{what} could not be read within the reader's memory and time limits")
+    tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or [""]
+    raise RuntimeError(f"admission's reading child ({module}) exited {done.returncode} without an answer: "
+                       f"{tail[0][:300]}")
 
 
 @contextmanager
