@@ -251,9 +251,12 @@ def test_a_json_body_is_parsed_off_the_event_loop_thread(monkeypatch):
     import json
     import threading
 
+    import types
+
     import pydantic_core
 
     from drkernel.service import app as service_app
+    from drkernel.service.gate import CLIENT_SCOPE_KEY, RateLimiter
 
     seen = []
     real = pydantic_core.from_json
@@ -263,7 +266,9 @@ def test_a_json_body_is_parsed_off_the_event_loop_thread(monkeypatch):
     async def parse(body: bytes):
         async def receive():
             return {"type": "http.request", "body": body, "more_body": False}
-        request = service_app._OffLoopJSON({"type": "http", "method": "POST", "headers": [], "path": "/"}, receive)
+        app = types.SimpleNamespace(state=types.SimpleNamespace(parse_budget=RateLimiter(1 << 20, 1 << 21)))
+        scope = {"type": "http", "method": "POST", "headers": [], "path": "/", "app": app, CLIENT_SCOPE_KEY: "alice"}
+        request = service_app._OffLoopJSON(scope, receive)
         return threading.get_ident(), await request.json()
 
     loop_thread, value = asyncio.run(parse(b'{"requests": [1.5, 2]}'))
