@@ -179,15 +179,15 @@ def test_cancelling_every_job_of_a_full_worker_leaves_dispatch_running(shares):
 
 
 def test_floods_without_a_verified_token_are_limited_per_address(shares):
-    """From 127.0.0.2: exactly the burst of /metrics passes, then /metrics, health and unknown tokens
-    are 429s (no lookup is made for them); a verified token from that address, and 127.0.0.1, still pass."""
+    """From 127.0.0.2: exactly the burst of /metrics passes, then /metrics and unknown tokens are 429s
+    (no lookup is made for them); health, a verified token from that address, and 127.0.0.1 still pass."""
     srv, tokens = shares
     with _http(srv, tokens["carol"]) as carol:
         assert carol.get("/v1/queue").status_code == 200  # verified (and kept for the token TTL)
     with _http(srv, source="127.0.0.2") as flood:
         codes = [flood.get("/metrics").status_code for _ in range(PEER_BURST + 20)]
         assert codes.count(200) == PEER_BURST and codes[PEER_BURST:] == [429] * 20
-        assert flood.get("/v1/health").status_code == 429
+        assert flood.get("/v1/health").status_code == 200  # health pays no bucket (hostile round 11)
         unknown = flood.get("/v1/queue", headers={"Authorization": "Bearer not-a-token-at-all"})
         assert unknown.status_code == 429 and int(unknown.headers["Retry-After"]) >= 1
     with _http(srv, tokens["carol"], source="127.0.0.2") as carol:
@@ -322,3 +322,33 @@ def test_a_worker_killed_for_a_job_that_would_not_stop_costs_its_neighbours_noth
         assert mine["status"] in ("queued", "running") and mine["attempts"] <= 1, mine
         bob.delete(f"/v1/jobs/{beside}")
         alice.delete(f"/v1/jobs/{hung}")
+
+
+@pytest.fixture(scope="module")
+def lapsing(tmp_path_factory):
+    """Tokens verified for 0.2 s only, and a peer bucket of 5 that never refills."""
+    db = tmp_path_factory.mktemp("lapsing") / "jobs.sqlite"
+    out = _drkernel("token", "add", "alice", "--db", str(db))
+    assert out.returncode == 0, out.stderr
+    srv = ServerProcess(db, "--devices", "cpu:1", "--evaluator", DIRECTIVE, "--rate-per-peer", "0.001",
+                        "--peer-burst", "5", "--token-ttl-s", "0.2")
+    srv.start()
+    yield srv, out.stdout.strip()
+    srv.stop()
+
+
+def test_an_anonymous_flood_from_a_clients_address_fails_neither_health_nor_the_client(lapsing):
+    """Hostile round 11: /metrics flooded from the address alice uses emptied its bucket; health then
+    answered 429, and so did alice each time her token's cache lapsed (its re-check paid from that
+    bucket). Now health pays no bucket and the re-check of a token that named a client is the client's."""
+    srv, token = lapsing
+    with _http(srv, token) as alice:
+        assert alice.get("/v1/queue").status_code == 200  # verified once
+    with _http(srv) as flood:
+        assert [flood.get("/metrics").status_code for _ in range(8)][-3:] == [429] * 3
+    time.sleep(0.5)  # alice's token is no longer cached: the next request looks it up again
+    with _http(srv, token) as alice:
+        assert alice.get("/v1/queue").status_code == 200
+    assert httpx.get(f"{srv.url}/v1/health").status_code == 200
+    with _http(srv) as flood:
+        assert flood.get("/v1/queue", headers={"Authorization": "Bearer not-a-token"}).status_code == 429

@@ -544,6 +544,20 @@ def _encode_jobs(jobs: list) -> bytes:
     return b",".join(JobOut.from_job(j).model_dump_json().encode() for j in jobs)
 
 
+HEALTH_COUNTS_S = 1.0
+"""How long health reuses the store's job counts: it is open and not rate limited (`gate.Gate`), so a
+flood of it reads the store at most once a second."""
+
+
+async def _recent_counts(state: Any, store: Any) -> dict[str, int]:
+    """The store's job counts, read at most once every `HEALTH_COUNTS_S` (kept on ``state``)."""
+    t, counts = getattr(state, "health_counts", (-math.inf, None))
+    if counts is None or time.monotonic() - t > HEALTH_COUNTS_S:
+        counts = await run_in_threadpool(store.counts)
+        state.health_counts = (time.monotonic(), counts)
+    return counts
+
+
 def _status_routes(r: APIRouter, config: ServiceConfig) -> None:
     """Health (no auth), workers and the queue."""
 
@@ -554,7 +568,7 @@ def _status_routes(r: APIRouter, config: ServiceConfig) -> None:
         if s is None:
             return _error(503, "starting", "the service is starting")
         serving, total = s.serving_workers(), len(s.workers)
-        counts = await run_in_threadpool(s.store.counts)
+        counts = await _recent_counts(request.app.state, s.store)
         state = "ok" if serving == total else ("degraded" if serving else "down")
         out = HealthOut(
             status=state, version=__version__, workers_ready=serving, workers_total=total,

@@ -10,10 +10,14 @@ then), and replayed to the app. A refusal of a request that announced a body clo
 (the body is never read), so no client without a token holds a socket or a byte of memory for one.
 
 What needs no token is paid for by the peer address: every request that does not carry a token
-verified in the last ``token_ttl_s`` (the open routes ``/metrics`` and ``/v1/health``, unknown or
-missing tokens, a token's first use) takes from a bucket of its peer address, and past it is a 429
-before any lookup. A verified token is kept in memory (`TokenCache`) for ``token_ttl_s``, so a
-client's requests never wait for the store, and a lookup that must read it runs in a thread.
+verified in the last ``token_ttl_s`` (the open route ``/metrics`` and the docs, unknown or missing
+tokens, a token's first use) takes from a bucket of its peer address, and past it is a 429 before any
+lookup. Two are not: ``/v1/health`` (its answer is cached for a second, so it costs no lookup) and the
+re-check of a token that named a client at its last lookup (a client's own request; a token found
+removed pays again). So anonymous floods from an address a client shares, a /24 behind one proxy,
+neither fail health nor refuse that client. A verified token is kept in memory (`TokenCache`) for
+``token_ttl_s``, so a client's requests never wait for the store, and a lookup that must read it runs
+in a thread.
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ from fastapi.responses import JSONResponse
 from starlette.routing import BaseRoute, Match
 
 CLIENT_SCOPE_KEY = "kernelgym.client"
-OPEN_PATHS = frozenset({"/v1/health", "/metrics", "/docs", "/openapi.json", "/docs/oauth2-redirect", "/redoc"})
+HEALTH_PATH = "/v1/health"
+OPEN_PATHS = frozenset({HEALTH_PATH, "/metrics", "/docs", "/openapi.json", "/docs/oauth2-redirect", "/redoc"})
 
 
 def client_of(scope) -> str:
@@ -85,6 +90,12 @@ class TokenCache:
     def __init__(self, lookup: Callable[[str], str | None], ttl_s: float = TOKEN_TTL_S):
         self.lookup, self.ttl_s = lookup, ttl_s
         self._known: dict[str, tuple[str, float]] = {}
+        self._verified: set[str] = set()  # tokens the store knew at their last lookup (bounded likewise)
+
+    def was_verified(self, token: str) -> bool:
+        """Whether ``token`` named a client at its last lookup: its re-check after ``ttl_s`` is a
+        client's, not an anonymous request's (no I/O)."""
+        return self._key(token) in self._verified
 
     @staticmethod
     def _key(token: str) -> str:
@@ -100,10 +111,14 @@ class TokenCache:
     async def resolve(self, token: str) -> str | None:
         """The client of ``token`` from the store (None: unknown), remembered when known."""
         client = await asyncio.to_thread(self.lookup, token)
-        if client is not None:
-            now = time.monotonic()
-            self._known = {k: v for k, v in self._known.items() if v[1] >= now}  # drop lapsed entries
-            self._known[self._key(token)] = (client, now + self.ttl_s)
+        key = self._key(token)
+        if client is None:
+            self._verified.discard(key)  # removed: its next request is anonymous again
+            return None
+        now = time.monotonic()
+        self._known = {k: v for k, v in self._known.items() if v[1] >= now}  # drop lapsed entries
+        self._known[key] = (client, now + self.ttl_s)
+        self._verified.add(key)
         return client
 
 
@@ -156,10 +171,15 @@ class Gate:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        open_route = scope.get("path", "") in OPEN_PATHS
+        path = scope.get("path", "")
+        open_route = path in OPEN_PATHS
         token = "" if open_route else _bearer(scope)
         client = self.tokens.cached(token) if token else None
-        if client is None:  # no verified token: the peer address pays, before any lookup
+        # no verified token: the peer address pays, before any lookup; not health (a cached answer, so a
+        # flood of the other open routes from a shared address cannot make it fail) and not the re-check
+        # of a token that named a client at its last lookup (hostile round 11: a flood of /metrics from
+        # the client's own address refused its requests each time its token's cache lapsed)
+        if client is None and path != HEALTH_PATH and not (token and self.tokens.was_verified(token)):
             wait = self.peers.take(_peer(scope))
             if wait > 0:
                 return await _refuse(scope, send, 429, "rate_limited", "too many requests without a verified "
