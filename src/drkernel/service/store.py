@@ -33,7 +33,7 @@ import uuid
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from drkernel.errors import InfrastructureError
 
@@ -98,6 +98,17 @@ _ADDED_COLUMNS = (
     ("problem_key", "TEXT NOT NULL DEFAULT ''"),
     ("bytes", "INTEGER NOT NULL DEFAULT 0"),
 )
+
+
+ID_CHUNK = 500
+"""Ids per ``IN (...)`` list of one statement (SQLite's bound on host parameters is 999 on old builds)."""
+
+
+def _id_chunks(ids: Sequence[str]) -> Iterator[tuple[list[str], str]]:
+    """``ids`` in `ID_CHUNK`-sized lists, each with its ``?,?,...`` placeholders."""
+    for i in range(0, len(ids), ID_CHUNK):
+        chunk = list(ids[i : i + ID_CHUNK])
+        yield chunk, ",".join("?" * len(chunk))
 
 
 STAGED = "staged"
@@ -328,19 +339,16 @@ class JobStore:
         """A staged batch's jobs (``ids``, those it created of ``jobs``) queued, or done for a cache hit,
         in one transaction; none if a client of the batch was removed meanwhile."""
         self._check_clients(db, jobs)
-        for i in range(0, len(ids), 500):
-            chunk = list(ids[i : i + 500])
+        for chunk, marks in _id_chunks(ids):
             db.execute("UPDATE jobs SET status = CASE WHEN result IS NULL THEN 'queued' ELSE 'done' END "
-                       f"WHERE id IN ({','.join('?' * len(chunk))}) AND status = 'staged'", chunk)
+                       f"WHERE id IN ({marks}) AND status = ?", [*chunk, STAGED])
 
     def _drop_staged(self, ids: Sequence[str]) -> None:
         """Delete a refused batch's staged jobs (never shown to anyone)."""
 
         def fn(db):
-            for i in range(0, len(ids), 500):
-                chunk = list(ids[i : i + 500])
-                db.execute(f"DELETE FROM jobs WHERE id IN ({','.join('?' * len(chunk))}) AND status = 'staged'",
-                           chunk)
+            for chunk, marks in _id_chunks(ids):
+                db.execute(f"DELETE FROM jobs WHERE id IN ({marks}) AND status = ?", [*chunk, STAGED])
 
         self._tx(fn)
 
@@ -798,11 +806,9 @@ class JobStore:
 
         def fn(db):
             out = {}
-            for i in range(0, len(ids), 500):
-                chunk = list(ids[i : i + 500])
-                q = (f"SELECT id, status FROM jobs WHERE client = ? AND status != '{STAGED}' "
-                     f"AND id IN ({','.join('?' * len(chunk))})")
-                out.update({r["id"]: JobStatus(r["status"]) for r in db.execute(q, [client, *chunk])})
+            for chunk, marks in _id_chunks(ids):
+                q = f"SELECT id, status FROM jobs WHERE client = ? AND status != ? AND id IN ({marks})"
+                out.update({r["id"]: JobStatus(r["status"]) for r in db.execute(q, [client, STAGED, *chunk])})
             return out
 
         return self._read(fn)
@@ -812,9 +818,8 @@ class JobStore:
 
         def fn(db):
             out = {}
-            for i in range(0, len(ids), 500):
-                chunk = list(ids[i : i + 500])
-                q = f"SELECT {_COLUMNS} FROM jobs WHERE id IN ({','.join('?' * len(chunk))})"
+            for chunk, marks in _id_chunks(ids):
+                q = f"SELECT {_COLUMNS} FROM jobs WHERE id IN ({marks})"
                 out.update({r["id"]: Job.from_row(r) for r in db.execute(q, chunk)})
             return out
 
@@ -827,9 +832,8 @@ class JobStore:
 
         def fn(db):
             out = []
-            for i in range(0, len(ids), 500):
-                chunk = list(ids[i : i + 500])
-                q = f"SELECT status, created, finished FROM jobs WHERE id IN ({','.join('?' * len(chunk))})"
+            for chunk, marks in _id_chunks(ids):
+                q = f"SELECT status, created, finished FROM jobs WHERE id IN ({marks})"
                 out += [(r["status"], r["created"], r["finished"]) for r in db.execute(q, chunk)]
             return out
 

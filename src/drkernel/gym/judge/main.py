@@ -43,11 +43,11 @@ FP64_MAX_BYTES = 8 << 30
 """Above this many bytes of float64 inputs and weights the judge skips the fp64 run (the profile's
 atol stands); the trivial answers are still tried."""
 PROBE_OFFSET = 0x5EED
-SEEN_MARGIN = 4.0
-"""How far past its bound a within-row swap must move an output to count as seen (`Judge.swaps_unseen`)."""
 """The prepare probes draw inputs at the public seed XOR this: at the weight seed itself the inputs are
 the generator's first draws after the weights' seeding, correlated with the weights (the logsumexp
 of a GEMM of such inputs varies where that of independent ones is a constant)."""
+SEEN_MARGIN = 4.0
+"""How far past its bound a within-row swap must move an output to count as seen (`Judge.swaps_unseen`)."""
 IDLE_CACHE = 1 << 30  # bytes of cached, unallocated device memory the judge keeps between requests
 
 

@@ -143,9 +143,14 @@ def work_time_coverage(kernels: list[KernelStat]) -> float | None:
     epilogue kernels, launch-bound at a few microseconds each, took 80 % of a tiny forward's device
     time: honest round 11). None without device times."""
     timed = [k for k in kernels if k.device_time_ms is not None]
-    own = sum(k.device_time_ms for k in timed if k.own)
-    other = sum(max(0.0, k.device_time_ms - LAUNCH_ALLOWANCE_MS * max(1, k.launches)) for k in timed if not k.own)
+    own, other = sum(k.device_time_ms for k in timed if k.own), _other_work_ms(timed)
     return own / (own + other) if own + other > 0 else None
+
+
+def _other_work_ms(timed: list[KernelStat]) -> float:
+    """Device time of the kernels the solution did not launch, each launch's first
+    `LAUNCH_ALLOWANCE_MS` left out (a launch costs that whatever its work)."""
+    return sum(max(0.0, k.device_time_ms - LAUNCH_ALLOWANCE_MS * max(1, k.launches)) for k in timed if not k.own)
 
 
 def coverage_apart(op_cov: float | None, time_cov: float | None) -> str | None:
@@ -188,8 +193,7 @@ def unexplained_time(op_cov: float | None, kernels: list[KernelStat]) -> str | N
     total = sum(k.device_time_ms for k in timed)
     if op_cov is None or not timed or total <= 0.0:
         return None
-    other = sum(max(0.0, k.device_time_ms - LAUNCH_ALLOWANCE_MS * max(1, k.launches)) for k in timed if not k.own)
-    share, observed = other / total, max(0.0, 1.0 - op_cov)
+    share, observed = _other_work_ms(timed) / total, max(0.0, 1.0 - op_cov)
     if share < UNEXPLAINED_SHARE or share <= UNEXPLAINED_FACTOR * observed + 0.05:
         return None
     names = ", ".join(sorted({k.name[:60] for k in timed if not k.own})[:3])
