@@ -359,22 +359,6 @@ def shares_network(abi: int) -> bool:
     return True
 
 
-def warm_triton() -> None:
-    """What every fork's first compile would compute alike, computed once here and inherited: Triton's
-    key of its own installed files (`triton_key`, a hash of the package's sources and libtriton, cached
-    per process: about 14 % of a candidate's busy CPU on an H100 host, py-spy, 2026-11-27) and the
-    modules the first compile imports. Only Triton's own files are read: nothing of a candidate's."""
-    try:
-        from triton.runtime.cache import triton_key
-    except ImportError:  # older Triton keeps it in the compiler
-        from triton.compiler.compiler import triton_key  # type: ignore[no-redef]
-    triton_key()
-    try:
-        import triton.experimental.gluon  # noqa: F401
-    except ImportError:
-        pass
-
-
 def main() -> None:
     from drkernel.gym.candidate import main as candidate  # torch, triton and the harness: the point
     from drkernel.gym.candidate import guards, integrity, launches, profiling  # noqa: F401
@@ -387,7 +371,6 @@ def main() -> None:
         candidate.warm_up(candidate.torch.device("cpu"))  # the interpreter's patches; no device to touch
     else:
         from drkernel.gym.harness import vmm  # noqa: F401
-        warm_triton()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # A's exit needs no reaping here
     # a fork shares our uid: it must not read our memory, descriptors (the channel) or environment
     _call("prctl", PR_SET_DUMPABLE, 0, 0, 0, 0)
