@@ -112,6 +112,32 @@ def test_random_variants_are_heavy_tailed_sparse_or_signed_and_agree_on_both_sid
     assert torch.equal(signed16.abs(), plain16) and (signed16 < 0).any()  # rand's values turned mixed
 
 
+def test_a_draw_is_spread_in_place_bit_for_bit_as_spread_returns_it():
+    """Inside ``get_inputs`` a fresh draw is spread where it lies (no full-size temporaries beside it:
+    at KernelBench's sizes each is 6.4 GB), with the very values `spread` computes into a new tensor:
+    both sides of a comparison, and every recorded seed, keep their inputs."""
+    for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float64):
+        for dist in Distribution:
+            torch.manual_seed(11)
+            x = torch.randn(300, 129).to(dtype)
+            state = torch.get_rng_state()
+            expected = harness.spread(x.clone(), dist)
+            torch.set_rng_state(state)
+            own = x.clone()
+            got = harness.spread_in_place(own, dist)
+            assert got.data_ptr() == own.data_ptr() and got.dtype == dtype
+            assert torch.equal(got, expected) and torch.equal(got.signbit(), expected.signbit()), (dtype, dist)
+    drawn = []
+
+    def get_inputs():
+        drawn.append(torch.randn(64, 64))
+        return [drawn[-1]]
+
+    x = harness.draw_inputs(types.SimpleNamespace(get_inputs=get_inputs),
+                            with_distribution(5, Distribution.HEAVY), torch.device("cpu"))[0]
+    assert x is drawn[0]  # the draw itself, spread: no second tensor of its size
+
+
 def test_variants_apply_to_the_draws_so_the_structure_get_inputs_builds_stays():
     cpu = torch.device("cpu")
 

@@ -74,11 +74,11 @@ class VariedDraws(TorchFunctionMode):
         out = func(*args, **(kwargs or {}))
         if not (isinstance(out, torch.Tensor) and out.is_floating_point()):
             return out
-        if func in self.DRAWS:
+        if func in self.DRAWS and out.requires_grad:  # a leaf with grad: its spread keeps the history
             return spread(out, self.dist)
-        if func in self.IN_PLACE:
+        if func in self.DRAWS or func in self.IN_PLACE:
             with torch.no_grad():
-                out.copy_(spread(out.detach(), self.dist))
+                spread_in_place(out.detach(), self.dist)
         return out
 
 
@@ -106,6 +106,29 @@ def seed_generators(seed: int) -> None:
 
 def seed_all(seed: int) -> None:
     seed_generators(torch_seed(seed))
+
+
+def spread_in_place(t: torch.Tensor, dist: Distribution) -> torch.Tensor:
+    """`spread` of a floating tensor the caller owns, written into it, bit for bit the values `spread`
+    returns: a fresh draw inside ``get_inputs`` is changed where it lies. At full size a draw is
+    gigabytes, and `spread`'s temporaries (the uniforms, their logarithm, the quotient) held four to
+    five of them at once in each process drawing: beside the judge's and a candidate's other tensors,
+    KernelBench's 6.4-GB ReLU and Softmax ran out of an H100's memory (2026-11-28). Here the peak is the
+    draw and one uniform of its size."""
+    if dist in RANDOM_VARIANTS:
+        u = torch.rand(t.shape, device=t.device, dtype=torch.float64 if t.dtype == torch.float64 else torch.float32)
+        if dist is Distribution.HEAVY:  # t / sqrt(max(-log1p(-u), floor)), computed in u's dtype
+            t.div_(u.neg_().log1p_().neg_().clamp_min_(HEAVY_FLOOR.get(t.dtype, 1e-4)).sqrt_())
+        elif dist is Distribution.SPARSE:
+            t.masked_fill_(u < 0.5, 0.0)
+        else:  # SIGNED: u becomes the sign, -1 where u < 0.5
+            t.mul_(u.lt_(0.5).mul_(-2.0).add_(1.0))
+        return t
+    table = VARIANTS.get(dist, {})
+    if t.dtype in table:
+        scale, shift = table[t.dtype]
+        t.mul_(scale).add_(shift)
+    return t
 
 
 def spread(value: Any, dist: Distribution = Distribution.WIDE) -> Any:
