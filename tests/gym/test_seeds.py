@@ -407,3 +407,36 @@ def test_a_draw_raises_no_flood_of_audit_events():
     finally:
         listening[0] = False
     assert len(events) < 10, sorted(set(events))  # 34 with torch.manual_seed and no hook of the gym
+
+
+def test_a_large_draw_first_frees_tensors_only_cycles_still_hold(monkeypatch):
+    """Tensors of a call dropped while a reference cycle holds them are freed before the next large
+    draw (at full size each is gigabytes; the cyclic collector runs by object counts, not bytes)."""
+    import gc
+    import weakref
+
+    ref = types.SimpleNamespace(get_inputs=lambda: [torch.randn(32, 32)])
+    cpu = torch.device("cpu")
+
+    def dropped_in_a_cycle() -> weakref.ref:
+        held = torch.randn(64, 64)
+        cycle: dict = {"t": held}
+        cycle["self"] = cycle
+        return weakref.ref(held)
+
+    was = gc.isenabled()
+    gc.disable()  # only the draw may collect
+    try:
+        monkeypatch.setattr(harness, "COLLECT_BYTES", 1 << 40)
+        harness.draw_inputs(ref, 3, cpu)
+        alive = dropped_in_a_cycle()
+        harness.draw_inputs(ref, 4, cpu)
+        assert alive() is not None  # a small last draw: no collection
+        monkeypatch.setattr(harness, "COLLECT_BYTES", 1024)
+        harness.draw_inputs(ref, 5, cpu)
+        gone = dropped_in_a_cycle()
+        harness.draw_inputs(ref, 6, cpu)
+        assert gone() is None
+    finally:
+        if was:
+            gc.enable()

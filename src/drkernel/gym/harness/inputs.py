@@ -9,6 +9,7 @@ context), never drawn on the host and copied.
 from __future__ import annotations
 
 import contextlib
+import gc
 import types
 from typing import Any, Sequence
 
@@ -152,17 +153,32 @@ def to_device(value: Any, device: torch.device) -> Any:
     return value
 
 
+COLLECT_BYTES = 256 << 20
+"""Draws at least this large first collect the interpreter's cyclic garbage (`draw_inputs`)."""
+_last_draw_bytes = 0
+
+
 def draw_inputs(reference: types.ModuleType, seed: int, device: torch.device) -> list[Any]:
     """``get_inputs()`` under the device context with ``seed``; stray host tensors are moved; the
     seed's distribution bits (`drkernel.gym.seeds`) select plain or spread inputs, its perturbation
     bits a few swapped values (`drkernel.gym.harness.perturb`) or, at a timed call's step, a draw of
-    the call's own (`drkernel.gym.seeds.drawing_seed`)."""
+    the call's own (`drkernel.gym.seeds.drawing_seed`).
+
+    Where the last draw was `COLLECT_BYTES` or more, the cyclic garbage is collected first: an observed
+    call's tensors can be held by reference cycles (dispatch modes, frames) that only the cyclic
+    collector frees, and it runs by counts of Python objects, not bytes. At KernelBench's 6.4-GB ReLU a
+    candidate grew by a trial's inputs and outputs each trial, 12 to 62 GB, and the fifth trial ran the
+    H100 out of memory; collected before each draw it held 25 GB throughout (2026-11-28)."""
+    global _last_draw_bytes
+    if _last_draw_bytes >= COLLECT_BYTES:
+        gc.collect()
     seed_generators(drawing_seed(seed))
     dist = distribution_of(seed)
     varied = dist is not Distribution.PLAIN and getattr(reference, "INPUT_VARIANTS", True)
     with torch.device(device), (VariedDraws(dist) if varied else contextlib.nullcontext()):
         inputs = list(reference.get_inputs())
     inputs = [to_device(x, device) for x in inputs]
+    _last_draw_bytes = tensor_bytes(inputs)
     step = perturbation_of(seed)
     return perturb(inputs, seed) if 0 < step < TIMED_FIRST_STEP else inputs
 
