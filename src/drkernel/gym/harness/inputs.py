@@ -155,7 +155,7 @@ def to_device(value: Any, device: torch.device) -> Any:
 
 COLLECT_BYTES = 256 << 20
 """Draws at least this large first collect the interpreter's cyclic garbage (`draw_inputs`)."""
-_last_draw_bytes = 0
+_LAST_DRAW = {"bytes": 0}  # mutated in place: the candidate's integrity snapshot pins this module's names
 
 
 def draw_inputs(reference: types.ModuleType, seed: int, device: torch.device) -> list[Any]:
@@ -169,8 +169,7 @@ def draw_inputs(reference: types.ModuleType, seed: int, device: torch.device) ->
     collector frees, and it runs by counts of Python objects, not bytes. At KernelBench's 6.4-GB ReLU a
     candidate grew by a trial's inputs and outputs each trial, 12 to 62 GB, and the fifth trial ran the
     H100 out of memory; collected before each draw it held 25 GB throughout (2026-11-28)."""
-    global _last_draw_bytes
-    if _last_draw_bytes >= COLLECT_BYTES:
+    if _LAST_DRAW["bytes"] >= COLLECT_BYTES:
         gc.collect()
     seed_generators(drawing_seed(seed))
     dist = distribution_of(seed)
@@ -178,7 +177,7 @@ def draw_inputs(reference: types.ModuleType, seed: int, device: torch.device) ->
     with torch.device(device), (VariedDraws(dist) if varied else contextlib.nullcontext()):
         inputs = list(reference.get_inputs())
     inputs = [to_device(x, device) for x in inputs]
-    _last_draw_bytes = tensor_bytes(inputs)
+    _LAST_DRAW["bytes"] = tensor_bytes(inputs)
     step = perturbation_of(seed)
     return perturb(inputs, seed) if 0 < step < TIMED_FIRST_STEP else inputs
 
