@@ -295,3 +295,28 @@ def test_a_request_reference_writing_a_huge_header_fails_as_the_reference(evalua
                       source="request", metadata=mark_request_reference({}))
     with pytest.raises(JudgeError, match=f"broke the judge's protocol.*at most {REFERENCE_HEADER} here"):
         evaluator.evaluate(request(RELU_SOLUTION, problem=problem))
+
+
+def test_an_encoded_export_holds_nothing_of_its_tensors_once_sent():
+    """`encode_tree` leaves no reference cycle behind: with the cyclic collector off, an exported
+    output and input are freed as soon as the caller drops them (at full size each is gigabytes, and a
+    cycle kept every trial's until the collector happened to run)."""
+    import gc
+    import weakref
+
+    import torch
+
+    from drkernel.gym.ipc import encode_tree
+
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        out, arg = torch.randn(8, 8), torch.randn(8, 8)
+        watched = [weakref.ref(out), weakref.ref(arg)]
+        tree, blob = encode_tree((out, [arg]))
+        assert tree["k"] == "tuple" and len(blob) == 2 * 8 * 8 * 4
+        del out, arg
+        assert [w() for w in watched] == [None, None]
+    finally:
+        if was:
+            gc.enable()
