@@ -299,11 +299,13 @@ def test_a_request_reference_writing_a_huge_header_fails_as_the_reference(evalua
 
 def test_an_encoded_export_holds_nothing_of_its_tensors_once_sent():
     """`encode_tree` leaves no reference cycle behind: with the cyclic collector off, an exported
-    output and input are freed as soon as the caller drops them (at full size each is gigabytes, and a
-    cycle kept every trial's until the collector happened to run)."""
+    output's and input's memory is freed as soon as the caller drops them (at full size each is
+    gigabytes, and a cycle kept every trial's until the collector happened to run). The memory is
+    watched through the numpy arrays the tensors are made from: a storage keeps its array alive."""
     import gc
     import weakref
 
+    import numpy as np
     import torch
 
     from drkernel.gym.ipc import encode_tree
@@ -311,8 +313,10 @@ def test_an_encoded_export_holds_nothing_of_its_tensors_once_sent():
     was = gc.isenabled()
     gc.disable()
     try:
-        out, arg = torch.randn(8, 8), torch.randn(8, 8)
-        watched = [weakref.ref(out), weakref.ref(arg)]
+        arrays = [np.ones((8, 8), dtype=np.float32), np.ones((8, 8), dtype=np.float32)]
+        watched = [weakref.ref(a) for a in arrays]
+        out, arg = (torch.from_numpy(a) for a in arrays)
+        del arrays
         tree, blob = encode_tree((out, [arg]))
         assert tree["k"] == "tuple" and len(blob) == 2 * 8 * 8 * 4
         del out, arg
