@@ -90,7 +90,8 @@ def _run(model: nn.Module) -> tuple[dict, list[str]]:
     def make(trial: int) -> list:
         return harness.draw_inputs(ctx.reference, ctx.seeds[trial], CPU)
 
-    hook._sparse_perturb(_Runs(ctx, model, make, len(SEEDS)), {})
+    r = _Runs(ctx, model, make, len(SEEDS))
+    hook._perform(r, hook._sparse_perturb(r, {}))  # the run's steps, through the one executor
     return hook.runs, ctx.tags
 
 
@@ -146,7 +147,9 @@ def test_the_profiler_pass_runs_on_a_draw_no_other_call_sees(monkeypatch):
         "profiled", args) and {"kernels": [], "off_stream": []})
     monkeypatch.setattr(integrity, "hidden_work", lambda fn, args: seen.setdefault("hidden", args) and {})
     hook = integrity.IntegrityHook()
-    monkeypatch.setattr(hook, "_call", lambda r, args: seen.setdefault("observed", args)[0])
-    hook._gpu_checks(runs, trial0, fresh)
-    assert seen["observed"] is trial0 and seen["profiled"] is fresh and seen["hidden"] is fresh
-    assert hook.gpu["out_bytes"] == trial0[0].numel() * 4
+    runs.model = lambda x: seen.setdefault("observed", x) * 2
+    runs.ctx.cpu_mode = False  # the GPU pass's observed call is the last step of the runs (`_steps`)
+    hook._perform(runs, hook._steps(runs, plan, []))
+    hook._gpu_checks(runs, fresh)
+    assert torch.equal(seen["observed"], trial0[0]) and seen["profiled"] is fresh and seen["hidden"] is fresh
+    assert hook.gpu["out_bytes"] == trial0[0].numel() * 4 and hook.calls == 1

@@ -17,7 +17,13 @@ under the tags below):
     sparse_perturb_2  them but at a few secret swapped positions (two steps)
     coverage          one forward on an input no other call sees              (op coverage, with all calls)
 
-Integrity runs must look like ordinary calls (mechanism 3 of issue 12). So the orchestrator draws
+Integrity runs must look like ordinary calls (mechanism 3 of issue 12), to the stack as well: every
+model call of the runs -- ordinary calls, dropped and judged calls alike -- is made by one executor
+(`IntegrityHook._perform`) at one line, ``out = r.model(*args)``, with the same frames above it; each
+run only yields steps (`_Step`: how to get the inputs, the scope around the call, what becomes of the
+output), so a solution reading the stack as text (``Logger.findCaller(stack_info=True)``,
+``warnings.warn(stacklevel=...)`` with ``formatwarning``) cannot tell a judged call from a dropped one
+(red team 16, a01/a05). The orchestrator draws
 their order and the number of ordinary calls before each (`drkernel.gym.seeds.SeedPlan`), the
 coverage run draws a fresh secret seed, and every call the candidate makes before timing -- the
 correctness trials included -- runs under the same dispatch mode (`Observed`): fresh allocations
@@ -47,7 +53,7 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, ContextManager, Sequence
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -57,7 +63,7 @@ from drkernel.gym.verdict.coverage import OpProfile
 from drkernel.gym.candidate.guards import (AuditGuard, GlobalState, HostReads, IntegritySnapshot, check_outputs,
                                            compilers_imported, dynamo_frames, scan_instance, scan_module,
                                            shadowed_methods)
-from drkernel.gym.verdict.hacks import dedupe, make_hack
+from drkernel.gym.verdict.hacks import RAISED_ON_PERTURBED, dedupe, make_hack
 from drkernel.gym.candidate.launches import LaunchWatch, launch_watch
 from drkernel.gym.candidate.profiling import hidden_work, output_bytes, profile_forward
 from drkernel.gym.seeds import INTEGRITY_RUNS, PERTURB_TAGS, Distribution, distribution_of, perturbed, timed_step
@@ -150,6 +156,39 @@ def native_decoy(kernels: list[dict[str, Any]], own_kernels: tuple[str, ...]) ->
     return decoy_evidence(attribute(records, own_kernels), own_kernels)
 
 
+class _Step:
+    """One model call of the integrity runs, as data for the one executor (`IntegrityHook._perform`).
+
+    ``inputs``: a function drawing the call's inputs just before the call, or the inputs themselves
+    (handed over: the step lets go of them when the executor takes them). ``scope``: a context entered
+    around the call on the executor's one line (skip_own's `LaunchWatch.skipping_own`; a no-op for the
+    rest). ``recorder``: the call's op recorder (None: `IntegrityHook.observe` makes the usual one).
+    ``after(held, launched)``: what becomes of the output, decided after the call returned -- judged,
+    measured, or (None) dropped; ``held`` is a one-item list it pops to take the output over, so it
+    can drop it before judging a derived value; ``launched``: the own launches of the call.
+    ``raised(error)``: for a call whose error is the judge's to decide (a perturbed call), else None
+    (the error ends the integrity runs)."""
+
+    __slots__ = ("source", "scope", "recorder", "after", "raised")
+
+    def __init__(self, inputs: Callable[[], list[Any]] | list[Any], *,
+                 scope: Callable[[], ContextManager[Any]] = contextlib.nullcontext,
+                 recorder: Callable[[], OpRecorder | None] = lambda: None,
+                 after: Callable[[list[Any], int], None] | None = None,
+                 raised: Callable[[str], None] | None = None) -> None:
+        self.source: Callable[[], list[Any]] | list[Any] | None = inputs
+        self.scope, self.recorder, self.raised = scope, recorder, raised
+        self.after = after if after is not None else _drop
+
+    def take(self) -> list[Any]:
+        source, self.source = self.source, None
+        return source() if callable(source) else source
+
+
+def _drop(held: list[Any], launched: int) -> None:
+    held.clear()
+
+
 @dataclass
 class _Runs:
     """What every integrity run needs: the context, the model and how to draw inputs."""
@@ -194,6 +233,7 @@ class IntegrityHook:
         self.own_before_timing: int | None = None
         self.gpu: dict[str, Any] = {}
         self.timed_profile: dict[str, Any] | None = None  # kernels of the profiled timed calls (main.py)
+        self._out_bytes = 0  # one output's bytes, from the GPU pass's observed call (`_steps`)
         self.seconds: dict[str, float] = {}  # wall time of each extra run (cost accounting)
         self._clock = 0.0
 
@@ -237,7 +277,8 @@ class IntegrityHook:
                    for n in ("launch", "is_own", "native")]
                 + [("drkernel.gym.candidate.integrity", sys.modules[__name__], n) for n in ("IntegrityHook", "Observed")]
                 + [("drkernel.gym.candidate.integrity.Observed", Observed, "__torch_dispatch__")]
-                + [("IntegrityHook", IntegrityHook, n) for n in ("extra_runs", "report", "after_trial", "observe")]
+                + [("IntegrityHook", IntegrityHook, n)
+                   for n in ("extra_runs", "report", "after_trial", "observe", "_perform")]
                 + [("torch.Tensor", torch.Tensor, n) for n in ("numpy", "tolist")])
 
     # -- around the solution ------------------------------------------------------------------
@@ -267,14 +308,16 @@ class IntegrityHook:
         reads = self.host_reads
         if reads is not None:
             HostReads.begin_call(reads)  # through the class: an instance attribute would shadow it
-        with watch.watching(), Observed(recorder):
-            yield
-        if reads is not None:
-            HostReads.end_call(reads)
-        self.hacks += unseen_hacks(watch.result, recorder.handled)
-        if self.calls > 1:  # every call after the first, per op its costliest: the worst call decides
-            kept = OpProfile.from_dict(self.coverage_profile or {})
-            self.coverage_profile = kept.worst(recorder.profile).to_dict()
+        try:
+            with watch.watching(), Observed(recorder):
+                yield
+        finally:  # a call that raised is accounted too (a perturbed call's error does not end the runs)
+            if reads is not None:
+                HostReads.end_call(reads)
+            self.hacks += unseen_hacks(watch.result, recorder.handled)
+            if self.calls > 1:  # every call after the first, per op its costliest: the worst call decides
+                kept = OpProfile.from_dict(self.coverage_profile or {})
+                self.coverage_profile = kept.worst(recorder.profile).to_dict()
 
     def after_trial(self, ctx: Any, trial: int, inputs: Sequence[Any], outputs: Any) -> None:
         IntegrityHook._check_state(self)
@@ -289,12 +332,53 @@ class IntegrityHook:
 
     # -- the integrity runs -------------------------------------------------------------------
 
-    def _call(self, r: _Runs, args: list[Any], recorder: OpRecorder | None = None) -> Any:
-        with torch.no_grad(), IntegrityHook.observe(self, recorder):
-            out = r.model(*args)
-        if r.ctx.device.type == "cuda":
-            torch.cuda.synchronize(r.ctx.device)
-        return out
+    def _perform(self, r: _Runs, steps: Iterator[_Step]) -> None:
+        """Every model call of the integrity runs (ordinary calls, dropped and judged calls of every
+        run, the GPU pass's observed call) is made here, at one line, with one stack above it: a
+        solution that reads the stack (its frames, lines, source text: ``Logger.findCaller``,
+        ``warnings.warn(stacklevel=...)``) sees the same text for a call whose output the judge
+        compares as for one that is dropped (red team 16, a01/a05). What differs per call is data
+        of its `_Step`, applied uniformly: its inputs, drawn (or handed over) just before the call;
+        its ``scope`` and recorder, entered on the same line for every call; and what becomes of
+        its output, decided after the call returns. The run generators that make the steps are
+        suspended, off the stack, while the model runs."""
+        for step in steps:
+            args, failed = step.take(), ""
+            before = self.own_launches
+            try:
+                with torch.no_grad(), step.scope(), IntegrityHook.observe(self, step.recorder()):
+                    out = r.model(*args)
+                if r.ctx.device.type == "cuda":
+                    torch.cuda.synchronize(r.ctx.device)
+            except Exception as e:
+                if step.raised is None:
+                    raise
+                out, failed = None, f"{type(e).__name__}: {e}"[:1000]  # not the traceback: it holds inputs
+            args = None  # the inputs go before the output is judged (at full size each is gigabytes)
+            held, out = [out], None  # the step takes the output over: it may drop it before judging more
+            if failed:
+                step.raised(failed)
+            else:
+                step.after(held, self.own_launches - before)
+            held = None
+
+    def _judging(self, r: _Runs, tag: str, trial: int) -> Callable[[list[Any], int], None]:
+        """A step's ``after`` that sends its output to the judge under ``tag``."""
+        def judge(held: list[Any], launched: int) -> None:
+            out = held.pop()
+            self._judged(r, tag, trial, out)
+        return judge
+
+    def _raising(self, r: _Runs, tag: str, trial: int) -> Callable[[str], None]:
+        """A perturbed call's ``raised``: the solution's error goes to the judge in place of an output
+        (`RAISED_ON_PERTURBED`). The judge runs the reference on the same perturbed inputs: where the
+        reference is undefined there too (the swaps broke a structure the inputs need, e.g. sorted
+        bins), the check is skipped as for any output (`Judge.perturbation_undefined`); where it runs,
+        the comparison fails (hack 9). The decision is the judge's, made on its own draw; the runs go
+        on either way, so the other checks still reach the judge (honest round 12, D1)."""
+        def report(error: str) -> None:
+            self._judged(r, tag, trial, RAISED_ON_PERTURBED + error)
+        return report
 
     def _judged(self, r: _Runs, tag: str, trial: int, out: Any) -> None:
         self.runs[tag] = bool(r.ctx.compare(out, trial, tag).get("passed"))
@@ -305,27 +389,18 @@ class IntegrityHook:
         self._clock = now
 
     def extra_runs(self, ctx: Any, model: Any, make_inputs: Callable[[int], list[Any]]) -> dict[str, Any]:
-        """The integrity runs in the orchestrator's order, each after a few ordinary calls. Every run
-        drops its tensors before the next draws new ones: at full size one input or output can be
-        gigabytes, so the peak stays at two inputs and one output."""
+        """The integrity runs in the orchestrator's order, each after a few ordinary calls, all made by
+        one executor (`_perform`) from the steps `_steps` yields. Every run drops its tensors before
+        the next draws new ones: at full size one input or output can be gigabytes, so the peak stays
+        at two inputs and one output."""
         r = _Runs(ctx, model, make_inputs, int(ctx.config.get("trials", len(ctx.seeds))))
         self.hacks += scan_instance(model)
         plan = dict(getattr(ctx, "integrity_plan", None) or {})
         order = [n for n in plan.get("order") or INTEGRITY_RUNS if n in INTEGRITY_RUNS]
-        decoys = list(plan.get("decoys") or [0] * len(order))
-        runs = {"coverage": self._coverage, "skip_own": self._skip_own, "poisoned": self._poisoned,
-                "recall_same": self._recall_same, "call_count_last": self._call_count,
-                "sparse_perturb": self._sparse_perturb}
-        chooser = random.SystemRandom()
         self._clock = time.perf_counter()
-        for name, before in zip(order, decoys + [0] * len(order)):
-            for _ in range(int(before)):  # ordinary calls: integrity runs fall at random call indices
-                self._call(r, make_inputs(chooser.randrange(r.trials)))
-            self._lap("ordinary")
-            runs[name](r, plan)
-            self._lap(name)
+        self._perform(r, self._steps(r, plan, order))
         if not ctx.cpu_mode:
-            self._gpu_checks(r, make_inputs(0), profiled_inputs(r, plan))
+            self._gpu_checks(r, profiled_inputs(r, plan))
             self._lap("profiler_and_hidden_work")
         IntegrityHook._check_state(self)
         self.own_before_timing = self.own_launches  # the timed calls' own launches are the rest
@@ -333,38 +408,66 @@ class IntegrityHook:
             self.watch.scoped = False  # the timed calls pay no marking cost
         return {"runs": dict(self.runs), "calls": self.calls, "order": order}
 
-    def _coverage(self, r: _Runs, plan: dict[str, Any]) -> None:
+    def _steps(self, r: _Runs, plan: dict[str, Any], order: list[str]) -> Iterator[_Step]:
+        """Every step of the integrity runs, in order: before each run its ordinary calls (at random
+        call indices), then the run's own; on the GPU last the pass's observed call (`_gpu_checks`)."""
+        decoys = list(plan.get("decoys") or [0] * len(order))
+        runs = {"coverage": self._coverage, "skip_own": self._skip_own, "poisoned": self._poisoned,
+                "recall_same": self._recall_same, "call_count_last": self._call_count,
+                "sparse_perturb": self._sparse_perturb}
+        chooser = random.SystemRandom()
+        for name, before in zip(order, decoys + [0] * len(order)):
+            for _ in range(int(before)):  # ordinary calls: integrity runs fall at random call indices
+                yield _Step(lambda: r.make_inputs(chooser.randrange(r.trials)))
+            self._lap("ordinary")
+            yield from runs[name](r, plan)
+            self._lap(name)
+        if not r.ctx.cpu_mode:  # the GPU pass's output size, from an observed call on trial 0's inputs
+            yield _Step(lambda: r.make_inputs(0),
+                        after=lambda held, _: setattr(self, "_out_bytes", output_bytes(held.pop())))
+
+    def _coverage(self, r: _Runs, plan: dict[str, Any]) -> Iterator[_Step]:
         """One forward under the op recorder, on an input drawn from a seed no other call used."""
         from drkernel.gym.harness import inputs as harness
 
         seed = plan.get("coverage_seed")
-        args = (harness.draw_inputs(r.ctx.reference, int(seed), r.ctx.device) if seed is not None
-                else r.make_inputs(0))
-        before = self.own_launches
-        self._call(r, args, OpRecorder(rate_cap=self.rate_cap))  # its profile joins every call's (`observe`)
-        self.coverage_own_launches = self.own_launches - before
 
-    def _skip_own(self, r: _Runs, plan: dict[str, Any]) -> None:
+        def draw() -> list[Any]:
+            if seed is None:
+                return r.make_inputs(0)
+            return harness.draw_inputs(r.ctx.reference, int(seed), r.ctx.device)
+
+        def launched(held: list[Any], n: int) -> None:
+            self.coverage_own_launches = n
+
+        # its profile joins every call's (`observe`)
+        yield _Step(draw, recorder=lambda: OpRecorder(rate_cap=self.rate_cap), after=launched)
+
+    def _skip_own(self, r: _Runs, plan: dict[str, Any]) -> Iterator[_Step]:
         """Passthrough: outputs still right without the solution's own launches?"""
-        args = r.make_inputs(0)
         assert self.watch is not None
-        with self.watch.skipping_own():
-            out = self._call(r, args)
-        del args
-        self._judged(r, "skip_own", 0, out)
-        out = torch.utils._pytree.tree_map(lambda t: torch.zeros_like(t) if isinstance(t, torch.Tensor) else t, out)
-        self._judged(r, "zeros_probe", 0, out)
 
-    def _poisoned(self, r: _Runs, plan: dict[str, Any]) -> None:
+        def judge(held: list[Any], launched: int) -> None:
+            out = held.pop()
+            self._judged(r, "skip_own", 0, out)
+            out = torch.utils._pytree.tree_map(
+                lambda t: torch.zeros_like(t) if isinstance(t, torch.Tensor) else t, out)
+            self._judged(r, "zeros_probe", 0, out)
+
+        yield _Step(lambda: r.make_inputs(0), scope=self.watch.skipping_own, after=judge)
+
+    def _poisoned(self, r: _Runs, plan: dict[str, Any]) -> Iterator[_Step]:
         """Result reuse: two calls, every uninitialised allocation poisoned (as in every call)."""
-        first, second = r.make_inputs(r.trials - 1), r.make_inputs(r.trials - 1)
-        self._call(r, first)
+        trial = r.trials - 1
+        first, second = r.make_inputs(trial), r.make_inputs(trial)
+        step = _Step(first)
         del first
-        out = self._call(r, second)
+        yield step
+        step = _Step(second, after=self._judging(r, "poisoned", trial))
         del second
-        self._judged(r, "poisoned", r.trials - 1, out)
+        yield step
 
-    def _recall_same(self, r: _Runs, plan: dict[str, Any]) -> None:
+    def _recall_same(self, r: _Runs, plan: dict[str, Any]) -> Iterator[_Step]:
         """Caching: the same tensor objects (same id, data_ptr, shape) refilled with other data. Where
         the second trial's inputs have other shapes (a problem whose sizes come from its data, e.g.
         jagged offsets), the same objects are resized first, and values that are not tensors are the
@@ -372,7 +475,7 @@ class IntegrityHook:
         if r.trials < 2:
             return
         args = r.make_inputs(0)
-        self._call(r, args)
+        yield _Step(args)
         for i, b in enumerate(r.make_inputs(1)):
             if isinstance(args[i], torch.Tensor) and isinstance(b, torch.Tensor):
                 if args[i].shape != b.shape:
@@ -381,16 +484,17 @@ class IntegrityHook:
             else:
                 args[i] = b
             del b
-        out = self._call(r, args)
+        step = _Step(args, after=self._judging(r, "recall_same", 1))
         del args
-        self._judged(r, "recall_same", 1, out)
+        yield step
 
-    def _sparse_perturb(self, r: _Runs, plan: dict[str, Any]) -> None:
+    def _sparse_perturb(self, r: _Runs, plan: dict[str, Any]) -> Iterator[_Step]:
         """Caching by a fingerprint of a few sampled values: per step (`PERTURB_TAGS`), a call on a
         random trial's inputs, then one on new tensors equal to them but at a few secret pairs of
         swapped positions (`drkernel.gym.harness.perturb`), judged against the reference on those.
         Each call's inputs and output are dropped before the next draw (at most two inputs, while
-        the perturbed ones are made, and one output are alive)."""
+        the perturbed ones are made, and one output are alive). A perturbed call that raises is the
+        judge's to decide (`_raising`)."""
         from drkernel.gym.harness import inputs as harness
 
         # any trial but a shrunken one (on TINY inputs a swapped pair moves no output past the
@@ -401,34 +505,36 @@ class IntegrityHook:
         picks = random.SystemRandom().sample(wide, len(wide))
         for step, tag in enumerate(PERTURB_TAGS, start=1):
             trial = picks[(step - 1) % len(picks)]
-            self._call(r, r.make_inputs(trial))
-            args = harness.draw_inputs(r.ctx.reference, perturbed(r.ctx.seeds[trial], step), r.ctx.device)
-            out = self._call(r, args)
-            del args
-            self._judged(r, tag, trial, out)
-            del out
+            yield _Step(lambda trial=trial: r.make_inputs(trial))
+            yield _Step(lambda trial=trial, step=step: harness.draw_inputs(
+                            r.ctx.reference, perturbed(r.ctx.seeds[trial], step), r.ctx.device),
+                        after=self._judging(r, tag, trial), raised=self._raising(r, tag, trial))
 
-    def _call_count(self, r: _Runs, plan: dict[str, Any]) -> None:
+    def _call_count(self, r: _Runs, plan: dict[str, Any]) -> Iterator[_Step]:
         """Many calls, then check the last. On the GPU the timed calls that follow are checked as
         well (a sample of their outputs goes to the judge), so this run stays short there."""
         n = CALL_COUNT_CPU if r.ctx.cpu_mode else CALL_COUNT_GPU
         n += random.SystemRandom().randrange(0, n)  # a count the solution cannot know
         trial = r.trials - 1
         args = r.make_inputs(trial)
-        for _ in range(n - 1):
-            before = self.own_launches
-            self._call(r, [a.clone() if isinstance(a, torch.Tensor) else a for a in args])
-            self.call_count_launches.append(self.own_launches - before)
-        out = self._call(r, args)
-        del args
-        self._judged(r, "call_count_last", trial, out)
 
-    def _gpu_checks(self, r: _Runs, args: list[Any], fresh: list[Any]) -> None:
+        def counted(held: list[Any], launched: int) -> None:
+            self.call_count_launches.append(launched)
+
+        for _ in range(n - 1):
+            yield _Step(lambda: [a.clone() if isinstance(a, torch.Tensor) else a for a in args],
+                        after=counted)
+        step = _Step(args, after=self._judging(r, "call_count_last", trial))
+        del args
+        yield step
+
+    def _gpu_checks(self, r: _Runs, fresh: list[Any]) -> None:
         """Profiler pass (kernels, streams, time coverage) and the event / wall-clock cross-check, on
         ``fresh`` inputs no earlier call saw (`profiled_inputs`): unobserved like the timed calls,
-        and not recognisable as a trial's; the output's size comes from an observed call on ``args``."""
+        and not recognisable as a trial's; the output's size comes from the last step of the
+        integrity runs, an observed call on trial 0's inputs (`_steps`)."""
         model = r.model
-        out_bytes = output_bytes(self._call(r, args))
+        out_bytes = self._out_bytes
         own_names = set(self.watch.own_names) if self.watch is not None else set()
         native = tuple(getattr(r.ctx, "native_kernels", ()))  # a CUDA solution's __global__ functions
         prof = profile_forward(lambda *a: model(*a), fresh, own_names, native)

@@ -27,6 +27,7 @@ from drkernel.gym.judge.compare import TF32_OPS, compare_outputs, inputs_changed
 from drkernel.gym.judge.tolerance import CHUNK, LeafTolerance, derive, leaves, to_double
 from drkernel.gym.harness.recorder import OpProfile, record_ops
 from drkernel.gym.verdict.coverage import base_name
+from drkernel.gym.verdict.hacks import RAISED_ON_PERTURBED
 from drkernel.gym.harness import vmm
 from drkernel.gym.harness.vmm import VmmError
 from drkernel.gym.ipc import Channel, ProtocolViolation, child_channel, close_fds, decode_tree
@@ -294,6 +295,8 @@ class Judge:
                     raise
                 return self.perturbation_undefined(h, base, e)
             self.current[job] = cur = (trial, out, post, self.derived_bounds(h, out, post))
+        if 0 < step < TIMED_FIRST_STEP and (error := raised_on_perturbed(h.tree)):
+            return Verdict(False, f"{error} (the reference runs on these inputs)")  # else skipped above
         tree = h.tree
         post_tree = None
         if not h.tag:
@@ -316,7 +319,9 @@ class Judge:
         reference runs on the same draw unperturbed: a reference that fails there too is the judge's
         failure, and so is a resource failure (`_resource_failure`), which a candidate holding device
         memory could provoke. Both draws are the judge's own, from the job's seeds: nothing the
-        solution returns reaches them."""
+        solution returns reaches them. The same verdict answers a perturbed call that raised in the
+        candidate (`raised_on_perturbed`): on inputs where the reference is undefined, a solution's
+        error is no fault of its own, and no reason to end its integrity runs (honest round 12, D1)."""
         self.run_reference(h.code, base, h.weight_seed)  # raises: the reference fails unperturbed too
         reason = (f"the reference itself fails on the perturbed inputs ({type(error).__name__}: "
                   f"{str(error)[:300]}); the swaps break a structure this problem's inputs need")
@@ -431,6 +436,14 @@ def _within(out: torch.Tensor, ref: torch.Tensor, bound: LeafTolerance) -> bool:
         if not bool(((x - y).abs() <= bound.atol + bound.rtol * y.abs()).all()):
             return False
     return True
+
+
+def raised_on_perturbed(tree: Any) -> str | None:
+    """The candidate's report that a perturbed call raised (`drkernel.gym.verdict.hacks.RAISED_ON_PERTURBED`
+    and the error, sent in place of the output), else None. Only ever read once the judge knows whether
+    the reference runs on those inputs: it decides, from its own draw, what the error means."""
+    value = tree.get("value") if isinstance(tree, dict) and tree.get("k") == "scalar" else None
+    return value if isinstance(value, str) and value.startswith(RAISED_ON_PERTURBED) else None
 
 
 def _resource_failure(error: BaseException) -> bool:

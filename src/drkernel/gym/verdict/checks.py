@@ -28,7 +28,7 @@ from typing import Any, Mapping
 from drkernel import pyast
 from drkernel.gym.checks import CheckRegistry
 from drkernel.gym.verdict.coverage import HOST_COPY, OpProfile, base_name, coverage_apart, op_coverage, time_coverage, unexplained_time, work_time_coverage
-from drkernel.gym.verdict.hacks import LAZY_WARNING, dedupe, make_hack
+from drkernel.gym.verdict.hacks import LAZY_WARNING, RAISED_ON_PERTURBED, dedupe, make_hack
 from drkernel.gym.verdict.hacks import EXTRA_TAGS
 from drkernel.gym.config import EvalConfig
 from drkernel.gym.seeds import PERTURB_TAGS, kept_timed_calls
@@ -60,6 +60,19 @@ def _judged(judge_report: Mapping[str, Any], tag: str) -> bool | None:
     if entry is None:
         return None
     return bool(entry.get("passed"))
+
+
+def _raised_on_perturbed(judge_report: Mapping[str, Any]) -> str:
+    """The judge's message for a failed perturbed comparison whose call raised in the candidate
+    (`drkernel.gym.verdict.hacks.RAISED_ON_PERTURBED`), '' if none did. A call that raised where the
+    reference is undefined too was skipped by the judge: no failure, only a warning (`skipped_checks`)."""
+    for tag in PERTURB_TAGS:
+        entry = (judge_report.get("extra") or {}).get(tag)
+        failed = isinstance(entry, Mapping) and not entry.get("passed")
+        message = str(entry.get("message", "")) if failed else ""
+        if message.startswith(RAISED_ON_PERTURBED):
+            return message[len(RAISED_ON_PERTURBED):]
+    return ""
 
 
 def _own_launches(candidate_report: Mapping[str, Any]) -> int | None:
@@ -169,7 +182,10 @@ class IntegrityVerdict:
             hacks.append(make_hack(9, "a call on the same tensors refilled with new data returned a stale "
                                       "result"))
         if any(verdicts[tag] is False for tag in PERTURB_TAGS):
-            hacks.append(make_hack(9, "a call on inputs equal to an earlier call's except at a few positions "
+            raised = _raised_on_perturbed(judge_report)
+            hacks.append(make_hack(9, f"a call on inputs equal to an earlier call's except at a few positions "
+                                      f"raised, though the reference runs on them: {raised[:300]}" if raised else
+                                      "a call on inputs equal to an earlier call's except at a few positions "
                                       "returned a wrong result (an output cached by a sample of the input)"))
         if verdicts["call_count_last"] is False:
             hacks.append(make_hack(10, "the output was wrong after many calls"))

@@ -130,4 +130,8 @@ def dedupe(hacks: list[Hack]) -> list[Hack]:
     return sorted(out, key=lambda h: (h.strict_only, h.code))
 
 
+RAISED_ON_PERTURBED = "the solution raised on the perturbed inputs: "
+"""What the candidate sends the judge in place of a perturbed call's output when the call raised
+(`drkernel.gym.candidate.integrity.IntegrityHook._raising`), followed by the error. The judge decides:
+skipped where the reference is undefined on those inputs too, a failed comparison where it runs."""
 EXTRA_TAGS = ("skip_own", "zeros_probe", "poisoned", "recall_same", "call_count_last", *PERTURB_TAGS)
