@@ -6,10 +6,13 @@ too), so the test's own polling from 127.0.0.1 keeps its budget."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sqlite3
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -92,8 +95,9 @@ def _running(job_id: str, started: float) -> Job:
 @pytest.mark.parametrize("started, given_back, chosen", [
     ({"A1": 1, "A2": 2}, {}, "A2"),                         # the latest started: least work lost
     ({"A1": 1, "A2": 2}, {"A2": 1}, "A1"),                  # given back fewer times first
-    ({"A1": 5, "A2": 3}, {"A1": 1, "A2": 1}, "A1"),         # both once: the latest again
+    ({"A1": 5, "A2": 3}, {"A1": 1, "A2": 1}, None),         # both once: neither again (MAX_GIVE_BACKS)
     ({"A1": 1, "A2": 2, "A3": 3}, {"A2": 1, "A3": 1}, "A1"),  # the one never given back
+    ({"A1": 1, "A2": 2}, {"A1": 1}, "A2"),                  # only A2 may still be given back
     ({}, {}, None),                                         # nothing running: nothing to give back
 ])
 def test_which_job_is_given_back_worked_cases(started, given_back, chosen):
@@ -123,23 +127,29 @@ def test_a_client_filling_every_slot_gives_one_back_to_a_waiting_client(shares):
             assert alice.delete(f"/v1/jobs/{j}").json()["status"] == "cancelled"
 
 
-def test_the_fair_share_holds_over_repeated_arrivals(shares):
-    """alice's two long jobs fill the worker; bob's short jobs arrive one after another, three times:
-    after two, each of alice's jobs has been given back once (the case that used to make bob wait for
-    alice's 300-s job), and bob's third still runs while both of hers are unfinished."""
+def test_arrivals_one_at_a_time_cannot_make_a_job_start_over_forever(shares):
+    """Hostile round 12 (A18): alice's two jobs fill the worker and bob sends one quick job at a time;
+    each arrival used to preempt one of alice's, alternately, so neither ever finished. Now a job is
+    given back once (`MAX_GIVE_BACKS`): the first two arrivals each preempt one of hers, the third finds
+    both given back and starts only once one of hers has ended, and both of hers end with their
+    result on their first attempt, after two preemptions at most."""
     srv, tokens = shares
+    before = _metric(srv, "kernelgym_jobs_preempted_total")
     with _http(srv, tokens["alice"]) as alice, _http(srv, tokens["bob"]) as bob:
-        long_jobs = [alice.post("/v1/jobs", json=_job(f"class ModelNew: pass\n# sleep: 300\n# r{i}")).json()["id"]
-                     for i in range(2)]
-        for k in range(3):
-            _until(lambda: all(alice.get(f"/v1/jobs/{j}").json()["status"] == "running" for j in long_jobs),
-                   "both of alice's jobs running")
+        long_jobs = [alice.post("/v1/jobs", json=_job(f"class ModelNew: pass\n# sleep: 10\n# r{i}"))
+                     .json()["id"] for i in range(2)]
+        bobs = []
+        for k in range(4):
+            _until(lambda: all(alice.get(f"/v1/jobs/{j}").json()["status"] != "queued" for j in long_jobs),
+                   "none of alice's jobs queued")
             short = bob.post("/v1/jobs", json=_job(f"class ModelNew: pass\n# sleep: 0.1\n# rb{k}")).json()["id"]
-            assert bob.get(f"/v1/jobs/{short}/wait?timeout=50").json()["status"] == "done", k
-        theirs = [alice.get(f"/v1/jobs/{j}").json() for j in long_jobs]
-        assert [(j["status"] in ("queued", "running"), j["attempts"]) for j in theirs] == [(True, 1)] * 2, theirs
-        for j in long_jobs:
-            assert alice.delete(f"/v1/jobs/{j}").json()["status"] == "cancelled"
+            bobs.append(bob.get(f"/v1/jobs/{short}/wait?timeout=60").json())
+            assert bobs[-1]["status"] == "done", (k, bobs[-1])
+        theirs = [alice.get(f"/v1/jobs/{j}/wait?timeout=60").json() for j in long_jobs]
+        ends = [(j["status"], j["result"]["status"], j["attempts"]) for j in theirs]
+        assert ends == [("done", "correct", 1)] * 2, theirs
+        assert _metric(srv, "kernelgym_jobs_preempted_total") <= before + 2
+        assert bobs[2]["started_at"] >= min(j["finished_at"] for j in theirs), (bobs, theirs)
 
 
 def test_a_preempted_job_whose_kill_ends_its_reference_is_queued_again(shares):
@@ -265,6 +275,55 @@ def test_submit_then_cancel_cycles_cannot_make_a_job_start_over_and_over(shares)
             dave.delete(f"/v1/jobs/{j}")
 
 
+ANSWER_BURST = 20_000
+
+
+@pytest.fixture(scope="module")
+def answers(tmp_path_factory):
+    """A server whose clients' reads may return 20 kB at once and then 1 byte a second (never
+    refilled within a test), clients alice and mallory."""
+    db = tmp_path_factory.mktemp("answers") / "jobs.sqlite"
+    tokens = {name: _drkernel("token", "add", name, "--db", str(db)).stdout.strip()
+              for name in ("alice", "mallory")}
+    srv = ServerProcess(db, "--devices", "cpu:1", "--evaluator", DIRECTIVE, "--answer-bytes-per-client", "1",
+                        "--answer-burst-bytes", str(ANSWER_BURST))
+    srv.start()
+    yield srv, tokens
+    srv.stop()
+
+
+def test_what_a_clients_reads_return_is_charged_to_it_alone(answers):
+    """Hostile round 12 (A17): mallory's 8 long polls, each on thousands of finished jobs, were
+    answered 100x the bytes they sent, and every other client's reads slowed 280x. Now each answer is
+    charged to its client and a client's reads are made one at a time: of 8 polls sent at once on 20
+    finished jobs (at least 10 kB an answer), at most two are answered before mallory owes (one beyond
+    her balance), the rest are 429 with a Retry-After, as is her next read of one job; alice's reads
+    are untouched."""
+    srv, tokens = answers
+    body = _job("class ModelNew: pass\n# amplified")
+    with _http(srv, tokens["alice"]) as alice, _http(srv, tokens["mallory"]) as mallory:
+        mine = alice.post("/v1/jobs", json=_job("class ModelNew: pass\n# alice's own")).json()["id"]
+        first = mallory.post("/v1/jobs", json=body).json()["id"]
+        assert mallory.get(f"/v1/jobs/{first}/wait?timeout=60").json()["status"] == "done"
+        ids = [j["id"] for j in mallory.post("/v1/jobs/batch", json={"requests": [body] * 20}).json()["jobs"]]
+
+        def poll(_):
+            with _http(srv, tokens["mallory"]) as own:
+                return own.post("/v1/jobs/wait", json={"ids": ids, "timeout": 0})
+
+        with ThreadPoolExecutor(8) as pool:
+            polls = list(pool.map(poll, range(8)))
+        answered = [r for r in polls if r.status_code == 200]
+        assert 1 <= len(answered) <= 2, [r.status_code for r in polls]
+        assert all(len(r.json()["jobs"]) == 20 for r in answered)
+        refused = [r for r in polls if r.status_code == 429]
+        assert len(refused) == 8 - len(answered) and all(int(r.headers["Retry-After"]) >= 1 for r in refused)
+        assert "answer_bytes_per_client" in refused[0].json()["detail"]
+        assert mallory.get(f"/v1/jobs/{first}").status_code == 429
+        assert alice.get(f"/v1/jobs/{mine}/wait?timeout=60").json()["status"] == "done"
+        assert alice.post("/v1/jobs/wait", json={"ids": [mine], "timeout": 0}).status_code == 200
+
+
 def _restarts(client) -> list[int]:
     """Each worker's restarts, from the workers endpoint."""
     workers = client.get("/v1/workers").json()
@@ -322,6 +381,32 @@ def test_a_worker_killed_for_a_job_that_would_not_stop_costs_its_neighbours_noth
         assert mine["status"] in ("queued", "running") and mine["attempts"] <= 1, mine
         bob.delete(f"/v1/jobs/{beside}")
         alice.delete(f"/v1/jobs/{hung}")
+
+
+def test_a_retry_runs_alone_only_for_a_while(short_grace):
+    """Hostile round 12 (A04): bob's two long jobs were in flight when their worker was killed, so both
+    run again as retries, and a retry runs alone on its worker; it used to do so for its whole
+    timeout_s, one retry after the other, while alice's small job waited. Now the worker takes
+    alice's job beside the retry once it has run alone for `RETRY_ALONE_S`: hers ends while bob's
+    retry still runs."""
+    srv, tokens = short_grace
+    with _http(srv, tokens["alice"]) as alice, _http(srv, tokens["bob"]) as bob:
+        def states():
+            return [bob.get(f"/v1/jobs/{j}").json() for j in long_jobs]
+
+        long_jobs = [bob.post("/v1/jobs", json=_job(f"class ModelNew: pass\n# sleep: 200\n# lost{i}"))
+                     .json()["id"] for i in range(2)]
+        _until(lambda: all(j["status"] == "running" for j in states()), "both of bob's jobs running")
+        os.kill(bob.get("/v1/workers").json()[0]["pid"], signal.SIGKILL)
+        _until(lambda: any(j["status"] == "running" and j["attempts"] == 2 for j in states()),
+               "one of bob's jobs running again as a retry", 90)
+        small = alice.post("/v1/jobs", json=_job("class ModelNew: pass\n# sleep: 0.1\n# beside")).json()["id"]
+        mine = alice.get(f"/v1/jobs/{small}/wait?timeout=55").json()
+        assert mine["status"] == "done" and mine["result"]["status"] == "correct", mine
+        retry = [j for j in states() if j["attempts"] == 2 and j["started_at"] < mine["started_at"]]
+        assert retry and retry[0]["status"] == "running", states()
+        for j in long_jobs:
+            bob.delete(f"/v1/jobs/{j}")
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,10 @@ decided from the request head, before any body is read); a client sees and cance
 bounded models of `schemas.request_models`, so no body reaches a worker with a value it cannot run.
 What costs CPU per request (building, hashing and storing a batch; reading many jobs) runs in a
 thread, not on the event loop every client shares; a client holds at most ``max_waits_per_client``
-long polls at once.
+long polls at once, and what its reads return is charged to it (`AnswerBudget`), as its bodies are.
 """
 
+import asyncio
 import html
 import json
 import logging
@@ -52,6 +53,7 @@ from drkernel.service.schemas import (
 from drkernel.service.store import (
     ClientRemoved,
     IdempotencyConflict,
+    Job,
     JobStore,
     Quota,
     QuotaExceeded,
@@ -347,6 +349,75 @@ class WaitSlots:
                 del self._held[client]
 
 
+ANSWER_OVERHEAD_BYTES = 512
+"""What one job costs an answer besides its result and error (its id, times, keys): `answer_bytes`."""
+
+
+def answer_bytes(jobs: Sequence[Job]) -> int:
+    """About the bytes of ``jobs``' answer (a result's JSON is sent at about its stored length), known
+    once they are read: what they cost their client's `AnswerBudget`."""
+    return sum(len(j.result_json or "") + len(j.error or "") + ANSWER_OVERHEAD_BYTES for j in jobs)
+
+
+class AnswerBudget:
+    """Bytes of jobs a client's reads return, per client (event loop only): a balance of at most
+    ``burst`` bytes that fills at ``rate`` a second. The request bodies a client sends are bounded and
+    charged (`_counted`), but a 150-KB long poll on 4,096 finished jobs asks for a 15-MB answer, read
+    under the store's one read lock and encoded in the threads every client shares (hostile round 12:
+    one client's 8 polls in a loop made another's reads 280x slower). So a read is charged what it
+    returned, once made (its size is known only then; the balance may go below zero), a client's
+    reads are made one at a time, and one that finds its client owing is a 429 before it reads: a
+    client gets at most one answer beyond its balance, however many connections and polls it holds."""
+
+    def __init__(self, rate: float, burst: int):
+        self.rate, self.burst = rate, burst
+        self._balance: dict[str, tuple[float, float]] = {}  # client -> (bytes, monotonic time); full: absent
+        self._turns: dict[str, tuple[asyncio.Lock, int]] = {}  # client -> (its reads' lock, reads using it)
+
+    def _now(self, client: str) -> float:
+        now = time.monotonic()
+        left, at = self._balance.get(client, (float(self.burst), now))
+        left = min(float(self.burst), left + (now - at) * self.rate)
+        if left >= self.burst:
+            self._balance.pop(client, None)
+        else:
+            self._balance[client] = (left, now)
+        return left
+
+    def refuse_if_owed(self, client: str) -> None:
+        """429 (with the seconds until it owes nothing) when ``client``'s answers took more than its
+        balance."""
+        left = self._now(client)
+        if left < 0:
+            raise HTTPException(429, f"client {client!r} was answered more than answer_bytes_per_client="
+                                f"{self.rate:g} bytes per second; retry in {-left / self.rate:.1f} s",
+                                headers={"Retry-After": str(max(1, math.ceil(-left / self.rate)))})
+
+    def _charged(self, client: str, read: asyncio.Future) -> None:
+        """Charge a read's answer to ``client`` once it is done (a read that failed returned nothing)."""
+        if not read.cancelled() and read.exception() is None:
+            self._balance[client] = (self._now(client) - answer_bytes(read.result()), time.monotonic())
+
+    async def read(self, client: str, fn: Callable[[], list[Job]]) -> list[Job]:
+        """``fn()``, a read of ``client``'s jobs, in a thread, after the client's earlier reads, charged
+        to its balance when it is done (a caller gone meanwhile pays too); 429 without reading while
+        the client owes."""
+        lock, users = self._turns.get(client, (asyncio.Lock(), 0))
+        self._turns[client] = (lock, users + 1)
+        try:
+            async with lock:
+                self.refuse_if_owed(client)
+                done = asyncio.ensure_future(run_in_threadpool(fn))
+                done.add_done_callback(lambda f: self._charged(client, f))
+                return await asyncio.shield(done)
+        finally:
+            lock, users = self._turns[client]
+            if users > 1:
+                self._turns[client] = (lock, users - 1)
+            else:
+                del self._turns[client]
+
+
 def _attach_gauges(metrics: ServiceMetrics, scheduler: Scheduler, waits: WaitSlots) -> None:
     def queue():
         return {(k,): float(v) for k, v in scheduler.store.counts().items() if k in ("queued", "running")}
@@ -425,14 +496,23 @@ def _submit_routes(r: APIRouter, config: ServiceConfig, catalog: ProblemCatalog)
 
 
 def _job_routes(r: APIRouter, config: ServiceConfig, waits: "WaitSlots") -> None:
-    """A client's own jobs: read, long-poll (ownership first, waiters capped per client), cancel."""
+    """A client's own jobs: read, long-poll (ownership first, waiters capped per client), cancel; what
+    a read returns is charged to its client (`AnswerBudget`)."""
+    answers = AnswerBudget(config.answer_bytes_per_client, config.answer_burst_bytes)
+
+    async def read(request: Request, client: str, ids: list[str]) -> dict[str, Job]:
+        """``client``'s jobs among ``ids`` (those `Scheduler.wait_ids` returned), charged to it."""
+        store = sched(request).store
+        jobs = await answers.read(client, lambda: list(store.get_many(ids, client).values()))
+        return {j.id: j for j in jobs}
 
     @r.get("/jobs/{job_id}", response_model=JobOut, summary="Status and result of a job")
     async def get_job(job_id: str, request: Request) -> JobOut:
-        job = await run_in_threadpool(sched(request).store.get, job_id, client_of(request.scope))
-        if job is None:
+        store, client = sched(request).store, client_of(request.scope)
+        jobs = await answers.read(client, lambda: [j for j in (store.get(job_id, client),) if j is not None])
+        if not jobs:
             raise HTTPException(404, "no such job")
-        return JobOut.from_job(job)
+        return JobOut.from_job(jobs[0])
 
     @r.get("/jobs/{job_id}/wait", response_model=JobOut,
            summary="Long poll: the job once terminal, or as it is after `timeout` seconds")
@@ -441,8 +521,10 @@ def _job_routes(r: APIRouter, config: ServiceConfig, waits: "WaitSlots") -> None
         timeout: float = Query(30.0, ge=0.0, allow_inf_nan=False, description="seconds"),
     ) -> JobOut:
         client = client_of(request.scope)
+        answers.refuse_if_owed(client)  # before a poll is held for an answer that would be refused
         with waits.hold(client):
-            jobs = await sched(request).wait([job_id], min(timeout, config.max_wait_s), client)
+            ids = await sched(request).wait_ids([job_id], min(timeout, config.max_wait_s), client)
+            jobs = await read(request, client, ids)
         if job_id not in jobs:
             raise HTTPException(404, "no such job")
         return JobOut.from_job(jobs[job_id])
@@ -453,10 +535,12 @@ def _job_routes(r: APIRouter, config: ServiceConfig, waits: "WaitSlots") -> None
         if len(body.ids) > config.max_batch:
             raise HTTPException(413, f"{len(body.ids)} ids exceed max_batch={config.max_batch}")
         client = client_of(request.scope)
+        answers.refuse_if_owed(client)
         hold = waits.hold(client)
         hold.__enter__()  # held until the answer is sent: one slot per answer a reader has yet to take
         try:
-            jobs = await sched(request).wait(body.ids, min(body.timeout, config.max_wait_s), client)
+            ids = await sched(request).wait_ids(body.ids, min(body.timeout, config.max_wait_s), client)
+            jobs = await read(request, client, ids)
         except BaseException:
             hold.__exit__(None, None, None)
             raise

@@ -134,6 +134,15 @@ class ServiceConfig:
     batch (4,096 requests) is about half a million."""
     max_waits_per_client: int = 8
     """Long polls a client may hold open at once; more are answered 429."""
+    answer_bytes_per_client: int = 4 << 20
+    """Bytes of jobs (results, errors) a client's reads (a job, a long poll) may return per second on
+    average: each read is charged what it returned, a client's reads of the store are made one at a
+    time, and one that owes is answered 429 before its next read is made. Reading and encoding answers
+    takes the store's read lock and the threads every client shares: one long poll of 4,096 finished
+    jobs returns about 15 MB, and 8 of them in a loop made other clients' reads 280x slower."""
+    answer_burst_bytes: int = 32 << 20
+    """Bytes a client's reads may return at once before ``answer_bytes_per_client`` applies (a read
+    returning more still passes when the client owes nothing; it then owes the difference)."""
     max_stored_bytes_per_client: int = 1 << 30
     """Bytes of requests and results a client may keep in the store; submissions beyond are 429
     until `retention_s` removes old jobs."""
@@ -174,6 +183,8 @@ class ServiceConfig:
             "peer_burst",
             "submit_burst",
             "max_waits_per_client",
+            "answer_bytes_per_client",
+            "answer_burst_bytes",
             "max_stored_bytes_per_client",
             "max_connections",
             "max_body_bytes_in_flight",

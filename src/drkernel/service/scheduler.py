@@ -25,12 +25,27 @@ the client running fewest jobs (the store's fair order). A one-slot worker never
 clients would take the slot from each other forever): there the wait is bounded by the running job's
 ``timeout_s``. This is the shape of a multi-tenant batch scheduler's fair-share preemption with
 requeue (Slurm's ``PreemptMode=REQUEUE``, Kubernetes' priority preemption): a waiting client's wait
-for a multi-slot worker is one kill, not another client's longest job, however often it comes back.
-Of the over-share client's jobs, one given back fewest times goes first (`pick_preempted`), so its
-restarts spread over its jobs rather than one job starting over each time. A preemption hands a slot
-to a client that then runs a job of its own, and a client that cancels a job preempts no one until
-one of its jobs ends with a result, so submit-then-cancel cycles cannot make another client's job
-start over and over.
+for a multi-slot worker is one kill, not another client's longest job.
+
+A job is given back at most `MAX_GIVE_BACKS` times (`pick_preempted`); past it, it runs to its end.
+So every job ends within ``MAX_GIVE_BACKS + 1`` runs whatever other clients submit: without the
+bound, a client sending one quick job at a time (1.5 a second, far under every rate limit) made
+another client's two 10-s jobs start over 217 times in 150 s, none finishing (hostile round 12).
+What the bound costs the waiting client: once each of the over-share client's jobs on a worker has
+been given back, the next waiter waits as on a one-slot worker, for the first of them to end (its
+``timeout_s`` at most); a job that client starts next may be given back again. Of the
+over-share client's jobs, one given back fewest times goes first, so the restarts spread over its
+jobs. A preemption hands a slot to a client that then runs a job of its own, and a client that
+cancels a job preempts no one until one of its jobs ends with a result, so submit-then-cancel
+cycles cannot make another client's job start over either.
+
+After a worker is lost, the jobs it held run again (`JobStore.claim`) alone on an idle worker, so a
+job that brings the worker down again takes no innocent neighbour with it, but only for their first
+`RETRY_ALONE_S`: past it the worker takes other clients' jobs beside the retry (and fair share
+applies to it), so a retry with a long ``timeout_s`` (a busy loop, a job that was beside a worker
+loss by chance) cannot hold the whole worker for its timeout (hostile round 12: another client's
+0.5-s job waited 61 s behind two such retries). A retry that kills the worker after that window
+costs each neighbour a run and one of its ``max_attempts`` (it runs again, alone).
 
 Jobs are keyed (for the result cache and for coalescing duplicates) by `request_key`: the problem as
 the judge runs it (code, level, dtype, CPU overrides, metadata), the solution, the config and the
@@ -98,21 +113,32 @@ def fair_share_excess(slots: int, running: dict[str, int], waiting: set[str]) ->
 
 
 def pick_preempted(jobs: Sequence[Job], given_back: dict[str, int]) -> Job | None:
-    """Which of an over-share client's running ``jobs`` on a worker to give back: the one given back
-    fewest times so far (``given_back``: job id -> count), then the latest started (the least work
-    lost). So a job is given back again only once every other job of its client running there has
-    been given back as often: the restarts spread over the client's jobs (with ``k`` of them running,
-    none starts over more than ``ceil(p / k)`` times in ``p`` preemptions), and every preemption
-    is a slot given to a client that runs a job of its own in it. Worked cases: A1 started at 1, A2
-    at 2, none given back -> A2. A2 once, A1 never -> A1. Both once, A1 at 5, A2 at 3 -> A1."""
-    return min(jobs, key=lambda j: (given_back.get(j.id, 0), -(j.started or 0.0), j.id), default=None)
+    """Which of an over-share client's running ``jobs`` on a worker to give back, or None: of those
+    given back fewer than `MAX_GIVE_BACKS` times so far (``given_back``: job id -> count), the one given
+    back fewest times, then the latest started (the least work lost). A job given back that often
+    runs to its end (a waiting client then waits for it, as on a one-slot worker): however often
+    other clients' jobs arrive, no job starts over more than `MAX_GIVE_BACKS` times. Worked cases
+    (`MAX_GIVE_BACKS` = 1): A1 started at 1, A2 at 2, none given back -> A2. A2 once, A1 never
+    -> A1. Both once -> None."""
+    candidates = [j for j in jobs if given_back.get(j.id, 0) < MAX_GIVE_BACKS]
+    return min(candidates, key=lambda j: (given_back.get(j.id, 0), -(j.started or 0.0), j.id), default=None)
 
+
+MAX_GIVE_BACKS = 1
+"""Times one job may be preempted (`pick_preempted`); past it, it runs to its end."""
+
+RETRY_ALONE_S = 15.0
+"""How long a retry (a job that was in flight when its worker was lost) runs alone on its worker
+before the worker takes other jobs beside it: a job that brings a worker down mostly does so early
+(an allocation, a launch), and the bound keeps one client's retries from holding a whole worker for
+their ``timeout_s`` (`Scheduler._alone`)."""
 
 LOOP_RESTART_S = 0.5
 """Pause before a scheduler loop that raised starts again (`Scheduler._supervised`)."""
 
 MAX_REMEMBERED_PREEMPTIONS = 65536
-"""Preempted jobs whose count of preemptions is remembered until they finish; past it, the oldest."""
+"""Preempted jobs whose count of preemptions is remembered until they finish; past it, the oldest is
+forgotten (and may be given back once more: `MAX_GIVE_BACKS`)."""
 
 ENDS_PER_CHECK = 16
 """Crash and timeout results on a worker after which it is canaried again, whoever's they are."""
@@ -369,8 +395,14 @@ class Scheduler:
 
     async def wait(self, ids: Sequence[str], timeout: float, client: str) -> dict[str, Job]:
         """Jobs of ``client`` by id once all are terminal or ``timeout`` passed (unknown ids, and
-        those of other clients, are left out). Ownership is read first, without loading requests
-        or results: only the client's own unfinished jobs get a waiter, one future each."""
+        those of other clients, are left out)."""
+        return await asyncio.to_thread(self.store.get_many, await self.wait_ids(ids, timeout, client), client)
+
+    async def wait_ids(self, ids: Sequence[str], timeout: float, client: str) -> list[str]:
+        """`wait` without its final read: the ids of ``client``'s jobs among ``ids``, returned once all
+        are terminal or ``timeout`` passed (the app reads them against the client's answer budget).
+        Ownership is read first, without loading requests or results: only the client's own
+        unfinished jobs get a waiter, one future each."""
         ids = list(dict.fromkeys(ids))
         states = await asyncio.to_thread(self.store.states, ids, client)
         pending = [i for i, s in states.items() if not s.terminal]
@@ -392,7 +424,7 @@ class Scheduler:
                         waiting.discard(f)
                         if not waiting:
                             del self._waiters[i]
-        return await asyncio.to_thread(self.store.get_many, list(states), client)
+        return list(states)
 
     def _notify(self, jobs: Sequence[Job]) -> None:
         """``jobs`` (as the caller holds them) reached a terminal state: count them, wake their waiters."""
@@ -508,8 +540,7 @@ class Scheduler:
                     self._begin_check(w, "worker process gone", restart=True)
                     continue
                 free = w.handle.slots - len(w.in_flight)
-                isolated = any(j.attempts > 1 for j in w.in_flight.values())  # a retry runs alone
-                if w.state is not WorkerState.READY or free <= 0 or isolated:
+                if w.state is not WorkerState.READY or free <= 0 or self._alone(w):
                     continue
                 try:
                     jobs = await self._claim(w, free)
@@ -527,6 +558,13 @@ class Scheduler:
             except asyncio.TimeoutError:
                 pass
 
+    @staticmethod
+    def _alone(w: Worker) -> bool:
+        """Whether ``w`` runs a retry still in its first `RETRY_ALONE_S` (the store claims a retry
+        only for an idle worker): meanwhile the worker takes no other job and gives no slot back."""
+        now = time.time()  # the store's clock (a claim's ``started``)
+        return any(j.attempts > 1 and now - (j.started or 0.0) < RETRY_ALONE_S for j in w.in_flight.values())
+
     async def _claim(self, w: Worker, free: int) -> list[Job]:
         """Claim up to ``free`` jobs for ``w`` in a thread (a write transaction never holds the event
         loop); jobs claimed while the dispatcher was being stopped are handed back uncounted."""
@@ -542,11 +580,11 @@ class Scheduler:
 
     async def _share_slots(self) -> None:
         """Preempt one job on each full worker where a client holds more than its share of the slots
-        while another waits with less (`fair_share_excess`) and a job of the waiting clients would fit
-        the freed bytes; a worker with a preemption under way waits for it to land before another."""
+        while another waits with less (`fair_share_excess`), one of its jobs there may still be given
+        back (`pick_preempted`) and a job of the waiting clients would fit the freed bytes; a worker
+        with a preemption under way waits for it to land before another."""
         full = [w for w in self.workers if w.state is WorkerState.READY and w.handle.slots >= 2
-                and len(w.in_flight) >= w.handle.slots and not w.preempted
-                and not any(j.attempts > 1 for j in w.in_flight.values())]
+                and len(w.in_flight) >= w.handle.slots and not w.preempted and not self._alone(w)]
         if not full:
             return
         try:

@@ -514,8 +514,9 @@ class JobStore:
             if r["req_hash"] in hashes:
                 continue
             if r["attempts"] > 0:
-                # A retry runs alone on an idle worker: if it brings the worker down again, it
-                # takes no innocent neighbour with it.
+                # A retry starts alone on an idle worker: if it brings the worker down again soon,
+                # it takes no innocent neighbour with it (the scheduler adds none for its first
+                # `scheduler.RETRY_ALONE_S`).
                 if idle and not chosen:
                     chosen.append(r["id"])
                     break
