@@ -18,7 +18,7 @@ import httpx
 import pytest
 from service_server import DIRECTIVE, SMALL_REFERENCE, SRC, ServerProcess
 
-from drkernel.service.scheduler import fair_share_excess, pick_preempted
+from drkernel.service.scheduler import PROTECT_BASE_S, fair_share_excess, pick_preempted, protected_s
 from drkernel.service.store import Job, JobStatus
 
 PEER_BURST = 150
@@ -95,44 +95,29 @@ def _running(job_id: str, started: float) -> Job:
 @pytest.mark.parametrize("started, given_back, chosen", [
     ({"A1": 1, "A2": 2}, {}, "A2"),                         # the latest started: least work lost
     ({"A1": 1, "A2": 2}, {"A2": 1}, "A1"),                  # given back fewer times first
-    ({"A1": 5, "A2": 3}, {"A1": 1, "A2": 1}, None),         # both once: neither again (MAX_GIVE_BACKS)
+    ({"A1": 95, "A2": 97}, {"A1": 1, "A2": 1}, None),       # both in their first window (30 s)
+    ({"A1": 65, "A2": 97}, {"A1": 1, "A2": 1}, "A1"),       # A1's window is over: not exempt for good
     ({"A1": 1, "A2": 2, "A3": 3}, {"A2": 1, "A3": 1}, "A1"),  # the one never given back
-    ({"A1": 1, "A2": 2}, {"A1": 1}, "A2"),                  # only A2 may still be given back
+    ({"A1": 85}, {"A1": 2}, None),                          # given back twice: a 60-s window
+    ({"A1": 30}, {"A1": 2}, "A1"),                          # ... which has passed
     ({}, {}, None),                                         # nothing running: nothing to give back
 ])
 def test_which_job_is_given_back_worked_cases(started, given_back, chosen):
-    picked = pick_preempted([_running(i, t) for i, t in started.items()], given_back)
+    picked = pick_preempted([_running(i, t) for i, t in started.items()], given_back, now=100.0)
     assert (picked.id if picked else None) == chosen
 
 
-def test_a_client_filling_every_slot_gives_one_back_to_a_waiting_client(shares):
-    """alice's two long jobs fill the worker's two slots; bob's short job then runs while both of
-    alice's are still unfinished: the one of hers started last was preempted, queued again with its
-    attempt uncounted, and runs again once bob's is done."""
-    srv, tokens = shares
-    with _http(srv, tokens["alice"]) as alice, _http(srv, tokens["bob"]) as bob:
-        long_jobs = [alice.post("/v1/jobs", json=_job(f"class ModelNew: pass\n# sleep: 300\n# a{i}")).json()["id"]
-                     for i in range(2)]
-        _until(lambda: all(alice.get(f"/v1/jobs/{j}").json()["status"] == "running" for j in long_jobs),
-               "both of alice's jobs running")
-        short = bob.post("/v1/jobs", json=_job("class ModelNew: pass\n# sleep: 0.1\n# b")).json()["id"]
-        assert bob.get(f"/v1/jobs/{short}/wait?timeout=50").json()["status"] == "done"
-        theirs = [alice.get(f"/v1/jobs/{j}").json() for j in long_jobs]
-        assert [j["status"] in ("queued", "running") for j in theirs] == [True, True], theirs
-        assert [j["attempts"] for j in theirs] == [1, 1], theirs  # the preemption cost no attempt
-        assert _metric(srv, "kernelgym_jobs_preempted_total") == 1
-        _until(lambda: all(alice.get(f"/v1/jobs/{j}").json()["status"] == "running" for j in long_jobs),
-               "the preempted job running again")
-        for j in long_jobs:
-            assert alice.delete(f"/v1/jobs/{j}").json()["status"] == "cancelled"
+def test_a_jobs_protected_window_doubles_with_each_give_back():
+    assert [protected_s(k) for k in range(5)] == [0.0, PROTECT_BASE_S, 2 * PROTECT_BASE_S, 4 * PROTECT_BASE_S,
+                                                   8 * PROTECT_BASE_S]
 
 
 def test_arrivals_one_at_a_time_cannot_make_a_job_start_over_forever(shares):
     """Hostile round 12 (A18): alice's two jobs fill the worker and bob sends one quick job at a time;
-    each arrival used to preempt one of alice's, alternately, so neither ever finished. Now a job is
-    given back once (`MAX_GIVE_BACKS`): the first two arrivals each preempt one of hers, the third finds
-    both given back and starts only once one of hers has ended, and both of hers end with their
-    result on their first attempt, after two preemptions at most."""
+    each arrival used to preempt one of alice's, alternately, so neither ever finished. Now a job given
+    back runs its next `PROTECT_BASE_S` (30 s) unpreempted: the first two arrivals each preempt one of
+    hers, the third finds both in their window and starts only once one of hers has ended (a 10-s
+    job), and both of hers end with their result on their first attempt, after two preemptions."""
     srv, tokens = shares
     before = _metric(srv, "kernelgym_jobs_preempted_total")
     with _http(srv, tokens["alice"]) as alice, _http(srv, tokens["bob"]) as bob:

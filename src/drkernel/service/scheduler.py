@@ -27,17 +27,18 @@ clients would take the slot from each other forever): there the wait is bounded 
 requeue (Slurm's ``PreemptMode=REQUEUE``, Kubernetes' priority preemption): a waiting client's wait
 for a multi-slot worker is one kill, not another client's longest job.
 
-A job is given back at most `MAX_GIVE_BACKS` times (`pick_preempted`); past it, it runs to its end.
-So every job ends within ``MAX_GIVE_BACKS + 1`` runs whatever other clients submit: without the
-bound, a client sending one quick job at a time (1.5 a second, far under every rate limit) made
-another client's two 10-s jobs start over 217 times in 150 s, none finishing (hostile round 12).
-What the bound costs the waiting client: once each of the over-share client's jobs on a worker has
-been given back, the next waiter waits as on a one-slot worker, for the first of them to end (its
-``timeout_s`` at most); a job that client starts next may be given back again. Of the
-over-share client's jobs, one given back fewest times goes first, so the restarts spread over its
-jobs. A preemption hands a slot to a client that then runs a job of its own, and a client that
-cancels a job preempts no one until one of its jobs ends with a result, so submit-then-cancel
-cycles cannot make another client's job start over either.
+A job given back ``k`` times is not given back again until its current run has lasted
+`protected_s` (``k``): `PROTECT_BASE_S` doubled with each give-back after the first (`pick_preempted`).
+So a job that needs ``T`` seconds starts over at most about ``log2(T / PROTECT_BASE_S) + 2`` times
+whatever other clients submit: without a bound, a client sending one quick job at a time (1.5 a second,
+far under every rate limit) made another client's two 10-s jobs start over 217 times in 150 s, none
+finishing (hostile round 12). And no job is exempt for good: with a job given back at most once, two
+arrivals exempted both of an attacker's jobs and a third client waited for the attacker's
+``timeout_s`` (127 s, an earlier round); here that waiter waits for the shorter of a window and the
+job. Of the over-share client's jobs that may be given back, the one given back fewest times goes first,
+so the restarts spread over its jobs. A preemption hands a slot to a client that then runs a job of its
+own, and a client that cancels a job preempts no one until one of its jobs ends with a result, so
+submit-then-cancel cycles cannot make another client's job start over either.
 
 After a worker is lost, the jobs it held run again (`JobStore.claim`) alone on an idle worker, so a
 job that brings the worker down again takes no innocent neighbour with it, but only for their first
@@ -112,20 +113,28 @@ def fair_share_excess(slots: int, running: dict[str, int], waiting: set[str]) ->
     return max(over, key=lambda c: (running[c], c)) if over else None
 
 
-def pick_preempted(jobs: Sequence[Job], given_back: dict[str, int]) -> Job | None:
+def pick_preempted(jobs: Sequence[Job], given_back: dict[str, int], now: float | None = None) -> Job | None:
     """Which of an over-share client's running ``jobs`` on a worker to give back, or None: of those
-    given back fewer than `MAX_GIVE_BACKS` times so far (``given_back``: job id -> count), the one given
-    back fewest times, then the latest started (the least work lost). A job given back that often
-    runs to its end (a waiting client then waits for it, as on a one-slot worker): however often
-    other clients' jobs arrive, no job starts over more than `MAX_GIVE_BACKS` times. Worked cases
-    (`MAX_GIVE_BACKS` = 1): A1 started at 1, A2 at 2, none given back -> A2. A2 once, A1 never
-    -> A1. Both once -> None."""
-    candidates = [j for j in jobs if given_back.get(j.id, 0) < MAX_GIVE_BACKS]
+    whose current run has lasted their `protected_s` (``given_back``: job id -> times given back so
+    far; ``now`` on the store's clock, the wall clock), the one given back fewest times, then the latest
+    started (the least work lost). Worked cases (base 30 s, now 100): A1 started at 1, A2 at 2, none
+    given back -> A2. A2 once, A1 never -> A1. A1 once started at 95, A2 once at 97 -> None (both in
+    their first window); A1 at 65 -> A1. Given back twice, started at 85 -> None (its window is 60 s)."""
+    now = time.time() if now is None else now
+    candidates = [j for j in jobs if now - (j.started or now) >= protected_s(given_back.get(j.id, 0))]
     return min(candidates, key=lambda j: (given_back.get(j.id, 0), -(j.started or 0.0), j.id), default=None)
 
 
-MAX_GIVE_BACKS = 1
-"""Times one job may be preempted (`pick_preempted`); past it, it runs to its end."""
+def protected_s(times_given_back: int) -> float:
+    """How long a job's run must last before it may be given back again: 0 before its first give-back,
+    then `PROTECT_BASE_S` doubled with each further one (capped at a day: the window only grows)."""
+    if times_given_back <= 0:
+        return 0.0
+    return PROTECT_BASE_S * 2.0 ** min(times_given_back - 1, 13)
+
+
+PROTECT_BASE_S = 30.0
+"""A job's run after its first give-back is protected this long (`protected_s`)."""
 
 RETRY_ALONE_S = 15.0
 """How long a retry (a job that was in flight when its worker was lost) runs alone on its worker
@@ -138,7 +147,7 @@ LOOP_RESTART_S = 0.5
 
 MAX_REMEMBERED_PREEMPTIONS = 65536
 """Preempted jobs whose count of preemptions is remembered until they finish; past it, the oldest is
-forgotten (and may be given back once more: `MAX_GIVE_BACKS`)."""
+forgotten (its next window is then `PROTECT_BASE_S` again)."""
 
 ENDS_PER_CHECK = 16
 """Crash and timeout results on a worker after which it is canaried again, whoever's they are."""
