@@ -114,6 +114,67 @@ SOLUTION = textwrap.dedent('''
         from torch.utils._python_dispatch import _disable_current_modes
         with _disable_current_modes():
             return bool(torch.relu(torch.ones(2)).sum() == 2)
+
+    def _package(name, source, attr):  # torch.package imports a module source held as a string
+        import io
+        buf = io.BytesIO()
+        ex = torch.package.PackageExporter(buf)
+        ex.extern(["*"])
+        ex.save_source_string(name, source)
+        ex.save_binary("res", "obj.pkl", b"\\x80\\x02c" + name.encode() + b"\\n" + attr.encode() + b"\\nq\\x00.")
+        ex.close()
+        buf.seek(0)
+        return torch.package.PackageImporter(buf).load_pickle("res", "obj.pkl")
+
+    def package_runs_a_module_source():  # a library compiles the string: still held to the contract
+        return _package("payload_a", "import math\\ndef f():\\n    return math.pi\\n", "f")() > 3
+
+    def package_code_calls_for_the_solution():  # contract-clean source; its frame makes the call
+        import gc
+        call = _package("payload_b", "def call(g):\\n    return g()\\n", "call")
+        return len(call(gc.get_objects)) > 0
+
+    def generated_init_calls_for_the_solution():  # a dataclass __init__ (no file) calls the factory
+        import dataclasses, gc
+        C = dataclasses.make_dataclass("C", [("x", list, dataclasses.field(default_factory=gc.get_objects))])
+        return len(C().x) > 0
+
+    def pickle_names_a_global():
+        import pickle
+        return pickle.loads(b"\\x80\\x02cmath\\npi\\nq\\x00.") > 3
+
+    def marshal_loads_bytes():
+        import marshal
+        return marshal.loads(marshal.dumps(3)) == 3
+
+    def code_object_rebuilt():
+        f = lambda: 1
+        return f.__code__.replace(co_consts=(None, 2)) is not None
+
+    def linecache_reads_proc_environ():  # a standard-library helper reads for the solution
+        return "=" in warnings.formatwarning("", UserWarning, "/proc/self/environ", 1)
+
+    def linecache_reads_the_harness_source():
+        import drkernel.gym.candidate.guards as g  # noqa: the file only, as its path
+        return "import" in warnings.formatwarning("", UserWarning, g.__file__, 3)
+
+    def library_reads_proc():  # a library acting for the solution keeps its /proc reads
+        import uncompiled_lib
+        return uncompiled_lib.read_proc()
+
+    def library_generates_code_as_it_is_imported():  # mpmath, imported by sympy, builds methods with exec
+        import codegen_lib
+        return codegen_lib.Num() == codegen_lib.Num()
+
+    def kernel_with_an_input_parameter():  # Triton's launch binder compiles a string naming `input`
+        @triton.jit
+        def k(input, output, n, B: tl.constexpr):
+            o = tl.program_id(0) * B + tl.arange(0, B)
+            tl.store(output + o, tl.load(input + o, mask=o < n), mask=o < n)
+        x = torch.randn(10)
+        y = torch.empty_like(x)
+        k[(1,)](x, y, 10, B=16)
+        return bool(torch.equal(x, y))
 ''')
 
 DRIVER = textwrap.dedent('''
@@ -154,12 +215,21 @@ def scenario(tmp_path_factory):
     path = folder / "solution_x.py"
     path.write_text(SOLUTION)
     (folder.parent / "lib").mkdir()
-    (folder.parent / "lib" / "uncompiled_lib.py").write_text("import sys\nVALUE = (1).__add__(2)\n")  # any library code
+    (folder.parent / "lib" / "uncompiled_lib.py").write_text(  # any library code
+        "import sys\nVALUE = (1).__add__(2)\n\ndef read_proc():\n    with open('/proc/self/status') as f:\n"
+        "        return bool(f.read())\n")
+    (folder.parent / "lib" / "codegen_lib.py").write_text(
+        "ns = {}\nexec('def __eq__(self, other):\\n    return hasattr(other, \"__eq__\")\\n', ns)\n"
+        "class Num:\n    __eq__ = ns['__eq__']\n")
     names = ["honest", "read_etc", "write_tmp", "getframe", "gc_scan", "thread", "process", "native",
              "listdir_home", "annotation_eval", "dataclass_at_run_time", "import_a_library_without_byte_code",
              "open_dir_fd", "attrgetter_built_name", "triton_wraps_a_torch_function", "gc_through_a_decorator",
              "attrgetter_literal_public", "disable_dispatch_computed_getattr", "disable_dispatch_vars",
-             "exclude_python_key_dict", "torch_internals_keep_their_guards"]
+             "exclude_python_key_dict", "torch_internals_keep_their_guards", "package_runs_a_module_source",
+             "package_code_calls_for_the_solution", "generated_init_calls_for_the_solution", "pickle_names_a_global",
+             "marshal_loads_bytes", "code_object_rebuilt", "linecache_reads_proc_environ",
+             "linecache_reads_the_harness_source", "library_reads_proc", "kernel_with_an_input_parameter",
+             "library_generates_code_as_it_is_imported"]
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     out = subprocess.run([sys.executable, "-c", DRIVER, str(path), *names], capture_output=True, text=True,
                          env=env, timeout=300)
@@ -173,6 +243,9 @@ def test_honest_solution_runs_triton_warns_and_writes_its_own_directory(scenario
     assert scenario["import_a_library_without_byte_code"] == ["ok", []]
     assert scenario["attrgetter_literal_public"] == ["ok", []]
     assert scenario["torch_internals_keep_their_guards"] == ["ok", []]
+    assert scenario["library_reads_proc"] == ["ok", []]
+    assert scenario["kernel_with_an_input_parameter"] == ["ok", []]
+    assert scenario["library_generates_code_as_it_is_imported"] == ["ok", []]
 
 
 @pytest.mark.parametrize("name, code", [
@@ -181,10 +254,23 @@ def test_honest_solution_runs_triton_warns_and_writes_its_own_directory(scenario
     ("attrgetter_built_name", 14), ("triton_wraps_a_torch_function", 14), ("gc_through_a_decorator", 14),
     ("disable_dispatch_computed_getattr", 11), ("disable_dispatch_vars", 11),
     ("exclude_python_key_dict", 11),
+    # code loaders (red team 16): a string a library compiles for the solution, the frames of code with
+    # no file, pickle / marshal / code objects
+    ("package_runs_a_module_source", 14), ("package_code_calls_for_the_solution", 14),
+    ("generated_init_calls_for_the_solution", 14), ("pickle_names_a_global", 14), ("marshal_loads_bytes", 14),
+    ("code_object_rebuilt", 14),
 ])
 def test_out_of_contract_actions_are_blocked_and_recorded(scenario, name, code):
     outcome, codes = scenario[name]
-    assert outcome == "blocked" and code in codes, scenario[name]
+    # a library may wrap the refusal in its own error (torch.package: PackagingError)
+    assert outcome not in ("ok", "wrong") and code in codes, scenario[name]
+
+
+@pytest.mark.parametrize("name", ["linecache_reads_proc_environ", "linecache_reads_the_harness_source"])
+def test_reads_of_proc_and_the_harness_source_for_the_solution_are_recorded(scenario, name):
+    """linecache swallows the refusal (it returns no line), the violation stays recorded (red team 16)."""
+    outcome, codes = scenario[name]
+    assert outcome in ("blocked", "wrong") and 14 in codes, scenario[name]
 
 
 def test_harness_code_is_never_blocked(scenario):

@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from drkernel.gym.verdict.static import analyze, static_check
+from drkernel.gym.verdict.static import analyze, generated_code_violations, static_check
 
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\nimport triton\nimport triton.language as tl\n"
 KERNEL = textwrap.dedent('''
@@ -812,3 +812,65 @@ def test_super_naming_another_class_or_object_is_hack_14(name):
 ])
 def test_a_signatures_type_hints_are_no_reference_unless_read_back(snippet, flagged):
     assert (7 in codes(snippet)) is flagged
+
+
+@pytest.mark.parametrize("snippet", [
+    "import logging\nlogging.basicConfig(level=logging.INFO, format='%(asctime)s - %(levelname)s - %(message)s')",
+    "import logging\nlogging.basicConfig(level=logging.INFO)",
+    "import logging\nlogging.basicConfig(format='%(message)s', datefmt='%H:%M', style='%', force=True)",
+    "from logging import basicConfig\nbasicConfig(level=10)",
+])
+def test_logging_set_up_to_write_to_stderr_is_admitted(snippet):
+    """honest round 12 (torchtitan): a module-level basicConfig with no file, stream or handlers only
+    attaches a stderr handler; a %-style format reads a record's fields by key, never attributes."""
+    assert codes(snippet) == set(), analyze(HEADER + snippet).hacks
+
+
+@pytest.mark.parametrize("snippet", [
+    "import logging\nlogging.basicConfig(filename='/tmp/x', level=10)",
+    "import logging\nlogging.basicConfig(stream=None)",
+    "import logging\nlogging.basicConfig(handlers=[])",
+    "import logging\nlogging.basicConfig(format='{message}', style='{')",
+    "import logging\nlogging.basicConfig(format='$message', style='$')",
+    "import logging\nkw = dict(filename='/tmp/x')\nlogging.basicConfig(**kw)",
+    "import logging\nconfigure = logging.basicConfig\nconfigure(filename='/tmp/x')",
+    "from logging import basicConfig\nbasicConfig(level=10)\nf = basicConfig",
+])
+def test_logging_set_up_for_files_streams_or_brace_formats_stays_refused(snippet):
+    assert 14 in codes(snippet), snippet
+
+
+@pytest.mark.parametrize("snippet", [
+    "ex = torch.package.PackageExporter(None)",
+    "imp = torch.package.PackageImporter(None).load_pickle('res', 'obj.pkl')",
+    "from torch import package\nimp = package.PackageImporter",
+    "tp = getattr(torch, 'package')",
+    "tp = torch.package",
+    "t = torch.utils.benchmark.Timer('x')",
+])
+def test_code_loaders_are_out_of_contract(snippet):
+    """red team 16: torch.package imports a module source stored as bytes the check never read."""
+    assert 14 in codes(snippet), snippet
+
+
+def test_triton_driver_helpers_are_not_called_a_compiler():
+    """honest round 12 (D2): TMA descriptor fillers are refused as native driver helpers, not as a compiler."""
+    hacks = analyze(HEADER + "f = triton.runtime.driver.active.utils.fill_1d_tma_descriptor").hacks
+    assert hacks and all("compiler" not in h.evidence for h in hacks), hacks
+    assert codes("n = triton.runtime.driver.active.utils.get_device_properties(0)") == set()
+
+
+def test_generated_code_takes_soft_builtins_as_parameters():
+    """Triton's launch binder for a kernel with an ``input`` parameter, a dataclass field ``input``."""
+    assert generated_code_violations("def dynamic_func(input, out, **options):\n    return {'input': input}") == []
+    assert generated_code_violations("def f(x):\n    return input(x)")
+    assert generated_code_violations("def f(input):\n    return open(input)")
+
+
+def test_generated_code_for_a_library_class_may_read_plain_dunders_only():
+    """A dataclass of Triton's has fields ``__self__``/``__func__``; object-graph names stay refused."""
+    source = "def __repr__(self):\n    return repr(self.__self__) + repr(self.__func__)"
+    assert generated_code_violations(source)
+    assert generated_code_violations(source, dunders=False) == []
+    assert generated_code_violations("def f(self):\n    return self.__globals__", dunders=False)
+    assert generated_code_violations("import sys", dunders=False)

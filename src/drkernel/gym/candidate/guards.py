@@ -10,7 +10,18 @@
     - sockets; ``os.fork``;
     - ctypes, frame and gc introspection, ``exec``/``compile``, new audit hooks and thread starts,
       when the solution's own code is the caller (libraries use ctypes and frames internally:
-      Triton's interpreter rewrites kernels with ``exec``, ``warnings`` reads frames).
+      Triton's interpreter rewrites kernels with ``exec``, ``warnings`` reads frames). Code whose
+      frames come from no real file of an allowed root (compiled from a string: ``<string>``,
+      ``<torch_package_0>.mod``) is the solution's when it is the caller (`_dynamic_code`);
+    - any string compiled while the solution is on the stack, by itself or by a library acting
+      for it, other than a library's own source file read back byte for byte, is held to the
+      solution's contract (`_check_generated`: red team 16 ran a module source through
+      ``torch.package``); code loaders (``marshal.loads`` outside the import system's byte-code
+      cache, ``pickle.find_class``, ``code.__new__``, ``function.__new__``) whenever the solution
+      is on the stack (`LOADER_EVENTS`);
+    - reads by the solution's own code (standard-library helpers it calls included: ``linecache``
+      through ``warnings.formatwarning``) of ``/proc`` and of drkernel's own files
+      (`FileRoots.solution_denied`); libraries acting for it keep their reads.
 * `IntegritySnapshot`: identity of every harness-relevant function (timers, comparisons, the
   profiler, Triton's launchers, ``torch.Tensor`` methods, builtins); a changed one is hack 8.
 * `GlobalState`: precision flags (hack 12) and process-wide settings (hack 15) before and after.
@@ -70,6 +81,14 @@ PATH_EVENTS = {  # event -> (index of the path argument, writes?)
     "os.chdir": (0, False), "glob.glob": (0, False), "os.walk": (0, False),
 }
 PROCESS_EVENTS = frozenset(("subprocess.Popen", "os.exec", "os.posix_spawn", "os.spawn"))
+LOADER_EVENTS = frozenset(("marshal.loads", "marshal.load", "pickle.find_class", "code.__new__",
+                           "function.__new__"))
+"""Events of code loaders: bytes or pieces turned into code or into any global (a hand-written pickle
+names a module to import). Refused whenever the solution is on the stack, whoever the caller is;
+the import system reading a library's byte-code cache is the one exception (`_imports_byte_code`)."""
+DRKERNEL_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
+"""drkernel's own package: the harness's source, which the solution may not read (red team 16 parsed
+the trial seeds' encoding out of it)."""
 # Frames that stand between a caller and the audited call without being the caller.
 PASS_THROUGH = ("/inspect.py", "/traceback.py", "/ctypes/", "/importlib/", "<frozen importlib",
                 "/threading.py", "/concurrent/futures/", "/contextlib.py", "/functools.py",
@@ -108,6 +127,10 @@ class FileRoots:
     write: list[str] = field(default_factory=list)
     library_only: list[str] = field(default_factory=list)
     """Roots (temp dir, Triton cache) that only library code may touch, not the solution directly."""
+    solution_denied: list[str] = field(default_factory=lambda: ["/proc", DRKERNEL_DIR])
+    """Paths the solution's own code may never read, whatever root holds them: this process's
+    ``/proc`` entries (environment, command line with the sandbox's limits, memory map) and the
+    harness's source. Libraries acting for it (Triton, torch) keep them."""
 
     @classmethod
     def default(cls, solution_dir: str, extra_read: Iterable[str] = (),
@@ -143,6 +166,8 @@ class FileRoots:
         real = os.path.realpath(path)
         inside = [r for r in (self.write if write else self.read) if _under(real, r)]
         if not inside:
+            return False
+        if by_solution and any(_under(real, r) or _under(os.path.abspath(path), r) for r in self.solution_denied):
             return False
         if by_solution and all(r in self.library_only for r in inside):
             return False
@@ -210,6 +235,7 @@ class AuditGuard:
         self.armed = False
         self._local = threading.local()
         self._installed = False
+        self._file_code: dict[str, bool] = {}
 
     def install(self) -> "AuditGuard":
         if not self._installed:
@@ -243,16 +269,33 @@ class AuditGuard:
             yield frame
             frame = frame.f_back
 
+    def _dynamic_code(self, filename: str) -> bool:
+        """Code that comes from no real file of an allowed root: compiled from a string (``<string>``,
+        ``<torch_package_0>.payload``) or named after a file outside the roots. Frozen modules are
+        the standard library's own. Such a frame is the solution's where it calls (`_caller_is_solution`)
+        and where it is the innermost code below the solution (`_solution_role`): what a string
+        compiled for the solution runs is the solution's, whoever compiled it."""
+        if filename.startswith("<frozen ") or self.is_solution_file(filename):
+            return False
+        known = self._file_code.get(filename)
+        if known is None:
+            known = not (os.path.isabs(filename) and os.path.isfile(filename)
+                         and self.roots.allows(filename, False, by_solution=False))
+            self._file_code[filename] = known
+        return known
+
     def _solution_role(self) -> str:
-        """"direct": the innermost non-stdlib frame is the solution's; "indirect": a library called
-        by the solution; "": no solution code on the stack (the harness acting on its own)."""
+        """"direct": the innermost non-stdlib frame is the solution's (or code compiled from a
+        string, `_dynamic_code`, below it); "indirect": a library called by the solution; "": no
+        solution code on the stack (the harness acting on its own)."""
         innermost = None
         for frame in self._frames():
             filename = frame.f_code.co_filename
             if innermost is None and not _is_stdlib(filename):
                 innermost = filename
             if self.is_solution_file(filename):
-                return "direct" if innermost is None or innermost == filename else "indirect"
+                return ("direct" if innermost is None or innermost == filename or self._dynamic_code(innermost)
+                        else "indirect")
         return ""
 
     def _caller_is_solution(self, skip_pass_through: bool) -> bool:
@@ -262,7 +305,27 @@ class AuditGuard:
         while (skip_pass_through and frame is not None
                and any(p in frame.f_code.co_filename for p in PASS_THROUGH)):
             frame = frame.f_back
-        return frame is not None and self.is_solution_file(frame.f_code.co_filename)
+        return frame is not None and (self.is_solution_file(frame.f_code.co_filename)
+                                      or self._dynamic_code(frame.f_code.co_filename))
+
+    def _imports_byte_code(self) -> bool:
+        """``marshal.loads`` called by the import system to load a library's byte-code cache (its
+        ``__pycache__`` file inside an allowed root, never the solution's directory)."""
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code.co_filename == __file__:
+            frame = frame.f_back
+        if (frame is None or frame.f_code.co_name != "_compile_bytecode"
+                or not frame.f_code.co_filename.startswith("<frozen importlib._bootstrap_external")):
+            return False
+        loader = frame.f_back
+        if loader is None or not loader.f_code.co_filename.startswith("<frozen importlib._bootstrap_external"):
+            return False
+        path = loader.f_locals.get("bytecode_path") or loader.f_locals.get("path")
+        if not isinstance(path, str) or not os.path.isfile(path):
+            return False
+        real = os.path.realpath(path)
+        return (not _under(real, self.solution_dir) and not self.is_solution_file(real)
+                and self.roots.allows(real, False, by_solution=False))
 
     def _quietly(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run a check outside the hook with the hook muted (its own frame reads are not events)."""
@@ -306,6 +369,11 @@ class AuditGuard:
         if event in CALLER_EVENTS or event == "import":
             self._check_caller(event, args)
             return
+        if event in LOADER_EVENTS:
+            if self._solution_role() and not (event == "marshal.loads" and self._imports_byte_code()):
+                self._violate(14, f"{event} while the solution runs (a code loader: code the static "
+                                  f"check never read)")
+            return
         if not (event in PROCESS_EVENTS or event.startswith(("socket.", "os.system", "os.fork"))):
             return
         role = self._solution_role()
@@ -340,28 +408,60 @@ class AuditGuard:
             return
         if self._caller_is_solution(skip_pass_through=event not in ("exec", "compile")):
             self._violate(14, f"{event} called by the solution")
-        if (event == "compile" and args and isinstance(args[0], (str, bytes)) and not self._library_source(args)
-                and self._solution_role() == "direct"):
-            self._check_generated(args[0])
+        role = self._solution_role() if event == "compile" and args and isinstance(args[0], (str, bytes)) else ""
+        if role and not self._library_source(args) and not self._library_import():
+            caller = next(self._frames(), None)
+            # a standard-library generator (dataclasses, namedtuple) writing a library's own class
+            for_library = (role == "indirect" and caller is not None and _is_stdlib(caller.f_code.co_filename))
+            self._check_generated(args[0], dunders=not for_library)
 
     def _library_source(self, args: tuple) -> bool:
         """A compile of a library's own source file: the import system compiling a module that has no
-        byte code (a wheel installed with ``--no-compile``), not code generated for the solution."""
+        byte code (a wheel installed with ``--no-compile``), not code generated for the solution. The
+        source must be the file's text exactly: a file name is only a label the compiling code chose."""
         filename = args[1] if len(args) > 1 else None
         if isinstance(filename, bytes):
             filename = os.fsdecode(filename)
-        return (isinstance(filename, str) and os.path.isabs(filename) and os.path.isfile(filename)
-                and not self.is_solution_file(filename) and self.roots.allows(filename, False, by_solution=False))
+        if not (isinstance(filename, str) and os.path.isabs(filename) and os.path.isfile(filename)
+                and not self.is_solution_file(filename) and self.roots.allows(filename, False, by_solution=False)):
+            return False
+        source = args[0]
+        try:
+            with open(filename, "rb") as f:
+                data = f.read()
+        except OSError:
+            return False
+        if isinstance(source, str):
+            try:
+                return data.decode() == source or data.decode().replace("\r\n", "\n") == source
+            except UnicodeDecodeError:
+                return False
+        return bytes(source) == data
 
-    def _check_generated(self, source: str | bytes) -> None:
-        """A standard-library helper compiling a string for the solution (annotation evaluation,
-        dataclass code generation): the code is held to the solution contract."""
+    def _library_import(self) -> bool:
+        """A library generating its own code while its module body runs (an import the solution set
+        off: ``@torch.compiler.disable`` imports sympy, whose mpmath builds its number methods with
+        ``exec``). Told by the frames between the compile and the solution: a module body (``<module>``)
+        of a real file of an allowed root, not the solution's and not code compiled from a string. A
+        module source a library imports from a string (torch.package) runs under no such frame."""
+        for frame in self._frames():
+            filename = frame.f_code.co_filename
+            if self.is_solution_file(filename) or self._dynamic_code(filename):
+                return False
+            if frame.f_code.co_name == "<module>" and not filename.startswith("<"):
+                return True
+        return False
+
+    def _check_generated(self, source: str | bytes, dunders: bool = True) -> None:
+        """A string compiled while the solution is on the stack, by the solution or by a library
+        acting for it (annotation evaluation, dataclass code generation, a module source
+        ``torch.package`` imports, Triton's launch binder): the code is held to the solution contract."""
         from drkernel.gym.verdict.static import generated_code_violations
 
-        found = generated_code_violations(source)
+        found = generated_code_violations(source, dunders=dunders)
         if found:
             text = source.decode(errors="replace") if isinstance(source, bytes) else source
-            self._violate(14, f"a standard-library helper compiled code for the solution that uses "
+            self._violate(14, f"code compiled from a string for the solution uses "
                               f"{', '.join(sorted(set(found))[:3])}: {text[:80]!r}")
 
     def _direct_caller(self) -> tuple | None:

@@ -70,8 +70,16 @@ FORBIDDEN: dict[str, tuple[int, str]] = {
         "logging.Formatter", "logging.BufferingFormatter", "logging.StrFormatStyle", "logging.PercentStyle",
         "logging.StringTemplateStyle", "logging.LoggerAdapter")},
     **{m: (14, "file or network output") for m in (
-        "logging.handlers", "logging.FileHandler", "logging.basicConfig", "logging.setLoggerClass",
+        "logging.handlers", "logging.FileHandler", "logging.setLoggerClass",
         "logging.setLogRecordFactory", "logging.captureWarnings")},
+    # admitted only as a plain call that attaches a stderr handler (`_stderr_basic_config`)
+    "logging.basicConfig": (14, "logging configured with a file, stream, handlers or a {}/$-style format "
+                                "(only level, a %-style format, datefmt and force are admitted)"),
+    # Code loaders: they turn bytes into running code the static check never read (red team 16: a
+    # module source stored by torch.package and run by `load_pickle`, a hand-written pickle).
+    **{m: (14, "a code loader (runs code the check never read)") for m in (
+        "torch.package", "torch.utils.show_pickle", "torch.utils.benchmark", "copyreg", "shelve", "dill",
+        "cloudpickle", "joblib", "zipimport", "pkgutil", "imp", "torch.utils.model_zoo")},
     **{m: (14, "the Triton cache, its settings or the interpreter's internals") for m in (
         "triton.runtime.cache", "triton.runtime.interpreter", "triton.knobs", "triton.runtime.jit.get_cache_manager")},
     **{m: (7, "work outside the calling thread or current stream") for m in (
@@ -84,11 +92,16 @@ FORBIDDEN: dict[str, tuple[int, str]] = {
     **{m: (16, "a compiler or foreign kernels instead of own Triton") for m in (
         "torch.compile", "torch._dynamo", "torch._inductor", "torch.jit", "torch.fx",
         "torch.export", "torch.utils.cpp_extension", "torch.library", "torch.ops.load_library",
-        "torch.classes", "torch.cuda.jiterator", "torch._C._jit", "triton.compile",
-        "triton.runtime.driver", "triton.runtime.build", "triton.backends", "triton.tools", "triton.compiler",
+        "torch.classes", "torch.cuda.jiterator", "torch._C._jit", "triton.compile", "torch.onnx",
+        "triton.runtime.driver.active.utils.load_binary", "triton.runtime.driver.utils.load_binary",
+        "triton.runtime.build", "triton.backends", "triton.tools", "triton.compiler",
         "cupy", "numba", "pycuda",
         "tvm", "jax", "tilelang", "cuda", "cutlass", "thunderkittens", "tensorrt", "torch_tensorrt",
         "apex", "flash_attn", "xformers", "liger_kernel", "bitsandbytes", "deepspeed", "transformer_engine")},
+    # native helpers of Triton's driver (TMA descriptor fillers, launchers) beyond its read-only
+    # device queries (`ALLOWED_REFERENCES`): no compiler, but native host code outside the contract
+    "triton.runtime.driver": (16, "Triton's native driver helpers (descriptor fillers, launchers) "
+                                  "beyond its read-only device queries"),
     **{m: (12, "precision flags") for m in (
         "torch.set_float32_matmul_precision", "torch.backends.cuda.matmul",
         "torch.backends.cudnn.allow_tf32", "torch.backends.cudnn.conv", "torch.backends.fp32_precision",
@@ -806,12 +819,44 @@ def _type_hints_only(tree: ast.Module) -> set[int]:
     return exempt
 
 
+STDERR_CONFIG_KEYWORDS = frozenset(("level", "format", "datefmt", "force", "style"))
+"""What ``logging.basicConfig`` may be given: with no ``filename``, ``stream`` or ``handlers`` it only
+attaches a stderr handler (as ``print`` writes), and a %-style format reads a record's own fields by
+key, never attributes (a ``{``-style one walks them: red team 15's ``{msg.__globals__}``)."""
+
+
+def _stderr_basic_config(tree: ast.Module, names: _Names) -> set[int]:
+    """The callee nodes of each ``logging.basicConfig(...)`` call that only sets up logging to stderr
+    (`STDERR_CONFIG_KEYWORDS`, no positional or ``**`` arguments, the style a literal ``"%"`` if
+    given), and the ``from logging import basicConfig`` imports whose every use is such a call. Any
+    other use of the name (a value, a file, a stream, a ``{}``-style format) stays refused."""
+    admitted: set[int] = set()
+    for call in ast.walk(tree):
+        if not (isinstance(call, ast.Call) and names.resolve(call.func) == "logging.basicConfig"):
+            continue
+        style = [k.value for k in call.keywords if k.arg == "style"]
+        if (not call.args and all(k.arg in STDERR_CONFIG_KEYWORDS for k in call.keywords)
+                and all(isinstance(v, ast.Constant) and v.value == "%" for v in style)):
+            admitted.add(id(call.func))
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.ImportFrom) and node.module == "logging" and node.level == 0):
+            continue
+        for alias in node.names:
+            bound = alias.asname or alias.name
+            uses = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == bound]
+            if (alias.name == "basicConfig" and uses
+                    and all(isinstance(n.ctx, ast.Load) and id(n) in admitted for n in uses)):
+                admitted.add(id(alias))
+    return admitted
+
+
 def _forbidden_references(tree: ast.Module, names: _Names) -> list[Hack]:
     hacks = []
     inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
     hints = _type_hints_only(tree)
+    stderr_config = _stderr_basic_config(tree, names)
     for node in ast.walk(tree):
-        if id(node) in hints:
+        if id(node) in hints or id(node) in stderr_config:
             continue
         if isinstance(node, ast.Attribute) and (node.attr in INTROSPECTION_ATTRS or (
                 node.attr == "__dict__" and names.resolve(node.value) is not None)):
@@ -826,7 +871,7 @@ def _forbidden_references(tree: ast.Module, names: _Names) -> list[Hack]:
             if node.level:
                 hacks.append(make_hack(14, f"line {node.lineno}: relative import (harness modules)"))
                 continue
-            found = [f"{node.module}.{a.name}" for a in node.names] + [node.module or ""]
+            found = [f"{node.module}.{a.name}" for a in node.names if id(a) not in stderr_config] + [node.module or ""]
         elif (isinstance(node, (ast.Attribute, ast.Name)) and id(node) not in inner
               and not isinstance(getattr(node, "ctx", None), ast.Store)):
             resolved = names.resolve(node)  # the whole chain: its prefixes are checked through it
@@ -882,28 +927,37 @@ def _code_in_strings(tree: ast.AST, names: _Names, depth: int = 0) -> list[Hack]
     return hacks
 
 
-GENERATED_DUNDERS = frozenset(("__setattr__", "__delattr__", "__class__", "__qualname__", "__init__", "__name__"))
+GENERATED_DUNDERS = frozenset(("__setattr__", "__delattr__", "__class__", "__qualname__", "__init__", "__name__",
+                               "__post_init__"))
 """Dunder attributes the standard library's code generators read in what they compile (dataclasses'
 ``__init__`` sets fields through ``object.__setattr__``; its ``__repr__`` reads ``__qualname__``)."""
 
 
-def generated_code_violations(source: str | bytes) -> list[str]:
-    """Code a standard-library helper compiles from strings on the solution's behalf (an annotation
-    ``typing.get_type_hints`` evaluates, a dataclass's generated methods), checked where it is
-    compiled, inside the candidate: no imports, no builtins that run code or enumerate namespaces,
-    no object-graph attributes, no module outside the contract reached through an allowed one."""
+def generated_code_violations(source: str | bytes, dunders: bool = True) -> list[str]:
+    """Code compiled from strings while the solution runs (an annotation ``typing.get_type_hints``
+    evaluates, a dataclass's generated methods, a module source a library imports from a string),
+    checked where it is compiled, inside the candidate: no imports, no builtins that run code or
+    enumerate namespaces, no object-graph attributes, no module outside the contract reached through
+    an allowed one. ``dunders=False``: a standard-library generator's code for a library's own class
+    (Triton's dataclasses have fields named ``__self__``/``__func__``): other dunder reads pass, the
+    object-graph ones (`INTROSPECTION_ATTRS`, ``__dict__``) still do not."""
     try:
         tree = pyast.parse(source.decode() if isinstance(source, bytes) else source)
     except (SyntaxError, ValueError, UnicodeDecodeError):
         return []
     found = []
+    # a parameter named like a soft builtin (a Triton kernel's ``input``, which its launch binder and a
+    # dataclass's ``__init__`` take as an argument) is the value passed, as in the solution's own code
+    params = {a.arg for n in ast.walk(tree) if isinstance(n, ast.arguments)
+              for a in (*n.posonlyargs, *n.args, *n.kwonlyargs, n.vararg, n.kwarg) if a is not None}
+    refused = (FORBIDDEN_BUILTINS | ATTRIBUTE_FUNCTIONS | {"__builtins__"}) - (params & SOFT_BUILTINS)
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             found.append("an import")
-        elif isinstance(node, ast.Name) and node.id in FORBIDDEN_BUILTINS | ATTRIBUTE_FUNCTIONS | {"__builtins__"}:
+        elif isinstance(node, ast.Name) and node.id in refused:
             found.append(f"the builtin {node.id}")
         elif isinstance(node, ast.Attribute) and (
-                node.attr in INTROSPECTION_ATTRS or node.attr == "__dict__" or node.attr.startswith("__")
+                node.attr in INTROSPECTION_ATTRS or node.attr == "__dict__" or dunders and node.attr.startswith("__")
                 and node.attr.endswith("__") and node.attr not in GENERATED_DUNDERS | ALLOWED_DUNDERS):
             found.append(f"the attribute .{node.attr}")
         elif isinstance(node, ast.Attribute) and not isinstance(getattr(node, "ctx", None), ast.Store):
