@@ -409,9 +409,10 @@ def test_a_draw_raises_no_flood_of_audit_events():
     assert len(events) < 10, sorted(set(events))  # 34 with torch.manual_seed and no hook of the gym
 
 
-def test_a_large_draw_first_frees_tensors_only_cycles_still_hold(monkeypatch):
+def test_a_large_draw_that_might_not_fit_first_frees_tensors_only_cycles_hold(monkeypatch):
     """Tensors of a call dropped while a reference cycle holds them are freed before the next large
-    draw (at full size each is gigabytes; the cyclic collector runs by object counts, not bytes)."""
+    draw when it might not fit (at full size each is gigabytes; the cyclic collector runs by object
+    counts, not bytes); a draw with room to spare pays no collection."""
     import gc
     import weakref
 
@@ -427,16 +428,17 @@ def test_a_large_draw_first_frees_tensors_only_cycles_still_hold(monkeypatch):
     was = gc.isenabled()
     gc.disable()  # only the draw may collect
     try:
-        monkeypatch.setattr(harness, "COLLECT_BYTES", 1 << 40)
+        monkeypatch.setattr(harness, "COLLECT_BYTES", 1024)  # the 4-KB draws count as large
+        monkeypatch.setattr(harness, "free_bytes", lambda device: 1 << 40)
         harness.draw_inputs(ref, 3, cpu)
         alive = dropped_in_a_cycle()
         harness.draw_inputs(ref, 4, cpu)
-        assert alive() is not None  # a small last draw: no collection
-        monkeypatch.setattr(harness, "COLLECT_BYTES", 1024)
-        harness.draw_inputs(ref, 5, cpu)
+        assert alive() is not None  # room to spare: no collection
+        monkeypatch.setattr(harness, "free_bytes", lambda device: 4096)  # less than twice the last draw
         gone = dropped_in_a_cycle()
-        harness.draw_inputs(ref, 6, cpu)
-        assert gone() is None
+        harness.draw_inputs(ref, 5, cpu)
+        assert gone() is None and alive() is None
     finally:
         if was:
             gc.enable()
+        gc.collect()

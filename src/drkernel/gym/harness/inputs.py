@@ -154,8 +154,20 @@ def to_device(value: Any, device: torch.device) -> Any:
 
 
 COLLECT_BYTES = 256 << 20
-"""Draws at least this large first collect the interpreter's cyclic garbage (`draw_inputs`)."""
+"""Draws at least this large may first collect the interpreter's cyclic garbage (`draw_inputs`)."""
 _LAST_DRAW = {"bytes": 0}  # mutated in place: the candidate's integrity snapshot pins this module's names
+
+
+def free_bytes(device: torch.device) -> int:
+    """Memory free for the next draw: the device's (a driver query, microseconds), or the host's
+    available memory for a CPU draw."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    try:
+        with open("/proc/meminfo") as f:
+            return next(int(line.split()[1]) << 10 for line in f if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError):
+        return 1 << 62
 
 
 def draw_inputs(reference: types.ModuleType, seed: int, device: torch.device) -> list[Any]:
@@ -164,12 +176,15 @@ def draw_inputs(reference: types.ModuleType, seed: int, device: torch.device) ->
     bits a few swapped values (`drkernel.gym.harness.perturb`) or, at a timed call's step, a draw of
     the call's own (`drkernel.gym.seeds.drawing_seed`).
 
-    Where the last draw was `COLLECT_BYTES` or more, the cyclic garbage is collected first: an observed
-    call's tensors can be held by reference cycles (dispatch modes, frames) that only the cyclic
-    collector frees, and it runs by counts of Python objects, not bytes. At KernelBench's 6.4-GB ReLU a
-    candidate grew by a trial's inputs and outputs each trial, 12 to 62 GB, and the fifth trial ran the
-    H100 out of memory; collected before each draw it held 25 GB throughout (2026-11-28)."""
-    if _LAST_DRAW["bytes"] >= COLLECT_BYTES:
+    Where the last draw was `COLLECT_BYTES` or more and less than twice that is free, the cyclic
+    garbage is collected first: tensors dropped by their callers can still be held by a reference
+    cycle until the collector runs, and it runs by counts of Python objects, not bytes (a closure cycle
+    in the export kept a full-size candidate's every trial, 12 to 62 GB at KernelBench's 6.4-GB ReLU,
+    until the H100 ran out of memory, 2026-11-28; that cycle is gone, `ipc.encode_tree`). A full
+    collection costs tens of milliseconds in a process with torch loaded, so only a draw that might
+    not fit pays it (one before every full-size draw made a back-to-back evaluation 2.5x longer)."""
+    last = _LAST_DRAW["bytes"]
+    if last >= COLLECT_BYTES and free_bytes(device) < 2 * last:
         gc.collect()
     seed_generators(drawing_seed(seed))
     dist = distribution_of(seed)
