@@ -442,3 +442,26 @@ def test_a_large_draw_that_might_not_fit_first_frees_tensors_only_cycles_hold(mo
         if was:
             gc.enable()
         gc.collect()
+
+
+def test_after_a_draw_the_generators_tell_nothing_of_its_seed():
+    """Red team 17: the global generators' state after a harness draw gave away the draw's seed (the
+    first bytes of ``torch.get_rng_state()``), so a solution imported after the timing draw knew every
+    timed call's inputs. Every draw and every model construction now ends with the generators
+    reseeded from the OS: two draws at one seed agree, the states after them do not, and neither is
+    the state a plain seeding at that seed leaves."""
+    ref = types.SimpleNamespace(get_inputs=lambda: [torch.randn(16, 16)])
+    cpu = torch.device("cpu")
+    a = harness.draw_inputs(ref, 1234, cpu)[0]
+    after_a = torch.get_rng_state()
+    b = harness.draw_inputs(ref, 1234, cpu)[0]
+    after_b = torch.get_rng_state()
+    assert torch.equal(a, b)
+    assert not torch.equal(after_a, after_b)
+    harness.seed_generators(harness.drawing_seed(1234))
+    torch.randn(16, 16)
+    assert not torch.equal(after_a, torch.get_rng_state())
+    harness.build_model(torch.nn.Linear, [4, 4], 99, cpu)
+    after_model = torch.get_rng_state()
+    harness.build_model(torch.nn.Linear, [4, 4], 99, cpu)
+    assert not torch.equal(after_model, torch.get_rng_state())

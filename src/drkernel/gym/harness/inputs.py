@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import secrets
 import types
 from typing import Any, Sequence
 
@@ -194,7 +195,19 @@ def draw_inputs(reference: types.ModuleType, seed: int, device: torch.device) ->
     inputs = [to_device(x, device) for x in inputs]
     _LAST_DRAW["bytes"] = tensor_bytes(inputs)
     step = perturbation_of(seed)
-    return perturb(inputs, seed) if 0 < step < TIMED_FIRST_STEP else inputs
+    inputs = perturb(inputs, seed) if 0 < step < TIMED_FIRST_STEP else inputs
+    scrub_generators()
+    return inputs
+
+
+def scrub_generators() -> None:
+    """Reseed the global generators from the operating system's randomness. After a seeded draw (or a
+    model's seeded construction) their state tells whoever reads it (``torch.get_rng_state()``, whose
+    first bytes are the seed) which seed the draw used: red team seventeen read the timing seed at its
+    import, the last draw before it, and from it every timed call's inputs (`seeds.drawing_seed`),
+    precomputed their answers in an untimed call and copied them in the timed ones. Every harness draw
+    ends here, so what a solution can read of the generators is noise."""
+    seed_generators(secrets.randbits(63))
 
 
 RngState = tuple[torch.Tensor, list[torch.Tensor] | None]
@@ -287,6 +300,7 @@ def build_model(cls: type, init_args: Sequence[Any], seed: int, device: torch.de
         model = cls(*init_args)
     if isinstance(model, torch.nn.Module):
         model = model.to(device).eval()
+    scrub_generators()  # the weight seed is no more readable than an input's (`scrub_generators`)
     return model
 
 
