@@ -116,6 +116,34 @@ def test_refusals_are_logged_once_per_status_and_peer_network():
     assert all(logged("203.0.113.1:5000", 200) for _ in range(3))
 
 
+def test_open_paths_and_repeated_warnings_are_logged_once_per_interval():
+    """Hostile round 13 (A22): /v1/health needs no token and every 200 there was an access-log line
+    (455 a second from one connection); malformed connections each logged a warning. Now an answer on
+    a path without a token is logged once per status, path and peer network per interval, and a
+    repeated warning once per interval, the next saying how many were left out."""
+    limit = http_server.AccessLogLimit(interval_s=3600)
+
+    def logged(addr: str, target: str, status: int = 200) -> bool:
+        record = logging.LogRecord("uvicorn.access", logging.INFO, __file__, 0, '%s - "%s %s HTTP/%s" %d',
+                                   (addr, "GET", target, "1.1", status), None)
+        return limit.filter(record)
+
+    assert [logged("203.0.113.7:4000", "/v1/health") for _ in range(5)] == [True] + [False] * 4
+    assert logged("203.0.113.7:4000", "/metrics") and not logged("203.0.113.8:4001", "/metrics?x=1")
+    assert logged("203.0.113.7:4000", "/v1/health", 503)  # another status: its own line
+    assert logged("198.51.100.1:4000", "/v1/health")      # another network
+    assert all(logged("203.0.113.7:4000", "/v1/queue") for _ in range(3))  # a client's route: always
+
+    repeat = http_server.RepeatLimit(interval_s=3600)
+    warning = lambda: logging.LogRecord("uvicorn.error", logging.WARNING, __file__, 0,  # noqa: E731
+                                        "Invalid HTTP request received.", None, None)
+    assert [repeat.filter(warning()) for _ in range(4)] == [True, False, False, False]
+    repeat._seen["Invalid HTTP request received."] = (-1e9, 3)  # the interval has passed
+    record = warning()
+    assert repeat.filter(record) and "and 3 more" in record.getMessage()
+    assert repeat.filter(logging.LogRecord("uvicorn.error", logging.ERROR, __file__, 0, "boom", None, None))
+
+
 def test_a_refused_body_still_gets_its_answer_not_a_reset():
     """An app that answers 413 (Connection: close, as the gate does) without reading a 32 MiB body: the server sends the answer, then drops
     what still arrives (lingers) instead of closing on unread data, which resets the connection and

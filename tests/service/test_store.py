@@ -231,18 +231,22 @@ def test_concurrent_claims_from_processes_never_share_a_job(tmp_path):
     assert s.counts()["done"] == 300
 
 
-def test_a_retry_is_claimed_alone_by_an_idle_worker(store):
-    ((j, _),) = store.submit([_job(1)])
+def test_a_retry_is_claimed_alone_by_an_idle_worker_and_a_busy_one_drains_for_it(store):
+    """Hostile round 13 (A01): a busy worker used to skip a retry and claim the jobs behind it, so a
+    client that always kept a job in flight held another's retry back as long as it submitted. Now a
+    busy worker claims nothing past a retry whose turn it is; once idle, it claims the retry alone."""
+    ((j, _),) = store.submit([_client_job(1, "alice")])
     (c,) = store.claim("w", 1, 100, True, 30)
     store.fail(j.id, c.claim, "worker_lost", "lost")
-    store.submit([_job(2), _job(3)])
-    busy = store.claim("w", 3, 100, idle=False, lease_s=30)
-    assert j.id not in [b.id for b in busy] and len(busy) == 2  # a busy worker skips the retry
-    for b in busy:
-        store.complete(b.id, b.claim, "{}", None)
-    store.submit([_job(4)])
+    store.submit([_client_job(i, "mallory", priority=10) for i in (2, 3, 4)])
+    (m,) = store.claim("w", 1, 100, idle=True, lease_s=30)  # mallory, never served, first; one in flight
+    assert m.client == "mallory"
+    assert store.claim("w", 3, 100, idle=False, lease_s=30) == []  # alice's turn: the worker drains
+    store.complete(m.id, m.claim, "{}", None)
     alone = store.claim("w", 3, 100, idle=True, lease_s=30)
     assert [a.id for a in alone] == [j.id] and alone[0].attempts == 2
+    rest = store.claim("w", 3, 100, idle=False, lease_s=30)  # mallory's come after it
+    assert len(rest) == 2 and {r.client for r in rest} == {"mallory"}
 
 
 def test_clients_tokens_hashed_unique_and_replaceable(tmp_path):

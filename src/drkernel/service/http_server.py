@@ -22,8 +22,10 @@ What a client that never finishes a request can hold, before any token is read:
 
 The access log is bounded too (`AccessLogLimit`): a request target is logged to ``MAX_LOGGED_TARGET``
 characters, and a refusal for a token (401) or for rate (429) at most once per status per peer network
-(the rate limiter's: `gate._peer`) per ``interval_s``, so a flood of refused requests costs no disk,
-from however many addresses of one network it comes.
+(the rate limiter's: `gate._peer`) per ``interval_s``, and so is any answer on a path that needs no token
+(`OPEN_PATHS`: health, metrics, docs), so a flood of refused or open requests costs no disk, from however
+many addresses of one network it comes; uvicorn's warnings (malformed connections) are logged at most
+once per message per ten seconds (`RepeatLimit`).
 
 The listening socket is bound before the app starts, so a busy port fails before any device
 worker is started.
@@ -212,6 +214,36 @@ MAX_LOGGED_TARGET = 256
 
 
 LOGGED_ONCE_PER_INTERVAL = frozenset({401, 429})
+OPEN_PATHS = frozenset({"/v1/health", "/metrics", "/docs", "/openapi.json"})
+"""Paths answered without a token: any answer there is logged at most once per status, path and peer
+network per interval (hostile round 13, A22: a health flood from one connection, 455 a second, grew the
+log by 141 KB/s)."""
+
+
+class RepeatLimit(logging.Filter):
+    """A filter for uvicorn's error log: one message (its template) at most once per ``interval_s``,
+    the next one saying how many were left out. Malformed connections need no token, and each logged a
+    warning (22,024 in 5 s, hostile round 13)."""
+
+    def __init__(self, interval_s: float = 10.0, max_messages: int = 1024):
+        super().__init__()
+        self.interval_s, self.max_messages = interval_s, max_messages
+        self._seen: OrderedDict[str, tuple[float, int]] = OrderedDict()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR:
+            return True
+        key, now = str(record.msg)[:200], time.monotonic()
+        last, dropped = self._seen.pop(key, (None, 0))
+        if last is not None and now - last < self.interval_s:
+            self._seen[key] = (last, dropped + 1)
+            return False
+        self._seen[key] = (now, 0)
+        if len(self._seen) > self.max_messages:
+            self._seen.popitem(last=False)
+        if dropped:
+            record.msg = f"{record.msg} (and {dropped} more like it in the last {self.interval_s:g} s)"
+        return True
 """Refusals that cost the client nothing to repeat (a guessed token, a request over its rate): the
 access log keeps one per status per peer network per interval."""
 
@@ -231,9 +263,10 @@ class AccessLogLimit(logging.Filter):
         if not (isinstance(args, tuple) and len(args) == 5):
             return True
         addr, method, target, version, status = args
-        if status in LOGGED_ONCE_PER_INTERVAL:
+        path = target.split("?", 1)[0] if isinstance(target, str) else ""
+        if status in LOGGED_ONCE_PER_INTERVAL or path in OPEN_PATHS:
             network = _peer({"client": (str(addr).rsplit(":", 1)[0], 0)})
-            if not self._first_in_interval(f"{status} {network}"):
+            if not self._first_in_interval(f"{status} {path if path in OPEN_PATHS else ''} {network}"):
                 return False
         if isinstance(target, str) and len(target) > MAX_LOGGED_TARGET:
             record.args = (addr, method, target[:MAX_LOGGED_TARGET] + "...", version, status)
@@ -298,4 +331,5 @@ def run(app: Any, sock: socket.socket, head_timeout_s: float, max_connections: i
         lifespan="on",
     )
     logging.getLogger("uvicorn.access").addFilter(AccessLogLimit())  # after Config set up logging
+    logging.getLogger("uvicorn.error").addFilter(RepeatLimit())
     Server(config).run(sockets=[sock])
