@@ -51,3 +51,23 @@ def test_a_launch_adds_no_names_to_the_kernels_module():
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["ok"], got  # the kernel still ran, comparisons chained and all
     assert got["added"] == [], got
+
+
+def test_a_storage_that_moved_no_longer_opens_its_old_span():
+    """Red team 18: a tensor whose address the solution took (``data_ptr()``) was reachable by kernels
+    at that address for as long as it lived, also after ``resize_`` moved its memory: the old span was
+    freed memory a Python object then took, written through a kernel to read the whole process. A span
+    holds only while its storage is still there, at that size."""
+    import torch
+
+    from drkernel.gym.candidate import interpreter
+
+    recording = interpreter._recording_data_ptr(torch.Tensor.data_ptr)
+    t = torch.zeros(16)
+    start = recording(t)
+    assert any(s == start for s, _ in interpreter._pointed_spans())
+    t.resize_(1 << 20)  # a new allocation: the first 64 bytes are freed
+    assert t.untyped_storage().data_ptr() != start
+    assert not any(s == start for s, _ in interpreter._pointed_spans())
+    again = recording(t)  # taken again: the new span is open
+    assert any(s == again for s, _ in interpreter._pointed_spans())

@@ -65,7 +65,10 @@ def _pointed_spans() -> list[tuple[int, int]]:
     addresses lands in one of them, as it would in device memory the solution allocated on a GPU."""
     live = []
     for start, (end, ref) in list(_POINTED.items()):
-        if ref() is None:
+        storage = ref()
+        # a storage that moved (``resize_``) or went is no longer at that address: its old span is freed
+        # memory other objects reuse (red team 18 wrote a Python list's slot there and read the process)
+        if storage is None or storage.data_ptr() != start or storage.nbytes() != end - start:
             del _POINTED[start]
         else:
             live.append((start, end))
