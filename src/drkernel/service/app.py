@@ -370,33 +370,23 @@ class AnswerBudget:
     client gets at most one answer beyond its balance, however many connections and polls it holds."""
 
     def __init__(self, rate: float, burst: int):
-        self.rate, self.burst = rate, burst
-        self._balance: dict[str, tuple[float, float]] = {}  # client -> (bytes, monotonic time); full: absent
+        self.rate = rate
+        self._balance = RateLimiter(rate, burst)  # a client's bytes left; below zero while it owes
         self._turns: dict[str, tuple[asyncio.Lock, int]] = {}  # client -> (its reads' lock, reads using it)
-
-    def _now(self, client: str) -> float:
-        now = time.monotonic()
-        left, at = self._balance.get(client, (float(self.burst), now))
-        left = min(float(self.burst), left + (now - at) * self.rate)
-        if left >= self.burst:
-            self._balance.pop(client, None)
-        else:
-            self._balance[client] = (left, now)
-        return left
 
     def refuse_if_owed(self, client: str) -> None:
         """429 (with the seconds until it owes nothing) when ``client``'s answers took more than its
         balance."""
-        left = self._now(client)
-        if left < 0:
+        wait = self._balance.take(client, 0)
+        if wait > 0:
             raise HTTPException(429, f"client {client!r} was answered more than answer_bytes_per_client="
-                                f"{self.rate:g} bytes per second; retry in {-left / self.rate:.1f} s",
-                                headers={"Retry-After": str(max(1, math.ceil(-left / self.rate)))})
+                                f"{self.rate:g} bytes per second; retry in {wait:.1f} s",
+                                headers={"Retry-After": str(max(1, math.ceil(wait)))})
 
     def _charged(self, client: str, read: asyncio.Future) -> None:
         """Charge a read's answer to ``client`` once it is done (a read that failed returned nothing)."""
         if not read.cancelled() and read.exception() is None:
-            self._balance[client] = (self._now(client) - answer_bytes(read.result()), time.monotonic())
+            self._balance.charge(client, answer_bytes(read.result()))
 
     async def read(self, client: str, fn: Callable[[], list[Job]]) -> list[Job]:
         """``fn()``, a read of ``client``'s jobs, in a thread, after the client's earlier reads, charged

@@ -62,20 +62,32 @@ class RateLimiter:
         self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
         self._lock = threading.Lock()
 
-    def take(self, key: str, cost: int = 1) -> float:
+    def take(self, key: str, cost: float = 1) -> float:
         """0 when ``cost`` may pass now (it is taken); else seconds until it could (nothing taken)."""
-        now = time.monotonic()
         with self._lock:
-            b = self._buckets.pop(key, None) or _Bucket(float(self.burst), now)
-            self._buckets[key] = b
-            if len(self._buckets) > self.max_keys:
-                self._buckets.popitem(last=False)
-            b.tokens = min(float(self.burst), b.tokens + (now - b.last) * self.rate)
-            b.last = now
+            b = self._refilled(key)
             if b.tokens >= cost:
                 b.tokens -= cost
                 return 0.0
             return (cost - b.tokens) / self.rate
+
+    def charge(self, key: str, cost: float) -> None:
+        """Take ``cost`` after the fact, whatever is left: the bucket may go below zero, a debt that
+        `take` (of 0 or more) then waits out. For a cost known only once the work is done (the bytes
+        a read returned: `app.AnswerBudget`)."""
+        with self._lock:
+            self._refilled(key).tokens -= cost
+
+    def _refilled(self, key: str) -> _Bucket:
+        """With the lock held: ``key``'s bucket, refilled to now and made the most recently used."""
+        now = time.monotonic()
+        b = self._buckets.pop(key, None) or _Bucket(float(self.burst), now)
+        self._buckets[key] = b
+        if len(self._buckets) > self.max_keys:
+            self._buckets.popitem(last=False)
+        b.tokens = min(float(self.burst), b.tokens + (now - b.last) * self.rate)
+        b.last = now
+        return b
 
 
 TOKEN_TTL_S = 10.0

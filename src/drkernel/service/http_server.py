@@ -264,9 +264,10 @@ class AccessLogLimit(logging.Filter):
             return True
         addr, method, target, version, status = args
         path = target.split("?", 1)[0] if isinstance(target, str) else ""
-        if status in LOGGED_ONCE_PER_INTERVAL or path in OPEN_PATHS:
+        open_path = path if path in OPEN_PATHS else ""
+        if status in LOGGED_ONCE_PER_INTERVAL or open_path:
             network = _peer({"client": (str(addr).rsplit(":", 1)[0], 0)})
-            if not self._first_in_interval(f"{status} {path if path in OPEN_PATHS else ''} {network}"):
+            if not self._first_in_interval(f"{status} {open_path} {network}"):
                 return False
         if isinstance(target, str) and len(target) > MAX_LOGGED_TARGET:
             record.args = (addr, method, target[:MAX_LOGGED_TARGET] + "...", version, status)

@@ -431,12 +431,13 @@ class AuditGuard:
                 data = f.read()
         except OSError:
             return False
-        if isinstance(source, str):
-            try:
-                return data.decode() == source or data.decode().replace("\r\n", "\n") == source
-            except UnicodeDecodeError:
-                return False
-        return bytes(source) == data
+        if not isinstance(source, str):
+            return bytes(source) == data
+        try:
+            text = data.decode()
+        except UnicodeDecodeError:
+            return False
+        return source in (text, text.replace("\r\n", "\n"))
 
     def _library_import(self) -> bool:
         """A library generating its own code while its module body runs (an import the solution set

@@ -46,20 +46,6 @@ would overflow); the default floor is 1e-4."""
 RANDOM_VARIANTS = (Distribution.HEAVY, Distribution.SPARSE, Distribution.SIGNED)
 
 
-def _random_variant(x: torch.Tensor, dist: Distribution) -> torch.Tensor:
-    """HEAVY: ``x / sqrt(E)`` with E exponential (heavy tails); SPARSE: about half the values zero;
-    SIGNED: each value's sign flipped at random. Computed in float32 or wider, cast back."""
-    u = torch.rand(x.shape, device=x.device, dtype=torch.float64 if x.dtype == torch.float64 else torch.float32)
-    wide = x.to(u.dtype)
-    if dist is Distribution.HEAVY:
-        out = wide / (-torch.log1p(-u)).clamp_min(HEAVY_FLOOR.get(x.dtype, 1e-4)).sqrt()
-    elif dist is Distribution.SPARSE:
-        out = torch.where(u < 0.5, torch.zeros_like(wide), wide)
-    else:
-        out = torch.where(u < 0.5, -wide, wide)
-    return out.to(x.dtype)
-
-
 class VariedDraws(TorchFunctionMode):
     """While ``get_inputs`` runs: every floating-point random draw (``torch.rand``, ``randn``, their
     ``_like`` forms, ``normal``, ``Tensor.uniform_`` / ``normal_``) comes out in ``dist`` (`spread`).
@@ -111,8 +97,10 @@ def seed_all(seed: int) -> None:
 
 
 def spread_in_place(t: torch.Tensor, dist: Distribution) -> torch.Tensor:
-    """`spread` of a floating tensor the caller owns, written into it, bit for bit the values `spread`
-    returns: a fresh draw inside ``get_inputs`` is changed where it lies. At full size a draw is
+    """``dist`` applied to a floating tensor the caller owns, written into it (HEAVY: ``t / sqrt(E)``
+    with E exponential, heavy tails; SPARSE: about half the values zero; SIGNED: each value's sign
+    flipped at random; computed in float32 or wider): a fresh draw inside ``get_inputs`` is changed
+    where it lies. At full size a draw is
     gigabytes, and `spread`'s temporaries (the uniforms, their logarithm, the quotient) held four to
     five of them at once in each process drawing: beside the judge's and a candidate's other tensors,
     KernelBench's 6.4-GB ReLU and Softmax ran out of an H100's memory (2026-11-28). Here the peak is the
@@ -134,13 +122,10 @@ def spread_in_place(t: torch.Tensor, dist: Distribution) -> torch.Tensor:
 
 
 def spread(value: Any, dist: Distribution = Distribution.WIDE) -> Any:
-    """``dist`` applied to one input (tensors of other dtypes and non-tensors unchanged)."""
-    table = VARIANTS.get(dist, {})
-    if isinstance(value, torch.Tensor) and value.is_floating_point() and dist in RANDOM_VARIANTS:
-        return _random_variant(value, dist)
-    if isinstance(value, torch.Tensor) and value.dtype in table:
-        scale, shift = table[value.dtype]
-        return value * scale + shift
+    """``dist`` applied to one input, into a copy (`spread_in_place`; tensors of other dtypes and
+    non-tensors unchanged)."""
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        return spread_in_place(value.clone(), dist)
     if isinstance(value, (list, tuple)):
         return type(value)(spread(v, dist) for v in value)
     return value
