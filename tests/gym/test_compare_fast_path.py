@@ -61,3 +61,32 @@ def test_plain_chunks_take_the_plain_path_and_special_values_do_not(monkeypatch)
     c = compare_outputs(out, ref, "kernelgym")
     assert not c.passed and "NaN at flat index 2500" in c.message
     assert taken[:2] != [None, None] and taken[2] is None  # the third chunk went the careful way
+
+
+def test_integer_outputs_allow_only_a_few_rounding_ties():
+    """An int8 quantiser whose kernel divides a little differently from the reference: a few values one
+    step off pass (an ulp at a half step: 2 of 131,072 on an H100); two steps off, one off in more than
+    1e-4 of the values, or any difference in a small output fails, and a bool mask follows the same rule."""
+    g = torch.Generator().manual_seed(1)
+    ref = torch.randint(-100, 101, (131072,), generator=g, dtype=torch.int8)
+
+    def judged(out: torch.Tensor, r: torch.Tensor = ref) -> bool:
+        return compare_outputs(out, r, "kernelgym").passed
+
+    ties = ref.clone()
+    ties[[5, 90001]] += 1
+    assert judged(ties)
+    two_steps = ref.clone()
+    two_steps[5] += 2
+    assert not judged(two_steps)
+    many = ref.clone()
+    many[:14] -= 1  # 14 > 131072 * 1e-4
+    assert not judged(many)
+    small = ref[:9000].clone()
+    small[0] += 1  # under 10,000 values: exact
+    assert not judged(small, ref[:9000])
+    mask = ref > 0
+    flipped = mask.clone()
+    flipped[3] = ~flipped[3]
+    assert judged(flipped, mask)
+    assert not judged(~mask, mask)

@@ -4,9 +4,9 @@ import math
 
 import pytest
 
-from drkernel.gym.verdict.plausibility import (PROFILED_RATIO, PROFILED_SLACK_MS, WALL_RATIO, WALL_SLACK_MS,
-                                               floor_ms, impossible, missed_work, profiled_apart, suspicious,
-                                               tree_bytes)
+from drkernel.gym.verdict.plausibility import (PROFILED_KERNELS_RATIO, PROFILED_RATIO, PROFILED_SLACK_MS,
+                                               WALL_RATIO, WALL_SLACK_MS, floor_ms, impossible, missed_work,
+                                               profiled_apart, suspicious, tree_bytes)
 from drkernel.gym.result import EvalResult, Status
 from drkernel.gym.verdict.checks import timing_hacks
 
@@ -117,7 +117,7 @@ def test_profiled_apart_is_one_bound_each_way(timed_ms):
     """The profiled calls' kernels taking longer than the bound: the timed calls ran cheaper work; their
     span (launches included) shorter than the bound: the profiler saw less than was timed. At a bound is
     not apart, the next float beyond it is."""
-    slower = PROFILED_RATIO * timed_ms + PROFILED_SLACK_MS
+    slower = PROFILED_KERNELS_RATIO * timed_ms + PROFILED_SLACK_MS
     assert profiled_apart(timed_ms, slower) is None
     assert profiled_apart(timed_ms, math.nextafter(slower, math.inf)) == "timed faster"
     shorter = (timed_ms - PROFILED_SLACK_MS) / PROFILED_RATIO

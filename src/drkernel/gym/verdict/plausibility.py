@@ -89,6 +89,7 @@ def missed_work(event_ms: float, wall_ms: float) -> bool:
 PROFILED_CALLS = 3
 """Timed calls under the profiler after the timed ones (`drkernel.gym.candidate.profiling.profiled_timing`)."""
 PROFILED_RATIO = 1.5
+PROFILED_KERNELS_RATIO = 1.25
 PROFILED_SLACK_MS = 0.05
 """The profiled-vs-timed bounds (`profiled_apart`). Inside the exclusive region, right after the timed
 calls, a few more calls run under the profiler's device activity tracing
@@ -96,10 +97,18 @@ calls, a few more calls run under the profiler's device activity tracing
 of its kernels, and its span between CUDA events. An honest forward's kernels take no longer than its
 timed median (which adds launch gaps and a cold L2), and its span is no shorter (tracing slows the
 host's launches, and no head start hides them). A forward whose kernels under the profiler take more
-than ``PROFILED_RATIO`` times its timed median (plus the slack), or whose profiled span is that much
-shorter than the median, ran different work when profiled: the profiler's kernels, and the time
-coverage read from them, are not the timed work (hack 7). The slack covers an L2 left warm (a working
-set that fits the L2 is read in less) and timing noise on the shortest kernels."""
+than ``PROFILED_KERNELS_RATIO`` times its timed median (plus the slack), or whose profiled span is
+``PROFILED_RATIO`` times shorter than the median, ran different work when profiled: the profiler's
+kernels, and the time coverage read from them, are not the timed work (hack 7). The slack covers an
+L2 left warm (a working set that fits the L2 is read in less) and timing noise on the shortest kernels.
+
+The kernels' bound is the tighter one because a forward *can* tell the profiled calls from the timed
+ones on the device (red team 18, a09, H100 2026-11-28: ``%globaltimer`` gaps between its own launches,
+queued back to back behind the timed calls' head start, spread out as the host issues them under
+tracing): whatever it runs in the timed calls must then take at least 1/1.25 of what the profiler saw,
+so switching to cheaper work there (a vendor GEMM for the own one, red team 17 a03) gains at most a
+quarter. Honest forwards on the H100 measured 0.94-1.00 (compute-bound GEMM, cross-entropy) and far
+less where launches dominate the timed median."""
 
 
 def profiled_apart(timed_ms: float, kernels_ms: float, span_ms: float | None = None) -> str | None:
@@ -107,7 +116,7 @@ def profiled_apart(timed_ms: float, kernels_ms: float, span_ms: float | None = N
     faster"`` (the profiled calls' kernels alone took longer: the timed calls ran less, or cheaper,
     work) or ``"profiled faster"`` (even with the host's launches the profiled calls took less: the
     profiler saw less than was timed). ``span_ms`` missing: only the first bound."""
-    if kernels_ms > PROFILED_RATIO * timed_ms + PROFILED_SLACK_MS:
+    if kernels_ms > PROFILED_KERNELS_RATIO * timed_ms + PROFILED_SLACK_MS:
         return "timed faster"
     if span_ms is not None and timed_ms > PROFILED_RATIO * span_ms + PROFILED_SLACK_MS:
         return "profiled faster"
