@@ -18,7 +18,8 @@ import httpx
 import pytest
 from service_server import DIRECTIVE, SMALL_REFERENCE, SRC, ServerProcess
 
-from drkernel.service.scheduler import PROTECT_BASE_S, fair_share_excess, pick_preempted, protected_s
+from drkernel.service.scheduler import (PROTECT_BASE_S, fair_share, fair_share_excess, pick_preempted, protected_s,
+                                        reserved_slots)
 from drkernel.service.store import Job, JobStatus
 
 PEER_BURST = 150
@@ -32,6 +33,10 @@ def _drkernel(*args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def shares(tmp_path_factory):
+    """One server for the module's preemption tests, reservations off (``--reserve-s 0``): these tests
+    drive preemption and its windows, what still bounds a wait once a client has been away longer
+    than ``reserve_s`` (with them on, one test's clients would keep their slots into the next test;
+    the `reserving` tests below run with them on)."""
     db = tmp_path_factory.mktemp("shares") / "jobs.sqlite"
     tokens = {}
     for name in ("alice", "bob", "carol", "dave", "erin"):
@@ -41,7 +46,7 @@ def shares(tmp_path_factory):
     srv = ServerProcess(db, "--devices", "cpu:1", "--slots", "2", "--evaluator", DIRECTIVE,
                         "--rate-per-peer", "0.001", "--peer-burst", str(PEER_BURST), "--token-ttl-s", "3600",
                         "--submit-rate-per-client", "0.001", "--submit-burst", str(SUBMIT_BURST),
-                        "--max-batch", "50")
+                        "--max-batch", "50", "--reserve-s", "0")
     srv.start()
     yield srv, tokens
     srv.stop()
@@ -85,6 +90,28 @@ def _metric(srv, name: str) -> float:
 ])
 def test_fair_share_worked_cases(slots, running, waiting, gives_back):
     assert fair_share_excess(slots, running, waiting) == gives_back
+
+
+@pytest.mark.parametrize("slots, n, share", [(2, 2, (1, 1)), (3, 2, (1, 2)), (2, 3, (0, 1)), (1, 2, (0, 1)),
+                                             (4, 1, (4, 4))])
+def test_fair_share_in_whole_slots(slots, n, share):
+    assert fair_share(slots, n) == share
+
+
+@pytest.mark.parametrize("slots, running, recent, waiting, owed", [
+    # round 14: alice's job just ended, mallory runs 1 and has more queued: alice's slot is kept
+    (2, {"m": 1}, {"a", "m"}, {"m"}, {"a": 1}),
+    (2, {}, {"a"}, set(), {"a": 2}),                  # alice alone: kept for her, nobody held back
+    (1, {"m": 1}, {"a", "m"}, {"m"}, {}),             # one slot: half a slot each keeps nothing
+    (2, {"m": 1}, {"a", "m"}, {"c", "m"}, {}),        # 3 clients, 2 slots: a floor of 0 keeps nothing
+    (4, {"m": 3, "a": 1}, {"a", "m"}, {"m"}, {"a": 1}),  # alice holds 1 of her 2
+    (2, {"a": 1, "m": 1}, {"a", "m"}, {"m"}, {}),     # alice holds her share: nothing more
+    (3, {"m": 2}, {"a", "m"}, {"m", "b"}, {"a": 1, "b": 1}),  # bob's slot kept too, not blocked by alice's
+    (2, {"m": 1}, {"m"}, {"m", "b"}, {}),             # only a waiting client owed: claims go as before
+    (2, {}, set(), set(), {}),                        # nobody at all
+])
+def test_reserved_slots_worked_cases(slots, running, recent, waiting, owed):
+    assert reserved_slots(slots, running, recent, waiting) == owed
 
 
 def _running(job_id: str, started: float) -> Job:
@@ -422,3 +449,98 @@ def test_an_anonymous_flood_from_a_clients_address_fails_neither_health_nor_the_
     assert httpx.get(f"{srv.url}/v1/health").status_code == 200
     with _http(srv) as flood:
         assert flood.get("/v1/queue", headers={"Authorization": "Bearer not-a-token"}).status_code == 429
+
+
+@pytest.fixture
+def reserving(tmp_path):
+    """A server of its own per test: one CPU worker with two slots, clients alice and mallory; a test
+    passes its ``--reserve-s`` through ``start``."""
+    db = tmp_path / "jobs.sqlite"
+    tokens = {name: _drkernel("token", "add", name, "--db", str(db)).stdout.strip() for name in ("alice", "mallory")}
+    servers = []
+
+    def start(reserve_s: float) -> ServerProcess:
+        servers.append(ServerProcess(db, "--devices", "cpu:1", "--slots", "2", "--evaluator", DIRECTIVE,
+                                     "--reserve-s", str(reserve_s)).start())
+        return servers[-1]
+
+    yield start, tokens
+    for srv in servers:
+        srv.stop()
+
+
+def _mallorys_long_jobs(mallory) -> list[str]:
+    """Three long jobs of mallory's, two of them running (both slots)."""
+    ids = [mallory.post("/v1/jobs", json=_job(f"class ModelNew: pass\n# sleep: 300\n# m{i}")).json()["id"]
+           for i in range(3)]
+    _until(lambda: len(_mallorys_running(mallory, ids)) == 2, "two of mallory's jobs running")
+    return ids
+
+
+def _mallorys_running(mallory, ids: list[str]) -> dict[str, float]:
+    """mallory's running jobs: id -> when its current run started."""
+    jobs = [mallory.get(f"/v1/jobs/{j}").json() for j in ids]
+    return {j["id"]: j["started_at"] for j in jobs if j["status"] == "running"}
+
+
+def _alices_job(alice, k: int) -> dict:
+    job_id = alice.post("/v1/jobs", json=_job(f"class ModelNew: pass\n# sleep: 0.3\n# a{k}")).json()["id"]
+    done = alice.get(f"/v1/jobs/{job_id}/wait?timeout=60").json()
+    assert done["status"] == "done" and done["result"]["status"] == "correct", done
+    return done
+
+
+def test_a_client_sending_one_job_at_a_time_keeps_its_slot(reserving):
+    """Hostile round 14: mallory keeps long jobs queued and alice sends one short job at a time. Each
+    time alice's job ended, her slot went to a queued job of mallory's, her next job preempted it,
+    and the window of the job given back doubled: her waits grew 4, 29, 58, 118, 238 s. Now her
+    first job preempts one of mallory's (mallory held both slots), and then her slot is kept for her:
+    her next five jobs find it free, none preempts, and mallory's job in the other slot runs on
+    untouched (her share)."""
+    start, tokens = reserving
+    srv = start(60)
+    with _http(srv, tokens["alice"]) as alice, _http(srv, tokens["mallory"]) as mallory:
+        theirs = _mallorys_long_jobs(mallory)
+        first = _alices_job(alice, 0)
+        assert _metric(srv, "kernelgym_jobs_preempted_total") == 1
+        kept = _mallorys_running(mallory, theirs)
+        assert len(kept) == 1, kept  # mallory's preempted job waits: alice's slot is kept
+        mine = [_alices_job(alice, k) for k in range(1, 6)]
+        assert _metric(srv, "kernelgym_jobs_preempted_total") == 1  # none of them preempted anyone
+        assert _mallorys_running(mallory, theirs) == kept  # mallory's one job ran on, never restarted
+        assert all(j["attempts"] == 1 for j in [first, *mine])
+        # each claimed at once (well under a window: none was needed)
+        assert all(j["started_at"] - j["created_at"] < PROTECT_BASE_S for j in mine), mine
+        for j in theirs:
+            mallory.delete(f"/v1/jobs/{j}")
+
+
+def test_a_client_away_longer_than_its_reservation_preempts_once(reserving):
+    """With ``--reserve-s 1``: alice's first job preempts one of mallory's; alice is then away longer
+    than a second, so mallory's queued job takes the slot back (both of mallory's running again),
+    and alice's next job preempts once more (the job never given back: no window to wait out)."""
+    start, tokens = reserving
+    srv = start(1)
+    with _http(srv, tokens["alice"]) as alice, _http(srv, tokens["mallory"]) as mallory:
+        theirs = _mallorys_long_jobs(mallory)
+        _alices_job(alice, 0)
+        _until(lambda: len(_mallorys_running(mallory, theirs)) == 2, "mallory holding both slots again")
+        _alices_job(alice, 1)
+        assert _metric(srv, "kernelgym_jobs_preempted_total") == 2
+        for j in theirs:
+            mallory.delete(f"/v1/jobs/{j}")
+
+
+def test_a_lone_client_uses_every_slot(reserving):
+    """alice alone (nobody else was ever active): after a job of hers ends, her next two run at once;
+    what her reservation keeps is hers."""
+    start, tokens = reserving
+    srv = start(60)
+    with _http(srv, tokens["alice"]) as alice:
+        _alices_job(alice, 0)
+        both = [alice.post("/v1/jobs", json=_job(f"class ModelNew: pass\n# sleep: 300\n# both{i}")).json()["id"]
+                for i in range(2)]
+        _until(lambda: all(alice.get(f"/v1/jobs/{j}").json()["status"] == "running" for j in both),
+               "both of alice's jobs running", 30)
+        for j in both:
+            alice.delete(f"/v1/jobs/{j}")

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from drkernel.service.store import (SUBMIT_CHUNK, Cancel, IdempotencyConflict, JobStatus, JobStore, NewJob, Quota,
-                                    QuotaExceeded)
+                                    QuotaExceeded, may_take)
 
 
 def _job(n: int, est: int = 10, key: str | None = None, cache_keys=(), req: str | None = None) -> NewJob:
@@ -343,3 +343,33 @@ def test_a_batch_of_several_chunks_is_published_whole_in_order_with_its_cache_hi
     assert [j.status for j, _ in out[:-1]] == [JobStatus.QUEUED] * (2 * SUBMIT_CHUNK + 1)
     assert out[-1][0].status is JobStatus.DONE and out[-1][0].cached
     assert store.counts()["queued"] == 2 * SUBMIT_CHUNK + 1
+
+
+@pytest.mark.parametrize("client, free, owed, allowed", [
+    ("alice", 1, {"alice": 1}, True),               # her own kept slot
+    ("mallory", 1, {"alice": 1}, False),            # the one free slot is alice's
+    ("mallory", 2, {"alice": 1}, True),             # a slot beyond the one kept
+    ("mallory", 2, {"alice": 1, "bob": 1}, False),  # both free slots are kept
+    ("mallory", 1, {"alice": 0}, True),             # alice's slot already taken (spent)
+    ("mallory", 1, {}, True),                       # nothing kept: anyone
+])
+def test_a_kept_slot_worked_cases(client, free, owed, allowed):
+    assert may_take(client, free, owed) is allowed
+
+
+def test_a_claim_keeps_owed_slots_for_their_clients(store):
+    """Hostile round 14: alice's slot kept (owed 1): mallory's queued jobs take only the slot beyond it,
+    whatever their priority, and alice's job, when it comes, takes hers; a retry of mallory's is
+    skipped like her other jobs, not drained for. Nothing owed: the claim is as before."""
+    store.submit([_client_job(i, "mallory", priority=100) for i in range(3)])
+    got = store.claim("w", 2, 100, idle=True, lease_s=30, owed={"alice": 1})
+    assert [j.client for j in got] == ["mallory"]
+    assert store.claim("w", 1, 100, idle=False, lease_s=30, owed={"alice": 1}) == []
+    store.submit([_client_job(9, "alice")])
+    (mine,) = store.claim("w", 1, 100, idle=False, lease_s=30, owed={"alice": 1})
+    assert mine.client == "alice"
+    store.fail(got[0].id, got[0].claim, "worker_lost", "lost")  # mallory's job: a retry now
+    store.submit([_client_job(10, "alice")])
+    (again,) = store.claim("w", 1, 100, idle=False, lease_s=30, owed={"alice": 1})  # past mallory's retry
+    assert again.client == "alice"
+    assert store.claim("w", 2, 100, idle=False, lease_s=30) == []  # nothing owed: drains for the retry

@@ -64,6 +64,12 @@ class ServiceConfig:
     """A claim lapses this long after its last heartbeat; the job is then re-queued."""
     job_timeout_grace_s: float = 120.0
     """A worker that holds a job longer than the job's ``timeout_s`` plus this is killed as hung."""
+    reserve_s: float = 60.0
+    """A client with a job that ran on a worker keeps its fair share of that worker's slots reserved
+    this long after its last activity (a submission, a job of its claimed or ended): another client
+    at or over its own share does not take a slot the client is owed, so one sending a job at a time
+    finds its slot free instead of preempting for it (`scheduler.reserved_slots`). 0: no reservations
+    (a client below its share then takes a slot back by preemption only)."""
     canary: bool = True
     """Run a known-good canary evaluation when a worker starts and after a crash, timeout or
     infrastructure failure on it; a failing canary takes the device out of service."""
@@ -199,6 +205,8 @@ class ServiceConfig:
                      "token_ttl_s"):
             if getattr(self, name) <= 0:
                 problems.append(f"{name}={getattr(self, name)} (positive)")
+        if not self.reserve_s >= 0:  # NaN included
+            problems.append(f"reserve_s={self.reserve_s} (0 or more)")
         if self.submit_burst < self.max_batch:
             problems.append(f"submit_burst={self.submit_burst} below max_batch={self.max_batch} (a full "
                             "batch could never pass)")

@@ -40,6 +40,18 @@ so the restarts spread over its jobs. A preemption hands a slot to a client that
 own, and a client that cancels a job preempts no one until one of its jobs ends with a result, so
 submit-then-cancel cycles cannot make another client's job start over either.
 
+A client's share is also kept for it while it is away for a moment (`reserved_slots`): a client
+active on a worker within `ServiceConfig.reserve_s` (a job of its ran or runs there; submitting
+renews it) is owed its floor of the slots there, and a client at or over its own share does not
+claim a slot owed to another (`JobStore.claim`). Without it, each time a client sending one job at a
+time had its job end, its slot went to another client's queued job and its next job preempted that
+one, whose protected window doubled with each give-back: the client's waits grew 4, 29, 58, 118,
+238 s (hostile round 14). Now its next job finds its slot free. What it costs: a slot stays idle
+only while a client active within ``reserve_s`` is below its share, on the one worker it last used;
+a lone client (nobody else active) is never held back, and a client reserves no more than its own
+share (a one-slot worker, whose share among two clients is half a slot, reserves nothing). A client
+away longer than ``reserve_s`` takes its slot back by preemption, as before.
+
 After a worker is lost, the jobs it held run again (`JobStore.claim`) alone on an idle worker, so a
 job that brings the worker down again takes no innocent neighbour with it, but only for their first
 `RETRY_ALONE_S`: past it the worker takes other clients' jobs beside the retry (and fair share
@@ -94,23 +106,52 @@ def request_key(request: EvalRequest, device_name: str = "") -> str:
     return h.hexdigest()
 
 
+def fair_share(slots: int, n: int) -> tuple[int, int]:
+    """A client's share of a worker's ``slots`` among ``n`` clients, ``slots / n``, in whole slots: the
+    least it is sure of (the floor) and the most it may keep while another wants its own (the
+    ceiling). Worked cases: 2 slots, 2 clients -> (1, 1); 3 slots, 2 -> (1, 2); 2 slots, 3 -> (0, 1);
+    1 slot, 2 -> (0, 1)."""
+    return slots // n, -(-slots // n)
+
+
 def fair_share_excess(slots: int, running: dict[str, int], waiting: set[str]) -> str | None:
     """The client that should give a slot back on a full worker, or None.
 
     With ``n`` clients sharing the worker (those running on it and those with claimable queued jobs),
-    a client's share is ``slots / n``: one holding more than ``ceil(slots / n)`` slots gives one
-    back while a waiting client holds fewer than ``max(1, floor(slots / n))``. Worked cases:
+    a client's share is `fair_share`: one holding more than its ceiling gives a slot back while a
+    waiting client holds fewer than its floor (at least 1: one holding none). Worked cases:
     2 slots, A runs 2, B waits -> A (then 1 and 1: nobody). 3 slots, A 3, B waits -> A (then A 2,
     B 1: nobody). 2 slots, A 2, B and C wait -> A (then A 1, B 1, C waits: nobody over 1).
     1 slot -> never; nobody waiting (a full worker whose jobs were all cancelled) -> nobody."""
     if slots < 2 or not waiting:
         return None
-    n = len(set(running) | waiting)
-    low, high = max(1, slots // n), -(-slots // n)
+    low, high = fair_share(slots, len(set(running) | waiting))
+    low = max(1, low)
     if not any(running.get(c, 0) < low for c in waiting):
         return None
     over = [c for c, k in running.items() if k > high]
     return max(over, key=lambda c: (running[c], c)) if over else None
+
+
+def reserved_slots(slots: int, running: dict[str, int], recent: set[str], waiting: set[str]) -> dict[str, int]:
+    """The slots of a worker kept for clients below their share (client -> slots; `JobStore.claim`
+    gives another client's job only a slot beyond them), or {} when no recently active client is owed
+    one: then claims go as before, in the fair order alone.
+
+    ``running``: jobs in flight on the worker by client; ``recent``: clients active on it within
+    ``reserve_s`` (one running there, or one whose last job ran there: `Scheduler._recent_on`);
+    ``waiting``: clients with a claimable queued job. All of them are the ``n`` clients of
+    `fair_share`, and each client among ``recent`` or ``waiting`` is owed its floor less what it runs.
+    Worked cases: 2 slots, mallory runs 1 and waits, alice's job just ended -> {alice: 1} (mallory's
+    queued job does not take alice's slot). Alice alone, her job just ended -> {alice: 2} (nobody is
+    held back). 1 slot -> {} (a share of half a slot keeps nothing). 2 slots, mallory 1, alice recent,
+    carol waits -> {} (a floor of 0). 4 slots, mallory 3, alice recent with 1 -> {alice: 1}. 2 slots,
+    alice 1, mallory 1 and waits -> {} (alice holds her share). 3 slots, alice recent, mallory 2 and
+    waits, bob waits -> {alice: 1, bob: 1} (bob's own slot is kept too, as alice's must not block it)."""
+    n = len(set(running) | recent | waiting)
+    floor = fair_share(slots, n)[0] if n else 0
+    owed = {c: floor - running.get(c, 0) for c in recent | waiting if running.get(c, 0) < floor}
+    return owed if owed.keys() & recent else {}
 
 
 def pick_preempted(jobs: Sequence[Job], given_back: dict[str, int], now: float | None = None) -> Job | None:
@@ -144,6 +185,10 @@ their ``timeout_s`` (`Scheduler._alone`)."""
 
 LOOP_RESTART_S = 0.5
 """Pause before a scheduler loop that raised starts again (`Scheduler._supervised`)."""
+
+MAX_REMEMBERED_CLIENTS = 65536
+"""Clients whose last activity is remembered (for `reserved_slots`); past it, the least recently
+active is forgotten (its reservation lapses early)."""
 
 MAX_REMEMBERED_PREEMPTIONS = 65536
 """Preempted jobs whose count of preemptions is remembered until they finish; past it, the oldest is
@@ -255,6 +300,7 @@ class Scheduler:
         self.loop_restarts = 0  # times a scheduler loop raised and was started again (`_supervised`)
         self._preempted: OrderedDict[str, int] = OrderedDict()  # job -> times given back (`pick_preempted`)
         self._cancelled_since_result: set[str] = set()  # clients who preempt no one until a result
+        self._active: OrderedDict[str, tuple[float, str]] = OrderedDict()  # client -> (monotonic, worker)
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -362,6 +408,8 @@ class Scheduler:
         """Count stored jobs, answer waiters of the cached ones, wake the dispatcher (event loop)."""
         created = [job for job, is_new in out if is_new]
         self.metrics.submitted.inc(len(created))
+        for job, _ in out:
+            self._touch(job.client)
         hits = [job for job in created if job.status is JobStatus.DONE]
         if hits:
             self.metrics.cache_hits.inc(len(hits), kind="submit")
@@ -558,6 +606,7 @@ class Scheduler:
                     log.error("claim failed: %s", e)
                     jobs = []
                 for job in jobs:
+                    self._touch(job.client, w.handle.name)
                     w.in_flight[job.id] = job
                     w.used_bytes += job.est_bytes
                     self._spawn(self._run(w, job))
@@ -577,15 +626,63 @@ class Scheduler:
     async def _claim(self, w: Worker, free: int) -> list[Job]:
         """Claim up to ``free`` jobs for ``w`` in a thread (a write transaction never holds the event
         loop); jobs claimed while the dispatcher was being stopped are handed back uncounted."""
+        owed = await self._owed(w)
         claim = asyncio.ensure_future(asyncio.to_thread(
             self.store.claim, w.handle.name, free, w.budget_bytes - w.used_bytes, idle=not w.in_flight,
-            lease_s=self.config.lease_s))
+            lease_s=self.config.lease_s, owed=owed))
         try:
             return await asyncio.shield(claim)
         except asyncio.CancelledError:
             jobs = await claim
             self.store.release([(j.id, j.claim) for j in jobs])
             raise
+
+    def _touch(self, client: str, worker: str = "") -> None:
+        """``client`` is active now (a submission; a job of its claimed on, or ended on, ``worker``):
+        its reservation on the worker it last used runs `ServiceConfig.reserve_s` from now."""
+        if self.config.reserve_s <= 0:
+            return
+        _, last = self._active.pop(client, (0.0, ""))
+        self._active[client] = (time.monotonic(), worker or last)
+        if len(self._active) > MAX_REMEMBERED_CLIENTS:
+            self._active.popitem(last=False)
+
+    def _recent_on(self, w: Worker) -> set[str]:
+        """Clients active on ``w`` within ``reserve_s``: those running a job there, and those whose last
+        job ran there (a client's reservation is on one worker, not on each); none that cancelled a job
+        since its last result (as for preemption: cycles of submit and cancel reserve nothing)."""
+        horizon = time.monotonic() - self.config.reserve_s
+        while self._active and next(iter(self._active.values()))[0] < horizon:
+            self._active.popitem(last=False)  # oldest first: the rest are recent
+        recent = {c for c, (_, worker) in self._active.items() if worker == w.handle.name}
+        return (recent | set(self._running_on(w))) - self._cancelled_since_result
+
+    @staticmethod
+    def _running_on(w: Worker) -> dict[str, int]:
+        """Jobs in flight on ``w`` by client, cancelled ones left out."""
+        running: dict[str, int] = {}
+        for j in w.in_flight.values():
+            if j.id not in w.cancelled:
+                running[j.client] = running.get(j.client, 0) + 1
+        return running
+
+    async def _owed(self, w: Worker) -> dict[str, int] | None:
+        """The slots of ``w`` kept for clients below their share (`reserved_slots`), or None. The store's
+        waiting clients (those whose smallest job fits what ``w`` has left) are read only when a recently
+        active client would be owed a slot without them (more clients can only lower a share)."""
+        if self.config.reserve_s <= 0:
+            return None
+        running, recent = self._running_on(w), self._recent_on(w)
+        if not reserved_slots(w.handle.slots, running, recent, set()):
+            return None
+        try:
+            waiting = await asyncio.to_thread(self.store.waiting_clients)
+        except StoreError as e:
+            log.error("reading the waiting clients failed (no slot kept this time): %s", e)
+            return None
+        room = w.budget_bytes - w.used_bytes
+        fit = {c for c, b in waiting.items() if b <= room or not w.in_flight}
+        return reserved_slots(w.handle.slots, running, recent, fit) or None
 
     async def _share_slots(self) -> None:
         """Preempt one job on each full worker where a client holds more than its share of the slots
@@ -606,10 +703,7 @@ class Scheduler:
         for w in full:
             if len(w.in_flight) < w.handle.slots or w.preempted:  # changed while the store was read
                 continue
-            running: dict[str, int] = {}
-            for j in w.in_flight.values():
-                if j.id not in w.cancelled:
-                    running[j.client] = running.get(j.client, 0) + 1
+            running = self._running_on(w)
             over = fair_share_excess(w.handle.slots, running, set(waiting))
             job = pick_preempted([j for j in w.in_flight.values() if j.client == over and j.id not in w.cancelled],
                                  self._preempted)
@@ -732,6 +826,7 @@ class Scheduler:
             w.overdue.discard(job.id)
             w.collateral.discard(job.id)
             w.used_bytes -= job.est_bytes
+            self._touch(job.client, w.handle.name)
             self.wake()
 
     def _kill_for(self, w: Worker, culprits: Sequence[str]) -> None:

@@ -33,7 +33,7 @@ import uuid
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Iterable, Iterator, Mapping, Sequence
 
 from drkernel.errors import InfrastructureError
 
@@ -118,6 +118,20 @@ SUBMIT_CHUNK = 256
 """Jobs stored per write transaction of a batch (`JobStore.submit`): a full batch of 4,096 (32 MB of
 requests) held the write lock for about 0.5 s in one transaction; a chunk holds it a few tens of ms."""
 _CLIENT_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+def may_take(client: str, free: int, owed: Mapping[str, int]) -> bool:
+    """Whether a job of ``client`` may take one of ``free`` slots while ``owed`` (client -> slots still
+    kept for it) stand: a slot owed to ``client`` itself, or one beyond all those still owed. Worked
+    cases: free 1, owed {alice: 1}: alice yes, mallory no (the slot is alice's). Free 2, owed
+    {alice: 1}: mallory yes (then free 1: no). Owed {} or all spent: anyone."""
+    return owed.get(client, 0) > 0 or free > sum(k for k in owed.values() if k > 0)
+
+
+def _spend(owed: dict[str, int], client: str) -> None:
+    """A job of ``client`` took a slot: one fewer is kept for it (`may_take`)."""
+    if owed.get(client, 0) > 0:
+        owed[client] -= 1
 
 
 def token_hash(token: str) -> str:
@@ -457,13 +471,18 @@ class JobStore:
 
     # -- claims -------------------------------------------------------------------------------
 
-    def claim(self, worker: str, n: int, budget_bytes: int, idle: bool, lease_s: float) -> list[Job]:
+    def claim(self, worker: str, n: int, budget_bytes: int, idle: bool, lease_s: float,
+              owed: Mapping[str, int] | None = None) -> list[Job]:
         """Claim up to ``n`` queued jobs for ``worker`` (in `_fair_order`) whose estimated
         bytes fit ``budget_bytes`` together; an ``idle`` worker also takes one job larger than its
         budget, so no job waits forever. Skips jobs whose duplicate is already running. A retried
         job (attempts > 0) is claimed only by an idle worker, and alone; a busy worker claims nothing that
-        comes after a retry in the fair order (it drains for the retry)."""
-        return self._tx(self._claim, worker, n, budget_bytes, idle, lease_s)
+        comes after a retry in the fair order (it drains for the retry).
+
+        ``owed`` (client -> slots, `scheduler.reserved_slots`): of the ``n`` slots, that many are kept
+        for each client named, whether or not it has a job queued; another client's job takes only a
+        slot beyond those still owed (`may_take`)."""
+        return self._tx(self._claim, worker, n, budget_bytes, idle, lease_s, dict(owed or {}))
 
     @staticmethod
     def _fair_order(db: sqlite3.Connection, per_client: int) -> list[sqlite3.Row]:
@@ -481,7 +500,8 @@ class JobStore:
         ranked = []
         for client in clients:
             rows = db.execute(
-                "SELECT id, est_bytes, req_hash, attempts, seq FROM jobs WHERE status = 'queued' AND client = ? "
+                "SELECT id, client, est_bytes, req_hash, attempts, seq FROM jobs "
+                "WHERE status = 'queued' AND client = ? "
                 "AND req_hash NOT IN (SELECT req_hash FROM jobs WHERE status = 'running') "
                 "ORDER BY priority DESC, seq LIMIT ?", (client, per_client)).fetchall()
             last = db.execute("SELECT MAX(started) FROM jobs WHERE client = ?", (client,)).fetchone()[0] or 0.0
@@ -506,7 +526,7 @@ class JobStore:
 
         return self._read(fn)
 
-    def _claim(self, db, worker, n, budget_bytes, idle, lease_s) -> list[Job]:
+    def _claim(self, db, worker, n, budget_bytes, idle, lease_s, owed: dict[str, int]) -> list[Job]:
         rows = self._fair_order(db, max(4 * n, 16))
         chosen, hashes, used = [], set(), 0
         for r in rows:
@@ -514,6 +534,8 @@ class JobStore:
                 break
             if r["req_hash"] in hashes:
                 continue
+            if not may_take(r["client"], n - len(chosen), owed):
+                continue  # (a retry too: only jobs of clients owed a slot can follow it)
             if r["attempts"] > 0:
                 # A retry starts alone on an idle worker: if it brings the worker down again soon,
                 # it takes no innocent neighbour with it (the scheduler adds none for its first
@@ -523,10 +545,12 @@ class JobStore:
                 # 181 s while 53 of its jobs ran).
                 if idle and not chosen:
                     chosen.append(r["id"])
+                    _spend(owed, r["client"])
                 break
             fits = used + r["est_bytes"] <= budget_bytes
             if fits or (idle and not chosen):
                 chosen.append(r["id"])
+                _spend(owed, r["client"])
                 hashes.add(r["req_hash"])
                 used += r["est_bytes"]
                 if not fits:
