@@ -208,3 +208,15 @@ def test_library_time_in_the_timed_calls_must_be_explained_by_the_observed_calls
             "device_time_ms": 0.002, "streams": [7]}
     small = _annotated(_candidate([{**OWN, "device_time_ms": 0.004}, fill]), op_coverage=1.0)
     assert [h.code for h in small.hacks] == [] and small.time_coverage < 0.7
+
+
+def test_slow_forwards_are_called_fewer_times_in_the_device_checks():
+    """The GPU checks that hold the device shared while others' timed regions wait (the hidden-work
+    batches, the call-count run) call a slow forward fewer times, never below their least: the
+    docstring's worked cases of `calls_within`."""
+    from drkernel.gym.candidate.profiling import BATCH_BUDGET_MS, BATCH_LEAST_CALLS, calls_within
+
+    assert calls_within(20, 1.0, BATCH_BUDGET_MS, BATCH_LEAST_CALLS) == 20
+    assert calls_within(20, 50.0, BATCH_BUDGET_MS, BATCH_LEAST_CALLS) == 6
+    assert calls_within(20, 400.0, BATCH_BUDGET_MS, BATCH_LEAST_CALLS) == BATCH_LEAST_CALLS
+    assert calls_within(20, 0.0, BATCH_BUDGET_MS, BATCH_LEAST_CALLS) == 20

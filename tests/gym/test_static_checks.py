@@ -874,3 +874,22 @@ def test_generated_code_for_a_library_class_may_read_plain_dunders_only():
     assert generated_code_violations(source, dunders=False) == []
     assert generated_code_violations("def f(self):\n    return self.__globals__", dunders=False)
     assert generated_code_violations("import sys", dunders=False)
+
+
+def test_a_parameter_named_like_a_builtin_is_the_argument():
+    """honest round 13: a wrapper's ``compile`` flag is its parameter, not the builtin; the builtin named
+    anywhere else (module level, a default value, a function that declares it global, a lambda's
+    default) is still refused, and a parameter named like an import still resolves to the module."""
+    assert codes("def launch(x, compile=False):\n    return x * 2 if compile else x") == set()
+    assert codes("f = lambda x, eval=0: x + eval") == set()
+    assert 14 in codes("c = compile('1', 'f', 'eval')")
+    assert 14 in codes("def launch(x, compile=compile):\n    return compile")
+    assert 14 in codes("def launch(x):\n    return compile('1', 'f', 'eval')")
+    assert 14 in codes("def outer(compile=1):\n    def inner():\n        global compile\n        return compile\n    return inner")
+    assert 7 in codes("def f(torch=torch):\n    return torch.cuda.Stream()")
+
+
+def test_exit_in_an_import_guard_is_allowed():
+    """lion-pytorch's guard: ``exit()`` raises SystemExit, which is the solution's own failure."""
+    guard = "try:\n    import triton\nexcept ImportError as e:\n    print('triton is not installed')\n    exit()\n"
+    assert codes(guard) == set()

@@ -131,3 +131,22 @@ def test_a_row_sum_of_sigmoids_replaced_by_its_first_order_expansion_fails_and_t
     assert not compare_outputs(taylor, ref, "kernelgym", bounds=bounds).passed
     honest = torch.sigmoid(x @ w.T + b).reshape(256, 16, 128).sum(dim=2).sum(dim=1, keepdim=True)
     assert compare_outputs(honest, ref, "kernelgym", bounds=bounds).passed
+
+
+def test_an_fp16_aggregate_keeps_two_steps_of_its_dtype():
+    """A reference that sums in fp32 and casts to fp16 rounds its fp64 run to the same fp16 grid, so its
+    own error reads as about 0; an honest kernel whose fp32 sum differs in its last bits lands one fp16
+    step away and passes (honest round 13: -30.73 for -30.75), while a sum over 7/8 of the terms fails."""
+    g = torch.Generator().manual_seed(5)
+    x = (torch.randn(256, 4096, generator=g) * 0.5).half()
+
+    def row_sum(t):
+        return t.float().sum(-1).to(torch.float16)
+
+    ref, bounds = _bounds(row_sum, x)
+    assert bounds[0].rtol >= 2 * torch.finfo(torch.float16).eps
+    step = torch.finfo(torch.float16).eps * ref.float().abs()
+    one_off = (ref.float() + step * torch.sign(ref.float())).half()  # about one step of each value
+    assert compare_outputs(one_off, ref, "kernelgym", bounds=bounds).passed
+    part = (x[:, : 4096 * 7 // 8].float().sum(-1) * 8 / 7).half()
+    assert not compare_outputs(part, ref, "kernelgym", bounds=bounds).passed

@@ -65,7 +65,7 @@ from drkernel.gym.candidate.guards import (AuditGuard, GlobalState, HostReads, I
                                            shadowed_methods)
 from drkernel.gym.verdict.hacks import RAISED_ON_PERTURBED, dedupe, make_hack
 from drkernel.gym.candidate.launches import LaunchWatch, launch_watch
-from drkernel.gym.candidate.profiling import hidden_work, output_bytes, profile_forward
+from drkernel.gym.candidate.profiling import calls_within, hidden_work, output_bytes, profile_forward
 from drkernel.gym.seeds import INTEGRITY_RUNS, PERTURB_TAGS, Distribution, distribution_of, perturbed, timed_step
 
 CALL_COUNT_CPU = 6
@@ -73,6 +73,11 @@ CALL_COUNT_CPU = 6
 CALL_COUNT_GPU = 20
 """Calls of the call-count run on the GPU, before a random number more; the timed calls that follow
 (warm-up plus timed, with a random number of extra warm-up calls) are sampled for the judge too."""
+CALL_COUNT_BUDGET_MS = 600.0
+"""On the GPU, a forward slower than this over `CALL_COUNT_GPU` is called fewer times in the call-count
+run (at least `CALL_COUNT_LEAST`, then as many more at random), as `profiling.calls_within` has it:
+the run holds the device shared while other candidates' timed regions wait (`profiling.BATCH_BUDGET_MS`)."""
+CALL_COUNT_LEAST = 4
 
 _EMPTY_OPS = ("empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided")
 SPARE_STORAGE_BYTES = 1 << 16
@@ -269,7 +274,8 @@ class IntegrityHook:
         from drkernel.gym.candidate import launches
 
         return ([("drkernel.gym.harness.inputs", inputs, n) for n in ("draw_inputs", "clone_args", "to_device",
-                                                              "build_model", "seed_all", "spread")]
+                                                              "build_model", "seed_all", "spread",
+                                                              "collector_held")]
                 + [("drkernel.gym.ipc", ipc, n) for n in ("encode_tree", "staged_fds")]
                 + [("drkernel.gym.ipc.Channel", ipc.Channel, n) for n in ("send", "recv")]
                 + [("drkernel.gym.judge.compare", compare, n) for n in ("compare_outputs",)]
@@ -278,7 +284,7 @@ class IntegrityHook:
                 + [("drkernel.gym.candidate.integrity", sys.modules[__name__], n) for n in ("IntegrityHook", "Observed")]
                 + [("drkernel.gym.candidate.integrity.Observed", Observed, "__torch_dispatch__")]
                 + [("IntegrityHook", IntegrityHook, n)
-                   for n in ("extra_runs", "report", "after_trial", "observe", "_perform")]
+                   for n in ("extra_runs", "report", "after_trial", "observe", "_perform", "_perform_one")]
                 + [("torch.Tensor", torch.Tensor, n) for n in ("numpy", "tolist")])
 
     # -- around the solution ------------------------------------------------------------------
@@ -342,25 +348,34 @@ class IntegrityHook:
         its ``scope`` and recorder, entered on the same line for every call; and what becomes of
         its output, decided after the call returns. The run generators that make the steps are
         suspended, off the stack, while the model runs."""
+        from drkernel.gym.harness.inputs import collector_held
+
         for step in steps:
-            args, failed = step.take(), ""
-            before = self.own_launches
-            try:
-                with torch.no_grad(), step.scope(), IntegrityHook.observe(self, step.recorder()):
-                    out = r.model(*args)
+            with collector_held():  # no finaliser of the solution's between a call and its export
+                self._perform_one(r, step)
+
+    def _perform_one(self, r: _Runs, step: _Step) -> None:
+        """One step of `_perform`. The inputs go before the output is judged (at full size each is
+        gigabytes), inside the observers: what the solution attached to them (a finaliser) runs
+        observed, not between the call and the export."""
+        args, failed = step.take(), ""
+        before = self.own_launches
+        try:
+            with torch.no_grad(), step.scope(), IntegrityHook.observe(self, step.recorder()):
+                out = r.model(*args)
+                args = None
                 if r.ctx.device.type == "cuda":
                     torch.cuda.synchronize(r.ctx.device)
-            except Exception as e:
-                if step.raised is None:
-                    raise
-                out, failed = None, f"{type(e).__name__}: {e}"[:1000]  # not the traceback: it holds inputs
-            args = None  # the inputs go before the output is judged (at full size each is gigabytes)
-            held, out = [out], None  # the step takes the output over: it may drop it before judging more
-            if failed:
-                step.raised(failed)
-            else:
-                step.after(held, self.own_launches - before)
-            held = None
+        except Exception as e:
+            if step.raised is None:
+                raise
+            out, failed = None, f"{type(e).__name__}: {e}"[:1000]  # not the traceback: it holds inputs
+        args = None
+        held, out = [out], None  # the step takes the output over: it may drop it before judging more
+        if failed:
+            step.raised(failed)
+        else:
+            step.after(held, self.own_launches - before)
 
     def _judging(self, r: _Runs, tag: str, trial: int) -> Callable[[list[Any], int], None]:
         """A step's ``after`` that sends its output to the judge under ``tag``."""
@@ -400,7 +415,10 @@ class IntegrityHook:
         self._clock = time.perf_counter()
         self._perform(r, self._steps(r, plan, order))
         if not ctx.cpu_mode:
-            self._gpu_checks(r, profiled_inputs(r, plan))
+            from drkernel.gym.harness.inputs import collector_held
+
+            with collector_held():
+                self._gpu_checks(r, profiled_inputs(r, plan))
             self._lap("profiler_and_hidden_work")
         IntegrityHook._check_state(self)
         self.own_before_timing = self.own_launches  # the timed calls' own launches are the rest
@@ -512,18 +530,25 @@ class IntegrityHook:
 
     def _call_count(self, r: _Runs, plan: dict[str, Any]) -> Iterator[_Step]:
         """Many calls, then check the last. On the GPU the timed calls that follow are checked as
-        well (a sample of their outputs goes to the judge), so this run stays short there."""
+        well (a sample of their outputs goes to the judge), so this run stays short there, and shorter
+        for a slow forward (`CALL_COUNT_BUDGET_MS`, read from the first call's wall)."""
         n = CALL_COUNT_CPU if r.ctx.cpu_mode else CALL_COUNT_GPU
-        n += random.SystemRandom().randrange(0, n)  # a count the solution cannot know
         trial = r.trials - 1
         args = r.make_inputs(trial)
 
         def counted(held: list[Any], launched: int) -> None:
             self.call_count_launches.append(launched)
 
-        for _ in range(n - 1):
-            yield _Step(lambda: [a.clone() if isinstance(a, torch.Tensor) else a for a in args],
-                        after=counted)
+        def call() -> _Step:
+            return _Step(lambda: [a.clone() if isinstance(a, torch.Tensor) else a for a in args], after=counted)
+
+        t = time.perf_counter()
+        yield call()  # performed and synchronised before the generator resumes: the first call's wall
+        if not r.ctx.cpu_mode:
+            n = calls_within(n, (time.perf_counter() - t) * 1e3, CALL_COUNT_BUDGET_MS, CALL_COUNT_LEAST)
+        n += random.SystemRandom().randrange(0, n)  # a count the solution cannot know
+        for _ in range(n - 2):
+            yield call()
         step = _Step(args, after=self._judging(r, "call_count_last", trial))
         del args
         yield step

@@ -297,33 +297,40 @@ class Candidate:
                 raise Failure("signature", e, f"ModelNew.forward({_arglist(args)}): {e}") from e
             except ValueError:
                 pass
-            try:
-                with torch.no_grad(), ctx.observed():
-                    out = model(*args)
-                if self.device.type == "cuda":
-                    torch.cuda.synchronize(self.device)
-            except BaseException as e:
-                raise Failure("forward", e, _second_size_note(job, i, args, e)) from e
-            for hook in self.hooks:
-                hook.after_trial(ctx, i, args, out)
-            if i == 0:
-                self.out_bytes = harness.tensor_bytes(out)
-            t = self.stage("compile" if i == 0 else "correctness", t)
-            try:
-                verdict = ctx.export(Outputs(i, None), (out, list(args)))
-            except TypeError as e:  # an output that is not a tensor, scalar, tuple or list
-                raise Failure("output", e) from e
-            del out, args
+            with harness.collector_held():  # no finaliser of the solution's between its call and the export
+                verdict, t = self.trial_call(ctx, job, i, model, args, t)
+            del args
             self.stage("correctness", t)
             if not verdict.get("passed"):
                 return False
         return True
 
+    def trial_call(self, ctx: Context, job: dict[str, Any], i: int, model: Any, args: list[Any],
+                   t: float) -> tuple[dict[str, Any], float]:
+        """Trial ``i``'s call, observed, its hooks' checks and its export: the judge's verdict, and the
+        stage clock after the call."""
+        try:
+            with torch.no_grad(), ctx.observed():
+                out = model(*args)
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+        except BaseException as e:
+            raise Failure("forward", e, _second_size_note(job, i, args, e)) from e
+        for hook in self.hooks:
+            hook.after_trial(ctx, i, args, out)
+        if i == 0:
+            self.out_bytes = harness.tensor_bytes(out)
+        t = self.stage("compile" if i == 0 else "correctness", t)
+        try:
+            return ctx.export(Outputs(i, None), (out, list(args))), t
+        except TypeError as e:  # an output that is not a tensor, scalar, tuple or list
+            raise Failure("output", e) from e
+
     def time_solution(self, job: dict[str, Any], ctx: Context, model: Any, ref: Any,
                       inputs: list[Any] | None) -> None:
         """Time inside the exclusive region; re-measure with device-wide synchronisation when the
         orchestrator finds the time implausible; then send the sampled timed outputs to the judge."""
-        from drkernel.gym.harness.timing import time_cuda, time_synchronized, timing_options
+        from drkernel.gym.harness.timing import time_synchronized
 
         t = time.perf_counter()
         if inputs is None:
@@ -333,18 +340,14 @@ class Candidate:
         keep = set(plan["keep"])
         if 2 * self.out_bytes > int(job["input_budget_bytes"]):
             keep = {max(keep)}  # large outputs: only the last call's, which costs no memory to keep
-        kept: dict[int, Any] = {}
         torch.cuda.synchronize(self.device)  # nothing queued here runs on into another candidate's region
         self.stage("timed_inputs", t)
         self.channel.send(Signal(Op.LOCK).to_header())
         self.channel.recv()
         t = time.perf_counter()
         try:
-            stats = time_cuda(model, inputs, warmup=int(cfg["warmup_calls"]) + int(plan["extra_warmup"]),
-                              calls=int(cfg["timed_calls"]), l2_flush=bool(cfg["l2_flush"]), device=self.device,
-                              keep=keep, kept=kept, draw=draw, **timing_options(cfg))
-            kept.update(self.profile_timed(ctx, model, draw, stats, int(job["input_budget_bytes"]),
-                                           keep_last=3 * self.out_bytes <= int(job["input_budget_bytes"])))
+            with harness.collector_held():  # no finaliser of the solution's between a call and its snapshot
+                stats, kept = self.timed_calls(ctx, job, model, inputs, draw, keep)
             self.channel.send(Timing(Op.TIMING, stats).to_header())
             if self.channel.recv().op == Op.REMEASURE:
                 stats = time_synchronized(model, inputs, calls=int(plan["remeasure_calls"]),
@@ -360,6 +363,21 @@ class Candidate:
         for index in sorted(kept):
             ctx.compare(kept.pop(index), "timing", f"{TIMED_TAG_PREFIX}{index}")  # judged on its own draw
         self.stage("timing_samples", t)
+
+    def timed_calls(self, ctx: Context, job: dict[str, Any], model: Any, inputs: list[Any], draw: Any,
+                    keep: set[int]) -> tuple[dict[str, Any], dict[int, Any]]:
+        """The timed calls and the profiled ones after them (`profile_timed`): their stats, and the kept
+        outputs by call index (snapshots taken at each call's end)."""
+        from drkernel.gym.harness.timing import time_cuda, timing_options
+
+        cfg, plan = job["config"], job["timing_plan"]
+        kept: dict[int, Any] = {}
+        stats = time_cuda(model, inputs, warmup=int(cfg["warmup_calls"]) + int(plan["extra_warmup"]),
+                          calls=int(cfg["timed_calls"]), l2_flush=bool(cfg["l2_flush"]), device=self.device,
+                          keep=keep, kept=kept, draw=draw, **timing_options(cfg))
+        kept.update(self.profile_timed(ctx, model, draw, stats, int(job["input_budget_bytes"]),
+                                       keep_last=3 * self.out_bytes <= int(job["input_budget_bytes"])))
+        return stats, kept
 
     def timed_draws(self, job: dict[str, Any], ref: Any, inputs: list[Any]) -> harness.TimedDraws:
         """Each timed call's own inputs; with ``timed_predraw``, the first calls' (`ahead_calls`) drawn

@@ -186,18 +186,37 @@ def profiled_timing(fn: Callable[..., Any], draw: Callable[[int], list[Any]], fi
 
 BATCHES = 3
 """Batches of `hidden_work`: the one reported is the one whose wall time is closest to its events."""
+BATCH_BUDGET_MS = 300.0
+"""The wall time a batch of `hidden_work` aims at: a forward slower than a twentieth of it is called
+fewer times per batch (`calls_within`), at least `BATCH_LEAST_CALLS`. A slow candidate's integrity
+runs hold the device shared while every other candidate's timed region waits for them, and new
+candidates wait behind those regions: one slow GEMM's 61 calls of this check (6.6 s) and the timed
+regions queued behind it left the H100 idle for 20 s of a 45-s sustained run (2026-11-28)."""
+BATCH_LEAST_CALLS = 3
+
+
+def calls_within(calls: int, per_call_ms: float, budget_ms: float, least: int) -> int:
+    """``calls``, or fewer where that many calls of ``per_call_ms`` each would take longer than
+    ``budget_ms``, never fewer than ``least``. Worked cases (budget 300 ms, least 3): 20 calls of
+    1 ms -> 20; of 50 ms -> 6; of 400 ms -> 3; a per-call time of 0 -> 20."""
+    if per_call_ms <= 0:
+        return calls
+    return max(least, min(calls, int(budget_ms / per_call_ms)))
 
 
 def hidden_work(fn: Callable[..., Any], args: Sequence[Any], calls: int = 20, batches: int = BATCHES) -> dict[str, Any]:
-    """Summed event time and synchronised wall time over ``calls`` forwards (ms per call), measured in
-    ``batches`` batches; the batch whose wall time exceeds its events the least (``wall - 1.5 x
-    events``) is reported, every batch's pair under ``batches``. Work on another stream or a thread
-    delays every batch's synchronisation; a host descheduled in one batch (a loaded machine, a
-    neighbour's compile) delays that batch only, and must not read as hidden work."""
+    """Summed event time and synchronised wall time over ``calls`` forwards (ms per call; fewer for a
+    slow forward, `calls_within` the first call's wall), measured in ``batches`` batches; the batch
+    whose wall time exceeds its events the least (``wall - 1.5 x events``) is reported, every batch's
+    pair under ``batches``. Work on another stream or a thread delays every batch's synchronisation
+    however many calls a batch has; a host descheduled in one batch (a loaded machine, a neighbour's
+    compile) delays that batch only, and must not read as hidden work."""
     measured = []
     with torch.no_grad():
+        t0 = time.perf_counter()
         fn(*args)
         torch.cuda.synchronize()
+        calls = calls_within(calls, (time.perf_counter() - t0) * 1e3, BATCH_BUDGET_MS, BATCH_LEAST_CALLS)
         for _ in range(max(1, batches)):
             starts = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
             ends = [torch.cuda.Event(enable_timing=True) for _ in range(calls)]
@@ -210,5 +229,5 @@ def hidden_work(fn: Callable[..., Any], args: Sequence[Any], calls: int = 20, ba
             wall = (time.perf_counter() - t0) * 1e3 / calls
             measured.append((sum(s.elapsed_time(e) for s, e in zip(starts, ends)) / calls, wall))
     event_ms, wall_ms = min(measured, key=lambda m: m[1] - 1.5 * m[0])
-    return {"event_ms": event_ms, "wall_ms": wall_ms, "batches": [list(m) for m in measured]}
+    return {"event_ms": event_ms, "wall_ms": wall_ms, "calls": calls, "batches": [list(m) for m in measured]}
 

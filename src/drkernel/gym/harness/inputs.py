@@ -21,6 +21,25 @@ from drkernel.gym.harness.perturb import perturb
 from drkernel.gym.seeds import (TIMED_FIRST_STEP, Distribution, distribution_of, drawing_seed, perturbation_of,
                                 perturbed, timed_step, torch_seed)
 
+@contextlib.contextmanager
+def collector_held() -> Any:
+    """No automatic garbage collection inside: from a judged call of the solution until its output has
+    been exported (or copied for the judge), nothing the collector would run -- ``__del__`` methods,
+    weakref callbacks and finalizers of the solution's objects -- runs between the call's return and
+    its export, outside every observer and before the output is read (red team 19: a cycle left with
+    a finaliser that computed the answer with PyTorch, collected when the harness's own bookkeeping
+    after the call crossed the collector's threshold: valid at op coverage 1.0). The cycle is collected
+    later, after the export, where changing the output changes nothing judged. An explicit collection
+    (`draw_inputs` before a large draw) still runs; the state before is restored."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 PROBLEM_MODULE = "drkernel_reference"
 VARIANTS: dict[Distribution, dict[torch.dtype, tuple[float, float]]] = {
     Distribution.WIDE: {torch.float32: (8.0, 0.0), torch.float64: (8.0, 0.0),
