@@ -146,3 +146,25 @@ def test_a_kept_timed_output_is_a_copy_as_it_stood_at_its_calls_end():
     del out, pair
     gc.collect()
     assert ref() is None  # the snapshot keeps nothing of the solution's output alive
+
+
+def test_the_reservoir_sample_is_uniform_over_the_calls_made_whenever_they_stop():
+    """Red team 19 (a05): the planned random index fell beyond the calls the adaptive rule made four
+    times in five. The reservoir's pick is uniform over however many calls were made (seeded here; the
+    harness's draws come from the operating system), and each replacement names the pick it dropped."""
+    import random
+
+    from drkernel.gym.harness.timing import Reservoir
+
+    for made in (10, 20):
+        counts = [0] * made
+        for trial in range(20_000):
+            sample = Reservoir()
+            sample._rng = random.Random(trial)
+            for i in range(made):
+                before = sample.index
+                if sample.offer(i):
+                    assert sample.index == i and sample.dropped == before
+            counts[sample.index] += 1
+        expected = 20_000 / made
+        assert all(abs(c - expected) < 0.1 * expected for c in counts), counts

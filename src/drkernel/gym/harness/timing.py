@@ -34,12 +34,18 @@ candidate on the device waits for):
 
 Under either rule the timed calls whose outputs are kept for the judge (``keep``) are those reached;
 the adaptive rule also keeps each block's last call until it knows whether another block follows, so
-the last timed call's output always reaches the judge (`drkernel.gym.seeds.kept_timed_calls`).
+the last timed call's output always reaches the judge (`drkernel.gym.seeds.kept_timed_calls`). And
+one more, drawn uniformly among the calls actually made whenever the timing stops (`Reservoir`): the
+planned random index is drawn among the calls the budget allows, so where the adaptive rule stopped
+after 20 of 100 it was out of range four times in five, and a forward that did its work only in each
+block's last call (the one always kept: block sizes are known) was caught one time in five (red team
+19, a05).
 """
 
 from __future__ import annotations
 
 import math
+import random
 import statistics
 import time
 from typing import Any, Callable, Collection, Sequence
@@ -213,18 +219,39 @@ def time_cuda(fn: Callable[..., Any], inputs: Sequence[Any], *, warmup: int, cal
         wall_ms = 0.0
         size = min(min_calls, calls) if adaptive else max(1, calls // 2)  # of the blocks after the first
         block = size if adaptive else calls
+        sample = Reservoir() if kept is not None else None
         while block > 0:
             t0 = time.perf_counter()
             pairs = _timed_block(fn, inputs, block, flush, sleep_cycles, host, keep, kept, keep_last=adaptive,
-                                 draw=draw, drawn=drawn)
+                                 draw=draw, drawn=drawn, sample=sample)
             torch.cuda.synchronize(device)
             wall_ms += (time.perf_counter() - t0) * 1e3
             times.extend(s.elapsed_time(e) for s, e in pairs)
             block = next_block(times, limit, adaptive, size, precision if adaptive else target_rse)
-            if block and kept is not None and len(times) - 1 not in keep:
-                kept.pop(len(times) - 1, None)  # the block's last call was not the last one after all
+            last = len(times) - 1
+            if block and kept is not None and last not in keep and last != sample.index:
+                kept.pop(last, None)  # the block's last call was not the last one after all
     return summarize(times, wall_ms / len(times), head_start_ms=head_ms, host_ms=statistics.median(host),
                      inputs_ms=statistics.median(drawn), uncovered=sum(h > head_ms for h in host) / len(host))
+
+
+class Reservoir:
+    """One timed call kept uniformly at random among all the calls made so far, decided as each call
+    ends (reservoir sampling: call ``i`` becomes the sample with probability ``1 / (i + 1)``), so the
+    sample is uniform over the calls made however many the timing rule makes. The draws come from the
+    operating system: nothing in the process predicts them."""
+
+    def __init__(self) -> None:
+        self._rng = random.SystemRandom()
+        self.index: int | None = None
+        self.dropped: int | None = None  # the sample ``offer`` just replaced
+
+    def offer(self, i: int) -> bool:
+        """Call ``i`` (0-based, in order) ended: True when it is the sample now."""
+        if self._rng.randrange(i + 1):
+            return False
+        self.dropped, self.index = self.index, i
+        return True
 
 
 def next_block(times_ms: Sequence[float], limit: int, adaptive: bool, size: int, target: float) -> int:
@@ -260,10 +287,12 @@ def _warm_up(fn: Callable[..., Any], inputs: Sequence[Any], warmup: int, device:
 def _timed_block(fn: Callable[..., Any], inputs: Sequence[Any], block: int, flush: L2Flusher | None,
                  sleep_cycles: int, host: list[float], keep: Collection[int], kept: dict[int, Any] | None,
                  keep_last: bool, draw: Callable[[int], list[Any]] | None = None,
-                 drawn: list[float] | None = None) -> list[tuple[Any, Any]]:
+                 drawn: list[float] | None = None, sample: Reservoir | None = None) -> list[tuple[Any, Any]]:
     """Issue ``block`` timed calls (their indices follow ``host``'s length), append each one's host
-    issue time to ``host`` and its inputs' host time (a clone or a draw) to ``drawn``, store the outputs of ``keep`` (and, with ``keep_last``, the block's last)
-    into ``kept``; returns the calls' (start, end) events, unsynchronised."""
+    issue time to ``host`` and its inputs' host time (a clone or a draw) to ``drawn``, store the outputs
+    of ``keep``, of the block's last with ``keep_last``, and of ``sample``'s pick (the one it replaced
+    dropped first: one sample's memory at a time) into ``kept``; returns the calls' (start, end)
+    events, unsynchronised."""
     pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
              for _ in range(block)]
     last = len(host) + block - 1
@@ -282,7 +311,10 @@ def _timed_block(fn: Callable[..., Any], inputs: Sequence[Any], block: int, flus
         out = fn(*args)
         host.append((time.perf_counter() - t) * 1e3)
         end.record()
-        if kept is not None and (i in keep or (keep_last and i == last)):
+        sampled = sample is not None and sample.offer(i)
+        if kept is not None and sampled and sample.dropped is not None and sample.dropped not in keep:
+            kept.pop(sample.dropped, None)
+        if kept is not None and (i in keep or (keep_last and i == last) or sampled):
             kept[i] = snapshot(out)
         del args, out  # one clone alive at a time: full-size inputs can be gigabytes
     return pairs
