@@ -232,3 +232,30 @@ def test_a_tensor_with_its_own_numel_is_priced_as_a_tensor():
     with OpRecorder() as shadowed:
         torch.sigmoid(x, out=out)
     assert shadowed.profile.cost == honest.profile.cost > 0
+
+
+def test_tritons_own_benchmarking_copies_are_not_the_solutions_compute():
+    """Honest round 13: lion-pytorch's ``@triton.autotune(restore_value=...)`` clones and copies its
+    arguments around every benchmarked run; on the H100 those copies, priced as the solution's, took op
+    coverage to 0 (hack 2). While the autotuner benchmarks (`recorder.autotuning`), an op issued by
+    code of Triton's package is its bookkeeping and is not recorded; the same op issued by the
+    solution's own code (a hook of its own) still is, and so is Triton's outside benchmarking."""
+    from drkernel.gym.harness import recorder
+
+    namespace: dict = {}
+    exec(compile("def restore(t):\n    return t.clone().mul_(2)\n",  # a stand-in for autotuner.py's hook
+                 recorder._TRITON_DIR + "runtime/autotuner_standin.py", "exec"), namespace)
+
+    def own_hook(t):
+        return t.clone().mul_(2)
+
+    x = torch.randn(64)
+    with OpRecorder() as rec, recorder.autotuning():
+        namespace["restore"](x)
+    assert not rec.profile.ops, rec.profile.ops
+    with OpRecorder() as rec, recorder.autotuning():
+        own_hook(x)
+    assert "aten::mul_.Tensor" in rec.profile.ops or "aten::mul_.Scalar" in rec.profile.ops, rec.profile.ops
+    with OpRecorder() as rec:
+        namespace["restore"](x)
+    assert rec.profile.ops
