@@ -476,3 +476,18 @@ def test_a_method_shadowed_on_a_harness_instance_is_hack_8():
     assert [h.code for h in shadowed_methods(guard)] == [8]
     guard.armed = False  # data, not a method: the detectors' own state (not this check's)
     assert len(shadowed_methods(guard)) == 1
+
+
+def test_code_in_a_file_the_candidate_may_write_is_the_solutions(tmp_path):
+    """Red team 20: a module the solution wrote to /dev/shm and imported counted as library code, free to
+    start threads and install audit hooks. A file under a root the candidate may write (not an import path
+    the environment gave, not a library cache) is the solution's; the standard library and drkernel are not."""
+    import tempfile
+
+    from drkernel.gym.candidate.guards import AuditGuard
+
+    guard = AuditGuard(str(tmp_path / "solution"))
+    assert guard.is_solution_file("/dev/shm/laundered.py")
+    assert guard.is_solution_file(os.path.join(tempfile.gettempdir(), "elsewhere", "m.py"))
+    assert not guard.is_solution_file(os.__file__)
+    assert not guard.is_solution_file(torch.__file__)

@@ -876,17 +876,15 @@ def test_generated_code_for_a_library_class_may_read_plain_dunders_only():
     assert generated_code_violations("import sys", dunders=False)
 
 
-def test_a_parameter_named_like_a_builtin_is_the_argument():
-    """honest round 13: a wrapper's ``compile`` flag is its parameter, not the builtin; the builtin named
-    anywhere else (module level, a default value, a function that declares it global, a lambda's
-    default) is still refused, and a parameter named like an import still resolves to the module."""
-    assert codes("def launch(x, compile=False):\n    return x * 2 if compile else x") == set()
-    assert codes("f = lambda x, eval=0: x + eval") == set()
-    assert 14 in codes("c = compile('1', 'f', 'eval')")
-    assert 14 in codes("def launch(x, compile=compile):\n    return compile")
-    assert 14 in codes("def launch(x):\n    return compile('1', 'f', 'eval')")
-    assert 14 in codes("def outer(compile=1):\n    def inner():\n        global compile\n        return compile\n    return inner")
-    assert 7 in codes("def f(torch=torch):\n    return torch.cuda.Stream()")
+def test_a_name_bound_somewhere_does_not_exempt_the_builtin_elsewhere():
+    """Red team 20: one unused ``def _p(getattr=None)`` or ``def _q(dir=None)`` made ``_ga = getattr`` and
+    ``dir(x)`` pass everywhere in the file, and a class body inside a function with a ``compile``
+    parameter reads the builtin, not the parameter. Only ``input`` stays exempt where bound."""
+    assert 14 in codes("def _p(getattr=None):\n    pass\n_ga = getattr")
+    assert 14 in codes("def _q(dir=None):\n    pass\nnames = dir(torch)")
+    assert 14 in codes("def launch(x, compile=False):\n    class K:\n        c = compile\n    return K")
+    assert 14 in codes("def launch(x, compile=False):\n    return x if compile else x")
+    assert codes("class M(nn.Module):\n    def forward(self, input):\n        return input") == set()
 
 
 def test_exit_in_an_import_guard_is_allowed():

@@ -497,8 +497,8 @@ class IntegrityHook:
         for i, b in enumerate(r.make_inputs(1)):
             if isinstance(args[i], torch.Tensor) and isinstance(b, torch.Tensor):
                 if args[i].shape != b.shape:
-                    args[i].resize_(b.shape)
-                args[i].copy_(b)
+                    torch.Tensor.resize_(args[i], b.shape)
+                torch.Tensor.copy_(args[i], b)  # the class's: an instance attribute `copy_` is the solution's (red team 20)
             else:
                 args[i] = b
             del b
@@ -540,7 +540,8 @@ class IntegrityHook:
             self.call_count_launches.append(launched)
 
         def call() -> _Step:
-            return _Step(lambda: [a.clone() if isinstance(a, torch.Tensor) else a for a in args], after=counted)
+            return _Step(lambda: [torch.Tensor.clone(a) if isinstance(a, torch.Tensor) else a for a in args],
+                         after=counted)  # the class's clone: an instance attribute would be the solution's
 
         t = time.perf_counter()
         yield call()  # performed and synchronised before the generator resumes: the first call's wall
