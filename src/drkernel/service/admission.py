@@ -146,7 +146,12 @@ def _read_in_child(code: str, overrides: tuple, client: str) -> int:
 
 
 class BodyTooComplex(ValueError):
-    """A request body holding more JSON values and keys than the server parses (`body_reader`)."""
+    """A request body holding more JSON values and keys than the server parses (`body_reader`);
+    ``tokens``: how many its reading child counted (None when the child's limits ended it first)."""
+
+    def __init__(self, message: str, tokens: int | None = None) -> None:
+        super().__init__(message)
+        self.tokens = tokens
 
 
 def read_body_tokens(body: bytes, client: str) -> int:
@@ -163,7 +168,7 @@ def read_body_tokens(body: bytes, client: str) -> int:
         return body_reader.MAX_BODY_TOKENS
     if tokens > body_reader.MAX_BODY_TOKENS:
         raise BodyTooComplex(f"the body holds {tokens} JSON values and keys; at most "
-                             f"{body_reader.MAX_BODY_TOKENS} are parsed")
+                             f"{body_reader.MAX_BODY_TOKENS} are parsed", tokens)
     return tokens
 
 

@@ -34,7 +34,7 @@ from starlette.routing import Match
 from drkernel import __version__
 from drkernel.errors import ConfigError
 from drkernel.service.admission import BodyTooComplex, ReadersBusy, read_body_tokens
-from drkernel.service.body_reader import MAX_BODY_TOKENS
+from drkernel.service.body_reader import MAX_BODY_TOKENS, upper_bound
 from drkernel.service.config import ServiceConfig
 from drkernel.service.gate import Gate, RateLimiter, client_of
 from drkernel.service.intake import ProblemCatalog, Rejected, admitted, to_request
@@ -177,6 +177,7 @@ def create_app(config: ServiceConfig, handles: Sequence[WorkerHandle] | None = N
     app.add_middleware(Gate, lookup=lookup, limiter=RateLimiter(config.rate_per_client, config.rate_burst),
                        max_body=config.max_body_bytes, body_timeout_s=config.body_timeout_s,
                        peers=RateLimiter(config.rate_per_peer, config.peer_burst),
+                       anonymous=RateLimiter(config.rate_unverified, config.unverified_burst),
                        token_ttl_s=config.token_ttl_s, bodies_in_flight=config.max_body_bytes_in_flight,
                        body_routes=[r for r in routes if getattr(r, "body_field", None) is not None])
     app.add_middleware(_Timed, metrics=metrics, routes=routes)
@@ -570,18 +571,30 @@ class _OffLoopJSON(Request):
 async def _counted(body: bytes, client: str, budget: RateLimiter) -> None:
     """Refuse a body of more JSON values and keys than the server parses (`admission.read_body_tokens`:
     its parse alone would hold the GIL every client shares): 413, or 429 while ``client``'s reading
-    child is busy; then charge its tokens to ``client``'s parse budget: 429 past it."""
+    child is busy; then charge its tokens to ``client``'s parse budget: 429 past it. A refused body is
+    charged too (what its child counted, else what its bytes bound), and a client that owes is 429 before
+    a reading child counts its next body: refusals are not free to repeat (hostile round 15, A08: two
+    identities looping 16-MiB bodies of numbers, each refused 413 and charged nothing, held both of
+    the server's reading children and 7 of 8 of another client's custom problems were 429)."""
+    owed = budget.take(client, 0)
+    if owed:
+        raise _parse_rate_exceeded(client, budget, owed)
     try:
         tokens = await run_in_threadpool(read_body_tokens, body, client)
     except BodyTooComplex as e:
+        budget.charge(client, e.tokens or upper_bound(body))
         raise HTTPException(413, str(e)) from None
     except ReadersBusy as e:
         raise HTTPException(429, str(e), headers={"Retry-After": "1"}) from None
     wait = budget.take(client, tokens)
     if wait:
-        raise HTTPException(429, f"client {client!r} sends more JSON values and keys to parse than "
-                            f"parse_rate_per_client={budget.rate:g} per second; retry in {wait:.1f} s",
-                            headers={"Retry-After": str(max(1, math.ceil(wait)))})
+        raise _parse_rate_exceeded(client, budget, wait)
+
+
+def _parse_rate_exceeded(client: str, budget: RateLimiter, wait: float) -> HTTPException:
+    return HTTPException(429, f"client {client!r} sends more JSON values and keys to parse than "
+                         f"parse_rate_per_client={budget.rate:g} per second; retry in {wait:.1f} s",
+                         headers={"Retry-After": str(max(1, math.ceil(wait)))})
 
 
 class _OffLoopRoute(APIRoute):

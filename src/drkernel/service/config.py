@@ -124,6 +124,14 @@ class ServiceConfig:
     Clients behind one proxy share an address."""
     peer_burst: int = 200
     """Requests without a verified token a peer address may send at once before its rate applies."""
+    rate_unverified: float = 200.0
+    """Requests per second all peers together may send on average without a verified token (on top of
+    ``rate_per_peer``): a client rotating source addresses (a host's loopback range, IPv6 prefixes) meets a
+    new peer bucket each time, not this one; more are 429. A client whose token was verified is not
+    charged (a token's re-check included), so it is unaffected by such floods."""
+    unverified_burst: int = 1000
+    """Requests without a verified token all peers together may send at once before ``rate_unverified``
+    applies."""
     token_ttl_s: float = 10.0
     """How long a verified token is trusted from memory without the store (so a removed client's
     token keeps working at most this long)."""
@@ -187,6 +195,7 @@ class ServiceConfig:
             "max_queued_per_client",
             "rate_burst",
             "peer_burst",
+            "unverified_burst",
             "submit_burst",
             "max_waits_per_client",
             "answer_bytes_per_client",
@@ -201,7 +210,8 @@ class ServiceConfig:
         if self.host_memory_bytes is not None and self.host_memory_bytes < 1:
             problems.append(f"host_memory_bytes={self.host_memory_bytes} (at least 1, or None)")
         for name in ("lease_s", "max_wait_s", "max_timeout_s", "rate_per_client", "retention_s",
-                     "head_timeout_s", "body_timeout_s", "write_timeout_s", "rate_per_peer", "submit_rate_per_client",
+                     "head_timeout_s", "body_timeout_s", "write_timeout_s", "rate_per_peer",
+                     "rate_unverified", "submit_rate_per_client",
                      "token_ttl_s"):
             if getattr(self, name) <= 0:
                 problems.append(f"{name}={getattr(self, name)} (positive)")

@@ -12,12 +12,13 @@ then), and replayed to the app. A refusal of a request that announced a body clo
 What needs no token is paid for by the peer address: every request that does not carry a token
 verified in the last ``token_ttl_s`` (the open route ``/metrics`` and the docs, unknown or missing
 tokens, a token's first use) takes from a bucket of its peer address, and past it is a 429 before any
-lookup. Two are not: ``/v1/health`` (its answer is cached for a second, so it costs no lookup) and the
-re-check of a token that named a client at its last lookup (a client's own request; a token found
-removed pays again). So anonymous floods from an address a client shares, a /24 behind one proxy,
-neither fail health nor refuse that client. A verified token is kept in memory (`TokenCache`) for
-``token_ttl_s``, so a client's requests never wait for the store, and a lookup that must read it runs
-in a thread.
+lookup, and then from one bucket of the whole server (``rate_unverified``), so many addresses are no
+more than one server's worth. Two are not: ``/v1/health`` (its answer is cached for a second, so it
+costs no lookup) and the re-check of a token that named a client at its last lookup (a client's own
+request; a token found removed pays again). So anonymous floods from an address a client shares, a
+/24 behind one proxy, neither fail health nor refuse that client. A verified token is kept in memory
+(`TokenCache`) for ``token_ttl_s``, so a client's requests never wait for the store, and a lookup that
+must read it runs in a thread.
 """
 
 from __future__ import annotations
@@ -134,33 +135,80 @@ class TokenCache:
         return client
 
 
+class _Body:
+    """One request body held in memory: its client, the bytes it took, and ``cut``, set when
+    `BodyBudget` takes its bytes back for a client holding less (its reader then answers 503)."""
+
+    __slots__ = ("client", "held", "cut")
+
+    def __init__(self, client: str) -> None:
+        self.client, self.held, self.cut = client, 0, asyncio.Event()
+
+
 class BodyBudget:
-    """Bytes of request bodies held in memory: at most ``total`` for all clients, ``per_client`` for
-    one. A body takes its bytes as they arrive and gives them back when its request is answered, so
-    connections that announce big bodies and then trickle them hold no more than the budget."""
+    """Bytes of request bodies held in memory: at most ``total`` for all clients, and for one client
+    ``per_client`` and its share of ``total``: ``total // (h + 1)`` with ``h`` the clients holding bodies
+    (itself included), so a share is left for a newcomer. A body takes its bytes as
+    they arrive and gives them back when its request is answered. When ``total`` is full, a client
+    taking bytes within its share cuts the newest body of the client holding most, if that one holds
+    more than it would (hostile round 15, A12: four identities stalling 32-MiB bodies held all 256 MiB
+    and every other client's POST was 503 ``bodies_in_flight`` for 70 s)."""
 
     def __init__(self, total: int, per_client: int) -> None:
         self.total, self.per_client = total, per_client
         self.held = 0
         self.by_client: dict[str, int] = {}
+        self.bodies: dict[str, list[_Body]] = {}
+        self.cut = 0
+        """Bodies cut so far for a client holding less."""
 
-    def take(self, client: str, n: int) -> str | None:
-        """Take ``n`` bytes for ``client``; None when taken, else which limit refused them."""
-        if self.by_client.get(client, 0) + n > self.per_client:
+    def share(self, client: str) -> int:
+        """What ``client`` may hold now: ``per_client``, and at most its share of ``total``."""
+        holders = len(self.by_client) + (client not in self.by_client)
+        return min(self.per_client, self.total // (holders + 1))
+
+    def take(self, body: _Body, n: int) -> str | None:
+        """Take ``n`` bytes for ``body``; None when taken, else which limit refused them."""
+        mine = self.by_client.get(body.client, 0) + n
+        if mine > self.share(body.client):
             return "client"
-        if self.held + n > self.total:
-            return "server"
+        while self.held + n > self.total:
+            victim = max(self.by_client, key=self.by_client.__getitem__, default=None)
+            if victim is None or self.by_client[victim] <= mine:
+                return "server"
+            self._cut(self.bodies[victim][-1])
         self.held += n
-        self.by_client[client] = self.by_client.get(client, 0) + n
+        self.by_client[body.client] = self.by_client.get(body.client, 0) + n
+        body.held += n
+        if body not in self.bodies.setdefault(body.client, []):
+            self.bodies[body.client].append(body)
         return None
 
-    def give_back(self, client: str, n: int) -> None:
+    def _cut(self, body: _Body) -> None:
+        """Take ``body``'s bytes back now; its reader sees ``cut`` and answers 503."""
+        self.cut += 1
+        body.cut.set()
+        self.give_back(body)
+
+    def give_back(self, body: _Body) -> None:
+        n, body.held = body.held, 0
+        held = self.bodies.get(body.client, [])
+        if body in held:
+            held.remove(body)
+        if not held:
+            self.bodies.pop(body.client, None)
         self.held -= n
-        left = self.by_client.get(client, 0) - n
+        left = self.by_client.get(body.client, 0) - n
         if left > 0:
-            self.by_client[client] = left
+            self.by_client[body.client] = left
         else:
-            self.by_client.pop(client, None)
+            self.by_client.pop(body.client, None)
+
+
+ANONYMOUS = "*"
+"""The key of `Gate.anonymous`: one bucket for every request without a verified token, whatever its
+peer (hostile round 15, A11: floods from rotating 127.x.y.z addresses met no per-peer bucket twice
+and got 10,243 answers of 401 and none of 429)."""
 
 
 class Gate:
@@ -172,13 +220,14 @@ class Gate:
     def __init__(self, app, lookup: Callable[[str], str | None], limiter: RateLimiter, max_body: int,
                  body_timeout_s: float = 60.0, peers: RateLimiter | None = None,
                  token_ttl_s: float = TOKEN_TTL_S, body_routes: Sequence[BaseRoute] = (),
-                 bodies_in_flight: int | None = None):
+                 bodies_in_flight: int | None = None, anonymous: RateLimiter | None = None):
         self.app, self.limiter, self.max_body = app, limiter, max_body
         self.budget = BodyBudget(bodies_in_flight or 8 * max_body, 2 * max_body)
         self.body_routes = tuple(body_routes)
         self.tokens = TokenCache(lookup, token_ttl_s)
         self.body_timeout_s = body_timeout_s
         self.peers = peers or RateLimiter(20.0, 200)
+        self.anonymous = anonymous or RateLimiter(200.0, 1000)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -196,6 +245,10 @@ class Gate:
             if wait > 0:
                 return await _refuse(scope, send, 429, "rate_limited", "too many requests without a verified "
                                      "token from this address", {"Retry-After": str(max(1, math.ceil(wait)))})
+            wait = self.anonymous.take(ANONYMOUS)  # all peers together (hostile round 15, A11)
+            if wait > 0:
+                return await _refuse(scope, send, 429, "rate_limited", "too many requests without a verified "
+                                     "token to this server", {"Retry-After": str(max(1, math.ceil(wait)))})
         if not open_route:  # every other path, known or not, is a client's: decided from the head alone
             if client is None and token:
                 client = await self.tokens.resolve(token)
@@ -213,13 +266,13 @@ class Gate:
             if _declares_body(scope):
                 return await _refuse(scope, send, 413, "request_too_large", "this route takes no request body")
             return await self.app(scope, receive, send)
-        held = [0]
+        held = _Body(scope.get(CLIENT_SCOPE_KEY, ""))
         try:
             await self._answer_with_body(scope, receive, send, held)
         finally:
-            self.budget.give_back(scope.get(CLIENT_SCOPE_KEY, ""), held[0])
+            self.budget.give_back(held)
 
-    async def _answer_with_body(self, scope, receive, send, held: list[int]) -> None:
+    async def _answer_with_body(self, scope, receive, send, held: _Body) -> None:
         """Read the body within its deadline and the budget, then hand it to the app."""
         try:
             async with asyncio.timeout(self.body_timeout_s):
@@ -229,7 +282,7 @@ class Gate:
                                 f"the request body did not arrive within {self.body_timeout_s:g} s",
                                 {"Connection": "close"})
         if isinstance(body, str):
-            who = "this client's" if body == "client" else "the server's"
+            who = "this client's share of the" if body == "client" else "the server's"
             return await _reply(send, 503, "bodies_in_flight", f"request bodies in memory exceed {who} budget; "
                                 "retry later", {"Connection": "close", "Retry-After": "1"})
         if body is None:
@@ -250,28 +303,44 @@ class Gate:
         """Does a route that reads a request body match this path and method?"""
         return any(r.matches(scope)[0] is Match.FULL for r in self.body_routes)
 
-    async def _read_body(self, scope, receive, held: list[int]) -> bytes | str | None:
+    async def _read_body(self, scope, receive, held: _Body) -> bytes | str | None:
         """The whole body; None once it passes the limit (declared or counted); ``"client"`` or
-        ``"server"`` when a chunk would pass that `BodyBudget` (``held``: the bytes taken from it)."""
+        ``"server"`` when a chunk would pass that `BodyBudget`, or the budget cut the body for a client
+        holding less (``held``: the body's bytes taken from it)."""
         for name, value in scope.get("headers", ()):
             if name == b"content-length" and value.isdigit() and int(value) > self.max_body:
                 return None
-        chunks, seen, client = [], 0, scope.get(CLIENT_SCOPE_KEY, "")
+        chunks, seen = [], 0
         while True:
-            message = await receive()
+            message = await _unless_cut(receive, held.cut)
+            if message is None:
+                return "server"
             if message["type"] != "http.request":
                 return b""  # the client left; the app answers into the void
             chunk = message.get("body", b"")
             seen += len(chunk)
             if seen > self.max_body:
                 return None
-            refused = self.budget.take(client, len(chunk))
+            refused = self.budget.take(held, len(chunk))
             if refused:
                 return refused
-            held[0] += len(chunk)
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return b"".join(chunks)
+
+
+async def _unless_cut(receive, cut: asyncio.Event):
+    """The next ASGI message, or None once ``cut`` is set (the body's bytes were taken back)."""
+    if cut.is_set():
+        return None
+    got, stop = asyncio.ensure_future(receive()), asyncio.ensure_future(cut.wait())
+    try:
+        await asyncio.wait((got, stop), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stop.cancel()
+        if not got.done():
+            got.cancel()
+    return None if cut.is_set() and not got.done() else got.result()
 
 
 def _bearer(scope) -> str:

@@ -5,11 +5,14 @@ What a client that never finishes a request can hold, before any token is read:
 * a connection whose request head is not complete ``head_timeout_s`` after it opened (or after its
   previous response) is closed: a slow or silent client keeps no socket (the body has a deadline of
   its own in `gate.Gate`);
-* at most ``max_connections`` connections are open; a new one over the cap evicts the connection
-  whose unfinished request began first: one still waiting for its head, or one whose head is in and
-  whose body is still arriving (never one whose request is complete and being served), and is
-  itself refused when there is none. So half-sent requests, with or without a token, cannot lock
-  others out: a client that sends its request at once is served;
+* at most ``max_connections`` connections are open; a new one over the cap evicts the unfinished
+  request that made the least progress (`GuardedH11.eviction_rank`): a connection that never sent a
+  byte first, then one idle after a response, then one with its head part-way, and a body still
+  arriving last (the slowest first), within each the one from the peer holding most connections
+  first; never one whose request is complete and being served, and the new one itself is refused when
+  there is none. So half-sent requests, with or without a token, cannot lock others out, and a flood
+  of bare connections cuts no upload that is progressing (hostile round 15, A13: bare connections at
+  1300/s cut 3 of 3 honest 516-KB uploads at 64 KB/s when the oldest unfinished request went first);
 * a request head is at most ``MAX_HEAD_BYTES``, however it arrives (one write or many), and a request
   that frames its body twice (both Content-Length and Transfer-Encoding, which a proxy in front may
   read the other way: RFC 9112 6.1) is refused: either is a 400 and the connection closes
@@ -24,8 +27,9 @@ The access log is bounded too (`AccessLogLimit`): a request target is logged to 
 characters, and a refusal for a token (401) or for rate (429) at most once per status per peer network
 (the rate limiter's: `gate._peer`) per ``interval_s``, and so is any answer on a path that needs no token
 (`OPEN_PATHS`: health, metrics, docs), so a flood of refused or open requests costs no disk, from however
-many addresses of one network it comes; uvicorn's warnings (malformed connections) are logged at most
-once per message per ten seconds (`RepeatLimit`).
+many addresses of one network it comes, and at most `UNVERIFIED_LINES` such lines per interval from all
+networks together (the number left out logged once per interval); uvicorn's warnings (malformed
+connections) are logged at most once per message per ten seconds (`RepeatLimit`).
 
 The listening socket is bound before the app starts, so a busy port fails before any device
 worker is started.
@@ -64,6 +68,9 @@ class GuardedH11(H11Protocol):
     write_timeout_s: float = 30.0
 
     linger_s: float = 2.0
+    bare: dict[str, dict["GuardedH11", None]] = {}
+    """Connections that have not sent a byte yet, by peer, oldest first (one dict per bound class:
+    `bind_protocol`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -71,11 +78,16 @@ class GuardedH11(H11Protocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(_Lingering(transport, self))
+        self.peer = _peer({"client": self.client}) if self.client else "unknown"
+        self.bare.setdefault(self.peer, {})[self] = None
         self._arm_head_deadline()
         if len(self.connections) > self.max_connections:
             self._make_room()
 
     def data_received(self, data: bytes) -> None:
+        if not getattr(self, "bytes_in", 0):
+            self._unbare()
+        self.bytes_in = getattr(self, "bytes_in", 0) + len(data)
         if not getattr(self, "lingering", False):  # a refused request's body, after its answer: dropped
             super().data_received(data)
 
@@ -84,6 +96,7 @@ class GuardedH11(H11Protocol):
         self._arm_head_deadline()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._unbare()
         for timer in (getattr(self, "_head_timer", None), getattr(self, "_write_timer", None)):
             if timer is not None:
                 timer.cancel()
@@ -121,18 +134,48 @@ class GuardedH11(H11Protocol):
         timer = getattr(self, "_head_timer", None)
         if timer is not None:
             timer.cancel()
-        self.head_since = time.monotonic()
+        self.served = hasattr(self, "head_since")  # a response went out before: idle keep-alive
+        self.head_since, self.bytes_in = time.monotonic(), 0
         self._head_timer = self.loop.call_later(self.head_timeout_s, self._head_deadline)
 
     def _head_deadline(self) -> None:
         if self.waiting_for_head and not self.transport.is_closing():
             self.transport.close()
 
+    def eviction_rank(self, peers: dict[str, int], now: float) -> tuple[int, int, float]:
+        """Which unfinished request to close first over the cap (the largest): by progress, a
+        connection that sent nothing since it opened (3), one idle after a response (2), a head
+        part-way (1), a body arriving (0); then the peer holding most connections; then the longest
+        waiting for its head, or for a body the slowest in bytes a second since its request began."""
+        waited = max(now - self.head_since, 1e-3)
+        if self.conn.their_state is h11.SEND_BODY:
+            return 0, peers.get(self.peer, 0), -self.bytes_in / waited
+        progress = 1 if self.bytes_in else 2 if getattr(self, "served", False) else 3
+        return progress, peers.get(self.peer, 0), waited
+
+    def _unbare(self) -> None:
+        """This connection sent its first byte, or closed: no longer among `bare`."""
+        mine = self.bare.get(getattr(self, "peer", ""))
+        if mine is not None and mine.pop(self, 0) is None and not mine:
+            del self.bare[self.peer]
+
     def _make_room(self) -> None:
-        """Close the connection whose unfinished request began first; this one when none is."""
+        """Close the unfinished request that made the least progress (`eviction_rank`); this
+        connection when there is none. The first rank, connections that never sent a byte, is kept by
+        peer (`bare`), so a flood of them (round 15, A13: 1,300 a second) costs no scan of the rest."""
+        counts = {p: len(d) - (self in d) for p, d in self.bare.items()}
+        for p in sorted(counts, key=counts.__getitem__, reverse=True):
+            for c in self.bare[p]:
+                if c is not self and not c.transport.is_closing():
+                    c.transport.close()
+                    return
         waiting = [c for c in self.connections if isinstance(c, GuardedH11) and c is not self
                    and c.request_unfinished and not c.transport.is_closing()]
-        victim = min(waiting, key=lambda c: c.head_since, default=self)
+        peers: dict[str, int] = {}
+        for c in waiting:
+            peers[c.peer] = peers.get(c.peer, 0) + 1
+        now = time.monotonic()
+        victim = max(waiting, key=lambda c: c.eviction_rank(peers, now), default=self)
         victim.transport.close()
 
 
@@ -248,15 +291,26 @@ class RepeatLimit(logging.Filter):
 access log keeps one per status per peer network per interval."""
 
 
-class AccessLogLimit(logging.Filter):
-    """A filter for uvicorn's access log: targets cut to `MAX_LOGGED_TARGET`; a status of
-    `LOGGED_ONCE_PER_INTERVAL` logged at most once per peer network per ``interval_s`` (the networks
-    remembered are bounded, least recently seen dropped first)."""
+UNVERIFIED_LINES = 120
+"""Access-log lines of unverified answers (`LOGGED_ONCE_PER_INTERVAL` statuses, `OPEN_PATHS`) the whole
+server writes per interval, whatever the peers: the rest are counted and summed up in one line when the
+interval ends (hostile round 15, A11: floods from rotating 127.x.y.z addresses logged every request,
+about 85 KB/s, since each address was a new peer network)."""
 
-    def __init__(self, interval_s: float = 60.0, max_addresses: int = 65536):
+
+class AccessLogLimit(logging.Filter):
+    """A filter for uvicorn's access log: targets cut to `MAX_LOGGED_TARGET`; an unverified answer (a
+    status of `LOGGED_ONCE_PER_INTERVAL`, a path of `OPEN_PATHS`) logged at most once per peer network per
+    ``interval_s`` (the networks remembered are bounded, least recently seen dropped first), and at most
+    ``max_unverified`` of them per ``interval_s`` server-wide (`UNVERIFIED_LINES`), the number dropped
+    then logged once. Other answers (a verified client's) are all logged."""
+
+    def __init__(self, interval_s: float = 60.0, max_addresses: int = 65536,
+                 max_unverified: int = UNVERIFIED_LINES):
         super().__init__()
-        self.interval_s, self.max_addresses = interval_s, max_addresses
+        self.interval_s, self.max_addresses, self.max_unverified = interval_s, max_addresses, max_unverified
         self._last: OrderedDict[str, float] = OrderedDict()
+        self._window, self._logged, self.dropped = time.monotonic(), 0, 0
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args
@@ -267,10 +321,25 @@ class AccessLogLimit(logging.Filter):
         open_path = path if path in OPEN_PATHS else ""
         if status in LOGGED_ONCE_PER_INTERVAL or open_path:
             network = _peer({"client": (str(addr).rsplit(":", 1)[0], 0)})
-            if not self._first_in_interval(f"{status} {open_path} {network}"):
+            if not self._first_in_interval(f"{status} {open_path} {network}") or not self._within_global():
                 return False
         if isinstance(target, str) and len(target) > MAX_LOGGED_TARGET:
             record.args = (addr, method, target[:MAX_LOGGED_TARGET] + "...", version, status)
+        return True
+
+    def _within_global(self) -> bool:
+        """Whether one more unverified line fits this interval's `max_unverified`; a new interval
+        first logs how many the last one dropped."""
+        now = time.monotonic()
+        if now - self._window >= self.interval_s:
+            if self.dropped:
+                log.warning("access log: %d lines of unverified requests (401, 429, open routes) left out "
+                            "in the last %.0f s", self.dropped, now - self._window)
+            self._window, self._logged, self.dropped = now, 0, 0
+        if self._logged >= self.max_unverified:
+            self.dropped += 1
+            return False
+        self._logged += 1
         return True
 
     def _first_in_interval(self, key: str) -> bool:
@@ -302,7 +371,8 @@ def bind_protocol(head_timeout_s: float, max_connections: int,
     if cap < max_connections:
         log.warning("connection cap lowered to %d by the descriptor limit (%d)", cap, soft)
     return type("BoundGuardedH11", (GuardedH11,), {"head_timeout_s": head_timeout_s, "max_connections": cap,
-                                                   "write_timeout_s": write_timeout_s, "linger_s": linger_s})
+                                                   "write_timeout_s": write_timeout_s, "linger_s": linger_s,
+                                                   "bare": {}})
 
 
 def listen(host: str, port: int) -> socket.socket:

@@ -405,11 +405,15 @@ class Scheduler:
         return replace(job, est_bytes=estimate_device_bytes(request, self.devices()))
 
     def accepted(self, out: Sequence[tuple[Job, bool]]) -> None:
-        """Count stored jobs, answer waiters of the cached ones, wake the dispatcher (event loop)."""
+        """Count stored jobs, answer waiters of the cached ones, wake the dispatcher (event loop). Only a
+        created job that queues renews its client's reservation (`_touch`): a cache hit or a repeated
+        idempotency key runs nothing (hostile round 15, A01: cached re-submissions every 15 s kept a slot
+        idle past ``reserve_s``, both slots busy 0 % of a batch instead of 96 %)."""
         created = [job for job, is_new in out if is_new]
         self.metrics.submitted.inc(len(created))
-        for job, _ in out:
-            self._touch(job.client)
+        for job in created:
+            if job.status is JobStatus.QUEUED:
+                self._touch(job.client)
         hits = [job for job in created if job.status is JobStatus.DONE]
         if hits:
             self.metrics.cache_hits.inc(len(hits), kind="submit")
@@ -638,7 +642,8 @@ class Scheduler:
             raise
 
     def _touch(self, client: str, worker: str = "") -> None:
-        """``client`` is active now (a submission; a job of its claimed on, or ended on, ``worker``):
+        """``client`` is active now (a job it submitted that queues; a job of its claimed on, or ended on,
+        ``worker``; never a cached answer, `accepted`):
         its reservation on the worker it last used runs `ServiceConfig.reserve_s` from now."""
         if self.config.reserve_s <= 0:
             return
@@ -900,7 +905,9 @@ class Scheduler:
             return
         w.completed += 1
         self._preempted.pop(job.id, None)
-        self._cancelled_since_result.discard(job.client)
+        if fin.current:  # a result; not the killed run of a job cancelled (hostile round 15, A03: that
+            # run's end gave the canceller back a reservation, which kept the slot from the queued copy)
+            self._cancelled_since_result.discard(job.client)
         self.metrics.results.inc(status=result.status.value)
         self.metrics.eval_seconds.observe(seconds)
         coalesced = len(fin.ids) - int(fin.current)

@@ -86,6 +86,14 @@ CREATE TABLE IF NOT EXISTS cache (
 );
 """
 
+OLDEST_OF_HASH = ("NOT EXISTS (SELECT 1 FROM jobs AS d WHERE d.req_hash = jobs.req_hash "
+                  "AND d.status = 'queued' AND d.seq < jobs.seq)")
+"""SQL: a queued job is claimable only as the oldest queued job of its request hash (whoever's), so
+when that request is next claimable the job queued first runs it and its result finishes the later
+copies. Otherwise a client could run a copy of another's request, queue a fresh copy and cancel the
+running one, and its fresh copy (a client running nothing sorts first) ran ahead of the other's older
+copy, again and again (hostile round 15, A03: the other's job waited 53.9 s instead of 4.9 s)."""
+
 
 # Every column but the request body, which only a claim needs (reads of status stay small).
 _COLUMNS = (
@@ -486,7 +494,8 @@ class JobStore:
 
     @staticmethod
     def _fair_order(db: sqlite3.Connection, per_client: int) -> list[sqlite3.Row]:
-        """Queued jobs that may run now (no duplicate running), fair across clients: the r-th job
+        """Queued jobs that may run now (no duplicate running, and the oldest queued of their request:
+        `OLDEST_OF_HASH`), fair across clients: the r-th job
         (by priority, then age) of a client with k jobs running, whose last job started at t, sorts
         by ``(k + r, t, seq)``: the client running least goes first, of those the one served least
         recently, and clients then alternate; ``priority`` orders a client's own jobs only. Reads
@@ -503,7 +512,7 @@ class JobStore:
                 "SELECT id, client, est_bytes, req_hash, attempts, seq FROM jobs "
                 "WHERE status = 'queued' AND client = ? "
                 "AND req_hash NOT IN (SELECT req_hash FROM jobs WHERE status = 'running') "
-                "ORDER BY priority DESC, seq LIMIT ?", (client, per_client)).fetchall()
+                f"AND {OLDEST_OF_HASH} ORDER BY priority DESC, seq LIMIT ?", (client, per_client)).fetchall()
             last = db.execute("SELECT MAX(started) FROM jobs WHERE client = ?", (client,)).fetchone()[0] or 0.0
             ranked.extend(((running.get(client, 0) + r, last, row["seq"]), row) for r, row in enumerate(rows))
         return [row for _, row in sorted(ranked, key=lambda kr: kr[0])]
@@ -520,7 +529,8 @@ class JobStore:
                 "WHERE c.client IS NOT NULL) SELECT client FROM c WHERE client IS NOT NULL")]
             smallest = {c: db.execute(
                 "SELECT MIN(est_bytes) FROM jobs WHERE status = 'queued' AND client = ? AND attempts = 0 AND "
-                "req_hash NOT IN (SELECT req_hash FROM jobs WHERE status = 'running')", (c,)).fetchone()[0]
+                f"req_hash NOT IN (SELECT req_hash FROM jobs WHERE status = 'running') AND {OLDEST_OF_HASH}",
+                (c,)).fetchone()[0]
                 for c in clients}
             return {c: b for c, b in smallest.items() if b is not None}
 
