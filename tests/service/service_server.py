@@ -16,6 +16,14 @@ HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"
 
 
+def http_client(srv: "ServerProcess", token: str | None = None, source: str | None = None) -> httpx.Client:
+    """A client of ``srv``, with ``token`` as its bearer and ``source`` as its local address (another
+    loopback address is another peer to the server's limits)."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    transport = httpx.HTTPTransport(local_address=source) if source else None
+    return httpx.Client(base_url=srv.url, headers=headers, timeout=60, transport=transport)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -14,7 +14,7 @@ import time
 
 import httpx
 import pytest
-from service_server import DIRECTIVE, SMALL_REFERENCE, SRC, ServerProcess
+from service_server import DIRECTIVE, SMALL_REFERENCE, SRC, ServerProcess, http_client as _http
 
 from drkernel.service import http_server
 
@@ -48,12 +48,6 @@ def r15(tmp_path_factory):
     srv.start()
     yield srv, tokens
     srv.stop()
-
-
-def _http(srv, token: str | None = None, source: str | None = None) -> httpx.Client:
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    transport = httpx.HTTPTransport(local_address=source) if source else None
-    return httpx.Client(base_url=srv.url, headers=headers, timeout=60, transport=transport)
 
 
 def _job(solution: str, code: str = SMALL_REFERENCE) -> dict:

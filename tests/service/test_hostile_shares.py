@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-from service_server import DIRECTIVE, SMALL_REFERENCE, SRC, ServerProcess
+from service_server import DIRECTIVE, SMALL_REFERENCE, SRC, ServerProcess, http_client as _http
 
 from drkernel.service.scheduler import (PROTECT_BASE_S, fair_share, fair_share_excess, pick_preempted, protected_s,
                                         reserved_slots)
@@ -50,12 +50,6 @@ def shares(tmp_path_factory):
     srv.start()
     yield srv, tokens
     srv.stop()
-
-
-def _http(srv, token: str | None = None, source: str | None = None) -> httpx.Client:
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    transport = httpx.HTTPTransport(local_address=source) if source else None
-    return httpx.Client(base_url=srv.url, headers=headers, timeout=60, transport=transport)
 
 
 def _job(solution: str) -> dict:
