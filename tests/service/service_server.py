@@ -24,6 +24,14 @@ def http_client(srv: "ServerProcess", token: str | None = None, source: str | No
     return httpx.Client(base_url=srv.url, headers=headers, timeout=60, transport=transport)
 
 
+def until(predicate, what: str, deadline_s: float = 60.0, poll_s: float = 0.1) -> None:
+    """Poll ``predicate`` until it holds; fail naming ``what`` after ``deadline_s``."""
+    deadline = time.monotonic() + deadline_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"not reached: {what}"
+        time.sleep(poll_s)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

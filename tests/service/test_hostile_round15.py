@@ -14,7 +14,7 @@ import time
 
 import httpx
 import pytest
-from service_server import DIRECTIVE, SMALL_REFERENCE, SRC, ServerProcess, http_client as _http
+from service_server import DIRECTIVE, SMALL_REFERENCE, SRC, ServerProcess, http_client as _http, until
 
 from drkernel.service import http_server
 
@@ -56,10 +56,7 @@ def _job(solution: str, code: str = SMALL_REFERENCE) -> dict:
 
 
 def _until(predicate, what: str, deadline_s: float = 30.0) -> None:
-    deadline = time.monotonic() + deadline_s
-    while not predicate():
-        assert time.monotonic() < deadline, f"not reached: {what}"
-        time.sleep(0.05)
+    until(predicate, what, deadline_s, 0.05)
 
 
 def _status_line(s: socket.socket) -> bytes:

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-from service_server import DIRECTIVE, SMALL_REFERENCE, SRC, ServerProcess, http_client as _http
+from service_server import DIRECTIVE, SMALL_REFERENCE, SRC, ServerProcess, http_client as _http, until
 
 from drkernel.service.scheduler import (PROTECT_BASE_S, fair_share, fair_share_excess, pick_preempted, protected_s,
                                         reserved_slots)
@@ -58,10 +58,7 @@ def _job(solution: str) -> dict:
 
 
 def _until(predicate, what: str, deadline_s: float = 60.0) -> None:
-    deadline = time.monotonic() + deadline_s
-    while not predicate():
-        assert time.monotonic() < deadline, f"not reached: {what}"
-        time.sleep(0.1)
+    until(predicate, what, deadline_s, 0.1)
 
 
 def _metric(srv, name: str) -> float:
