@@ -234,13 +234,13 @@ class AuditGuard:
         # Code in a file of a root the candidate may write (the temp dir, /dev/shm) is the solution's,
         # whoever imports it: a module the solution wrote to /dev/shm counted as library code, so it
         # could start threads and install audit hooks (red team 20). Roots only a library writes
-        # (Triton's and torch's caches, which also hold no Python the candidate runs) stay libraries'.
-        # Import paths given at start (the environment's) stay libraries' wherever they are.
-        self.scratch = [r for r in self.roots.write if r not in ("/dev/null", "/dev/nvidia")
-                        and not any(_under(r, c) for c in self.roots.library_only if c != tempfile.gettempdir())]
-        cwd = os.path.realpath(os.getcwd())
-        self.import_roots = [os.path.realpath(p) for p in sys.path if p and os.path.isdir(p)
-                             and os.path.realpath(p) not in (self.solution_dir, cwd)]
+        # (Triton's and torch's caches, which also hold no Python the candidate runs) and the import
+        # paths given at start (the environment's) stay libraries' wherever they are.
+        self.scratch = [r for r in self.roots.write if r not in ("/dev/null", "/dev/nvidia")]
+        tmp, cwd = os.path.realpath(tempfile.gettempdir()), os.path.realpath(os.getcwd())
+        self.library_roots = ([c for c in self.roots.library_only if c != tmp]
+                              + [os.path.realpath(p) for p in sys.path if p and os.path.isdir(p)
+                                 and os.path.realpath(p) not in (self.solution_dir, cwd)])
         self.violations: list[Hack] = []
         self.armed = False
         self._local = threading.local()
@@ -271,10 +271,7 @@ class AuditGuard:
         real = os.path.realpath(filename)
         if real in self.solution_files or real.startswith(self.solution_dir + "/"):
             return True
-        return (any(_under(real, r) for r in self.scratch)
-                and not any(_under(real, c) for c in self.roots.library_only
-                            if c != os.path.realpath(tempfile.gettempdir()))
-                and not any(_under(real, p) for p in self.import_roots))
+        return any(_under(real, r) for r in self.scratch) and not any(_under(real, p) for p in self.library_roots)
 
     def _frames(self) -> Iterator[types.FrameType]:
         frame = sys._getframe(1)

@@ -21,6 +21,7 @@ from drkernel.gym.harness.perturb import perturb
 from drkernel.gym.seeds import (TIMED_FIRST_STEP, Distribution, distribution_of, drawing_seed, perturbation_of,
                                 perturbed, timed_step, torch_seed)
 
+
 @contextlib.contextmanager
 def collector_held() -> Any:
     """No automatic garbage collection inside: from a judged call of the solution until its output has

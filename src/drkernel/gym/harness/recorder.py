@@ -465,9 +465,15 @@ def in_launch() -> bool:
 
 
 _autotune = threading.local()
-_HARNESS_DIRS = tuple(os.path.dirname(m.__file__) + os.sep for m in (torch,)) + (
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,)
+_HARNESS_DIRS = (os.path.dirname(torch.__file__) + os.sep,
+                 os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep)
 """Code whose frames stand between an op and whoever issued it: torch's Python dispatch and drkernel's gym."""
+_TRITON_DIR = os.path.dirname(importlib.util.find_spec("triton").origin) + os.sep
+TRITON_BOOKKEEPING_OPS = frozenset(("clone", "copy_", "zero_", "fill_", "empty", "empty_like", "empty_strided"))
+"""The ops `triton_bookkeeping` may leave unrecorded: what the autotuner's restore and reset and
+``do_bench``'s cache clearing issue. Any other op is recorded wherever it comes from: a tensor given an
+instance attribute ``clone`` that computes a GELU, called by the autotuner's restore hook, issues
+``gelu`` from Triton's frame (red team 20, a05)."""
 
 
 @contextlib.contextmanager
@@ -495,13 +501,6 @@ def triton_bookkeeping() -> bool:
         frame = frame.f_back
     return frame is not None and frame.f_code.co_filename.startswith(_TRITON_DIR)
 
-
-_TRITON_DIR = os.path.dirname(importlib.util.find_spec("triton").origin) + os.sep
-TRITON_BOOKKEEPING_OPS = frozenset(("clone", "copy_", "zero_", "fill_", "empty", "empty_like", "empty_strided"))
-"""The ops `triton_bookkeeping` may leave unrecorded: what the autotuner's restore and reset and
-``do_bench``'s cache clearing issue. Any other op is recorded wherever it comes from: a tensor given an
-instance attribute ``clone`` that computes a GELU, called by the autotuner's restore hook, issues
-``gelu`` from Triton's frame (red team 20, a05)."""
 
 class OpRecorder(TorchDispatchMode):
     """Record every aten op into an `OpProfile`: compute and copies anywhere (inside launches too), and
@@ -539,9 +538,9 @@ class OpRecorder(TorchDispatchMode):
         self.handled += 1
         with marked():
             out = func(*args, **kwargs)
-        if base_name(op_name(func)) in TRITON_BOOKKEEPING_OPS and triton_bookkeeping():
-            return out
         name = op_name(func)
+        if getattr(_autotune, "depth", 0) and base_name(name) in TRITON_BOOKKEEPING_OPS and triton_bookkeeping():
+            return out
         try:
             self._record(func, name, args, kwargs, out)
         except KeyboardInterrupt:

@@ -13,10 +13,11 @@ and a value passes when ``|out - ref| <= atol' + rtol * |ref|``. ``rtol`` is the
 aggregate (an output with at most 1/`AGGREGATE_INPUTS` as many values as the inputs: a loss, a norm,
 a row sum or mean, a matrix-vector product), whose ``rtol' = min(rtol, max(AGGREGATE_RTOL, ERROR_FACTOR
 * err / scale))``, never below `OUTPUT_STEPS` steps of the output dtype: a 1 % band around values that
-each sum hundreds of terms lets a kernel that reads only part of them pass (a mean over 7/8 of the rows of a cross-entropy is off by about 0.15 %), or
-one that replaces them by a cheaper formula accurate to a few tenths of a percent on the trial
-inputs (red team 15: the row sum of sigmoids of a GEMM as its first-order expansion, a
-matrix-vector product, 0.2 % off where the honest kernel is 4e-7 off). An
+each sum hundreds of terms lets a kernel that reads only part of them pass (a mean over 7/8 of the
+rows of a cross-entropy is off by about 0.15 %), or one that replaces them by a cheaper formula
+accurate to a few tenths of a percent on the trial inputs (red team 15: the row sum of sigmoids of a
+GEMM as its first-order expansion, a matrix-vector product, 0.2 % off where the honest kernel is
+4e-7 off). An
 honest kernel differs from the reference by about the reference's own rounding error (a few times
 ``err``) or by ``rtol`` of a typical value, so it keeps passing; an answer that is wrong by more
 than 1% of a typical output no longer hides below a fixed atol.
